@@ -1,0 +1,52 @@
+/* gradcomp.c -- the command-line front end: `gradcomp SUBCOMMAND ...`,
+ * git style.  Each subcommand lives in its own cmd_*.c file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "gc_cli.h"
+
+struct subcommand {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+  { "compress", gc_cmd_compress, "compress a .npy vector with any compressor; list compressors" },
+  { "theory", gc_cmd_theory, "contraction constants, trajectories with xi/xi_bi probes, bounds" },
+  { "train", gc_cmd_train, "train a neural net with compressed distributed SGD" },
+  { "data", gc_cmd_data, "check or describe the data sets (MNIST, Fashion-MNIST, CIFAR-10)" },
+  { "bench", gc_cmd_bench, "speed of compressors and training steps, as ratios to baselines" },
+};
+
+static void usage(FILE *out)
+{
+  fprintf(out, "usage: gradcomp SUBCOMMAND [OPTIONS]   (gradcomp SUBCOMMAND --help)\n\n"
+               "gradcomp %s -- communication-compressed distributed SGD\n\n"
+               "subcommands:\n", PACKAGE_VERSION);
+  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    fprintf(out, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("gradcomp %s\n", PACKAGE_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    if (!strcmp(argv[1], subcommands[i].name))
+      return subcommands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "gradcomp: '%s' is not a subcommand\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,122 @@
+/* gc_algo.h -- distributed algorithms written once as worker/server step
+ * functions over byte messages (theory.md section 3), the byte ledger, and the
+ * in-process transport that drives P workers and one server.
+ *
+ * One step t (every worker holds the same model copy at the start):
+ *   worker p:  gc_worker_step(grad_p at its model copy) -> uplink message
+ *   server:    gc_server_step(all uplink messages)      -> downlink message
+ *   worker p:  gc_worker_apply(downlink message)        -> model copy updated
+ * Collective forms (allreduce, allgather) use the same three calls: the
+ * "server" then stands for the collective's reduction, and the ledger counts
+ * what each rank would send.  Transports only move the bytes, so the
+ * in-process simulator and the MPI driver give bit-identical results.
+ * The learning rate is applied where each method applies it: before
+ * compression for (a), (b), (b'), after decompression for DoubleSqueeze and
+ * EF21. */
+#ifndef GC_ALGO_H
+#define GC_ALGO_H
+#include <stddef.h>
+#include <stdint.h>
+#include "gc_compressor.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gc_algo_kind {
+  GC_ALGO_SGD = 0,        /* dense: average of the gradients                */
+  GC_ALGO_UNI,            /* (a) uplink compression + worker EF             */
+  GC_ALGO_BI,             /* (b) + server EF and downlink compression (K_d) */
+  GC_ALGO_DOWNLINK,       /* (b') dense uplink, compressed downlink + server EF */
+  GC_ALGO_DOUBLESQUEEZE,  /* (c) EF on the gradient scale, lr after         */
+  GC_ALGO_EF21,           /* (d) Richtarik et al.                           */
+  GC_ALGO_EF21_BC,        /* EF21 + compressed model broadcast              */
+  GC_ALGO_ALLREDUCE,      /* dense ring allreduce                           */
+  GC_ALGO_ALLREDUCE_RANDK,/* shared-seed random-K values allreduced, EF     */
+  GC_ALGO_ALLGATHER       /* allgather of compressed messages, worker EF    */
+} gc_algo_kind;
+
+const char *gc_algo_name(gc_algo_kind k);               /* "uni", "bi", ... */
+int gc_algo_by_name(const char *name, gc_algo_kind *k); /* GC_EINVAL if unknown */
+
+typedef struct gc_algo_config {
+  gc_algo_kind kind;
+  size_t workers;                   /* P >= 1                              */
+  size_t n;                         /* model dimension d                   */
+  int dtype;                        /* GC_F32 or GC_F64 (gc_npy.h)         */
+  const gc_compressor_type *up;     /* uplink compressor (worker side)     */
+  gc_compressor_params up_params;   /* stream is set to the worker rank    */
+  const gc_compressor_type *down;   /* downlink compressor (server side)   */
+  gc_compressor_params down_params;
+} gc_algo_config;
+
+/* Defaults: SGD, P = 1, float64, topk both ways at density 0.01. */
+void gc_algo_config_default(gc_algo_config *cfg);
+
+/* ---- the byte ledger: every message, per step, worker and direction ---- */
+enum { GC_UP = 0, GC_DOWN = 1 };
+typedef struct gc_ledger gc_ledger;
+gc_ledger *gc_ledger_alloc(size_t workers);
+void gc_ledger_free(gc_ledger *l);
+int gc_ledger_record(gc_ledger *l, uint32_t step, size_t worker, int dir,
+                     size_t bytes);
+uint64_t gc_ledger_total(const gc_ledger *l, int dir);          /* all steps */
+uint64_t gc_ledger_step_total(const gc_ledger *l, uint32_t step, int dir);
+uint64_t gc_ledger_worker_total(const gc_ledger *l, size_t worker, int dir);
+/* CSV "step,worker,direction,bytes", one row per message (appended). */
+int gc_ledger_write_csv(const gc_ledger *l, const char *path);
+
+/* ---- node state and step functions ------------------------------------ */
+typedef struct gc_worker gc_worker;
+typedef struct gc_server gc_server;
+
+gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank);
+void gc_worker_free(gc_worker *w);
+gc_server *gc_server_alloc(const gc_algo_config *cfg);
+void gc_server_free(gc_server *s);
+size_t gc_algo_max_up_bytes(const gc_algo_config *cfg);
+size_t gc_algo_max_down_bytes(const gc_algo_config *cfg);
+
+/* Worker p: from its stochastic gradient at its model copy (length n,
+ * cfg->dtype) and the step size lr, write the uplink message.
+ * Returns GC_SUCCESS, GC_EDOM (non-finite gradient), GC_ENOSPACE. */
+int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
+                   uint8_t *up, size_t cap, size_t *len);
+/* Server: aggregate the P uplink messages, update its memories and write
+ * the downlink message (identical for every worker). */
+int gc_server_step(gc_server *s, const uint8_t *const *up,
+                   const size_t *up_len, double lr, uint32_t step,
+                   uint8_t *down, size_t cap, size_t *len);
+/* Worker: apply the downlink message to its model copy x (length n). */
+int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
+                    uint32_t step, void *x);
+
+/* Probes: read-only views (length n, cfg->dtype), NULL where the method has
+ * no such state.  Valid until the next step call. */
+const void *gc_worker_memory(const gc_worker *w);        /* eps^p (or h_i) */
+const void *gc_worker_accumulator(const gc_worker *w);   /* acc^p of last step */
+const void *gc_worker_sent(const gc_worker *w);          /* decoded m^p       */
+const void *gc_server_memory(const gc_server *s);        /* delta (or h)      */
+const void *gc_server_aggregate(const gc_server *s);     /* (1/P) sum m^p     */
+const void *gc_server_sent(const gc_server *s);          /* decoded downlink  */
+size_t gc_server_support_union(const gc_server *s);      /* |S| of last step  */
+
+/* ---- the in-process transport ----------------------------------------- */
+typedef struct gc_sim gc_sim;
+/* x0: the start (length n, cfg->dtype), copied. */
+gc_sim *gc_sim_alloc(const gc_algo_config *cfg, const void *x0);
+void gc_sim_free(gc_sim *s);
+/* Where gradients must be evaluated this step (the workers' model copy). */
+const void *gc_sim_point(const gc_sim *s);
+/* The server's model (differs from the point only for EF21-BC). */
+const void *gc_sim_model(const gc_sim *s);
+/* One synchronous step from the P gradients grads[p] (each length n). */
+int gc_sim_step(gc_sim *s, const void *const *grads, double lr);
+uint32_t gc_sim_steps_done(const gc_sim *s);
+gc_worker *gc_sim_worker(gc_sim *s, size_t p);
+gc_server *gc_sim_server(gc_sim *s);
+const gc_ledger *gc_sim_ledger(const gc_sim *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_ALGO_H */

@@ -1,0 +1,156 @@
+/* gc_compressor.h -- the compressor family: a GSL-style type table
+ * (gsl_rng_type pattern) plus the wire format.
+ *
+ * Every compressor turns a vector x (length n, float32 or float64) into a
+ * real byte message and decodes such a message into y += scale * C(x).
+ * The byte counts reported anywhere in gradcomp are the lengths of these
+ * messages.  Residuals for error feedback are formed by decoding with
+ * scale = -1 into a copy of x.
+ *
+ * Determinism: a message is a pure function of (x, params, step).  Random
+ * compressors draw from gc_rng.h keyed by (params.seed, params.stream, step,
+ * element index), never by thread, so CPU, GPU and any thread count give the
+ * same bytes.  Index limit: n < 2^32. */
+#ifndef GC_COMPRESSOR_H
+#define GC_COMPRESSOR_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GC_TIES_LOW = 0, GC_TIES_HIGH = 1 };   /* which index wins equal |x| */
+
+/* Parameters; gc_compressor_params_default() fills sensible defaults and
+ * each type reads only the fields it needs. */
+typedef struct gc_compressor_params {
+  size_t k;               /* entries kept (sparsifiers); 0: use density   */
+  double density;         /* k = max(1, floor(density*n)) when k == 0      */
+  unsigned levels;        /* QSGD s >= 1 (default 1)                       */
+  size_t bucket;          /* QSGD bucket size, 0 = whole vector            */
+  double threshold;       /* threshold-v: keep |x_i| > v (v >= 0)          */
+  double clip;            /* TernGrad clip factor c (0 = no clipping; 2.5) */
+  uint64_t seed;          /* run seed                                      */
+  uint32_t stream;        /* worker or tensor stream (randk: shared = 0)   */
+  int ties;               /* GC_TIES_LOW (default) or GC_TIES_HIGH         */
+  unsigned gauss_loops;   /* Gaussian-k threshold adjustments (3; 5 = gaussian2) */
+  double sample_ratio;    /* DGC sampling ratio (default 0.01)             */
+} gc_compressor_params;
+
+void gc_compressor_params_default(gc_compressor_params *p);
+
+/* What one compress call produced, beside the bytes. */
+typedef struct gc_compress_info {
+  size_t nnz;         /* nonzeros of the decoded C(x)                        */
+  size_t selected;    /* entries sent (sparsifiers: achieved count vs k)     */
+  unsigned loops;     /* threshold evaluations (gaussk, dgc)                 */
+} gc_compress_info;
+
+/* Flags of a type. */
+enum {
+  GC_COMP_BIASED = 1u << 0,     /* E C(x) != x                              */
+  GC_COMP_RANDOM = 1u << 1,     /* uses the RNG                             */
+  GC_COMP_SPARSE = 1u << 2,     /* output has few nonzeros (uses k/density) */
+  GC_COMP_CONTRACTIVE = 1u << 3,/* ||C(x)-x||^2 <= (1-delta)||x||^2 always  */
+  GC_COMP_NEEDS_SHAPE = 1u << 4 /* needs layer shapes (PowerSGD)            */
+};
+
+/* A compressor type.  State is allocated by gc_compressor_alloc with
+ * state_size bytes (zeroed), then init() sizes its own workspaces.  The
+ * encode/decode functions must not allocate. */
+typedef struct gc_compressor_type {
+  const char *name;        /* "topk", "qsgd", ... (command-line name)      */
+  const char *summary;     /* one line for `gradcomp compress --list`      */
+  unsigned flags;
+  size_t state_size;
+  int (*init)(void *state, size_t n, const gc_compressor_params *p);
+  void (*release)(void *state);                 /* frees what init took */
+  size_t (*max_bytes)(const void *state);       /* bound on any message */
+  int (*encode_f32)(void *state, const float *x, uint32_t step,
+                    uint8_t *buf, size_t cap, size_t *len,
+                    gc_compress_info *info);
+  int (*encode_f64)(void *state, const double *x, uint32_t step,
+                    uint8_t *buf, size_t cap, size_t *len,
+                    gc_compress_info *info);
+  int (*decode_f32)(const void *state, const uint8_t *buf, size_t len,
+                    uint32_t step, float scale, float *y);
+  int (*decode_f64)(const void *state, const uint8_t *buf, size_t len,
+                    uint32_t step, double scale, double *y);
+} gc_compressor_type;
+
+/* The registry.  Each family file defines its types and a NULL-terminated
+ * list; gc_compressor_types() concatenates the families. */
+const gc_compressor_type *const *gc_compressor_types(void);
+const gc_compressor_type *gc_compressor_type_by_name(const char *name);
+
+typedef struct gc_compressor gc_compressor;   /* opaque instance */
+
+/* Allocate an instance for vectors of length n.  Returns NULL after
+ * reporting GC_EINVAL (n == 0, n >= 2^32, k > n, density outside (0,1],
+ * levels < 1, negative threshold, ...) or GC_ENOMEM. */
+gc_compressor *gc_compressor_alloc(const gc_compressor_type *T, size_t n,
+                                   const gc_compressor_params *p);
+void gc_compressor_free(gc_compressor *c);          /* NULL is a no-op */
+
+const gc_compressor_type *gc_compressor_type_of(const gc_compressor *c);
+size_t gc_compressor_n(const gc_compressor *c);
+size_t gc_compressor_k(const gc_compressor *c);     /* resolved k (0 if unused) */
+const gc_compressor_params *gc_compressor_get_params(const gc_compressor *c);
+size_t gc_compressor_max_bytes(const gc_compressor *c);
+
+/* Compress x (length n) at iteration `step` into buf (capacity cap bytes;
+ * gc_compressor_max_bytes() always suffices).  *len receives the message
+ * length.  info may be NULL.
+ * Returns GC_SUCCESS, GC_EDOM (NaN or Inf in x), GC_ENOSPACE. */
+int gc_compress_f32(gc_compressor *c, const float *x, uint32_t step,
+                    uint8_t *buf, size_t cap, size_t *len,
+                    gc_compress_info *info);
+int gc_compress_f64(gc_compressor *c, const double *x, uint32_t step,
+                    uint8_t *buf, size_t cap, size_t *len,
+                    gc_compress_info *info);
+
+/* Decode-accumulate: y += scale * C(x) from a message of `len` bytes.
+ * `step` must be the one used to encode (shared-seed random-K rebuilds its
+ * indices from it).  Returns GC_SUCCESS or GC_ECORRUPT (truncated, wrong
+ * type or precision, index out of range, trailing bytes); y is untouched on
+ * error. */
+int gc_decompress_add_f32(const gc_compressor *c, const uint8_t *buf,
+                          size_t len, uint32_t step, float scale, float *y);
+int gc_decompress_add_f64(const gc_compressor *c, const uint8_t *buf,
+                          size_t len, uint32_t step, double scale, double *y);
+
+/* ---- sparse messages shared by the algorithms (exact, any support) -----
+ * A "sparse vector" message carries nnz (index, value) pairs with the index
+ * coding chosen by size (raw u32 / delta+varint / bitmap; one tag byte).
+ * The server of unidirectional top-K broadcasts the aggregate this way. */
+size_t gc_sparse_max_bytes(size_t n, size_t nnz, int dtype);
+/* Encode the nonzeros of x (length n) exactly. */
+int gc_sparse_encode_dense_f32(const float *x, size_t n, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz);
+int gc_sparse_encode_dense_f64(const double *x, size_t n, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz);
+/* y += scale * decoded; same errors as gc_decompress_add_*. */
+int gc_sparse_decode_add_f32(const uint8_t *buf, size_t len, size_t n,
+                             float scale, float *y);
+int gc_sparse_decode_add_f64(const uint8_t *buf, size_t len, size_t n,
+                             double scale, double *y);
+
+/* The compressors (defined in their family files). */
+extern const gc_compressor_type *const gc_compressor_identity;
+extern const gc_compressor_type *const gc_compressor_topk;
+extern const gc_compressor_type *const gc_compressor_randk;
+extern const gc_compressor_type *const gc_compressor_randk_unbiased;
+extern const gc_compressor_type *const gc_compressor_threshold;
+extern const gc_compressor_type *const gc_compressor_gaussk;
+extern const gc_compressor_type *const gc_compressor_dgc;
+extern const gc_compressor_type *const gc_compressor_qsgd;
+extern const gc_compressor_type *const gc_compressor_terngrad;
+extern const gc_compressor_type *const gc_compressor_sign;
+extern const gc_compressor_type *const gc_compressor_scaled_sign;
+extern const gc_compressor_type *const gc_compressor_fp16;
+extern const gc_compressor_type *const gc_compressor_bf16;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_COMPRESSOR_H */

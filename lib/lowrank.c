@@ -1,0 +1,4 @@
+/* lowrank.c -- PowerSGD (placeholder list until implemented). */
+#include <stddef.h>
+#include "gc_internal.h"
+const gc_compressor_type *const gc__lowrank_types[] = { NULL };

@@ -1,0 +1,272 @@
+/* npy.c -- the .npy format: magic "\x93NUMPY", version, header length,
+ * then a Python dict literal {'descr': '<f4', 'fortran_order': False,
+ * 'shape': (n,), } padded so that the data starts on a 64-byte boundary. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gc_errno.h"
+#include "gc_npy.h"
+
+static int fail_format(const char *path, const char *what)
+{
+  gc_errorf(__FILE__, __LINE__, GC_EFORMAT, "%s: not a usable .npy file: %s",
+            path, what);
+  return GC_EFORMAT;
+}
+
+/* Parse the shape tuple "(3, 4)" / "(5,)" / "()" starting at s. */
+static int parse_shape(const char *s, gc_array *a)
+{
+  if (*s != '(')
+    return -1;
+  s++;
+  a->ndim = 0;
+  for (;;) {
+    while (*s == ' ' || *s == ',')
+      s++;
+    if (*s == ')')
+      break;
+    if (!isdigit((unsigned char) *s) || a->ndim == GC_NPY_MAXDIM)
+      return -1;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    a->shape[a->ndim++] = (size_t) v;
+    s = end;
+    if (*s == 'L')   /* written by Python 2 */
+      s++;
+  }
+  return 0;
+}
+
+int gc_npy_read(const char *path, gc_array *a)
+{
+  memset(a, 0, sizeof *a);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
+
+  unsigned char pre[8];
+  int status = GC_SUCCESS;
+  char *header = NULL;
+  if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+    status = fail_format(path, "missing the \\x93NUMPY magic");
+    goto done;
+  }
+  size_t hlen;
+  if (pre[6] == 1) {
+    unsigned char b[2];
+    if (fread(b, 1, 2, f) != 2) {
+      status = fail_format(path, "truncated header");
+      goto done;
+    }
+    hlen = b[0] | (size_t) b[1] << 8;
+  } else if (pre[6] == 2 || pre[6] == 3) {
+    unsigned char b[4];
+    if (fread(b, 1, 4, f) != 4) {
+      status = fail_format(path, "truncated header");
+      goto done;
+    }
+    hlen = b[0] | (size_t) b[1] << 8 | (size_t) b[2] << 16 | (size_t) b[3] << 24;
+  } else {
+    status = fail_format(path, "unknown format version");
+    goto done;
+  }
+  if (hlen > (1u << 20)) {
+    status = fail_format(path, "header longer than 1 MiB");
+    goto done;
+  }
+  header = malloc(hlen + 1);
+  if (!header) {
+    status = GC_ENOMEM;
+    gc_error("out of memory reading .npy header", __FILE__, __LINE__, status);
+    goto done;
+  }
+  if (fread(header, 1, hlen, f) != hlen) {
+    status = fail_format(path, "truncated header");
+    goto done;
+  }
+  header[hlen] = '\0';
+
+  const char *descr = strstr(header, "'descr'");
+  const char *fortran = strstr(header, "'fortran_order'");
+  const char *shape = strstr(header, "'shape'");
+  if (!descr || !fortran || !shape) {
+    status = fail_format(path, "header lacks descr, fortran_order or shape");
+    goto done;
+  }
+  descr = strchr(descr + 7, '\'');
+  if (!descr) {
+    status = fail_format(path, "bad descr");
+    goto done;
+  }
+  descr++;
+  if (strncmp(descr, "<f4'", 4) == 0)
+    a->dtype = GC_F32;
+  else if (strncmp(descr, "<f8'", 4) == 0)
+    a->dtype = GC_F64;
+  else {
+    char d[16] = {0};
+    for (int i = 0; i < 15 && descr[i] && descr[i] != '\''; i++)
+      d[i] = descr[i];
+    gc_errorf(__FILE__, __LINE__, GC_EFORMAT,
+              "%s: dtype '%s' is not supported (use float32 '<f4' or float64 '<f8')",
+              path, d);
+    status = GC_EFORMAT;
+    goto done;
+  }
+  fortran = strchr(fortran + 15, ':');
+  while (fortran && (*fortran == ':' || *fortran == ' '))
+    fortran++;
+  int is_fortran = fortran && strncmp(fortran, "True", 4) == 0;
+  shape = strchr(shape + 7, ':');
+  while (shape && (*shape == ':' || *shape == ' '))
+    shape++;
+  if (!shape || parse_shape(shape, a) != 0) {
+    status = fail_format(path, "bad shape tuple");
+    goto done;
+  }
+  if (is_fortran && a->ndim > 2) {
+    status = fail_format(path, "Fortran order with more than 2 dimensions");
+    goto done;
+  }
+  a->count = 1;
+  for (size_t i = 0; i < a->ndim; i++) {
+    if (a->shape[i] != 0 && a->count > SIZE_MAX / 16 / a->shape[i]) {
+      status = fail_format(path, "shape too large");
+      goto done;
+    }
+    a->count *= a->shape[i];
+  }
+  size_t bytes = a->count * (size_t) a->dtype;
+  a->data = malloc(bytes ? bytes : 1);
+  if (!a->data) {
+    status = GC_ENOMEM;
+    gc_errorf(__FILE__, __LINE__, status, "%s: cannot allocate %zu bytes", path, bytes);
+    goto done;
+  }
+  if (fread(a->data, 1, bytes, f) != bytes) {
+    gc_errorf(__FILE__, __LINE__, GC_EFORMAT,
+              "%s: truncated data: the header promises %zu values", path, a->count);
+    status = GC_EFORMAT;
+    goto done;
+  }
+  if (is_fortran && a->ndim == 2) {   /* column-major -> row-major */
+    size_t r = a->shape[0], c = a->shape[1], es = (size_t) a->dtype;
+    unsigned char *t = malloc(bytes ? bytes : 1);
+    if (!t) {
+      status = GC_ENOMEM;
+      gc_error("out of memory transposing .npy", __FILE__, __LINE__, status);
+      goto done;
+    }
+    for (size_t i = 0; i < r; i++)
+      for (size_t j = 0; j < c; j++)
+        memcpy(t + (i * c + j) * es, (unsigned char *) a->data + (j * r + i) * es, es);
+    free(a->data);
+    a->data = t;
+  }
+
+done:
+  free(header);
+  fclose(f);
+  if (status != GC_SUCCESS)
+    gc_array_free(a);
+  return status;
+}
+
+int gc_npy_write(const char *path, int dtype, size_t ndim, const size_t *shape,
+                 const void *data)
+{
+  if (dtype != GC_F32 && dtype != GC_F64)
+    GC_ERRORF(GC_EINVAL, "npy write: dtype must be float32 or float64 (got %d)", dtype);
+  if (ndim > GC_NPY_MAXDIM)
+    GC_ERRORF(GC_EINVAL, "npy write: %zu dimensions (at most %d)", ndim, GC_NPY_MAXDIM);
+
+  char dict[512], shp[256] = "(";
+  size_t count = 1;
+  for (size_t i = 0; i < ndim; i++) {
+    char one[32];
+    snprintf(one, sizeof one, "%zu,%s", shape[i], (i + 1 < ndim) ? " " : "");
+    strncat(shp, one, sizeof shp - strlen(shp) - 1);
+    count *= shape[i];
+  }
+  if (ndim > 1)   /* "(3, 4)" rather than "(3, 4,)" */
+    shp[strlen(shp) - 1] = '\0';
+  strncat(shp, ")", sizeof shp - strlen(shp) - 1);
+  int len = snprintf(dict, sizeof dict,
+                     "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                     dtype == GC_F32 ? "<f4" : "<f8", shp);
+  size_t total = 10 + (size_t) len + 1;          /* + '\n' */
+  size_t pad = (64 - total % 64) % 64;
+  size_t hlen = (size_t) len + pad + 1;
+
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 32);
+  if (!tmp)
+    GC_ERROR("out of memory", GC_ENOMEM);
+  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long) getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    free(tmp);
+    return GC_EIO;
+  }
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                           (unsigned char) (hlen & 0xff), (unsigned char) (hlen >> 8)};
+  int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t) len, f) == (size_t) len;
+  for (size_t i = 0; ok && i < pad; i++)
+    ok = fputc(' ', f) != EOF;
+  ok = ok && fputc('\n', f) != EOF;
+  size_t bytes = count * (size_t) dtype;
+  ok = ok && fwrite(data, 1, bytes, f) == bytes;
+  ok = (fflush(f) == 0) && ok;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: write failed: %s", path, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return GC_EIO;
+  }
+  free(tmp);
+  return GC_SUCCESS;
+}
+
+int gc_array_convert(gc_array *a, int dtype)
+{
+  if (a->dtype == dtype)
+    return GC_SUCCESS;
+  if (dtype != GC_F32 && dtype != GC_F64)
+    GC_ERRORF(GC_EINVAL, "cannot convert to dtype %d", dtype);
+  void *t = malloc(a->count * (size_t) dtype + 1);
+  if (!t)
+    GC_ERROR("out of memory converting array", GC_ENOMEM);
+  if (dtype == GC_F64) {
+    const float *s = a->data;
+    double *d = t;
+    for (size_t i = 0; i < a->count; i++)
+      d[i] = s[i];
+  } else {
+    const double *s = a->data;
+    float *d = t;
+    for (size_t i = 0; i < a->count; i++)
+      d[i] = (float) s[i];
+  }
+  free(a->data);
+  a->data = t;
+  a->dtype = dtype;
+  return GC_SUCCESS;
+}
+
+void gc_array_free(gc_array *a)
+{
+  if (!a)
+    return;
+  free(a->data);
+  a->data = NULL;
+  a->count = 0;
+}

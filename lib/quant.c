@@ -1,0 +1,4 @@
+/* quant.c -- quantizers (placeholder list until implemented). */
+#include <stddef.h>
+#include "gc_internal.h"
+const gc_compressor_type *const gc__quant_types[] = { NULL };

@@ -1,0 +1,171 @@
+/* test_core.c -- errors, the counter RNG, and .npy input/output. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_errno.h"
+#include "gc_npy.h"
+#include "gc_rng.h"
+#include "gc_test.h"
+
+static void quiet(void) { gc_set_error_handler_off(); }
+
+/* Known-answer vectors of Random123's kat_vectors for philox4x32_10. */
+Test(rng, philox_known_answers)
+{
+  gc_rng4 r = gc_philox4x32_10(0, 0, 0, 0, 0, 0);
+  cr_assert(eq(u32, r.v[0], 0x6627e8d5u));
+  cr_assert(eq(u32, r.v[3], 0x9b00dbd8u));
+  r = gc_philox4x32_10(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  cr_assert(eq(u32, r.v[0], 0x408f276du));
+  cr_assert(eq(u32, r.v[2], 0xa20bc7c6u));
+  r = gc_philox4x32_10(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u,
+                       0xa4093822u, 0x299f31d0u);
+  cr_assert(eq(u32, r.v[0], 0xd16cfe09u));
+  cr_assert(eq(u32, r.v[3], 0x24126ea1u));
+}
+
+Test(rng, keyed_by_every_field)
+{
+  uint32_t base = gc_rng_u32(1, 2, 3, 4);
+  cr_assert(eq(u32, base, gc_rng_u32(1, 2, 3, 4)), "pure function of its key");
+  cr_assert(base != gc_rng_u32(2, 2, 3, 4), "seed");
+  cr_assert(base != gc_rng_u32(1, 3, 3, 4), "stream");
+  cr_assert(base != gc_rng_u32(1, 2, 4, 4), "step");
+  cr_assert(base != gc_rng_u32(1, 2, 3, 5), "element");
+}
+
+/* Uniforms: mean 1/2 and variance 1/12 within 5 sigma over 10^5 draws;
+ * normals: mean 0, variance 1. */
+Test(rng, moments)
+{
+  enum { N = 100000 };
+  double su = 0, su2 = 0, sn = 0, sn2 = 0;
+  for (size_t i = 0; i < N; i++) {
+    double u = gc_rng_uniform(42, 0, 0, i), z = gc_rng_normal(42, 0, 0, i);
+    cr_assert(u >= 0.0 && u < 1.0);
+    su += u; su2 += u * u; sn += z; sn2 += z * z;
+  }
+  double mu = su / N, vu = su2 / N - mu * mu, mz = sn / N, vz = sn2 / N - mz * mz;
+  cr_assert(fabs(mu - 0.5) < 5 * sqrt(1.0 / 12 / N), "uniform mean %g", mu);
+  cr_assert(fabs(vu - 1.0 / 12) < 5 * sqrt(1.0 / 180 / N), "uniform var %g", vu);
+  cr_assert(fabs(mz) < 5 * sqrt(1.0 / N), "normal mean %g", mz);
+  cr_assert(fabs(vz - 1) < 5 * sqrt(2.0 / N), "normal var %g", vz);
+}
+
+Test(npy, round_trip_f32_and_f64_2d)
+{
+  float v[5] = {2.385f, -1.5f, 0.0f, -0.0f, 3e-38f};
+  size_t shape1[1] = {5};
+  const char *p = gc_test_tmp("v.npy");
+  cr_assert(eq(int, gc_npy_write(p, GC_F32, 1, shape1, v), GC_SUCCESS));
+  gc_array a;
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_SUCCESS));
+  cr_assert(eq(int, a.dtype, GC_F32));
+  cr_assert(eq(sz, a.ndim, 1));
+  cr_assert(eq(sz, a.count, 5));
+  cr_assert(memcmp(a.data, v, sizeof v) == 0, "bit-identical round trip");
+  gc_array_free(&a);
+
+  double m[6] = {1, 2, 3, 4, 5, 6.25};
+  size_t shape2[2] = {2, 3};
+  cr_assert(eq(int, gc_npy_write(p, GC_F64, 2, shape2, m), GC_SUCCESS));
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_SUCCESS));
+  cr_assert(eq(sz, a.shape[0], 2));
+  cr_assert(eq(sz, a.shape[1], 3));
+  cr_assert(memcmp(a.data, m, sizeof m) == 0);
+  cr_assert(eq(int, gc_array_convert(&a, GC_F32), GC_SUCCESS));
+  cr_assert(eq(flt, ((float *) a.data)[5], 6.25f));
+  gc_array_free(&a);
+  remove(p);
+}
+
+static void write_bytes(const char *p, const void *b, size_t n)
+{
+  FILE *f = fopen(p, "wb");
+  cr_assert(f != NULL);
+  fwrite(b, 1, n, f);
+  fclose(f);
+}
+
+/* Header data start is 64-byte aligned: a v1 header of 118 chars + 10. */
+static size_t make_header(char *buf, const char *dict)
+{
+  size_t len = strlen(dict), total = 10 + len + 1, pad = (64 - total % 64) % 64;
+  size_t hlen = len + pad + 1;
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (char) (hlen & 0xff);
+  buf[9] = (char) (hlen >> 8);
+  memcpy(buf + 10, dict, len);
+  memset(buf + 10 + len, ' ', pad);
+  buf[10 + len + pad] = '\n';
+  return 10 + hlen;
+}
+
+Test(npy, malformed_files_name_the_problem, .init = quiet)
+{
+  const char *p = gc_test_tmp("bad.npy");
+  gc_array a;
+
+  cr_assert(eq(int, gc_npy_read("/nonexistent/x.npy", &a), GC_EIO));
+  cr_assert(strstr(gc_last_error(), "/nonexistent/x.npy") != NULL);
+
+  write_bytes(p, "PK\x03\x04 not numpy at all", 22);
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_EFORMAT));
+  cr_assert(strstr(gc_last_error(), "magic") != NULL, "%s", gc_last_error());
+
+  char buf[256];
+  size_t h = make_header(buf, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }");
+  memset(buf + h, 0, 16);
+  write_bytes(p, buf, h + 16);
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_EFORMAT));
+  cr_assert(strstr(gc_last_error(), "<i8") != NULL, "%s", gc_last_error());
+
+  h = make_header(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }");
+  write_bytes(p, buf, h + 12);   /* 3 of 10 floats */
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_EFORMAT));
+  cr_assert(strstr(gc_last_error(), "truncated") != NULL, "%s", gc_last_error());
+
+  h = make_header(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': 7, }");
+  write_bytes(p, buf, h);
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_EFORMAT));
+  remove(p);
+}
+
+Test(npy, fortran_order_is_transposed)
+{
+  const char *p = gc_test_tmp("f.npy");
+  char buf[256];
+  size_t h = make_header(buf, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }");
+  double colmajor[6] = {1, 4, 2, 5, 3, 6};   /* [[1,2,3],[4,5,6]] */
+  memcpy(buf + h, colmajor, sizeof colmajor);
+  write_bytes(p, buf, h + sizeof colmajor);
+  gc_array a;
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_SUCCESS));
+  const double *d = a.data;
+  for (int i = 0; i < 6; i++)
+    cr_assert(eq(dbl, d[i], (double) (i + 1)));
+  gc_array_free(&a);
+  remove(p);
+}
+
+static int seen_code;
+static void record(const char *reason, const char *file, int line, int code)
+{
+  (void) reason; (void) file; (void) line;
+  seen_code = code;
+}
+
+Test(errors, handler_is_replaceable_and_never_exits)
+{
+  gc_set_error_handler(record);
+  gc_array a;
+  cr_assert(eq(int, gc_npy_read("/nonexistent/y.npy", &a), GC_EIO));
+  cr_assert(eq(int, seen_code, GC_EIO));
+  gc_set_error_handler(NULL);
+  cr_assert(strcmp(gc_strerror(GC_EDOM), "unknown error") != 0);
+}

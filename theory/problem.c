@@ -1,0 +1,3 @@
+/* problem.c -- placeholder until the theory module lands. */
+#include "gc_theory.h"
+int gc__theory_placeholder;
