@@ -1,10 +1,248 @@
-/* cmd_compress.c -- placeholder until the module lands (replaced by its owner). */
+/* cmd_compress.c -- `gradcomp compress`: list the compressors, or apply one
+ * to a 1-D .npy vector through the real wire format (encode, then decode
+ * into zeros) and write C(x) in the input's dtype. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "gc_cli.h"
+#include "gc_compressor.h"
+#include "gc_errno.h"
+#include "gc_npy.h"
+
+static const char *CMD = "compress";
+
+static void usage(FILE *out)
+{
+  fprintf(out,
+          "usage: gradcomp compress --list\n"
+          "       gradcomp compress NAME [--k K | --density R] [--levels S] [--bucket B]\n"
+          "                [--threshold V] [--clip C] [--seed N] [--step T] [--ties low|high]\n"
+          "                --in x.npy --out y.npy [--stats]\n"
+          "Reads a 1-D float32/float64 .npy, writes the decoded C(x) in the same dtype.\n"
+          "--stats prints: bytes=<wire bytes> rel_err=<|x-C(x)|^2/|x|^2> nnz=<count>\n");
+}
+
+static void flag_names(unsigned f, char *out, size_t cap)
+{
+  out[0] = '\0';
+  static const struct { unsigned bit; const char *name; } names[] = {
+    {GC_COMP_BIASED, "biased"}, {GC_COMP_RANDOM, "random"}, {GC_COMP_SPARSE, "sparse"},
+    {GC_COMP_CONTRACTIVE, "contractive"}, {GC_COMP_NEEDS_SHAPE, "needs-shape"}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (f & names[i].bit) {
+      if (out[0])
+        strncat(out, ",", cap - strlen(out) - 1);
+      strncat(out, names[i].name, cap - strlen(out) - 1);
+    }
+  if (!(f & GC_COMP_BIASED))
+    strncat(out, out[0] ? ",unbiased" : "unbiased", cap - strlen(out) - 1);
+}
+
+static void list_types(void)
+{
+  printf("%-16s %-32s %s\n", "name", "flags", "summary");
+  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++) {
+    char fl[128];
+    flag_names((*t)->flags, fl, sizeof fl);
+    printf("%-16s %-32s %s\n", (*t)->name, fl, (*t)->summary);
+  }
+}
+
+static int unknown(const char *name)
+{
+  fprintf(stderr, "gradcomp %s: unknown compressor '%s'; valid names:", CMD, name);
+  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++)
+    fprintf(stderr, " %s", (*t)->name);
+  fputc('\n', stderr);
+  return 1;
+}
 
 int gc_cmd_compress(int argc, char **argv)
 {
-  (void) argc; (void) argv;
-  fprintf(stderr, "gradcomp compress: not available in this build yet\n");
-  return 1;
+  gc_set_error_handler_off();   /* reasons come back through gc_last_error */
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  const char *name = NULL, *in = NULL, *out = NULL;
+  int stats = 0, have_k = 0, have_density = 0;
+  uint64_t step64 = 0, u;
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                         \
+  do {                                                                       \
+    if (!val)                                                                \
+      return gc_cli_fail(CMD, 0, "%s needs a value", a);                     \
+    i++;                                                                     \
+  } while (0)
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--list")) {
+      list_types();
+      return 0;
+    } else if (!strcmp(a, "--stats")) {
+      stats = 1;
+    } else if (!strcmp(a, "--k")) {
+      NEED_VALUE();
+      if (gc_cli_size(CMD, a, val, &p.k))
+        return 1;
+      if (p.k == 0)
+        return gc_cli_fail(CMD, 0, "--k: k must be at least 1 (got 0)");
+      have_k = 1;
+    } else if (!strcmp(a, "--density")) {
+      NEED_VALUE();
+      if (gc_cli_double(CMD, a, val, &p.density))
+        return 1;
+      if (!(p.density > 0 && p.density <= 1))
+        return gc_cli_fail(CMD, 0, "--density: %s is outside (0,1]", val);
+      have_density = 1;
+    } else if (!strcmp(a, "--levels")) {
+      NEED_VALUE();
+      if (gc_cli_u64(CMD, a, val, &u))
+        return 1;
+      if (u < 1 || u > 0xffffffffu)
+        return gc_cli_fail(CMD, 0, "--levels: s = %s must be >= 1", val);
+      p.levels = (unsigned) u;
+    } else if (!strcmp(a, "--bucket")) {
+      NEED_VALUE();
+      if (gc_cli_size(CMD, a, val, &p.bucket))
+        return 1;
+    } else if (!strcmp(a, "--threshold")) {
+      NEED_VALUE();
+      if (gc_cli_double(CMD, a, val, &p.threshold))
+        return 1;
+      if (p.threshold < 0)
+        return gc_cli_fail(CMD, 0, "--threshold: v = %s must be >= 0", val);
+    } else if (!strcmp(a, "--clip")) {
+      NEED_VALUE();
+      if (gc_cli_double(CMD, a, val, &p.clip))
+        return 1;
+      if (p.clip < 0)
+        return gc_cli_fail(CMD, 0, "--clip: c = %s must be >= 0", val);
+    } else if (!strcmp(a, "--seed")) {
+      NEED_VALUE();
+      if (gc_cli_u64(CMD, a, val, &p.seed))
+        return 1;
+    } else if (!strcmp(a, "--step")) {
+      NEED_VALUE();
+      if (gc_cli_u64(CMD, a, val, &step64))
+        return 1;
+      if (step64 > 0xffffffffu)
+        return gc_cli_fail(CMD, 0, "--step: %s does not fit in 32 bits", val);
+    } else if (!strcmp(a, "--ties")) {
+      NEED_VALUE();
+      if (!strcmp(val, "low"))
+        p.ties = GC_TIES_LOW;
+      else if (!strcmp(val, "high"))
+        p.ties = GC_TIES_HIGH;
+      else
+        return gc_cli_fail(CMD, 0, "--ties: '%s' is not low or high", val);
+    } else if (!strcmp(a, "--in")) {
+      NEED_VALUE();
+      in = val;
+    } else if (!strcmp(a, "--out")) {
+      NEED_VALUE();
+      out = val;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "gradcomp %s: unknown option '%s'\n", CMD, a);
+      usage(stderr);
+      return 2;
+    } else if (!name) {
+      name = a;
+    } else {
+      return gc_cli_fail(CMD, 0, "unexpected argument '%s' (compressor is '%s')", a, name);
+    }
+#undef NEED_VALUE
+  }
+  if (!name)
+    return gc_cli_fail(CMD, 0, "no compressor named (see gradcomp compress --list)");
+  const gc_compressor_type *T = gc_compressor_type_by_name(name);
+  if (!T)
+    return unknown(name);
+  if (have_k && have_density)
+    return gc_cli_fail(CMD, 0, "give either --k or --density, not both");
+  if (!in)
+    return gc_cli_fail(CMD, 0, "missing --in x.npy");
+  if (!out && !stats)
+    return gc_cli_fail(CMD, 0, "missing --out y.npy (or --stats)");
+
+  gc_array x = {0};
+  int st = gc_npy_read(in, &x);
+  if (st)
+    return gc_cli_fail(CMD, 0, "cannot read %s: %s", in, gc_last_error());
+  int rc = 1;
+  gc_compressor *c = NULL;
+  uint8_t *buf = NULL;
+  void *y = NULL;
+  if (x.ndim != 1) {
+    gc_cli_fail(CMD, 0, "%s: expected a 1-D array, got %zu dimensions", in, x.ndim);
+    goto done;
+  }
+  size_t n = x.count;
+  if (n == 0) {
+    gc_cli_fail(CMD, 0, "%s: the vector is empty", in);
+    goto done;
+  }
+  if (T->flags & GC_COMP_SPARSE) {
+    if (have_k && p.k > n) {
+      gc_cli_fail(CMD, 0, "k = %zu exceeds the vector length d = %zu", p.k, n);
+      goto done;
+    }
+  }
+  c = gc_compressor_alloc(T, n, &p);
+  if (!c) {
+    gc_cli_fail(CMD, 0, "%s: %s", name, gc_last_error());
+    goto done;
+  }
+  size_t cap = gc_compressor_max_bytes(c), len = 0;
+  buf = malloc(cap ? cap : 1);
+  y = calloc(n, (size_t) x.dtype);
+  if (!buf || !y) {
+    gc_cli_fail(CMD, 0, "out of memory for d = %zu", n);
+    goto done;
+  }
+  gc_compress_info info = {0};
+  uint32_t step = (uint32_t) step64;
+  if (x.dtype == GC_F32) {
+    st = gc_compress_f32(c, x.data, step, buf, cap, &len, &info);
+    if (!st)
+      st = gc_decompress_add_f32(c, buf, len, step, 1.0f, y);
+  } else {
+    st = gc_compress_f64(c, x.data, step, buf, cap, &len, &info);
+    if (!st)
+      st = gc_decompress_add_f64(c, buf, len, step, 1.0, y);
+  }
+  if (st) {
+    gc_cli_fail(CMD, 0, "%s on %s: %s", name, in, gc_last_error());
+    goto done;
+  }
+  if (out && gc_npy_write(out, x.dtype, 1, &n, y)) {
+    gc_cli_fail(CMD, 0, "cannot write %s: %s", out, gc_last_error());
+    goto done;
+  }
+  if (stats) {
+    double num = 0, den = 0;
+    size_t nnz = 0;
+    for (size_t i = 0; i < n; i++) {
+      double xi = x.dtype == GC_F32 ? ((float *) x.data)[i] : ((double *) x.data)[i];
+      double yi = x.dtype == GC_F32 ? ((float *) y)[i] : ((double *) y)[i];
+      num += (xi - yi) * (xi - yi);
+      den += xi * xi;
+      nnz += yi != 0;
+    }
+    printf("bytes=%zu rel_err=%.9g nnz=%zu\n", len, den > 0 ? num / den : 0.0, nnz);
+  }
+  rc = 0;
+done:
+  free(buf);
+  free(y);
+  gc_compressor_free(c);
+  gc_array_free(&x);
+  return rc;
 }

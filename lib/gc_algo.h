@@ -44,13 +44,29 @@ typedef struct gc_algo_config {
   size_t n;                         /* model dimension d                   */
   int dtype;                        /* GC_F32 or GC_F64 (gc_npy.h)         */
   const gc_compressor_type *up;     /* uplink compressor (worker side)     */
-  gc_compressor_params up_params;   /* stream is set to the worker rank    */
+  gc_compressor_params up_params;   /* stream is set to the worker rank,
+                                       except allreduce-randk (all ranks
+                                       keep up_params.stream: shared set) */
   const gc_compressor_type *down;   /* downlink compressor (server side)   */
   gc_compressor_params down_params;
+  /* Added by the algo module (gc_algo_config_default sets them): */
+  int ef21_init;        /* EF21/EF21-BC h_i^0: GC_EF21_INIT_COMPRESSED
+                           (h^0 = C(g(x0)), default) or _GRADIENT (g(x0),
+                           sent densely at the first step; gc_ef.h)      */
+  double momentum;      /* > 0: uni/allgather/allreduce-randk workers use
+                           the DGC memory (momentum correction, masking) on
+                           lr*g instead of the plain residual (default 0) */
+  int nesterov;         /* DGC Nesterov variant (default 0)               */
+  double clip_norm;     /* DGC local clipping of lr*g at clip/sqrt(P), 0 off */
 } gc_algo_config;
 
 /* Defaults: SGD, P = 1, float64, topk both ways at density 0.01. */
 void gc_algo_config_default(gc_algo_config *cfg);
+/* GC_EINVAL (naming the field) for P = 0, n = 0 or n >= 2^32, a bad dtype,
+ * a missing compressor the method needs, or momentum outside [0,1). */
+int gc_algo_config_check(const gc_algo_config *cfg);
+/* 1 for the collective forms (allreduce, allreduce-randk, allgather). */
+int gc_algo_is_collective(gc_algo_kind k);
 
 /* ---- the byte ledger: every message, per step, worker and direction ---- */
 enum { GC_UP = 0, GC_DOWN = 1 };
@@ -64,6 +80,15 @@ uint64_t gc_ledger_step_total(const gc_ledger *l, uint32_t step, int dir);
 uint64_t gc_ledger_worker_total(const gc_ledger *l, size_t worker, int dir);
 /* CSV "step,worker,direction,bytes", one row per message (appended). */
 int gc_ledger_write_csv(const gc_ledger *l, const char *path);
+/* Added by the algo module.  A broadcast is recorded twice: once per
+ * receiving worker (GC_DOWN rows) and once as the message itself
+ * (direction GC_LEDGER_BCAST, worker "all" in the CSV); the totals of the
+ * queries above take dir = GC_LEDGER_BCAST for the latter. */
+enum { GC_LEDGER_BCAST = 2 };
+#define GC_LEDGER_BROADCAST SIZE_MAX
+int gc_ledger_record_broadcast(gc_ledger *l, uint32_t step, size_t bytes);
+size_t gc_ledger_rows(const gc_ledger *l);   /* rows recorded so far */
+void gc_ledger_clear(gc_ledger *l);
 
 /* ---- node state and step functions ------------------------------------ */
 typedef struct gc_worker gc_worker;
@@ -75,6 +100,18 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg);
 void gc_server_free(gc_server *s);
 size_t gc_algo_max_up_bytes(const gc_algo_config *cfg);
 size_t gc_algo_max_down_bytes(const gc_algo_config *cfg);
+/* Added by the algo module.  Record one step's messages in the ledger as
+ * the method's transport sends them: parameter-server forms, each uplink
+ * message, the downlink once per worker plus one broadcast row; dense
+ * allreduce, what each rank sends in a ring allreduce of n values (the
+ * chunks it forwards in reduce-scatter and allgather, 2(P-1)/P n values in
+ * all); allreduce-randk, the same ring over the K values; allgather, each
+ * rank sends its message to the P-1 others.  No downlink for collectives. */
+int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,
+                        uint32_t step, const size_t *up_len, size_t down_len);
+/* EF21-BC: the server's model x (length n) starts at x0 (default 0). */
+int gc_server_set_model(gc_server *s, const void *x0);
+const void *gc_server_model(const gc_server *s);   /* NULL except EF21-BC */
 
 /* Worker p: from its stochastic gradient at its model copy (length n,
  * cfg->dtype) and the step size lr, write the uplink message.
@@ -86,7 +123,12 @@ int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
 int gc_server_step(gc_server *s, const uint8_t *const *up,
                    const size_t *up_len, double lr, uint32_t step,
                    uint8_t *down, size_t cap, size_t *len);
-/* Worker: apply the downlink message to its model copy x (length n). */
+/* Worker: apply the downlink message to its model copy x (length n).
+ * It changes only x (so one call serves every worker holding the same
+ * copy) and uses the step size of this worker's last gc_worker_step:
+ * x -= lr*D for SGD, allreduce, (b'), DoubleSqueeze and EF21 (D = the
+ * decoded gradient-scale message), x -= D for uni, bi, allgather and
+ * allreduce-randk (the step is inside D), x += D for EF21-BC (x is w). */
 int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
                     uint32_t step, void *x);
 
@@ -99,6 +141,13 @@ const void *gc_server_memory(const gc_server *s);        /* delta (or h)      */
 const void *gc_server_aggregate(const gc_server *s);     /* (1/P) sum m^p     */
 const void *gc_server_sent(const gc_server *s);          /* decoded downlink  */
 size_t gc_server_support_union(const gc_server *s);      /* |S| of last step  */
+/* Added: |S| is the number of nonzeros of the aggregate (1/P) sum m^p,
+ * which equals |union supp m^p| unless values cancel exactly.
+ * The probes are exactly the quantities of theory.md 4.2-4.4: acc^p =
+ * eps^p + lr g^p before compression (DoubleSqueeze: g^p + eps^p; EF21:
+ * g^p - h_i), the worker memory after the step, the server memory after
+ * the step (bi: delta; downlink-only and DoubleSqueeze: delta in gradient
+ * units; EF21: h).  So E_t = (1/P) sum eps^p (+ delta for bi). */
 
 /* ---- the in-process transport ----------------------------------------- */
 typedef struct gc_sim gc_sim;

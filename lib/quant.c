@@ -1,4 +1,231 @@
-/* quant.c -- quantizers (placeholder list until implemented). */
-#include <stddef.h>
+/* quant.c -- the quantizing compressors: identity, sign, scaled-sign, qsgd,
+ * terngrad, fp16, bf16.  One source (quant_source.c) is instantiated for
+ * float32 and float64.
+ *
+ * Wire format.  Every message starts with a 2-byte header: the type tag
+ * (identity 0xD0, sign 0xD1, scaled-sign 0xD2, qsgd 0xD3, terngrad 0xD4,
+ * fp16 0xD5, bf16 0xD6) and the precision byte (32 or 64).  Values are
+ * little-endian (the host order: gradcomp targets little-endian machines);
+ * W = 4 for float32 messages, 8 for float64.  Bit streams are LSB-first and
+ * zero padded to a byte (gc_bitio.h).  With H = 2 and n entries:
+ *   identity     H | n values (W each)                       H + W n
+ *   sign         H | n bits, 1 = negative (sign(0) = +1)     H + ceil(n/8)
+ *   scaled-sign  H | scale = ||x||_1/n (W) | n sign bits     H + W + ceil(n/8)
+ *   terngrad     H | scale s (W) | n 2-bit codes:            H + W + ceil(2n/8)
+ *                  0 -> 0, 1 -> +s, 3 -> -s (2 is invalid)
+ *   fp16, bf16   H | n 16-bit patterns                       H + 2n
+ *   qsgd         H | nb bucket norms (W each) | one bit stream holding,
+ *                  per entry, gamma(xi_i + 1) then a sign bit (1 = negative)
+ *                  only when xi_i > 0:
+ *                  H + W nb + ceil((sum_i |gamma(xi_i+1)| + nnz)/8),
+ *                  |gamma(v)| = 2 floor(log2 v) + 1, nb = ceil(n/bucket);
+ *                  at most H + W nb + ceil(n (|gamma(s+1)| + 1)/8).
+ * Decoded values: qsgd sgn * (REAL)(norm * xi / s) computed in double;
+ * terngrad +-s; scaled-sign +-scale; fp16/bf16 the exact 16-bit value.
+ * Decoders validate the whole message (header, exact length, levels <= s,
+ * valid codes, finite non-negative scales, zero padding) before touching
+ * y. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_bitio.h"
+#include "gc_compressor.h"
+#include "gc_errno.h"
 #include "gc_internal.h"
-const gc_compressor_type *const gc__quant_types[] = { NULL };
+#include "gc_rng.h"
+
+enum { HDR = 2 };
+enum {
+  TAG_IDENTITY = 0xD0, TAG_SIGN = 0xD1, TAG_SCALED_SIGN = 0xD2,
+  TAG_QSGD = 0xD3, TAG_TERNGRAD = 0xD4, TAG_FP16 = 0xD5, TAG_BF16 = 0xD6
+};
+
+/* One state layout serves every quantizer; each reads what it needs. */
+typedef struct qstate {
+  size_t n;
+  unsigned s;          /* qsgd levels */
+  size_t bucket;       /* qsgd bucket length (n when params.bucket == 0) */
+  size_t nb;           /* number of qsgd buckets */
+  double clip;         /* terngrad clip factor, 0 = none */
+  uint64_t seed;
+  uint32_t stream;
+} qstate;
+
+static int isfin_f32(float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return (u & 0x7f800000u) != 0x7f800000u;
+}
+
+static int isfin_f64(double v)
+{
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  return (u & 0x7ff0000000000000u) != 0x7ff0000000000000u;
+}
+
+/* bfloat16 of a float: round to nearest even on the bit pattern (a carry
+ * into the exponent gives inf correctly); of a double: the exact integer
+ * rounding of gc_bitio.h, so nothing is rounded twice. */
+static uint16_t to_bf16_f32(float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t) ((u >> 16) | 0x40u);
+  return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static uint16_t to_bf16_f64(double v)
+{
+  return gc__bf16_from_double(v);
+}
+
+static int base_init(void *state, size_t n, const gc_compressor_params *p)
+{
+  qstate *q = state;
+  q->n = n;
+  q->s = p->levels;
+  q->bucket = n;
+  q->nb = 1;
+  q->clip = p->clip;
+  q->seed = p->seed;
+  q->stream = p->stream;
+  return GC_SUCCESS;
+}
+
+static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
+{
+  qstate *q = state;
+  if (p->levels < 1)
+    GC_ERRORF(GC_EINVAL, "qsgd: levels s = %u, must be >= 1", p->levels);
+  base_init(state, n, p);
+  q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
+  q->nb = (n + q->bucket - 1) / q->bucket;
+  return GC_SUCCESS;
+}
+
+static int terngrad_init(void *state, size_t n, const gc_compressor_params *p)
+{
+  if (!(p->clip >= 0) || !isfinite(p->clip))
+    GC_ERRORF(GC_EINVAL, "terngrad: clip factor %g, must be finite and >= 0 "
+              "(0 = no clipping)", p->clip);
+  return base_init(state, n, p);
+}
+
+/* ---- closed-form bounds (float64 messages are the larger) --------------- */
+
+static size_t identity_max_bytes(const void *st)
+{
+  return HDR + ((const qstate *) st)->n * 8;
+}
+
+static size_t sign_max_bytes(const void *st)
+{
+  return HDR + (((const qstate *) st)->n + 7) / 8;
+}
+
+static size_t scaled_sign_max_bytes(const void *st)
+{
+  return HDR + 8 + (((const qstate *) st)->n + 7) / 8;
+}
+
+static size_t terngrad_max_bytes(const void *st)
+{
+  return HDR + 8 + (2 * ((const qstate *) st)->n + 7) / 8;
+}
+
+static size_t half_max_bytes(const void *st)
+{
+  return HDR + 2 * ((const qstate *) st)->n;
+}
+
+/* Every level is at most s and |gamma| grows with its argument, so an
+ * entry takes at most |gamma(s+1)| + 1 bits. */
+static size_t qsgd_max_bytes(const void *st)
+{
+  const qstate *q = st;
+  uint64_t per = gc__gamma_len((uint64_t) q->s + 1) + 1;
+  return HDR + 8 * q->nb + (size_t) ((per * q->n + 7) / 8);
+}
+
+#define CONCAT2(a, b) a##_##b
+#define CONCAT(a, b) CONCAT2(a, b)
+#define FUNC(name) CONCAT(name, SFX)
+
+#define REAL float
+#define SFX f32
+#define PREC 32
+#include "quant_source.c"
+#undef REAL
+#undef SFX
+#undef PREC
+
+#define REAL double
+#define SFX f64
+#define PREC 64
+#include "quant_source.c"
+#undef REAL
+#undef SFX
+#undef PREC
+
+static const gc_compressor_type identity_type = {
+  "identity", "no compression: 32 (64) bits per entry", GC_COMP_CONTRACTIVE,
+  sizeof(qstate), base_init, NULL, identity_max_bytes,
+  identity_encode_f32, identity_encode_f64,
+  identity_decode_f32, identity_decode_f64
+};
+
+static const gc_compressor_type sign_type = {
+  "sign", "signSGD: sign(x), 1 bit per entry, sign(0) = +1", GC_COMP_BIASED,
+  sizeof(qstate), base_init, NULL, sign_max_bytes,
+  sign_encode_f32, sign_encode_f64, sign_decode_f32, sign_decode_f64
+};
+
+static const gc_compressor_type scaled_sign_type = {
+  "scaled-sign", "EF-signSGD: (||x||_1/d) sign(x), 1 bit per entry + scale",
+  GC_COMP_BIASED | GC_COMP_CONTRACTIVE,
+  sizeof(qstate), base_init, NULL, scaled_sign_max_bytes,
+  scaled_sign_encode_f32, scaled_sign_encode_f64,
+  scaled_sign_decode_f32, scaled_sign_decode_f64
+};
+
+static const gc_compressor_type qsgd_type = {
+  "qsgd", "QSGD: s levels (--levels), L2 norm per bucket, Elias-gamma coded",
+  GC_COMP_RANDOM, sizeof(qstate), qsgd_init, NULL, qsgd_max_bytes,
+  qsgd_encode_f32, qsgd_encode_f64, qsgd_decode_f32, qsgd_decode_f64
+};
+
+static const gc_compressor_type terngrad_type = {
+  "terngrad", "TernGrad: {-s,0,s} with s = max|x|, 2 bits per entry",
+  GC_COMP_RANDOM, sizeof(qstate), terngrad_init, NULL, terngrad_max_bytes,
+  terngrad_encode_f32, terngrad_encode_f64,
+  terngrad_decode_f32, terngrad_decode_f64
+};
+
+static const gc_compressor_type fp16_type = {
+  "fp16", "IEEE half precision, round to nearest even, 16 bits per entry",
+  GC_COMP_BIASED, sizeof(qstate), base_init, NULL, half_max_bytes,
+  fp16_encode_f32, fp16_encode_f64, fp16_decode_f32, fp16_decode_f64
+};
+
+static const gc_compressor_type bf16_type = {
+  "bf16", "bfloat16, round to nearest even, 16 bits per entry",
+  GC_COMP_BIASED, sizeof(qstate), base_init, NULL, half_max_bytes,
+  bf16_encode_f32, bf16_encode_f64, bf16_decode_f32, bf16_decode_f64
+};
+
+const gc_compressor_type *const gc_compressor_identity = &identity_type;
+const gc_compressor_type *const gc_compressor_sign = &sign_type;
+const gc_compressor_type *const gc_compressor_scaled_sign = &scaled_sign_type;
+const gc_compressor_type *const gc_compressor_qsgd = &qsgd_type;
+const gc_compressor_type *const gc_compressor_terngrad = &terngrad_type;
+const gc_compressor_type *const gc_compressor_fp16 = &fp16_type;
+const gc_compressor_type *const gc_compressor_bf16 = &bf16_type;
+
+const gc_compressor_type *const gc__quant_types[] = {
+  &identity_type, &sign_type, &scaled_sign_type, &qsgd_type, &terngrad_type,
+  &fp16_type, &bf16_type, NULL
+};

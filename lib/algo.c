@@ -1,0 +1,535 @@
+/* algo.c -- the distributed algorithms of theory.md section 3 as worker and
+ * server step functions over byte messages (gc_algo.h).
+ *
+ * Every method is one combination of: how the uplink is coded (dense, or a
+ * compressor behind a worker memory of gc_ef.h), what the server does with
+ * the average (forward it exactly, compress it behind its own memory, or
+ * accumulate it as EF21's h), and the scale the workers apply the downlink
+ * message with.  The server always averages in worker order 0..P-1 and
+ * divides once by P, so the result does not depend on the transport. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_algo.h"
+#include "gc_algo_vec.h"
+#include "gc_ef.h"
+#include "gc_errno.h"
+#include "gc_internal.h"
+#include "gc_npy.h"
+
+static const char *const algo_names[] = {
+  "sgd", "uni", "bi", "downlink", "doublesqueeze", "ef21", "ef21-bc",
+  "allreduce", "allreduce-randk", "allgather" };
+enum { NALGO = sizeof algo_names / sizeof algo_names[0] };
+
+const char *gc_algo_name(gc_algo_kind k)
+{
+  return (unsigned) k < NALGO ? algo_names[k] : "unknown";
+}
+
+int gc_algo_by_name(const char *name, gc_algo_kind *k)
+{
+  for (unsigned i = 0; i < NALGO; i++)
+    if (strcmp(name, algo_names[i]) == 0) {
+      *k = (gc_algo_kind) i;
+      return GC_SUCCESS;
+    }
+  GC_ERRORF(GC_EINVAL, "unknown algorithm '%s'", name);
+}
+
+void gc_algo_config_default(gc_algo_config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->kind = GC_ALGO_SGD;
+  cfg->workers = 1;
+  cfg->n = 0;
+  cfg->dtype = GC_F64;
+  cfg->up = gc_compressor_type_by_name("topk");
+  cfg->down = cfg->up;
+  gc_compressor_params_default(&cfg->up_params);
+  gc_compressor_params_default(&cfg->down_params);
+  cfg->ef21_init = GC_EF21_INIT_COMPRESSED;
+  cfg->momentum = 0.0;
+  cfg->nesterov = 0;
+  cfg->clip_norm = 0.0;
+}
+
+int gc_algo_is_collective(gc_algo_kind k)
+{
+  return k == GC_ALGO_ALLREDUCE || k == GC_ALGO_ALLREDUCE_RANDK ||
+         k == GC_ALGO_ALLGATHER;
+}
+
+/* How each method codes its messages. */
+enum { UP_DENSE, UP_COMP };
+enum { DOWN_DENSE, DOWN_EXACT, DOWN_COMP };
+
+static int up_coding(gc_algo_kind k)
+{
+  return (k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE ||
+          k == GC_ALGO_DOWNLINK) ? UP_DENSE : UP_COMP;
+}
+
+static int down_coding(gc_algo_kind k)
+{
+  switch (k) {
+  case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: case GC_ALGO_EF21:
+    return DOWN_DENSE;
+  case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
+    return DOWN_EXACT;
+  default:
+    return DOWN_COMP;
+  }
+}
+
+/* Scale the workers apply the decoded downlink with: x += scale * D. */
+static double apply_scale(gc_algo_kind k, double lr)
+{
+  switch (k) {
+  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
+  case GC_ALGO_ALLREDUCE_RANDK:
+    return -1.0;            /* the step size is inside the message */
+  case GC_ALGO_EF21_BC:
+    return 1.0;             /* w += C_s(x - w) */
+  default:
+    return -lr;             /* gradients (SGD, b', DoubleSqueeze, EF21) */
+  }
+}
+
+static int uses_dgc(const gc_algo_config *cfg)
+{
+  return cfg->momentum > 0.0 && down_coding(cfg->kind) == DOWN_EXACT;
+}
+
+static gc_ef_kind worker_ef_kind(const gc_algo_config *cfg)
+{
+  switch (cfg->kind) {
+  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
+  case GC_ALGO_ALLREDUCE_RANDK:
+    return uses_dgc(cfg) ? GC_EF_DGC : GC_EF_BEFORE;
+  case GC_ALGO_DOUBLESQUEEZE:
+    return GC_EF_AFTER;
+  case GC_ALGO_EF21: case GC_ALGO_EF21_BC:
+    return GC_EF_EF21;
+  default:
+    return GC_EF_NONE;
+  }
+}
+
+int gc_algo_config_check(const gc_algo_config *cfg)
+{
+  if ((unsigned) cfg->kind >= NALGO)
+    GC_ERRORF(GC_EINVAL, "algorithm kind %d unknown", (int) cfg->kind);
+  if (cfg->workers == 0)
+    GC_ERROR("algorithm: workers (P) must be at least 1", GC_EINVAL);
+  if (cfg->n == 0 || cfg->n >= ((size_t) 1 << 32))
+    GC_ERRORF(GC_EINVAL, "algorithm: model dimension n = %zu outside "
+              "[1, 2^32)", cfg->n);
+  if (cfg->dtype != GC_F32 && cfg->dtype != GC_F64)
+    GC_ERROR("algorithm: dtype must be float32 or float64", GC_EINVAL);
+  if (up_coding(cfg->kind) == UP_COMP && !cfg->up)
+    GC_ERRORF(GC_EINVAL, "algorithm %s needs an uplink compressor",
+              gc_algo_name(cfg->kind));
+  if (down_coding(cfg->kind) == DOWN_COMP && !cfg->down)
+    GC_ERRORF(GC_EINVAL, "algorithm %s needs a downlink compressor",
+              gc_algo_name(cfg->kind));
+  if (!(cfg->momentum >= 0.0 && cfg->momentum < 1.0))
+    GC_ERROR("algorithm: momentum must lie in [0,1)", GC_EINVAL);
+  if (cfg->ef21_init != GC_EF21_INIT_COMPRESSED &&
+      cfg->ef21_init != GC_EF21_INIT_GRADIENT)
+    GC_ERROR("algorithm: ef21_init must be GC_EF21_INIT_*", GC_EINVAL);
+  return GC_SUCCESS;
+}
+
+static gc_compressor *alloc_up(const gc_algo_config *cfg, size_t rank)
+{
+  gc_compressor_params p = cfg->up_params;
+  /* shared-seed random-K: every rank draws the same index set */
+  if (cfg->kind != GC_ALGO_ALLREDUCE_RANDK)
+    p.stream = (uint32_t) rank;
+  return gc_compressor_alloc(cfg->up, cfg->n, &p);
+}
+
+static gc_compressor *alloc_down(const gc_algo_config *cfg)
+{
+  return gc_compressor_alloc(cfg->down, cfg->n, &cfg->down_params);
+}
+
+/* ---- worker ------------------------------------------------------------ */
+
+struct gc_worker {
+  gc_algo_config cfg;
+  size_t rank;
+  gc_compressor *up;     /* uplink encoder (compressed uplinks)       */
+  gc_compressor *down;   /* downlink decoder (DOWN_COMP)              */
+  gc_ef *ef;             /* worker memory (compressed uplinks)        */
+  void *sent;            /* dense uplinks: the gradient sent          */
+  void *scaled;          /* DGC: lr * g                                */
+  double lr;             /* of the last worker_step, for apply         */
+  int started;
+};
+
+void gc_worker_free(gc_worker *w)
+{
+  if (!w)
+    return;
+  gc_compressor_free(w->up);
+  gc_compressor_free(w->down);
+  gc_ef_free(w->ef);
+  free(w->sent);
+  free(w->scaled);
+  free(w);
+}
+
+gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
+{
+  if (gc_algo_config_check(cfg) != GC_SUCCESS)
+    return NULL;
+  if (rank >= cfg->workers)
+    GC_ERROR_NULL("worker rank out of range", GC_EINVAL);
+  gc_worker *w = calloc(1, sizeof *w);
+  if (!w)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  w->cfg = *cfg;
+  w->rank = rank;
+  size_t bytes = cfg->n * (size_t) cfg->dtype;
+  int ok = 1;
+  if (up_coding(cfg->kind) == UP_COMP) {
+    gc_ef_options o;
+    gc_ef_options_default(&o);
+    o.momentum = cfg->momentum;
+    o.nesterov = cfg->nesterov;
+    o.clip_norm = cfg->clip_norm;
+    o.workers = cfg->workers;
+    o.ef21_init = cfg->ef21_init;
+    ok = (w->up = alloc_up(cfg, rank)) &&
+         (w->ef = gc_ef_alloc(worker_ef_kind(cfg), cfg->n, cfg->dtype, &o));
+    if (ok && uses_dgc(cfg))
+      ok = (w->scaled = malloc(bytes)) != NULL;
+  } else {
+    ok = (w->sent = calloc(1, bytes)) != NULL;
+  }
+  if (ok && down_coding(cfg->kind) == DOWN_COMP)
+    ok = (w->down = alloc_down(cfg)) != NULL;
+  if (!ok) {
+    gc_worker_free(w);
+    return NULL;   /* the failing call reported */
+  }
+  return w;
+}
+
+int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
+                   uint8_t *up, size_t cap, size_t *len)
+{
+  const gc_algo_config *cfg = &w->cfg;
+  int dt = cfg->dtype;
+  size_t n = cfg->n;
+  size_t bad = gc__vfirst_nonfinite(dt, grad, n);
+  if (bad < n)
+    GC_ERRORF(GC_EDOM, "worker %zu: non-finite gradient at index %zu (step "
+              "%u)", w->rank, bad, (unsigned) step);
+  if (!(lr >= 0.0) || lr > 1e300)
+    GC_ERRORF(GC_EDOM, "worker %zu: step size %g is not finite and >= 0",
+              w->rank, lr);
+  w->lr = lr;
+  if (!w->ef) {
+    gc__vcopy(dt, w->sent, grad, n);
+    return gc__dense_encode(dt, grad, n, up, cap, len);
+  }
+  int rc;
+  if (worker_ef_kind(cfg) == GC_EF_EF21 && !w->started &&
+      cfg->ef21_init == GC_EF21_INIT_GRADIENT) {
+    GC_TRY(gc_ef_ef21_set(w->ef, grad));
+    rc = gc__dense_encode(dt, grad, n, up, cap, len);
+  } else if (w->scaled) {      /* DGC works on lr*g: the message is a step */
+    gc__vcopy(dt, w->scaled, grad, n);
+    gc__vaxpby(dt, w->scaled, 0.0, grad, lr, n);
+    rc = gc_ef_step(w->ef, w->up, w->scaled, 1.0, step, up, cap, len, NULL);
+  } else {
+    rc = gc_ef_step(w->ef, w->up, grad, lr, step, up, cap, len, NULL);
+  }
+  if (rc == GC_EDOM)
+    GC_ERRORF(GC_EDOM, "worker %zu: error-feedback memory overflowed at "
+              "step %u", w->rank, (unsigned) step);
+  if (rc == GC_SUCCESS)
+    w->started = 1;
+  return rc;
+}
+
+int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
+                    uint32_t step, void *x)
+{
+  const gc_algo_config *cfg = &w->cfg;
+  double s = apply_scale(cfg->kind, w->lr);
+  int rc;
+  switch (down_coding(cfg->kind)) {
+  case DOWN_DENSE:
+    rc = gc__dense_decode(cfg->dtype, down, len, cfg->n, s, x);
+    break;
+  case DOWN_EXACT:
+    rc = gc__exact_decode(cfg->dtype, down, len, cfg->n, s, x);
+    break;
+  default:
+    rc = gc__decode(cfg->dtype, w->down, down, len, step, s, x);
+    break;
+  }
+  if (rc != GC_SUCCESS)
+    GC_ERRORF(rc, "worker %zu: downlink message of step %u is malformed",
+              w->rank, (unsigned) step);
+  return GC_SUCCESS;
+}
+
+const void *gc_worker_memory(const gc_worker *w)
+{
+  return w->ef ? gc_ef_memory(w->ef) : NULL;
+}
+
+const void *gc_worker_accumulator(const gc_worker *w)
+{
+  return w->ef ? gc_ef_accumulator(w->ef) : NULL;
+}
+
+const void *gc_worker_sent(const gc_worker *w)
+{
+  return w->ef ? gc_ef_sent(w->ef) : w->sent;
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+struct gc_server {
+  gc_algo_config cfg;
+  gc_compressor **dec;   /* [P] uplink decoders (compressed uplinks) */
+  gc_compressor *down;   /* downlink encoder (DOWN_COMP)             */
+  gc_ef *ef;             /* server memory: bi, b', DoubleSqueeze     */
+  void *agg;             /* (1/P) sum of the decoded uplinks         */
+  void *sent;            /* decoded downlink (dense/exact kinds)     */
+  void *h, *x, *w, *diff;/* EF21 h; EF21-BC model x, broadcast w      */
+  size_t support;
+  int started;
+};
+
+void gc_server_free(gc_server *s)
+{
+  if (!s)
+    return;
+  if (s->dec)
+    for (size_t p = 0; p < s->cfg.workers; p++)
+      gc_compressor_free(s->dec[p]);
+  free(s->dec);
+  gc_compressor_free(s->down);
+  gc_ef_free(s->ef);
+  free(s->agg);
+  free(s->sent);
+  free(s->h);
+  free(s->x);
+  free(s->w);
+  free(s->diff);
+  free(s);
+}
+
+gc_server *gc_server_alloc(const gc_algo_config *cfg)
+{
+  if (gc_algo_config_check(cfg) != GC_SUCCESS)
+    return NULL;
+  gc_server *s = calloc(1, sizeof *s);
+  if (!s)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  s->cfg = *cfg;
+  size_t bytes = cfg->n * (size_t) cfg->dtype;
+  gc_algo_kind k = cfg->kind;
+  int ok = (s->agg = calloc(1, bytes)) && (s->sent = calloc(1, bytes));
+  if (ok && up_coding(k) == UP_COMP) {
+    ok = (s->dec = calloc(cfg->workers, sizeof *s->dec)) != NULL;
+    for (size_t p = 0; ok && p < cfg->workers; p++)
+      ok = (s->dec[p] = alloc_up(cfg, p)) != NULL;
+  }
+  if (ok && down_coding(k) == DOWN_COMP)
+    ok = (s->down = alloc_down(cfg)) != NULL;
+  if (ok && (k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK ||
+             k == GC_ALGO_DOUBLESQUEEZE))
+    ok = (s->ef = gc_ef_alloc(k == GC_ALGO_BI ? GC_EF_BEFORE : GC_EF_AFTER,
+                              cfg->n, cfg->dtype, NULL)) != NULL;
+  if (ok && (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC))
+    ok = (s->h = calloc(1, bytes)) != NULL;
+  if (ok && k == GC_ALGO_EF21_BC)
+    ok = (s->x = calloc(1, bytes)) && (s->w = calloc(1, bytes)) &&
+         (s->diff = calloc(1, bytes));
+  if (!ok) {
+    gc_server_free(s);
+    GC_ERROR_NULL("server allocation failed", GC_ENOMEM);
+  }
+  return s;
+}
+
+int gc_server_set_model(gc_server *s, const void *x0)
+{
+  if (!s->x)
+    return GC_SUCCESS;   /* only EF21-BC keeps a model on the server */
+  gc__vcopy(s->cfg.dtype, s->x, x0, s->cfg.n);
+  gc__vcopy(s->cfg.dtype, s->w, x0, s->cfg.n);
+  return GC_SUCCESS;
+}
+
+const void *gc_server_model(const gc_server *s) { return s->x; }
+
+int gc_server_step(gc_server *s, const uint8_t *const *up,
+                   const size_t *up_len, double lr, uint32_t step,
+                   uint8_t *down, size_t cap, size_t *len)
+{
+  const gc_algo_config *cfg = &s->cfg;
+  int dt = cfg->dtype;
+  size_t n = cfg->n, P = cfg->workers;
+  gc_algo_kind k = cfg->kind;
+  int first_dense = (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC) &&
+                    !s->started && cfg->ef21_init == GC_EF21_INIT_GRADIENT;
+  gc__vzero(dt, s->agg, n);
+  for (size_t p = 0; p < P; p++) {   /* fixed order 0..P-1 */
+    int rc = (up_coding(k) == UP_DENSE || first_dense)
+                 ? gc__dense_decode(dt, up[p], up_len[p], n, 1.0, s->agg)
+                 : gc__decode(dt, s->dec[p], up[p], up_len[p], step, 1.0,
+                              s->agg);
+    if (rc != GC_SUCCESS)
+      GC_ERRORF(rc, "server: uplink message of worker %zu (step %u) is "
+                "malformed", p, (unsigned) step);
+  }
+  gc__vdiv(dt, s->agg, (double) P, n);
+  size_t bad = gc__vfirst_nonfinite(dt, s->agg, n);
+  if (bad < n)
+    GC_ERRORF(GC_EDOM, "server: the average overflowed at index %zu (step "
+              "%u)", bad, (unsigned) step);
+  s->support = gc__vnnz(dt, s->agg, n);
+  int rc = GC_SUCCESS;
+  switch (k) {
+  case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE:
+    gc__vcopy(dt, s->sent, s->agg, n);
+    rc = gc__dense_encode(dt, s->agg, n, down, cap, len);
+    break;
+  case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK: {
+    size_t nnz;
+    gc__vcopy(dt, s->sent, s->agg, n);
+    rc = gc__exact_encode(dt, s->agg, n, down, cap, len, &nnz);
+    break;
+  }
+  case GC_ALGO_BI:                 /* u = delta + m, q = C_d(u) */
+  case GC_ALGO_DOWNLINK:           /* u = g + delta (gradient units) */
+  case GC_ALGO_DOUBLESQUEEZE:      /* w = v + delta (gradient units) */
+    rc = gc_ef_step(s->ef, s->down, s->agg, 1.0, step, down, cap, len, NULL);
+    if (rc == GC_SUCCESS)
+      gc__vcopy(dt, s->sent, gc_ef_sent(s->ef), n);
+    break;
+  case GC_ALGO_EF21:               /* h += (1/P) sum c_i; send h */
+    gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
+    gc__vcopy(dt, s->sent, s->h, n);
+    rc = gc__dense_encode(dt, s->h, n, down, cap, len);
+    break;
+  case GC_ALGO_EF21_BC:            /* x -= lr h; q = C_s(x - w); w += q */
+    gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
+    gc__vaxpby(dt, s->x, -lr, s->h, 1.0, n);
+    gc__vcopy(dt, s->diff, s->x, n);
+    gc__vaxpby(dt, s->diff, -1.0, s->w, 1.0, n);
+    rc = gc__encode(dt, s->down, s->diff, step, down, cap, len, NULL);
+    if (rc == GC_SUCCESS) {
+      gc__vzero(dt, s->sent, n);
+      rc = gc__decode(dt, s->down, down, *len, step, 1.0, s->sent);
+      gc__vaxpby(dt, s->w, 1.0, s->sent, 1.0, n);
+    }
+    break;
+  }
+  if (rc == GC_EDOM)
+    GC_ERRORF(GC_EDOM, "server: memory overflowed at step %u",
+              (unsigned) step);
+  if (rc == GC_SUCCESS)
+    s->started = 1;
+  return rc;
+}
+
+const void *gc_server_memory(const gc_server *s)
+{
+  if (s->ef)
+    return gc_ef_memory(s->ef);
+  return s->h;
+}
+
+const void *gc_server_aggregate(const gc_server *s) { return s->agg; }
+const void *gc_server_sent(const gc_server *s) { return s->sent; }
+size_t gc_server_support_union(const gc_server *s) { return s->support; }
+
+/* ---- message bounds and the ledger ----------------------------------- */
+
+static size_t comp_max_bytes(const gc_compressor_type *T, size_t n,
+                             const gc_compressor_params *p)
+{
+  gc_compressor *c = gc_compressor_alloc(T, n, p);
+  if (!c)
+    return 0;
+  size_t b = gc_compressor_max_bytes(c);
+  gc_compressor_free(c);
+  return b;
+}
+
+size_t gc_algo_max_up_bytes(const gc_algo_config *cfg)
+{
+  size_t dense = cfg->n * (size_t) cfg->dtype;
+  if (up_coding(cfg->kind) == UP_DENSE)
+    return dense;
+  size_t b = comp_max_bytes(cfg->up, cfg->n, &cfg->up_params);
+  if ((cfg->kind == GC_ALGO_EF21 || cfg->kind == GC_ALGO_EF21_BC) &&
+      cfg->ef21_init == GC_EF21_INIT_GRADIENT && b < dense)
+    b = dense;
+  return b;
+}
+
+size_t gc_algo_max_down_bytes(const gc_algo_config *cfg)
+{
+  switch (down_coding(cfg->kind)) {
+  case DOWN_DENSE:
+    return cfg->n * (size_t) cfg->dtype;
+  case DOWN_EXACT:
+    return gc__exact_max_bytes(cfg->n, cfg->dtype);
+  default:
+    return comp_max_bytes(cfg->down, cfg->n, &cfg->down_params);
+  }
+}
+
+/* Ring allreduce of m values over P ranks, chunk c of size m/P (+1 for the
+ * first m%P chunks): rank p forwards every chunk but (p+1)%P in
+ * reduce-scatter and every chunk but (p+2)%P in allgather. */
+static size_t ring_bytes(size_t m, size_t P, size_t p, size_t vb)
+{
+  if (P <= 1)
+    return 0;
+  size_t c1 = (p + 1) % P, c2 = (p + 2) % P;
+  size_t n1 = m / P + (c1 < m % P), n2 = m / P + (c2 < m % P);
+  return (2 * m - n1 - n2) * vb;
+}
+
+int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,
+                        uint32_t step, const size_t *up_len, size_t down_len)
+{
+  size_t P = cfg->workers;
+  switch (cfg->kind) {
+  case GC_ALGO_ALLREDUCE:
+    for (size_t p = 0; p < P; p++)
+      GC_TRY(gc_ledger_record(l, step, p, GC_UP,
+                              ring_bytes(cfg->n, P, p, (size_t) cfg->dtype)));
+    return GC_SUCCESS;
+  case GC_ALGO_ALLREDUCE_RANDK: {
+    size_t m = (cfg->up->flags & GC_COMP_SPARSE)
+                   ? gc__resolve_k(cfg->n, &cfg->up_params) : cfg->n;
+    for (size_t p = 0; p < P; p++)
+      GC_TRY(gc_ledger_record(l, step, p, GC_UP,
+                              ring_bytes(m, P, p, (size_t) cfg->dtype)));
+    return GC_SUCCESS;
+  }
+  case GC_ALGO_ALLGATHER:
+    for (size_t p = 0; p < P; p++)
+      GC_TRY(gc_ledger_record(l, step, p, GC_UP, (P - 1) * up_len[p]));
+    return GC_SUCCESS;
+  default:
+    for (size_t p = 0; p < P; p++)
+      GC_TRY(gc_ledger_record(l, step, p, GC_UP, up_len[p]));
+    for (size_t p = 0; p < P; p++)
+      GC_TRY(gc_ledger_record(l, step, p, GC_DOWN, down_len));
+    return gc_ledger_record_broadcast(l, step, down_len);
+  }
+}

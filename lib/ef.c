@@ -1,0 +1,252 @@
+/* ef.c -- error-feedback memories (gc_ef.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_algo_vec.h"
+#include "gc_ef.h"
+#include "gc_errno.h"
+#include "gc_npy.h"
+
+struct gc_ef {
+  gc_ef_kind kind;
+  size_t n;
+  int dt;
+  gc_ef_options opt;
+  void *mem;     /* eps, v (DGC) or h (EF21); NULL for NONE */
+  void *mom;     /* u (DGC) */
+  void *acc;     /* the vector compressed last */
+  void *sent;    /* decoded C(acc) */
+  void *clip;    /* DGC: clipped copy of g */
+};
+
+void gc_ef_options_default(gc_ef_options *o)
+{
+  memset(o, 0, sizeof *o);
+  o->momentum = 0.9;
+  o->masking = 1;
+  o->workers = 1;
+  o->ef21_init = GC_EF21_INIT_COMPRESSED;
+}
+
+gc_ef *gc_ef_alloc(gc_ef_kind kind, size_t n, int dtype,
+                   const gc_ef_options *opt)
+{
+  if (n == 0)
+    GC_ERROR_NULL("error-feedback memory of length 0", GC_EINVAL);
+  if (dtype != GC_F32 && dtype != GC_F64)
+    GC_ERROR_NULL("error-feedback dtype must be float32 or float64",
+                  GC_EINVAL);
+  if ((unsigned) kind > GC_EF_EF21)
+    GC_ERROR_NULL("unknown error-feedback kind", GC_EINVAL);
+  gc_ef_options o;
+  if (opt)
+    o = *opt;
+  else
+    gc_ef_options_default(&o);
+  if (kind == GC_EF_DGC && !(o.momentum >= 0.0 && o.momentum < 1.0))
+    GC_ERROR_NULL("DGC momentum must lie in [0,1)", GC_EINVAL);
+  if (o.workers == 0)
+    o.workers = 1;
+  gc_ef *e = calloc(1, sizeof *e);
+  if (!e)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  e->kind = kind;
+  e->n = n;
+  e->dt = dtype;
+  e->opt = o;
+  size_t bytes = n * (size_t) dtype;
+  int ok = (e->acc = calloc(1, bytes)) && (e->sent = calloc(1, bytes));
+  if (ok && kind != GC_EF_NONE)
+    ok = (e->mem = calloc(1, bytes)) != NULL;
+  if (ok && kind == GC_EF_DGC)
+    ok = (e->mom = calloc(1, bytes)) && (e->clip = calloc(1, bytes));
+  if (!ok) {
+    gc_ef_free(e);
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  }
+  return e;
+}
+
+void gc_ef_free(gc_ef *e)
+{
+  if (!e)
+    return;
+  free(e->mem);
+  free(e->mom);
+  free(e->acc);
+  free(e->sent);
+  free(e->clip);
+  free(e);
+}
+
+void gc_ef_reset(gc_ef *e)
+{
+  void *bufs[] = { e->mem, e->mom, e->acc, e->sent };
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i])
+      gc__vzero(e->dt, bufs[i], e->n);
+}
+
+gc_ef_kind gc_ef_kind_of(const gc_ef *e) { return e->kind; }
+const void *gc_ef_memory(const gc_ef *e) { return e->mem; }
+const void *gc_ef_momentum(const gc_ef *e) { return e->mom; }
+const void *gc_ef_accumulator(const gc_ef *e) { return e->acc; }
+const void *gc_ef_sent(const gc_ef *e) { return e->sent; }
+
+double gc_ef_apply_scale(gc_ef_kind kind, double lr)
+{
+  return (kind == GC_EF_NONE || kind == GC_EF_BEFORE) ? 1.0 : lr;
+}
+
+/* Masking: zero u where the message carried an entry.  For a sparsifier
+ * the residual v - C(v) is already exactly 0 there. */
+static void dgc_mask(gc_ef *e)
+{
+  size_t n = e->n;
+  if (e->dt == GC_F64) {
+    double *u = e->mom, *v = e->mem;
+    const double *s = e->sent;
+    for (size_t i = 0; i < n; i++)
+      if (s[i] != 0.0) { u[i] = 0.0; v[i] = 0.0; }
+  } else {
+    float *u = e->mom, *v = e->mem;
+    const float *s = e->sent;
+    for (size_t i = 0; i < n; i++)
+      if (s[i] != 0.0f) { u[i] = 0.0f; v[i] = 0.0f; }
+  }
+}
+
+int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
+               uint32_t step, uint8_t *buf, size_t cap, size_t *len,
+               gc_compress_info *info)
+{
+  size_t n = e->n;
+  int dt = e->dt;
+  if (gc_compressor_n(c) != n)
+    GC_ERRORF(GC_EBADLEN, "compressor length %zu differs from memory %zu",
+              gc_compressor_n(c), n);
+  size_t bad = gc__vfirst_nonfinite(dt, g, n);
+  if (bad < n)
+    GC_ERRORF(GC_EDOM, "non-finite input at index %zu", bad);
+  switch (e->kind) {
+  case GC_EF_NONE:
+    gc__vcopy(dt, e->acc, g, n);
+    if (lr != 1.0)
+      gc__vaxpby(dt, e->acc, 0.0, e->acc, lr, n);
+    break;
+  case GC_EF_BEFORE:   /* acc = eps + lr*g */
+    gc__vcopy(dt, e->acc, e->mem, n);
+    gc__vaxpby(dt, e->acc, lr, g, 1.0, n);
+    break;
+  case GC_EF_AFTER:    /* acc = g + eps */
+    gc__vcopy(dt, e->acc, g, n);
+    gc__vaxpby(dt, e->acc, 1.0, e->mem, 1.0, n);
+    break;
+  case GC_EF_DGC: {
+    const void *gg = g;
+    if (e->opt.clip_norm > 0.0) {
+      gc__vcopy(dt, e->clip, g, n);
+      if (dt == GC_F64)
+        gc_clip_global_norm_f64(e->clip, n, e->opt.clip_norm, e->opt.workers);
+      else
+        gc_clip_global_norm_f32(e->clip, n, e->opt.clip_norm, e->opt.workers);
+      gg = e->clip;
+    }
+    double m = e->opt.momentum;
+    if (e->opt.nesterov) {   /* u = m*(u+g); v = v + u + g */
+      gc__vaxpby(dt, e->mom, 1.0, gg, 1.0, n);
+      gc__vaxpby(dt, e->mom, 0.0, gg, m, n);
+      gc__vaxpby(dt, e->mem, 1.0, e->mom, 1.0, n);
+      gc__vaxpby(dt, e->mem, 1.0, gg, 1.0, n);
+    } else {                 /* u = m*u + g; v = v + u */
+      gc__vaxpby(dt, e->mom, 1.0, gg, m, n);
+      gc__vaxpby(dt, e->mem, 1.0, e->mom, 1.0, n);
+    }
+    gc__vcopy(dt, e->acc, e->mem, n);
+    break;
+  }
+  case GC_EF_EF21:     /* acc = g - h */
+    gc__vcopy(dt, e->acc, g, n);
+    gc__vaxpby(dt, e->acc, -1.0, e->mem, 1.0, n);
+    break;
+  }
+  bad = gc__vfirst_nonfinite(dt, e->acc, n);
+  if (bad < n)
+    GC_ERRORF(GC_EDOM, "error-feedback accumulator overflowed at index %zu",
+              bad);
+  GC_TRY(gc__encode(dt, c, e->acc, step, buf, cap, len, info));
+  gc__vzero(dt, e->sent, n);
+  GC_TRY(gc__decode(dt, c, buf, *len, step, 1.0, e->sent));
+  switch (e->kind) {
+  case GC_EF_NONE:
+    break;
+  case GC_EF_BEFORE:
+  case GC_EF_AFTER:    /* eps = acc - C(acc) */
+    gc__vcopy(dt, e->mem, e->acc, n);
+    gc__vaxpby(dt, e->mem, -1.0, e->sent, 1.0, n);
+    break;
+  case GC_EF_DGC:
+    gc__vaxpby(dt, e->mem, -1.0, e->sent, 1.0, n);
+    if (e->opt.masking)
+      dgc_mask(e);
+    break;
+  case GC_EF_EF21:     /* h = h + c */
+    gc__vaxpby(dt, e->mem, 1.0, e->sent, 1.0, n);
+    break;
+  }
+  return GC_SUCCESS;
+}
+
+int gc_ef_ef21_set(gc_ef *e, const void *g)
+{
+  if (e->kind != GC_EF_EF21)
+    GC_ERROR("gc_ef_ef21_set needs an EF21 memory", GC_EINVAL);
+  size_t bad = gc__vfirst_nonfinite(e->dt, g, e->n);
+  if (bad < e->n)
+    GC_ERRORF(GC_EDOM, "non-finite input at index %zu", bad);
+  gc__vcopy(e->dt, e->mem, g, e->n);
+  gc__vcopy(e->dt, e->acc, g, e->n);
+  gc__vcopy(e->dt, e->sent, g, e->n);
+  return GC_SUCCESS;
+}
+
+double gc_dgc_warmup_density(double rho, unsigned warmup_epochs,
+                             unsigned epoch)
+{
+  if (warmup_epochs == 0 || epoch >= warmup_epochs)
+    return rho;
+  double c = pow(rho, 1.0 / (warmup_epochs + 1.0));
+  double r = pow(c, epoch + 1.0);
+  return r > rho ? r : rho;
+}
+
+double gc_clip_global_norm_f64(double *x, size_t n, double max_norm,
+                               size_t workers)
+{
+  if (!(max_norm > 0.0))
+    return 1.0;
+  double thr = max_norm / sqrt((double) (workers ? workers : 1));
+  double nrm = gc__vnorm(GC_F64, x, n);
+  if (!(nrm > thr))
+    return 1.0;
+  double f = thr / nrm;
+  for (size_t i = 0; i < n; i++)
+    x[i] *= f;
+  return f;
+}
+
+double gc_clip_global_norm_f32(float *x, size_t n, double max_norm,
+                               size_t workers)
+{
+  if (!(max_norm > 0.0))
+    return 1.0;
+  double thr = max_norm / sqrt((double) (workers ? workers : 1));
+  double nrm = gc__vnorm(GC_F32, x, n);
+  if (!(nrm > thr))
+    return 1.0;
+  float f = (float) (thr / nrm);
+  for (size_t i = 0; i < n; i++)
+    x[i] *= f;
+  return f;
+}

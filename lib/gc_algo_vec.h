@@ -1,0 +1,41 @@
+/* gc_algo_vec.h -- dtype-dispatching vector helpers shared by the error
+ * feedback, algorithm and simulator files (gc__ names; not installed).
+ * Writing each algorithm once over these keeps float32 and float64 on the
+ * same code path, with the same summation order. */
+#ifndef GC_ALGO_VEC_H
+#define GC_ALGO_VEC_H
+#include <stddef.h>
+#include <stdint.h>
+#include "gc_compressor.h"
+
+/* dtype is GC_F32 or GC_F64 (the element size in bytes). */
+void gc__vzero(int dt, void *y, size_t n);
+void gc__vcopy(int dt, void *y, const void *x, size_t n);
+/* y = a*x + b*y, element by element. */
+void gc__vaxpby(int dt, void *y, double a, const void *x, double b, size_t n);
+/* Index of the first non-finite entry, or n when all are finite. */
+size_t gc__vfirst_nonfinite(int dt, const void *x, size_t n);
+/* y = y / d (a division, so that d = P is exactly rounded). */
+void gc__vdiv(int dt, void *y, double d, size_t n);
+double gc__vnorm(int dt, const void *x, size_t n);
+size_t gc__vnnz(int dt, const void *x, size_t n);
+
+int gc__encode(int dt, gc_compressor *c, const void *x, uint32_t step,
+               uint8_t *buf, size_t cap, size_t *len, gc_compress_info *info);
+int gc__decode(int dt, const gc_compressor *c, const uint8_t *buf, size_t len,
+               uint32_t step, double scale, void *y);
+/* Raw dense message: n values of the dtype, little-endian as in memory. */
+int gc__dense_encode(int dt, const void *x, size_t n, uint8_t *buf,
+                     size_t cap, size_t *len);
+int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
+                     double scale, void *y);
+/* Exact vector message: the sparse form when strictly shorter than the
+ * dense one, else dense; the receiver tells them apart by the length
+ * (dense is exactly n*dt bytes). */
+size_t gc__exact_max_bytes(size_t n, int dt);
+int gc__exact_encode(int dt, const void *x, size_t n, uint8_t *buf,
+                     size_t cap, size_t *len, size_t *nnz);
+int gc__exact_decode(int dt, const uint8_t *buf, size_t len, size_t n,
+                     double scale, void *y);
+
+#endif /* GC_ALGO_VEC_H */

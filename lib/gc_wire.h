@@ -1,0 +1,69 @@
+/* gc_wire.h -- internal: the sparse message layout shared by the
+ * sparsifiers (sparse.c) and the gc_sparse_* functions (wire.c).  The
+ * byte layout and the closed-form sizes are documented in wire.c.
+ * Not installed; index limit n < 2^32. */
+#ifndef GC_WIRE_H
+#define GC_WIRE_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GC__WIRE_HDR = 7 };   /* type, precision, coding, u32 count */
+
+/* Message types (byte 0): one per compressor, so that a message handed to
+ * the wrong decoder is rejected. */
+enum {
+  GC__WIRE_SPARSE = 0x50,   /* gc_sparse_encode_dense_*            */
+  GC__WIRE_TOPK = 0x51,
+  GC__WIRE_RANDK = 0x52,
+  GC__WIRE_RANDKU = 0x53,   /* indices implicit (shared seed)      */
+  GC__WIRE_THRESHOLD = 0x54,
+  GC__WIRE_GAUSSK = 0x55,
+  GC__WIRE_DGC = 0x56
+};
+
+/* Index codings (byte 2). */
+enum {
+  GC__IDX_RAW = 0,       /* c little-endian u32                 */
+  GC__IDX_DELTA = 1,     /* c LEB128 gaps i_j - i_{j-1} - 1     */
+  GC__IDX_BITMAP = 2,    /* ceil(n/8) bytes, bit i = index i    */
+  GC__IDX_IMPLICIT = 3   /* none: the decoder rebuilds them     */
+};
+
+/* Bytes of the index section under each coding, and the coding the encoder
+ * picks (the smallest; ties go raw, delta, bitmap in that order).
+ * idx: c ascending indices < n. */
+size_t gc__wire_delta_bytes(const uint32_t *idx, size_t c);
+int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes);
+/* Upper bound of a message with c values of vbytes each (any coding). */
+size_t gc__wire_bound(size_t n, size_t c, size_t vbytes);
+
+/* Write a message: header, indices (coding chosen here unless implicit),
+ * values x[idx[j]] * factor.  idx ascending unless implicit.
+ * Returns GC_SUCCESS or GC_ENOSPACE. */
+int gc__wire_encode_f32(uint8_t type, size_t n, const uint32_t *idx, size_t c,
+                        int implicit, const float *x, float factor,
+                        uint8_t *buf, size_t cap, size_t *len);
+int gc__wire_encode_f64(uint8_t type, size_t n, const uint32_t *idx, size_t c,
+                        int implicit, const double *x, double factor,
+                        uint8_t *buf, size_t cap, size_t *len);
+
+/* Validate a whole explicit-index message of `type` (0: any explicit sparse
+ * type) for vectors of length n, then y += scale * values.  y is untouched
+ * unless GC_SUCCESS.  Returns GC_SUCCESS or GC_ECORRUPT. */
+int gc__wire_decode_add_f32(uint8_t type, const uint8_t *buf, size_t len,
+                            size_t n, float scale, float *y);
+int gc__wire_decode_add_f64(uint8_t type, const uint8_t *buf, size_t len,
+                            size_t n, double scale, double *y);
+
+/* Check the header of an implicit-index message: type, precision vbytes,
+ * coding implicit, count == c and len == exact size.  GC_ECORRUPT if not. */
+int gc__wire_check_implicit(uint8_t type, size_t vbytes, const uint8_t *buf,
+                            size_t len, size_t c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_WIRE_H */

@@ -1,0 +1,526 @@
+/* quant_source.c -- the quantizers for one precision.  Included twice by
+ * quant.c (GSL template style) with REAL = float / double, SFX = f32 / f64
+ * and PREC = the precision byte of the header; not compiled on its own.
+ * The byte layouts are documented at the top of quant.c. */
+
+#define W ((size_t) sizeof(REAL))
+
+/* GC_EDOM naming the first NaN or Inf.  The scan ORs an integer test of
+ * the exponent field so the common (all finite) case vectorises. */
+static int FUNC(check_finite)(const REAL *x, size_t n, const char *who)
+{
+  unsigned bad = 0;
+  for (size_t i = 0; i < n; i++)
+    bad |= !FUNC(isfin)(x[i]);
+  if (!bad)
+    return GC_SUCCESS;
+  size_t i = 0;
+  while (FUNC(isfin)(x[i]))
+    i++;
+  GC_ERRORF(GC_EDOM, "%s: x[%zu] = %g is not finite", who, i, (double) x[i]);
+}
+
+static int FUNC(check_header)(const uint8_t *buf, size_t len, int tag,
+                              const char *who)
+{
+  if (len < HDR)
+    GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes is shorter than its "
+              "header", who, len);
+  if (buf[0] != tag)
+    GC_ERRORF(GC_ECORRUPT, "%s: message tag 0x%02x is not this compressor's "
+              "(0x%02x)", who, buf[0], tag);
+  if (buf[1] != PREC)
+    GC_ERRORF(GC_ECORRUPT, "%s: message precision byte %u, expected %u "
+              "(float%u)", who, buf[1], PREC, PREC);
+  return GC_SUCCESS;
+}
+
+static int FUNC(check_len)(size_t len, size_t want, const char *who)
+{
+  if (len != want)
+    GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes, expected %zu (%s)",
+              who, len, want, len < want ? "truncated" : "trailing bytes");
+  return GC_SUCCESS;
+}
+
+static REAL FUNC(load)(const uint8_t *p)
+{
+  REAL v;
+  memcpy(&v, p, W);
+  return v;
+}
+
+/* A scale or norm read from a message must be finite and >= 0. */
+static int FUNC(check_scale)(REAL v, const char *who)
+{
+  if (!(v >= 0) || !FUNC(isfin)(v))
+    GC_ERRORF(GC_ECORRUPT, "%s: invalid scale %g in message", who, (double) v);
+  return GC_SUCCESS;
+}
+
+/* ---- identity --------------------------------------------------------- */
+
+static int FUNC(identity_encode)(void *st, const REAL *x, uint32_t step,
+                                 uint8_t *buf, size_t cap, size_t *len,
+                                 gc_compress_info *info)
+{
+  const qstate *q = st;
+  size_t n = q->n, need = HDR + W * n;
+  (void) step;
+  GC_TRY(FUNC(check_finite)(x, n, "identity"));
+  if (cap < need)
+    GC_ERRORF(GC_ENOSPACE, "identity: buffer of %zu bytes, need %zu", cap, need);
+  buf[0] = TAG_IDENTITY;
+  buf[1] = PREC;
+  memcpy(buf + HDR, x, W * n);
+  size_t nnz = 0;
+  for (size_t i = 0; i < n; i++)
+    nnz += x[i] != 0;
+  *len = need;
+  info->nnz = nnz;
+  info->selected = n;
+  info->loops = 0;
+  return GC_SUCCESS;
+}
+
+static int FUNC(identity_decode)(const void *st, const uint8_t *buf,
+                                 size_t len, uint32_t step, REAL scale, REAL *y)
+{
+  const qstate *q = st;
+  size_t n = q->n;
+  (void) step;
+  GC_TRY(FUNC(check_header)(buf, len, TAG_IDENTITY, "identity"));
+  GC_TRY(FUNC(check_len)(len, HDR + W * n, "identity"));
+  const uint8_t *p = buf + HDR;
+  for (size_t i = 0; i < n; i++)
+    y[i] += scale * FUNC(load)(p + W * i);
+  return GC_SUCCESS;
+}
+
+/* ---- sign and scaled-sign -------------------------------------------- */
+
+/* Pack sign bits (1 = negative, so sign(0) = sign(-0) = +1) into
+ * ceil(n/8) bytes, 64 per word; when l1 is given also sum |x_i| in double.
+ * Returns nonzero when some entry is NaN or Inf.  One pass over x: the
+ * sign compressors should run at streaming bandwidth. */
+static unsigned FUNC(sign_pack)(const REAL *x, size_t n, uint8_t *out,
+                                double *l1)
+{
+  unsigned bad = 0;
+  double acc = 0;
+  size_t nw = n / 64;
+  for (size_t w = 0; w < nw; w++) {
+    const REAL *xw = x + 64 * w;
+    uint64_t bits = 0;
+    unsigned b = 0;
+    for (unsigned j = 0; j < 64; j++) {
+      bits |= (uint64_t) (xw[j] < 0) << j;
+      b |= !FUNC(isfin)(xw[j]);
+    }
+    if (l1) {   /* four partial sums: independent chains pipeline */
+      double a[4] = {0, 0, 0, 0};
+      for (unsigned j = 0; j < 64; j += 4)
+        for (unsigned t = 0; t < 4; t++)
+          a[t] += fabs((double) xw[j + t]);
+      acc += (a[0] + a[1]) + (a[2] + a[3]);
+    }
+    bad |= b;
+    gc__store64le(out + 8 * w, bits);
+  }
+  size_t rest = n - 64 * nw;
+  if (rest) {
+    const REAL *xw = x + 64 * nw;
+    uint64_t bits = 0;
+    for (size_t j = 0; j < rest; j++) {
+      bits |= (uint64_t) (xw[j] < 0) << j;
+      bad |= !FUNC(isfin)(xw[j]);
+      acc += fabs((double) xw[j]);
+    }
+    for (size_t k = 0; k < (rest + 7) / 8; k++)
+      out[8 * nw + k] = (uint8_t) (bits >> (8 * k));
+  }
+  if (l1)
+    *l1 = acc;
+  return bad;
+}
+
+/* The padding bits above entry n in the last byte must be zero. */
+static int FUNC(check_pad)(uint8_t last, size_t nbits, const char *who)
+{
+  unsigned used = (unsigned) (nbits % 8);
+  if (used && (last >> used))
+    GC_ERRORF(GC_ECORRUPT, "%s: nonzero padding bits in message", who);
+  return GC_SUCCESS;
+}
+
+static int FUNC(sign_common_encode)(const qstate *q, const REAL *x,
+                                    uint8_t *buf, size_t cap, size_t *len,
+                                    gc_compress_info *info, int scaled)
+{
+  size_t n = q->n, off = HDR + (scaled ? W : 0), need = off + (n + 7) / 8;
+  const char *who = scaled ? "scaled-sign" : "sign";
+  if (cap < need) {
+    GC_TRY(FUNC(check_finite)(x, n, who));
+    GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
+  }
+  double l1 = 0;
+  if (FUNC(sign_pack)(x, n, buf + off, scaled ? &l1 : NULL))
+    return FUNC(check_finite)(x, n, who);
+  buf[0] = scaled ? TAG_SCALED_SIGN : TAG_SIGN;
+  buf[1] = PREC;
+  REAL sc = 1;
+  if (scaled) {
+    sc = (REAL) (l1 / (double) n);
+    memcpy(buf + HDR, &sc, W);
+  }
+  *len = need;
+  info->nnz = sc > 0 ? n : 0;
+  info->selected = n;
+  info->loops = 0;
+  return GC_SUCCESS;
+}
+
+static int FUNC(sign_common_decode)(const qstate *q, const uint8_t *buf,
+                                    size_t len, REAL scale, REAL *y, int scaled)
+{
+  size_t n = q->n, off = HDR + (scaled ? W : 0), need = off + (n + 7) / 8;
+  const char *who = scaled ? "scaled-sign" : "sign";
+  GC_TRY(FUNC(check_header)(buf, len, scaled ? TAG_SCALED_SIGN : TAG_SIGN, who));
+  GC_TRY(FUNC(check_len)(len, need, who));
+  GC_TRY(FUNC(check_pad)(buf[len - 1], n, who));
+  REAL a = scale;
+  if (scaled) {
+    REAL sc = FUNC(load)(buf + HDR);
+    GC_TRY(FUNC(check_scale)(sc, who));
+    a = scale * sc;
+  }
+  const uint8_t *p = buf + off;
+  size_t nw = n / 64;
+  for (size_t w = 0; w < nw; w++) {
+    uint64_t bits = gc__load64le(p + 8 * w);
+    REAL *yw = y + 64 * w;
+    for (unsigned j = 0; j < 64; j++)
+      yw[j] += ((bits >> j) & 1) ? -a : a;
+  }
+  for (size_t i = 64 * nw; i < n; i++)
+    y[i] += ((p[i >> 3] >> (i & 7)) & 1) ? -a : a;
+  return GC_SUCCESS;
+}
+
+static int FUNC(sign_encode)(void *st, const REAL *x, uint32_t step,
+                             uint8_t *buf, size_t cap, size_t *len,
+                             gc_compress_info *info)
+{
+  (void) step;
+  return FUNC(sign_common_encode)(st, x, buf, cap, len, info, 0);
+}
+
+static int FUNC(sign_decode)(const void *st, const uint8_t *buf, size_t len,
+                             uint32_t step, REAL scale, REAL *y)
+{
+  (void) step;
+  return FUNC(sign_common_decode)(st, buf, len, scale, y, 0);
+}
+
+static int FUNC(scaled_sign_encode)(void *st, const REAL *x, uint32_t step,
+                                    uint8_t *buf, size_t cap, size_t *len,
+                                    gc_compress_info *info)
+{
+  (void) step;
+  return FUNC(sign_common_encode)(st, x, buf, cap, len, info, 1);
+}
+
+static int FUNC(scaled_sign_decode)(const void *st, const uint8_t *buf,
+                                    size_t len, uint32_t step, REAL scale,
+                                    REAL *y)
+{
+  (void) step;
+  return FUNC(sign_common_decode)(st, buf, len, scale, y, 1);
+}
+
+/* ---- qsgd --------------------------------------------------------------- */
+
+/* ||x[lo,hi)||_2 without overflow: scale by the largest magnitude. */
+static double FUNC(bucket_norm)(const REAL *x, size_t lo, size_t hi)
+{
+  double amax = 0, ss = 0;
+  for (size_t i = lo; i < hi; i++) {
+    double a = fabs((double) x[i]);
+    amax = a > amax ? a : amax;
+  }
+  if (amax == 0)
+    return 0;
+  for (size_t i = lo; i < hi; i++) {
+    double t = (double) x[i] / amax;
+    ss += t * t;
+  }
+  return amax * sqrt(ss);
+}
+
+static int FUNC(qsgd_encode)(void *st, const REAL *x, uint32_t step,
+                             uint8_t *buf, size_t cap, size_t *len,
+                             gc_compress_info *info)
+{
+  const qstate *q = st;
+  size_t n = q->n, B = q->bucket, off = HDR + W * q->nb, nnz = 0;
+  double s = (double) q->s;
+  GC_TRY(FUNC(check_finite)(x, n, "qsgd"));
+  if (cap < off)
+    GC_ERRORF(GC_ENOSPACE, "qsgd: buffer of %zu bytes, need at least %zu",
+              cap, off);
+  buf[0] = TAG_QSGD;
+  buf[1] = PREC;
+  gc__bw w;
+  gc__bw_init(&w, buf + off, cap - off);
+  for (size_t b = 0; b < q->nb; b++) {
+    size_t lo = b * B, hi = lo + B < n ? lo + B : n;
+    REAL norm = (REAL) FUNC(bucket_norm)(x, lo, hi);
+    if (!FUNC(isfin)(norm))
+      GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", b, PREC);
+    memcpy(buf + HDR + W * b, &norm, W);
+    if (norm == 0) {                     /* every level 0: gamma(1) = "1" */
+      for (size_t i = lo; i < hi; i++)
+        gc__bw_put(&w, 1, 1);
+      continue;
+    }
+    /* r_i uses the norm as sent, so E[decoded] = x_i exactly; xi = l + 1
+     * with probability r - l, tested as u < (r - l) 2^32 (bias < 2^-32). */
+    double k = s / (double) norm;
+    gc_rng4 blk = gc_rng_block(q->seed, q->stream, step, lo >> 2);
+    for (size_t i = lo; i < hi; i++) {
+      if ((i & 3) == 0)
+        blk = gc_rng_block(q->seed, q->stream, step, i >> 2);
+      double r = fabs((double) x[i]) * k, l = floor(r);
+      uint64_t xi = (uint64_t) l + ((double) blk.v[i & 3] < (r - l) * 4294967296.0);
+      if (xi > q->s)                    /* only by rounding of the norm */
+        xi = q->s;
+      gc__bw_gamma(&w, xi + 1);
+      if (xi) {
+        gc__bw_put(&w, x[i] < 0, 1);
+        nnz++;
+      }
+    }
+  }
+  if (gc__bw_finish(&w) != 0)
+    GC_ERRORF(GC_ENOSPACE, "qsgd: message does not fit in %zu bytes "
+              "(gc_compressor_max_bytes always does)", cap);
+  *len = (size_t) (w.p - buf);
+  info->nnz = nnz;
+  info->selected = n;
+  info->loops = 0;
+  return GC_SUCCESS;
+}
+
+/* Parse a qsgd message; with y == NULL only validate.  Decoders call it
+ * twice so y is untouched when the message is invalid. */
+static int FUNC(qsgd_parse)(const qstate *q, const uint8_t *buf, size_t len,
+                            REAL scale, REAL *y)
+{
+  size_t n = q->n, B = q->bucket, off = HDR + W * q->nb;
+  if (len < off)
+    GC_ERRORF(GC_ECORRUPT, "qsgd: message of %zu bytes is truncated (the "
+              "bucket norms alone take %zu)", len, off);
+  gc__br r;
+  gc__br_init(&r, buf + off, len - off);
+  for (size_t b = 0; b < q->nb; b++) {
+    size_t lo = b * B, hi = lo + B < n ? lo + B : n;
+    double norm = (double) FUNC(load)(buf + HDR + W * b);
+    if (!y)
+      GC_TRY(FUNC(check_scale)((REAL) norm, "qsgd"));
+    for (size_t i = lo; i < hi; i++) {
+      uint64_t v, sg = 0;
+      if (gc__br_gamma(&r, &v) != 0)
+        GC_ERRORF(GC_ECORRUPT, "qsgd: invalid or truncated Elias code at "
+                  "entry %zu", i);
+      uint64_t xi = v - 1;
+      if (xi > q->s)
+        GC_ERRORF(GC_ECORRUPT, "qsgd: level %llu exceeds s = %u at entry %zu",
+                  (unsigned long long) xi, q->s, i);
+      if (xi && gc__br_get(&r, 1, &sg) != 0)
+        GC_ERRORF(GC_ECORRUPT, "qsgd: truncated sign bit at entry %zu", i);
+      if (y && xi) {
+        REAL c = (REAL) (norm * (double) xi / (double) q->s);
+        y[i] += scale * (sg ? -c : c);
+      }
+    }
+  }
+  if (!gc__br_at_end(&r))
+    GC_ERRORF(GC_ECORRUPT, "qsgd: trailing bytes or nonzero padding after "
+              "%zu entries", n);
+  return GC_SUCCESS;
+}
+
+static int FUNC(qsgd_decode)(const void *st, const uint8_t *buf, size_t len,
+                             uint32_t step, REAL scale, REAL *y)
+{
+  (void) step;
+  GC_TRY(FUNC(check_header)(buf, len, TAG_QSGD, "qsgd"));
+  GC_TRY(FUNC(qsgd_parse)(st, buf, len, scale, NULL));
+  return FUNC(qsgd_parse)(st, buf, len, scale, y);
+}
+
+/* ---- terngrad ----------------------------------------------------------- */
+
+static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
+                                 uint8_t *buf, size_t cap, size_t *len,
+                                 gc_compress_info *info)
+{
+  const qstate *q = st;
+  size_t n = q->n, need = HDR + W + (2 * n + 7) / 8, nnz = 0;
+  GC_TRY(FUNC(check_finite)(x, n, "terngrad"));
+  if (cap < need)
+    GC_ERRORF(GC_ENOSPACE, "terngrad: buffer of %zu bytes, need %zu", cap, need);
+  /* Clip to +-c std(x) (unbiased 1/(n-1) estimator, as torch.std); the
+   * bound is rounded to REAL first so clamped entries equal s exactly. */
+  REAL c = (REAL) INFINITY;
+  if (q->clip > 0) {
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < n; i++)
+      mean += (double) x[i];
+    mean /= (double) n;
+    for (size_t i = 0; i < n; i++)
+      var += ((double) x[i] - mean) * ((double) x[i] - mean);
+    c = (REAL) (q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0));
+  }
+  REAL s = 0;
+  for (size_t i = 0; i < n; i++) {
+    REAL a = (REAL) fabs((double) x[i]);
+    a = a < c ? a : c;
+    s = a > s ? a : s;
+  }
+  buf[0] = TAG_TERNGRAD;
+  buf[1] = PREC;
+  memcpy(buf + HDR, &s, W);
+  uint8_t *out = buf + HDR + W;
+  memset(out, 0, need - HDR - W);
+  if (s > 0) {
+    /* b_i ~ Bernoulli(|x_i|/s): u < p 2^32 (bias < 2^-32).  One Philox
+     * block serves the four entries of one output byte; branch-free,
+     * since b_i is unpredictable. */
+    double inv = 4294967296.0 / (double) s;
+    for (size_t k = 0; 4 * k < n; k++) {
+      gc_rng4 blk = gc_rng_block(q->seed, q->stream, step, k);
+      unsigned byte = 0, m = n - 4 * k < 4 ? (unsigned) (n - 4 * k) : 4;
+      for (unsigned t = 0; t < m; t++) {
+        REAL xv = x[4 * k + t];
+        REAL a = (REAL) fabs((double) xv);
+        a = a < c ? a : c;
+        unsigned b = (double) blk.v[t] < (double) a * inv;
+        byte |= (b | ((b & (xv < 0)) << 1)) << (2 * t);
+        nnz += b;
+      }
+      out[k] = (uint8_t) byte;
+    }
+  }
+  *len = need;
+  info->nnz = nnz;
+  info->selected = n;
+  info->loops = 0;
+  return GC_SUCCESS;
+}
+
+static int FUNC(terngrad_decode)(const void *st, const uint8_t *buf,
+                                 size_t len, uint32_t step, REAL scale, REAL *y)
+{
+  const qstate *q = st;
+  size_t n = q->n, need = HDR + W + (2 * n + 7) / 8;
+  (void) step;
+  GC_TRY(FUNC(check_header)(buf, len, TAG_TERNGRAD, "terngrad"));
+  GC_TRY(FUNC(check_len)(len, need, "terngrad"));
+  GC_TRY(FUNC(check_pad)(buf[len - 1], 2 * n, "terngrad"));
+  REAL s = FUNC(load)(buf + HDR);
+  GC_TRY(FUNC(check_scale)(s, "terngrad"));
+  const uint8_t *p = buf + HDR + W;
+  for (size_t k = 0; k < (2 * n + 7) / 8; k++) {
+    /* code 2 (binary 10) in any of the four slots is invalid */
+    uint8_t v = p[k];
+    if ((v & 0xAA) & ~((v & 0x55) << 1))
+      GC_ERRORF(GC_ECORRUPT, "terngrad: invalid 2-bit code near entry %zu",
+                4 * k);
+  }
+  REAL a = scale * s;
+  const REAL val[4] = {0, a, 0, -a};    /* by code; 2 was rejected above */
+  for (size_t i = 0; i < n; i++)
+    y[i] += val[(p[i >> 2] >> (2 * (i & 3))) & 3u];
+  return GC_SUCCESS;
+}
+
+/* ---- fp16 and bf16 ----------------------------------------------------- */
+
+static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
+                                    uint8_t *buf, size_t cap, size_t *len,
+                                    gc_compress_info *info, int bf)
+{
+  size_t n = q->n, need = HDR + 2 * n, nnz = 0;
+  const char *who = bf ? "bf16" : "fp16";
+  GC_TRY(FUNC(check_finite)(x, n, who));
+  if (cap < need)
+    GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
+  buf[0] = bf ? TAG_BF16 : TAG_FP16;
+  buf[1] = PREC;
+  uint8_t *p = buf + HDR;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h = bf ? FUNC(to_bf16)(x[i]) : gc__half_from_double((double) x[i]);
+    nnz += (h & 0x7fffu) != 0;
+    p[2 * i] = (uint8_t) h;
+    p[2 * i + 1] = (uint8_t) (h >> 8);
+  }
+  *len = need;
+  info->nnz = nnz;
+  info->selected = n;
+  info->loops = 0;
+  return GC_SUCCESS;
+}
+
+static int FUNC(half_common_decode)(const qstate *q, const uint8_t *buf,
+                                    size_t len, REAL scale, REAL *y, int bf)
+{
+  size_t n = q->n;
+  const char *who = bf ? "bf16" : "fp16";
+  unsigned eb = bf ? 8 : 5, mb = bf ? 7 : 10;
+  GC_TRY(FUNC(check_header)(buf, len, bf ? TAG_BF16 : TAG_FP16, who));
+  GC_TRY(FUNC(check_len)(len, HDR + 2 * n, who));
+  const uint8_t *p = buf + HDR;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h = (uint16_t) (p[2 * i] | (p[2 * i + 1] << 8));
+    if (gc__minifloat_isnan(h, eb, mb))
+      GC_ERRORF(GC_ECORRUPT, "%s: NaN pattern 0x%04x at entry %zu", who, h, i);
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h = (uint16_t) (p[2 * i] | (p[2 * i + 1] << 8));
+    y[i] += scale * (REAL) gc__minifloat_to_double(h, eb, mb);
+  }
+  return GC_SUCCESS;
+}
+
+static int FUNC(fp16_encode)(void *st, const REAL *x, uint32_t step,
+                             uint8_t *buf, size_t cap, size_t *len,
+                             gc_compress_info *info)
+{
+  (void) step;
+  return FUNC(half_common_encode)(st, x, buf, cap, len, info, 0);
+}
+
+static int FUNC(fp16_decode)(const void *st, const uint8_t *buf, size_t len,
+                             uint32_t step, REAL scale, REAL *y)
+{
+  (void) step;
+  return FUNC(half_common_decode)(st, buf, len, scale, y, 0);
+}
+
+static int FUNC(bf16_encode)(void *st, const REAL *x, uint32_t step,
+                             uint8_t *buf, size_t cap, size_t *len,
+                             gc_compress_info *info)
+{
+  (void) step;
+  return FUNC(half_common_encode)(st, x, buf, cap, len, info, 1);
+}
+
+static int FUNC(bf16_decode)(const void *st, const uint8_t *buf, size_t len,
+                             uint32_t step, REAL scale, REAL *y)
+{
+  (void) step;
+  return FUNC(half_common_decode)(st, buf, len, scale, y, 1);
+}
+
+#undef W

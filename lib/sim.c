@@ -1,0 +1,112 @@
+/* sim.c -- the in-process transport: P workers and one server in a loop,
+ * one model copy x (all workers hold the same one), every message recorded
+ * in the ledger.  Message buffers are sized once at allocation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_algo.h"
+#include "gc_algo_vec.h"
+#include "gc_errno.h"
+
+struct gc_sim {
+  gc_algo_config cfg;
+  gc_worker **w;
+  gc_server *s;
+  gc_ledger *ledger;
+  void *x;               /* the workers' model copy (EF21-BC: w)   */
+  uint8_t *upbuf;        /* P * upcap bytes                          */
+  size_t upcap, downcap;
+  const uint8_t **up;    /* [P] pointers into upbuf                  */
+  size_t *uplen;         /* [P]                                      */
+  uint8_t *down;
+  uint32_t steps;
+};
+
+void gc_sim_free(gc_sim *s)
+{
+  if (!s)
+    return;
+  if (s->w)
+    for (size_t p = 0; p < s->cfg.workers; p++)
+      gc_worker_free(s->w[p]);
+  free(s->w);
+  gc_server_free(s->s);
+  gc_ledger_free(s->ledger);
+  free(s->x);
+  free(s->upbuf);
+  free(s->up);
+  free(s->uplen);
+  free(s->down);
+  free(s);
+}
+
+gc_sim *gc_sim_alloc(const gc_algo_config *cfg, const void *x0)
+{
+  if (gc_algo_config_check(cfg) != GC_SUCCESS)
+    return NULL;
+  gc_sim *s = calloc(1, sizeof *s);
+  if (!s)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  s->cfg = *cfg;
+  size_t P = cfg->workers;
+  s->upcap = gc_algo_max_up_bytes(cfg);
+  s->downcap = gc_algo_max_down_bytes(cfg);
+  int ok = s->upcap && s->downcap &&
+           (s->w = calloc(P, sizeof *s->w)) &&
+           (s->x = malloc(cfg->n * (size_t) cfg->dtype)) &&
+           (s->upbuf = malloc(P * s->upcap)) &&
+           (s->up = calloc(P, sizeof *s->up)) &&
+           (s->uplen = calloc(P, sizeof *s->uplen)) &&
+           (s->down = malloc(s->downcap)) &&
+           (s->ledger = gc_ledger_alloc(P)) &&
+           (s->s = gc_server_alloc(cfg));
+  for (size_t p = 0; ok && p < P; p++) {
+    ok = (s->w[p] = gc_worker_alloc(cfg, p)) != NULL;
+    s->up[p] = s->upbuf + p * s->upcap;
+  }
+  if (!ok) {
+    gc_sim_free(s);
+    GC_ERROR_NULL("simulator allocation failed", GC_ENOMEM);
+  }
+  memcpy(s->x, x0, cfg->n * (size_t) cfg->dtype);
+  gc_server_set_model(s->s, x0);
+  return s;
+}
+
+const void *gc_sim_point(const gc_sim *s) { return s->x; }
+
+const void *gc_sim_model(const gc_sim *s)
+{
+  const void *m = gc_server_model(s->s);
+  return m ? m : s->x;
+}
+
+int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
+{
+  size_t P = s->cfg.workers;
+  uint32_t t = s->steps;
+  for (size_t p = 0; p < P; p++)
+    GC_TRY(gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
+                          s->upcap, &s->uplen[p]));
+  size_t downlen;
+  GC_TRY(gc_server_step(s->s, s->up, s->uplen, lr, t, s->down, s->downcap,
+                        &downlen));
+  /* Every worker would apply the same bytes to the same copy: apply once.
+   * gc_worker_apply touches only x, so worker 0 stands for all. */
+  GC_TRY(gc_worker_apply(s->w[0], s->down, downlen, t, s->x));
+  size_t bad = gc__vfirst_nonfinite(s->cfg.dtype, s->x, s->cfg.n);
+  if (bad < s->cfg.n)
+    GC_ERRORF(GC_EDIVERGE, "the iterate diverged at step %u (index %zu)",
+              (unsigned) t, bad);
+  GC_TRY(gc_algo_record_step(&s->cfg, s->ledger, t, s->uplen, downlen));
+  s->steps++;
+  return GC_SUCCESS;
+}
+
+uint32_t gc_sim_steps_done(const gc_sim *s) { return s->steps; }
+gc_worker *gc_sim_worker(gc_sim *s, size_t p)
+{
+  return p < s->cfg.workers ? s->w[p] : NULL;
+}
+gc_server *gc_sim_server(gc_sim *s) { return s->s; }
+const gc_ledger *gc_sim_ledger(const gc_sim *s) { return s->ledger; }

@@ -1,0 +1,400 @@
+/* sparse_source.c -- type-generic half of sparse.c, included once per
+ * precision with REAL, SFX, UKEY (unsigned integer of REAL's width), FABS,
+ * NEXTDOWN and REAL_MAX defined (GSL templates_on.h style).  Never compiled
+ * on its own. */
+#define GC_CAT2(a, b) a##_##b
+#define GC_CAT(a, b) GC_CAT2(a, b)
+#define FN(name) GC_CAT(name, SFX)
+
+enum { FN(SCAN_BLOCK) = 32 };
+
+/* Count the i with !(|x_i| <= t), i.e. |x_i| > t or x_i NaN, storing the
+ * first `cap` of them (ascending) in out.  t must be <= REAL_MAX, so every
+ * non-finite x_i is counted; the first one stops the scan with *bad = i.
+ * Blocks are tested with a vectorisable OR before the rare scalar append. */
+static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
+                       size_t cap, size_t *bad)
+{
+  enum { B = FN(SCAN_BLOCK) };
+  size_t c = 0;
+  for (size_t i = 0; i < n; i += B) {
+    size_t m = n - i < B ? n - i : B;
+    if (m == B) {
+      int any = 0;
+      for (size_t j = 0; j < B; j++)
+        any |= !(FABS(x[i + j]) <= t);
+      if (!any)
+        continue;
+    }
+    for (size_t j = 0; j < m; j++) {
+      REAL a = FABS(x[i + j]);
+      if (!(a <= t)) {
+        if (!(a <= REAL_MAX)) {
+          *bad = i + j;
+          return c;
+        }
+        if (c < cap)
+          out[c] = (uint32_t) (i + j);
+        c++;
+      }
+    }
+  }
+  *bad = SIZE_MAX;
+  return c;
+}
+
+/* The REAL t with |x| > t  <=>  |x| > v for every REAL x (v a double),
+ * clamped to REAL_MAX so that non-finite values still show up in scans. */
+static REAL FN(strict_t)(double v)
+{
+  if (!(v < (double) REAL_MAX))
+    return REAL_MAX;
+  REAL t = (REAL) v;
+  if ((double) t > v)
+    t = NEXTDOWN(t);
+  return t;
+}
+
+static int FN(report_bad)(const REAL *x, size_t i)
+{
+  GC_ERRORF(GC_EDOM, "non-finite value %g at index %zu of the input",
+            (double) x[i], i);
+}
+
+/* k-th largest (k in 1..m) of a[0..m), which is reordered.  3-way
+ * quickselect with a median-of-3 pivot: ties cost nothing extra. */
+static REAL FN(kth_largest)(REAL *a, size_t m, size_t k)
+{
+  size_t lo = 0, hi = m, target = k - 1;
+  for (;;) {
+    if (hi - lo <= 16) {
+      for (size_t i = lo + 1; i < hi; i++) {
+        REAL v = a[i];
+        size_t j = i;
+        for (; j > lo && a[j - 1] < v; j--)
+          a[j] = a[j - 1];
+        a[j] = v;
+      }
+      return a[target];
+    }
+    REAL p0 = a[lo], p1 = a[lo + (hi - lo) / 2], p2 = a[hi - 1], p;
+    if (p0 < p1) { REAL t = p0; p0 = p1; p1 = t; }
+    if (p1 < p2) { REAL t = p1; p1 = p2; p2 = t; }
+    if (p0 < p1) { REAL t = p0; p0 = p1; p1 = t; }
+    p = p1;
+    size_t lt = lo, i = lo, gt = hi;
+    while (i < gt) {
+      REAL v = a[i];
+      if (v > p) {
+        a[i++] = a[lt];
+        a[lt++] = v;
+      } else if (v < p) {
+        a[i] = a[--gt];
+        a[gt] = v;
+      } else {
+        i++;
+      }
+    }
+    if (target < lt)
+      hi = lt;
+    else if (target >= gt)
+      lo = gt;
+    else
+      return p;
+  }
+}
+
+/* Exact top-K among candidate indices cand[0..c) (ascending, all finite,
+ * c >= K): out receives K ascending indices.  Of the entries equal to the
+ * K-th magnitude, the lowest (ties low) or highest (ties high) indices
+ * fill the remaining places. */
+static void FN(select_among)(const REAL *x, const uint32_t *cand, size_t c,
+                             size_t k, int ties, REAL *mag, uint32_t *out)
+{
+  for (size_t j = 0; j < c; j++)
+    mag[j] = FABS(x[cand[j]]);
+  REAL t = FN(kth_largest)(mag, c, k);
+  size_t g = 0, e = 0;
+  for (size_t j = 0; j < c; j++) {
+    REAL a = FABS(x[cand[j]]);
+    g += a > t;
+    e += a == t;
+  }
+  size_t q = k - g, skip = ties == GC_TIES_HIGH ? e - q : 0, o = 0, seen = 0;
+  for (size_t j = 0; j < c; j++) {
+    REAL a = FABS(x[cand[j]]);
+    if (a > t) {
+      out[o++] = cand[j];
+    } else if (a == t) {
+      if (seen >= skip && seen < skip + q)
+        out[o++] = cand[j];
+      seen++;
+    }
+  }
+}
+
+static UKEY FN(key)(REAL v)
+{
+  UKEY u;
+  memcpy(&u, &v, sizeof u);
+  return u & ~((UKEY) 1 << (8 * sizeof(UKEY) - 1));   /* |v|, monotone */
+}
+
+/* Exact top-K over the whole (finite) vector by an 8-bit radix select on
+ * the magnitude bits: no workspace, a few passes.  The fallback when the
+ * sampled threshold misleads. */
+static void FN(radix_topk)(const REAL *x, size_t n, size_t k, int ties,
+                           uint32_t *out)
+{
+  UKEY prefix = 0, mask = 0;
+  size_t need = k, eq = 0;
+  for (int sh = 8 * (int) sizeof(UKEY) - 8; sh >= 0; sh -= 8) {
+    size_t h[256] = {0};
+    for (size_t i = 0; i < n; i++) {
+      UKEY u = FN(key)(x[i]);
+      if ((u & mask) == prefix)
+        h[(u >> sh) & 255]++;
+    }
+    int b = 255;
+    for (; b > 0 && need > h[b]; b--)
+      need -= h[b];
+    prefix |= (UKEY) b << sh;
+    mask |= (UKEY) 255 << sh;
+    eq = h[b];
+  }
+  size_t skip = ties == GC_TIES_HIGH ? eq - need : 0, o = 0, seen = 0;
+  for (size_t i = 0; i < n; i++) {
+    UKEY u = FN(key)(x[i]);
+    if (u > prefix) {
+      out[o++] = (uint32_t) i;
+    } else if (u == prefix) {
+      if (seen >= skip && seen < skip + need)
+        out[o++] = (uint32_t) i;
+      seen++;
+    }
+  }
+}
+
+/* Top-K of x into s->idx (ascending).  Returns GC_SUCCESS or GC_EDOM. */
+static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
+{
+  size_t n = s->n, bad;
+  REAL *mag = (REAL *) s->mag, t = -1;
+  if (n > s->cand_cap) {
+    /* fixed stride, no RNG: the threshold admits ~1.2K + 4 sigma */
+    size_t m = s->sample_cap < TOPK_SAMPLES ? s->sample_cap : TOPK_SAMPLES;
+    size_t stride = n / m;
+    REAL *smp = (REAL *) s->sample;
+    for (size_t j = 0; j < m; j++) {
+      REAL a = FABS(x[j * stride]);
+      smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+    }
+    double e = (double) k / (double) n * (double) m;
+    double r = ceil(1.2 * e + 4 * sqrt(e) + 4);
+    size_t rank = r >= (double) m ? m : (size_t) r;
+    t = NEXTDOWN(FN(kth_largest)(smp, m, rank));   /* keep |x| >= sample */
+  }
+  size_t c = FN(scan)(x, n, t, s->cand, s->cand_cap, &bad);
+  if (bad != SIZE_MAX)
+    return FN(report_bad)(x, bad);
+  if (c >= k && c <= s->cand_cap)
+    FN(select_among)(x, s->cand, c, k, s->p.ties, mag, s->idx);
+  else
+    FN(radix_topk)(x, n, k, s->p.ties, s->idx);
+  return GC_SUCCESS;
+}
+
+/* Finiteness of the whole vector (random-K reads only K entries). */
+static int FN(check_finite)(const REAL *x, size_t n)
+{
+  size_t bad;
+  FN(scan)(x, n, REAL_MAX, NULL, 0, &bad);
+  return bad == SIZE_MAX ? GC_SUCCESS : FN(report_bad)(x, bad);
+}
+
+/* Gaussian-k (theory.md 2.5): selected indices into s->idx. */
+static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
+                      unsigned *evals)
+{
+  size_t n = s->n, k = s->k, bad;
+  /* shifted sums (the shift avoids cancellation): 16 REAL accumulators
+   * over blocks of 1024, so the loop vectorises, folded into double per
+   * block, so rounding stays at the block level */
+  REAL c0 = x[0];
+  double s1[1] = {0}, s2[1] = {0};
+  for (size_t lo = 0; lo < n; lo += 1024) {
+    size_t hi = n - lo < 1024 ? n : lo + 1024, i = lo;
+    REAL a1[16] = {0}, a2[16] = {0};
+    for (; i + 16 <= hi; i += 16)
+      for (int j = 0; j < 16; j++) {
+        REAL d = x[i + j] - c0;
+        a1[j] += d;
+        a2[j] += d * d;
+      }
+    for (; i < hi; i++) {
+      REAL d = x[i] - c0;
+      a1[0] += d;
+      a2[0] += d * d;
+    }
+    for (int j = 0; j < 16; j++) {
+      s1[0] += (double) a1[j];
+      s2[0] += (double) a2[j];
+    }
+  }
+  double S1 = s1[0], S2 = s2[0];
+  if (!isfinite(S1) || !isfinite(S2)) {
+    FN(scan)(x, n, REAL_MAX, NULL, 0, &bad);
+    if (bad != SIZE_MAX)
+      return FN(report_bad)(x, bad);
+  }
+  double mu = (double) c0 + S1 / (double) n;
+  double var = n > 1 ? (S2 - S1 * S1 / (double) n) / (double) (n - 1) : 0.0;
+  double sigma = sqrt(var > 0 ? var : 0);
+  double thr = mu + s->gauss_z * sigma;
+  size_t c = 0;
+  unsigned ev = 0;
+  for (unsigned loops = 0; loops < s->p.gauss_loops;) {
+    c = FN(scan)(x, n, FN(strict_t)(thr), s->idx, n, &bad);
+    ev++;
+    if (bad != SIZE_MAX)   /* reachable only when the sums overflowed */
+      return FN(report_bad)(x, bad);
+    if ((double) c < 2.0 * (double) k / 3.0)
+      thr *= 0.5;
+    else if ((double) c > 4.0 * (double) k / 3.0)
+      thr *= 1.5;
+    else
+      break;
+    loops++;
+  }
+  *count = c;
+  *evals = ev;
+  return GC_SUCCESS;
+}
+
+/* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py). */
+static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
+                   size_t *count, unsigned *evals)
+{
+  size_t n = s->n, ns = s->k, bad, stride = 1, start = 0, m = n;
+  double m0 = fmax(ceil(s->p.sample_ratio * (double) n), ceil(2.0 / s->rho));
+  if (m0 < (double) n) {
+    stride = n / (size_t) m0;
+    if (stride > 1) {
+      start = gc_rng_below(gc_rng_u32(s->p.seed, s->p.stream, step, 0),
+                           (uint32_t) stride);
+      m = (n - start + stride - 1) / stride;
+    }
+  }
+  REAL *smp = (REAL *) s->sample;
+  for (size_t j = 0; j < m; j++) {
+    REAL a = FABS(x[start + j * stride]);
+    smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+  size_t top = (size_t) ceil(s->rho * (double) m);
+  if (top < 1)
+    top = 1;
+  if (top > m)
+    top = m;
+  REAL thr = FN(kth_largest)(smp, m, top);
+  size_t c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
+  unsigned ev = 1;
+  if (bad != SIZE_MAX)
+    return FN(report_bad)(x, bad);
+  if (n > m) {   /* the reference adapts only when it really sampled */
+    for (int it = 0; it < 10; it++) {
+      if ((double) c > 1.3 * (double) ns) {
+        /* I holds every |x_i| >= thr and more than ns of them, so its
+         * top-ns is the global top-ns (same tie rule) */
+        GC_TRY(FN(topk)(s, x, ns));
+        c = ns;
+        break;
+      } else if (c > ns) {
+        break;
+      } else if ((double) c < 0.8 * (double) ns) {
+        thr = (REAL) (0.8 * thr);
+        c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
+        ev++;
+      } else {
+        break;
+      }
+    }
+  }
+  *count = c < ns ? c : ns;   /* the first ns in index order */
+  *evals = ev;
+  return GC_SUCCESS;
+}
+
+static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
+                             uint8_t *buf, size_t cap, size_t *len,
+                             gc_compress_info *info)
+{
+  sparse_state *s = state;
+  size_t c = s->k;
+  unsigned evals = 0;
+  REAL factor = 1;
+  int implicit = 0;
+  switch (s->kind) {
+  case KIND_TOPK:
+    GC_TRY(FN(topk)(s, x, s->k));
+    break;
+  case KIND_RANDK:
+    GC_TRY(FN(check_finite)(x, s->n));
+    floyd(s, step);
+    floyd_sort(s);
+    break;
+  case KIND_RANDKU:
+    GC_TRY(FN(check_finite)(x, s->n));
+    floyd(s, step);
+    floyd_clear(s);
+    factor = (REAL) ((double) s->n / (double) s->k);
+    implicit = 1;
+    break;
+  case KIND_THRESHOLD: {
+    size_t bad;
+    c = FN(scan)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, s->n, &bad);
+    if (bad != SIZE_MAX)
+      return FN(report_bad)(x, bad);
+    break;
+  }
+  case KIND_GAUSSK:
+    GC_TRY(FN(gaussk)(s, x, &c, &evals));
+    break;
+  case KIND_DGC:
+    GC_TRY(FN(dgc)(s, x, step, &c, &evals));
+    break;
+  }
+  GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
+                             buf, cap, len));
+  size_t nnz = 0;
+  for (size_t j = 0; j < c; j++)
+    nnz += x[s->idx[j]] != 0;
+  info->nnz = nnz;
+  info->selected = c;
+  info->loops = evals;
+  return GC_SUCCESS;
+}
+
+static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
+                             uint32_t step, REAL scale, REAL *y)
+{
+  const sparse_state *s = state;
+  if (s->kind != KIND_RANDKU)
+    return FN(gc__wire_decode_add)(s->wire, buf, len, s->n, scale, y);
+  GC_TRY(gc__wire_check_implicit(s->wire, sizeof(REAL), buf, len, s->k));
+  /* the indices are rebuilt in the instance's scratch: one decode at a
+   * time per instance (the scratch is not part of the observable state) */
+  sparse_state *w = (sparse_state *) state;
+  floyd(w, step);
+  floyd_clear(w);
+  const uint8_t *v = buf + GC__WIRE_HDR;
+  for (size_t j = 0; j < s->k; j++) {
+    REAL val;
+    memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+    y[s->idx[j]] += scale * val;
+  }
+  return GC_SUCCESS;
+}
+
+#undef FN
+#undef GC_CAT
+#undef GC_CAT2

@@ -1,0 +1,227 @@
+/* wire.c -- the sparse message format.
+ *
+ * Byte layout (all integers little-endian):
+ *
+ *   offset 0   u8   type       0x50 sparse vector (gc_sparse_encode_dense),
+ *                              0x51 topk, 0x52 randk, 0x53 randk-unbiased,
+ *                              0x54 threshold, 0x55 gaussk, 0x56 dgc
+ *   offset 1   u8   precision  4 (float32 values) or 8 (float64 values)
+ *   offset 2   u8   coding     0 raw, 1 delta+varint, 2 bitmap, 3 implicit
+ *   offset 3   u32  c          number of (index, value) pairs, c <= n
+ *   offset 7   index section   raw:      c u32 indices, strictly increasing
+ *                              delta:    c LEB128 varints g_j, where
+ *                                        g_0 = i_0, g_j = i_j - i_{j-1} - 1
+ *                              bitmap:   ceil(n/8) bytes, bit (i mod 8) of
+ *                                        byte i/8 set iff index i is sent;
+ *                                        bits >= n are zero
+ *                              implicit: nothing (randk-unbiased: both sides
+ *                                        draw the indices from (seed, step))
+ *   then       c values, b = 4 or 8 bytes each, in index order (implicit:
+ *              in draw order)
+ *
+ * Closed-form sizes, with H = 7, b the value size, L(g) = 1 + floor(log2(g)/7)
+ * for g > 0 and L(0) = 1 (LEB128 length):
+ *   raw      H + 4c + bc
+ *   delta    H + sum_j L(g_j) + bc
+ *   bitmap   H + ceil(n/8) + bc
+ *   implicit H + bc
+ * The encoder picks the smallest of raw, delta and bitmap (ties: raw, then
+ * delta, then bitmap), so every explicit message is at most
+ * H + min(4c, ceil(n/8)) + bc bytes: gc__wire_bound / gc_sparse_max_bytes.
+ *
+ * Decoding validates the whole message first (type, precision, coding, c <= n,
+ * exact length -- no trailing bytes --, indices in range and strictly
+ * increasing, bitmap popcount == c) and only then accumulates, so a rejected
+ * message leaves y untouched. */
+#include <string.h>
+
+#include "gc_compressor.h"
+#include "gc_errno.h"
+#include "gc_npy.h"
+#include "gc_wire.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the wire format is written with memcpy and assumes a little-endian host"
+#endif
+
+static size_t leb_len(uint32_t g)
+{
+  size_t l = 1;
+  while (g >= 128) {
+    g >>= 7;
+    l++;
+  }
+  return l;
+}
+
+size_t gc__wire_delta_bytes(const uint32_t *idx, size_t c)
+{
+  size_t s = 0;
+  uint32_t prev = 0;
+  for (size_t j = 0; j < c; j++) {
+    uint32_t g = j ? idx[j] - prev - 1 : idx[j];
+    s += leb_len(g);
+    prev = idx[j];
+  }
+  return s;
+}
+
+int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes)
+{
+  size_t raw = 4 * c, bitmap = (n + 7) / 8;
+  size_t best = raw;
+  int coding = GC__IDX_RAW;
+  /* delta is never larger than 5c; skip the O(c) walk when it cannot win */
+  if (c && bitmap > c) {
+    size_t delta = gc__wire_delta_bytes(idx, c);
+    if (delta < best) {
+      best = delta;
+      coding = GC__IDX_DELTA;
+    }
+  }
+  if (bitmap < best) {
+    best = bitmap;
+    coding = GC__IDX_BITMAP;
+  }
+  *index_bytes = best;
+  return coding;
+}
+
+size_t gc__wire_bound(size_t n, size_t c, size_t vbytes)
+{
+  size_t raw = 4 * c, bitmap = (n + 7) / 8;
+  return GC__WIRE_HDR + (raw < bitmap ? raw : bitmap) + c * vbytes;
+}
+
+static int explicit_type(uint8_t t)
+{
+  return t == GC__WIRE_SPARSE || t == GC__WIRE_TOPK || t == GC__WIRE_RANDK
+         || t == GC__WIRE_THRESHOLD || t == GC__WIRE_GAUSSK || t == GC__WIRE_DGC;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* Validate the header and the index section of an explicit message; on
+ * success *c, *coding and *vals (offset of the values) are set. */
+static int check_explicit(uint8_t type, size_t vbytes, const uint8_t *buf,
+                          size_t len, size_t n, size_t *c_out, int *coding_out,
+                          size_t *vals_out)
+{
+  if (len < GC__WIRE_HDR)
+    GC_ERRORF(GC_ECORRUPT, "sparse message truncated: %zu bytes, header needs %d",
+              len, GC__WIRE_HDR);
+  if (type ? buf[0] != type : !explicit_type(buf[0]))
+    GC_ERRORF(GC_ECORRUPT, "message type 0x%02x is not the expected 0x%02x",
+              buf[0], type);
+  if (buf[1] != vbytes)
+    GC_ERRORF(GC_ECORRUPT, "message carries %u-byte values, decoder expects %zu",
+              buf[1], vbytes);
+  size_t c = get_u32(buf + 3);
+  if (c > n)
+    GC_ERRORF(GC_ECORRUPT, "message count %zu exceeds the vector length %zu", c, n);
+  size_t body = len - GC__WIRE_HDR;
+  if (body / vbytes < c)
+    GC_ERRORF(GC_ECORRUPT, "message truncated: %zu values do not fit in %zu bytes", c, len);
+  size_t isec = body - c * vbytes;   /* bytes left for the index section */
+  const uint8_t *p = buf + GC__WIRE_HDR;
+  switch (buf[2]) {
+  case GC__IDX_RAW: {
+    if (isec != 4 * c)
+      GC_ERRORF(GC_ECORRUPT, "raw-index message has %zu index bytes, expected %zu",
+                isec, 4 * c);
+    uint64_t prev = 0;
+    for (size_t j = 0; j < c; j++) {
+      uint64_t i = get_u32(p + 4 * j);
+      if (i >= n || (j && i <= prev))
+        GC_ERRORF(GC_ECORRUPT, "index %llu at position %zu is out of range or not increasing",
+                  (unsigned long long) i, j);
+      prev = i;
+    }
+    break;
+  }
+  case GC__IDX_DELTA: {
+    size_t q = 0;
+    uint64_t next = 0;   /* smallest index the next entry may take */
+    for (size_t j = 0; j < c; j++) {
+      uint64_t g = 0;
+      for (int sh = 0;; sh += 7) {
+        if (q >= isec || sh > 28)
+          GC_ERRORF(GC_ECORRUPT, "delta-coded index %zu is truncated or too long", j);
+        uint8_t byte = p[q++];
+        g |= (uint64_t) (byte & 0x7f) << sh;
+        if (!(byte & 0x80))
+          break;
+      }
+      next += g;
+      if (next >= n)
+        GC_ERRORF(GC_ECORRUPT, "delta-coded index %zu is out of range (n = %zu)", j, n);
+      next++;
+    }
+    if (q != isec)
+      GC_ERRORF(GC_ECORRUPT, "delta-coded indices use %zu bytes, section has %zu", q, isec);
+    break;
+  }
+  case GC__IDX_BITMAP: {
+    size_t nb = (n + 7) / 8;
+    if (isec != nb)
+      GC_ERRORF(GC_ECORRUPT, "bitmap section has %zu bytes, expected %zu", isec, nb);
+    size_t pop = 0;
+    for (size_t b = 0; b < nb; b++)
+      pop += (size_t) __builtin_popcount(p[b]);
+    if (n % 8 && (p[nb - 1] >> (n % 8)))
+      GC_ERROR("bitmap marks indices beyond the vector length", GC_ECORRUPT);
+    if (pop != c)
+      GC_ERRORF(GC_ECORRUPT, "bitmap marks %zu indices, header says %zu", pop, c);
+    break;
+  }
+  default:
+    GC_ERRORF(GC_ECORRUPT, "unknown index coding %u", buf[2]);
+  }
+  *c_out = c;
+  *coding_out = buf[2];
+  *vals_out = GC__WIRE_HDR + isec;
+  return GC_SUCCESS;
+}
+
+int gc__wire_check_implicit(uint8_t type, size_t vbytes, const uint8_t *buf,
+                            size_t len, size_t c)
+{
+  if (len < GC__WIRE_HDR)
+    GC_ERRORF(GC_ECORRUPT, "message truncated: %zu bytes, header needs %d",
+              len, GC__WIRE_HDR);
+  if (buf[0] != type)
+    GC_ERRORF(GC_ECORRUPT, "message type 0x%02x is not the expected 0x%02x", buf[0], type);
+  if (buf[1] != vbytes)
+    GC_ERRORF(GC_ECORRUPT, "message carries %u-byte values, decoder expects %zu",
+              buf[1], vbytes);
+  if (buf[2] != GC__IDX_IMPLICIT)
+    GC_ERRORF(GC_ECORRUPT, "index coding %u where implicit indices are expected", buf[2]);
+  if (get_u32(buf + 3) != c)
+    GC_ERRORF(GC_ECORRUPT, "message count %u, expected %zu", get_u32(buf + 3), c);
+  if (len != GC__WIRE_HDR + c * vbytes)
+    GC_ERRORF(GC_ECORRUPT, "message has %zu bytes, expected %zu", len,
+              GC__WIRE_HDR + c * vbytes);
+  return GC_SUCCESS;
+}
+
+size_t gc_sparse_max_bytes(size_t n, size_t nnz, int dtype)
+{
+  return gc__wire_bound(n, nnz, dtype == GC_F64 ? 8 : 4);
+}
+
+#define REAL float
+#define SFX f32
+#include "wire_source.c"
+#undef REAL
+#undef SFX
+
+#define REAL double
+#define SFX f64
+#include "wire_source.c"
+#undef REAL
+#undef SFX

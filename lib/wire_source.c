@@ -1,0 +1,177 @@
+/* wire_source.c -- type-generic half of wire.c, included once per REAL
+ * (float, double) with SFX (f32, f64), GSL templates_on.h style. */
+#define GC_CAT2(a, b) a##_##b
+#define GC_CAT(a, b) GC_CAT2(a, b)
+#define FN(name) GC_CAT(name, SFX)
+
+/* Index section writers; the caller has chosen the coding. */
+static void FN(put_indices)(uint8_t *p, int coding, size_t n,
+                            const uint32_t *idx, size_t c)
+{
+  switch (coding) {
+  case GC__IDX_RAW:
+    memcpy(p, idx, 4 * c);
+    break;
+  case GC__IDX_DELTA: {
+    uint32_t prev = 0;
+    for (size_t j = 0; j < c; j++) {
+      uint32_t g = j ? idx[j] - prev - 1 : idx[j];
+      prev = idx[j];
+      while (g >= 128) {
+        *p++ = (uint8_t) (g | 0x80);
+        g >>= 7;
+      }
+      *p++ = (uint8_t) g;
+    }
+    break;
+  }
+  case GC__IDX_BITMAP:
+    memset(p, 0, (n + 7) / 8);
+    for (size_t j = 0; j < c; j++)
+      p[idx[j] >> 3] |= (uint8_t) (1u << (idx[j] & 7));
+    break;
+  default:
+    break;
+  }
+}
+
+int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
+                        int implicit, const REAL *x, REAL factor,
+                        uint8_t *buf, size_t cap, size_t *len)
+{
+  size_t isec = 0;
+  int coding = implicit ? GC__IDX_IMPLICIT : gc__wire_choose(n, idx, c, &isec);
+  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
+  if (total > cap)
+    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
+  uint32_t c32 = (uint32_t) c;
+  buf[0] = type;
+  buf[1] = (uint8_t) sizeof(REAL);
+  buf[2] = (uint8_t) coding;
+  memcpy(buf + 3, &c32, 4);
+  FN(put_indices)(buf + GC__WIRE_HDR, coding, n, idx, c);
+  uint8_t *v = buf + GC__WIRE_HDR + isec;
+  for (size_t j = 0; j < c; j++) {
+    REAL val = x[idx[j]] * factor;
+    memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));
+  }
+  *len = total;
+  return GC_SUCCESS;
+}
+
+int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
+                            size_t n, REAL scale, REAL *y)
+{
+  size_t c, off;
+  int coding;
+  GC_TRY(check_explicit(type, sizeof(REAL), buf, len, n, &c, &coding, &off));
+  const uint8_t *p = buf + GC__WIRE_HDR, *v = buf + off;
+  REAL val;
+  switch (coding) {
+  case GC__IDX_RAW:
+    for (size_t j = 0; j < c; j++) {
+      memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+      y[get_u32(p + 4 * j)] += scale * val;
+    }
+    break;
+  case GC__IDX_DELTA: {
+    size_t i = 0;
+    for (size_t j = 0; j < c; j++) {
+      uint32_t g = 0;
+      for (int sh = 0;; sh += 7) {
+        uint8_t byte = *p++;
+        g |= (uint32_t) (byte & 0x7f) << sh;
+        if (!(byte & 0x80))
+          break;
+      }
+      i += g;
+      memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+      y[i++] += scale * val;
+    }
+    break;
+  }
+  case GC__IDX_BITMAP: {
+    size_t j = 0;
+    for (size_t b = 0; b < (n + 7) / 8; b++)
+      for (unsigned w = p[b]; w; w &= w - 1) {
+        memcpy(&val, v + j++ * sizeof(REAL), sizeof(REAL));
+        y[8 * b + (size_t) __builtin_ctz(w)] += scale * val;
+      }
+    break;
+  }
+  }
+  return GC_SUCCESS;
+}
+
+/* Exact encoding of the nonzeros of x without a workspace: one pass counts
+ * them and sizes the delta coding, a second writes the message. */
+int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz)
+{
+  if (n == 0 || n >= ((size_t) 1 << 32))
+    GC_ERRORF(GC_EINVAL, "sparse vector length %zu must be in [1, 2^32)", n);
+  size_t c = 0, delta = 0, last = 0;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] != 0) {
+      delta += leb_len((uint32_t) (c ? i - last - 1 : i));
+      last = i;
+      c++;
+    }
+  size_t raw = 4 * c, bitmap = (n + 7) / 8, isec = raw;
+  int coding = GC__IDX_RAW;
+  if (c && delta < isec) {
+    isec = delta;
+    coding = GC__IDX_DELTA;
+  }
+  if (bitmap < isec) {
+    isec = bitmap;
+    coding = GC__IDX_BITMAP;
+  }
+  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
+  if (total > cap)
+    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
+  uint32_t c32 = (uint32_t) c;
+  buf[0] = GC__WIRE_SPARSE;
+  buf[1] = (uint8_t) sizeof(REAL);
+  buf[2] = (uint8_t) coding;
+  memcpy(buf + 3, &c32, 4);
+  uint8_t *p = buf + GC__WIRE_HDR, *v = p + isec;
+  if (coding == GC__IDX_BITMAP)
+    memset(p, 0, bitmap);
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (x[i] == 0)
+      continue;
+    uint32_t i32 = (uint32_t) i;
+    if (coding == GC__IDX_RAW) {
+      memcpy(p, &i32, 4);
+      p += 4;
+    } else if (coding == GC__IDX_DELTA) {
+      uint32_t g = (uint32_t) (j ? i - last - 1 : i);
+      while (g >= 128) {
+        *p++ = (uint8_t) (g | 0x80);
+        g >>= 7;
+      }
+      *p++ = (uint8_t) g;
+    } else {
+      p[i >> 3] |= (uint8_t) (1u << (i & 7));
+    }
+    memcpy(v + j * sizeof(REAL), &x[i], sizeof(REAL));
+    last = i;
+    j++;
+  }
+  *len = total;
+  if (nnz)
+    *nnz = c;
+  return GC_SUCCESS;
+}
+
+int FN(gc_sparse_decode_add)(const uint8_t *buf, size_t len, size_t n,
+                             REAL scale, REAL *y)
+{
+  return FN(gc__wire_decode_add)(0, buf, len, n, scale, y);
+}
+
+#undef FN
+#undef GC_CAT
+#undef GC_CAT2

@@ -1,0 +1,180 @@
+/* test_frontend.c -- `gradcomp compress` run as a program on small .npy
+ * files: --list, --stats format, thread-count independence, and a clear
+ * message with a non-zero exit for every bad input. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_errno.h"
+#include "gc_npy.h"
+#include "gc_test.h"
+
+enum { N = 2000 };
+
+static char xpath[512], x64path[512], nanpath[512], badpath[512], out1[512], out2[512];
+static char gradcomp[1024];
+
+static void setup(void)
+{
+  snprintf(gradcomp, sizeof gradcomp, "%s", gc_test_builddir("experiments/gradcomp"));
+  snprintf(xpath, sizeof xpath, "%s", gc_test_tmp("fe-x.npy"));
+  snprintf(x64path, sizeof x64path, "%s", gc_test_tmp("fe-x64.npy"));
+  snprintf(nanpath, sizeof nanpath, "%s", gc_test_tmp("fe-nan.npy"));
+  snprintf(badpath, sizeof badpath, "%s", gc_test_tmp("fe-bad.npy"));
+  snprintf(out1, sizeof out1, "%s", gc_test_tmp("fe-y1.npy"));
+  snprintf(out2, sizeof out2, "%s", gc_test_tmp("fe-y2.npy"));
+  float x[N];
+  double xd[N];
+  gc_test_fill_normal_f32(x, N, 17);
+  for (size_t i = 0; i < N; i++)
+    xd[i] = x[i];
+  size_t n = N;
+  cr_assert(eq(int, gc_npy_write(xpath, GC_F32, 1, &n, x), GC_SUCCESS));
+  cr_assert(eq(int, gc_npy_write(x64path, GC_F64, 1, &n, xd), GC_SUCCESS));
+  x[123] = NAN;
+  cr_assert(eq(int, gc_npy_write(nanpath, GC_F32, 1, &n, x), GC_SUCCESS));
+  FILE *f = fopen(badpath, "wb");
+  fputs("\x93NUMPY garbage that is not a header", f);
+  fclose(f);
+}
+
+static void teardown(void)
+{
+  remove(xpath);
+  remove(x64path);
+  remove(nanpath);
+  remove(badpath);
+  remove(out1);
+  remove(out2);
+}
+
+TestSuite(frontend, .init = setup, .fini = teardown);
+
+static int run(char *out, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static int run(char *out, size_t cap, const char *fmt, ...)
+{
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return gc_test_run(cmd, out, cap);
+}
+
+Test(frontend, list_and_help)
+{
+  char out[16384];
+  cr_assert(eq(int, run(out, sizeof out, "%s compress --list", gradcomp), 0));
+  cr_assert(strstr(out, "topk") && strstr(out, "randk-unbiased") && strstr(out, "dgc"), "%s", out);
+  cr_assert(eq(int, run(out, sizeof out, "%s compress --help", gradcomp), 0));
+  cr_assert(strstr(out, "--stats") != NULL);
+}
+
+Test(frontend, stats_format_and_values)
+{
+  char out[4096];
+  cr_assert(eq(int, run(out, sizeof out, "%s compress topk --k 20 --in %s --out %s --stats",
+                        gradcomp, xpath, out1), 0), "%s", out);
+  size_t bytes, nnz;
+  double rel;
+  char tail[8];
+  cr_assert(eq(int, sscanf(out, "bytes=%zu rel_err=%lf nnz=%zu%1s", &bytes, &rel, &nnz, tail), 3),
+            "format: %s", out);
+  cr_assert(eq(sz, nnz, 20));
+  cr_assert(bytes <= 7 + 8 * 20, "%zu", bytes);
+  cr_assert(rel > 0 && rel < 1 - 20.0 / N, "%g", rel);
+  gc_array y = {0};
+  cr_assert(eq(int, gc_npy_read(out1, &y), GC_SUCCESS));
+  cr_assert(eq(int, y.dtype, GC_F32));
+  cr_assert(eq(sz, y.count, N));
+  gc_array_free(&y);
+  /* float64 in, float64 out */
+  cr_assert(eq(int, run(out, sizeof out, "%s compress qsgd --levels 4 --in %s --out %s",
+                        gradcomp, x64path, out1), 0), "%s", out);
+  cr_assert(eq(int, gc_npy_read(out1, &y), GC_SUCCESS));
+  cr_assert(eq(int, y.dtype, GC_F64));
+  gc_array_free(&y);
+}
+
+static int same_file(const char *a, const char *b)
+{
+  FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+  int same = f && g;
+  while (same) {
+    int c = fgetc(f), d = fgetc(g);
+    same = c == d;
+    if (c == EOF || d == EOF)
+      break;
+  }
+  if (f)
+    fclose(f);
+  if (g)
+    fclose(g);
+  return same;
+}
+
+Test(frontend, bit_identical_across_thread_counts)
+{
+  const char *names[] = {"topk", "randk", "randk-unbiased", "gaussk", "dgc", "qsgd", "terngrad"};
+  char out[4096];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    cr_assert(eq(int, run(out, sizeof out, "OMP_NUM_THREADS=1 %s compress %s --density 0.05 --seed 9 --step 3 --in %s --out %s",
+                          gradcomp, names[i], xpath, out1), 0), "%s", out);
+    cr_assert(eq(int, run(out, sizeof out, "OMP_NUM_THREADS=2 %s compress %s --density 0.05 --seed 9 --step 3 --in %s --out %s",
+                          gradcomp, names[i], xpath, out2), 0), "%s", out);
+    cr_assert(same_file(out1, out2), "%s differs between 1 and 2 threads", names[i]);
+  }
+}
+
+/* Each bad input: non-zero exit, "gradcomp compress: " and a word naming
+ * the problem. */
+Test(frontend, bad_inputs_named)
+{
+  struct { const char *args, *word; } cases[] = {
+    {"nosuch --in X --out O", "topk"},            /* lists the valid names */
+    {"topk --k 5000 --in X --out O", "5000"},      /* k > d */
+    {"topk --density 0 --in X --out O", "density"},
+    {"topk --density 1.5 --in X --out O", "density"},
+    {"qsgd --levels 0 --in X --out O", "levels"},
+    {"topk --k 3 --in N --out O", "index 123"},    /* NaN input */
+    {"topk --k 3 --in B --out O", "B"},            /* malformed .npy */
+    {"topk --k 3 --out O", "--in"},                 /* missing --in */
+    {"topk --k 3 --in /nonexistent/x.npy --out O", "nonexistent"},
+    {"topk --k abc --in X --out O", "abc"},
+    {"topk --ties sideways --in X --out O", "sideways"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[1024] = "", out[4096];
+    for (const char *p = cases[i].args; *p; p++) {
+      const char *sub = NULL;
+      if (*p == 'X' && (p[1] == ' ' || !p[1])) sub = xpath;
+      else if (*p == 'O' && (p[1] == ' ' || !p[1])) sub = out1;
+      else if (*p == 'N' && (p[1] == ' ' || !p[1])) sub = nanpath;
+      else if (*p == 'B' && (p[1] == ' ' || !p[1])) sub = badpath;
+      size_t l = strlen(args);
+      if (sub)
+        snprintf(args + l, sizeof args - l, "%s", sub);
+      else if (l + 1 < sizeof args) {
+        args[l] = *p;
+        args[l + 1] = '\0';
+      }
+    }
+    int st = run(out, sizeof out, "%s compress %s", gradcomp, args);
+    cr_assert(st > 0 && st < 128, "'%s': exit %d (crash or success)\n%s", args, st, out);
+    cr_assert(strstr(out, "gradcomp compress: ") != NULL, "'%s': %s", args, out);
+    const char *word = cases[i].word;
+    if (!strcmp(word, "B"))
+      word = badpath;
+    cr_assert(strstr(out, word) != NULL, "'%s' should name '%s': %s", args, word, out);
+  }
+}

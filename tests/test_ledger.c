@@ -1,0 +1,76 @@
+/* test_ledger.c -- the byte ledger: totals per direction, step and worker,
+ * broadcast rows, the CSV writer and the error paths. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_algo.h"
+#include "gc_errno.h"
+#include "gc_test.h"
+
+static void quiet(void) { gc_set_error_handler_off(); }
+
+Test(ledger, totals_and_queries, .init = quiet)
+{
+  gc_ledger *l = gc_ledger_alloc(3);
+  uint64_t up = 0, down = 0;
+  for (uint32_t t = 0; t < 200; t++) {   /* past the first growth */
+    for (size_t p = 0; p < 3; p++) {
+      size_t b = 10 * t + p + 1;
+      cr_assert(eq(int, gc_ledger_record(l, t, p, GC_UP, b), GC_SUCCESS));
+      up += b;
+      cr_assert(eq(int, gc_ledger_record(l, t, p, GC_DOWN, 7), GC_SUCCESS));
+      down += 7;
+    }
+    cr_assert(eq(int, gc_ledger_record_broadcast(l, t, 7), GC_SUCCESS));
+  }
+  cr_assert(eq(u64, gc_ledger_total(l, GC_UP), up));
+  cr_assert(eq(u64, gc_ledger_total(l, GC_DOWN), down));
+  cr_assert(eq(u64, gc_ledger_total(l, GC_LEDGER_BCAST), 200 * 7));
+  cr_assert(eq(u64, gc_ledger_step_total(l, 5, GC_UP), 51 + 52 + 53));
+  cr_assert(eq(u64, gc_ledger_step_total(l, 5, GC_DOWN), 21));
+  cr_assert(eq(u64, gc_ledger_step_total(l, 5, GC_LEDGER_BCAST), 7));
+  cr_assert(eq(u64, gc_ledger_step_total(l, 100000, GC_UP), 0));
+  uint64_t w1 = 0;
+  for (uint32_t t = 0; t < 200; t++) w1 += 10 * t + 2;
+  cr_assert(eq(u64, gc_ledger_worker_total(l, 1, GC_UP), w1));
+  cr_assert(eq(u64, gc_ledger_worker_total(l, 2, GC_DOWN), 1400));
+  cr_assert(eq(sz, gc_ledger_rows(l), (size_t) 200 * 7));
+  cr_assert(eq(int, gc_ledger_record(l, 0, 3, GC_UP, 1), GC_EINVAL));
+  cr_assert(eq(int, gc_ledger_record(l, 0, 0, 5, 1), GC_EINVAL));
+  gc_ledger_clear(l);
+  cr_assert(eq(u64, gc_ledger_total(l, GC_UP), 0));
+  cr_assert(eq(u64, gc_ledger_step_total(l, 5, GC_UP), 0));
+  gc_ledger_free(l);
+  gc_ledger_free(NULL);
+  cr_assert_null(gc_ledger_alloc(0));
+}
+
+Test(ledger, csv, .init = quiet)
+{
+  char path[512];
+  snprintf(path, sizeof path, "%s", gc_test_tmp("ledger.csv"));
+  unlink(path);
+  gc_ledger *l = gc_ledger_alloc(2);
+  gc_ledger_record(l, 0, 0, GC_UP, 12);
+  gc_ledger_record(l, 0, 1, GC_UP, 13);
+  gc_ledger_record(l, 0, 0, GC_DOWN, 9);
+  gc_ledger_record(l, 0, 1, GC_DOWN, 9);
+  gc_ledger_record_broadcast(l, 0, 9);
+  cr_assert(eq(int, gc_ledger_write_csv(l, path), GC_SUCCESS));
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  char text[512] = { 0 };
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  cr_assert(got > 0);
+  cr_assert(eq(str, text,
+               "step,worker,direction,bytes\n0,0,up,12\n0,1,up,13\n"
+               "0,0,down,9\n0,1,down,9\n0,all,broadcast,9\n"));
+  unlink(path);
+  cr_assert(eq(int, gc_ledger_write_csv(l, "/nonexistent-dir/x.csv"), GC_EIO));
+  gc_ledger_free(l);
+}

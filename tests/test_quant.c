@@ -1,0 +1,720 @@
+/* test_quant.c -- the quantizing compressors (lib/quant.c): theory.md §7
+ * properties 6, 7, 8 and 20, wire sizes against their closed forms,
+ * special values of fp16/bf16, determinism and every error path.
+ * Statistical checks use fixed seeds, so they are deterministic. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_bitio.h"
+#include "gc_compressor.h"
+#include "gc_errno.h"
+#include "gc_test.h"
+
+static void quiet(void) { gc_set_error_handler_off(); }
+
+static const char *const quant_names[] = {
+  "identity", "sign", "scaled-sign", "qsgd", "terngrad", "fp16", "bf16"
+};
+enum { NQ = sizeof quant_names / sizeof quant_names[0] };
+
+static gc_compressor *make(const char *name, size_t n, unsigned s,
+                           size_t bucket, double clip, uint64_t seed)
+{
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.levels = s;
+  p.bucket = bucket;
+  p.clip = clip;
+  p.seed = seed;
+  const gc_compressor_type *T = gc_compressor_type_by_name(name);
+  cr_assert(not(eq(ptr, (void *) T, NULL)), "type %s registered", name);
+  gc_compressor *c = gc_compressor_alloc(T, n, &p);
+  cr_assert(not(eq(ptr, c, NULL)), "alloc %s", name);
+  return c;
+}
+
+/* Encode x (f64) and decode into y = 0 + C(x); returns the length. */
+static size_t roundtrip64(gc_compressor *c, const double *x, uint32_t step,
+                          uint8_t *buf, double *y, gc_compress_info *info)
+{
+  size_t len = 0, n = gc_compressor_n(c);
+  cr_assert(eq(int, gc_compress_f64(c, x, step, buf, gc_compressor_max_bytes(c),
+                                    &len, info), GC_SUCCESS));
+  cr_assert(le(sz, len, gc_compressor_max_bytes(c)));
+  memset(y, 0, n * sizeof *y);
+  cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, step, 1.0, y), GC_SUCCESS));
+  return len;
+}
+
+static size_t roundtrip32(gc_compressor *c, const float *x, uint32_t step,
+                          uint8_t *buf, float *y, gc_compress_info *info)
+{
+  size_t len = 0, n = gc_compressor_n(c);
+  cr_assert(eq(int, gc_compress_f32(c, x, step, buf, gc_compressor_max_bytes(c),
+                                    &len, info), GC_SUCCESS));
+  cr_assert(le(sz, len, gc_compressor_max_bytes(c)));
+  memset(y, 0, n * sizeof *y);
+  cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, step, 1.0f, y), GC_SUCCESS));
+  return len;
+}
+
+/* QSGD: recover the levels from a decoded vector and the norms in the
+ * message (decoded = sgn (REAL)(norm xi / s), computed in double), check
+ * they are integers in [0, s] reproducing the decoded values exactly, and
+ * return the closed-form message size. */
+static size_t qsgd_check_levels(const uint8_t *buf, const double *y, size_t n,
+                                unsigned s, size_t bucket, size_t w,
+                                size_t *nnz)
+{
+  size_t B = bucket ? bucket : n, nb = (n + B - 1) / B, bits = 0;
+  *nnz = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t b = i / B;
+    double norm;
+    if (w == 8) {
+      memcpy(&norm, buf + 2 + 8 * b, 8);
+    } else {
+      float f;
+      memcpy(&f, buf + 2 + 4 * b, 4);
+      norm = f;
+    }
+    double xi = norm > 0 ? nearbyint(fabs(y[i]) * s / norm) : 0;
+    cr_assert(xi >= 0 && xi <= s, "level %g outside [0,%u]", xi, s);
+    double c = norm * xi / s;
+    if (w == 4)
+      c = (float) c;
+    cr_assert(eq(dbl, fabs(y[i]), c), "entry %zu is norm*xi/s", i);
+    bits += gc__gamma_len((uint64_t) xi + 1) + (xi > 0);
+    *nnz += xi > 0;
+  }
+  return 2 + w * nb + (bits + 7) / 8;
+}
+
+/* ---- identity ----------------------------------------------------------- */
+
+Test(quant, identity_exact_and_sized)
+{
+  size_t ns[] = {1, 3, 64, 1001};
+  for (size_t t = 0; t < 4; t++) {
+    size_t n = ns[t];
+    double *x = malloc(n * 8), *y = malloc(n * 8);
+    float *xf = malloc(n * 4), *yf = malloc(n * 4);
+    uint8_t *buf = malloc(2 + 8 * n);
+    gc_test_fill_normal(x, n, 3);
+    gc_test_fill_normal_f32(xf, n, 3);
+    gc_compressor *c = make("identity", n, 1, 0, 0, 0);
+    gc_compress_info info;
+    cr_assert(eq(sz, roundtrip64(c, x, 0, buf, y, &info), 2 + 8 * n));
+    cr_assert(eq(int, memcmp(x, y, n * 8), 0));
+    cr_assert(eq(sz, roundtrip32(c, xf, 0, buf, yf, &info), 2 + 4 * n));
+    cr_assert(eq(int, memcmp(xf, yf, n * 4), 0));
+    cr_assert(eq(sz, info.nnz, n));
+    gc_compressor_free(c);
+    free(x); free(y); free(xf); free(yf); free(buf);
+  }
+}
+
+/* ---- closed-form sizes for every quantizer ------------------------------ */
+
+Test(quant, wire_size_is_closed_form)
+{
+  size_t ns[] = {1, 2, 7, 8, 9, 63, 64, 65, 127, 1000};
+  unsigned ss[] = {1, 3, 16, 255};
+  size_t buckets[] = {0, 1, 5, 128};
+  for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+    size_t n = ns[t];
+    double *x = malloc(n * 8), *y = malloc(n * 8);
+    float *xf = malloc(n * 4), *yf = malloc(n * 4);
+    gc_test_fill_normal(x, n, 11 + t);
+    for (size_t i = 0; i < n; i++)
+      xf[i] = (float) x[i];
+    for (int q = 0; q < NQ; q++) {
+      const char *name = quant_names[q];
+      int isq = strcmp(name, "qsgd") == 0;
+      for (size_t a = 0; a < (isq ? 4u : 1u); a++) {
+        for (size_t bb = 0; bb < (isq ? 4u : 1u); bb++) {
+          gc_compressor *c = make(name, n, ss[a], buckets[bb], 0, 5);
+          uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+          for (size_t w = 4; w <= 8; w += 4) {
+            size_t len;
+            gc_compress_info info;
+            if (w == 8) {
+              len = roundtrip64(c, x, 9, buf, y, &info);
+            } else {
+              len = roundtrip32(c, xf, 9, buf, yf, &info);
+              for (size_t i = 0; i < n; i++)
+                y[i] = yf[i];
+            }
+            size_t want = 0, nnz = 0;
+            if (!strcmp(name, "identity")) want = 2 + w * n;
+            else if (!strcmp(name, "sign")) want = 2 + (n + 7) / 8;
+            else if (!strcmp(name, "scaled-sign")) want = 2 + w + (n + 7) / 8;
+            else if (!strcmp(name, "terngrad")) want = 2 + w + (2 * n + 7) / 8;
+            else if (!strcmp(name, "fp16") || !strcmp(name, "bf16")) want = 2 + 2 * n;
+            else {
+              want = qsgd_check_levels(buf, y, n, ss[a], buckets[bb], w, &nnz);
+              cr_assert(eq(sz, info.nnz, nnz));
+            }
+            cr_assert(eq(sz, len, want), "%s n=%zu w=%zu", name, n, w);
+            cr_assert(eq(u8, buf[0] & 0xF0, 0xD0));
+            cr_assert(eq(u8, buf[1], (uint8_t) (8 * w)));
+          }
+          gc_compressor_free(c);
+          free(buf);
+        }
+      }
+    }
+    free(x); free(y); free(xf); free(yf);
+  }
+}
+
+/* Bucket size 1 puts every entry at level s: the qsgd bound is attained. */
+Test(quant, qsgd_max_bytes_is_attained)
+{
+  size_t n = 37;
+  unsigned ss[] = {1, 2, 7, 1000, 4294967295u};
+  double x[37], y[37];
+  gc_test_fill_normal(x, n, 2);
+  for (size_t a = 0; a < 5; a++) {
+    gc_compressor *c = make("qsgd", n, ss[a], 1, 0, 0);
+    size_t cap = gc_compressor_max_bytes(c);
+    uint8_t *buf = malloc(cap);
+    gc_compress_info info;
+    cr_assert(eq(sz, roundtrip64(c, x, 0, buf, y, &info), cap), "s=%u", ss[a]);
+    /* |x_i| = norm and xi = s: y_i = (norm s)/s, within one rounding */
+    gc_test_assert_close(y, x, n, 0, 2.3e-16, "qsgd bucket 1");
+    gc_compressor_free(c);
+    free(buf);
+  }
+}
+
+/* ---- property 6: QSGD --------------------------------------------------- */
+
+/* Error model: each coordinate's level is l or l+1 (Bernoulli p_i), so the
+ * mean of R draws has standard error sqrt(p(1-p)/R) norm/s; the check is
+ * 5 of those (+1e-12 for rounding).  The MSE and nnz means are compared
+ * with the bounds plus 5 sample standard errors. */
+Test(quant, qsgd_unbiased_variance_nnz)
+{
+  enum { D = 64, R = 4000 };
+  unsigned ss[] = {1, 4, 16};
+  double x[D], y[D], mean[D];
+  gc_test_fill_normal(x, D, 42);
+  double nx2 = 0;
+  for (int i = 0; i < D; i++)
+    nx2 += x[i] * x[i];
+  double norm = sqrt(nx2);
+  for (int a = 0; a < 3; a++) {
+    unsigned s = ss[a];
+    gc_compressor *c = make("qsgd", D, s, 0, 0, 77);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+    memset(mean, 0, sizeof mean);
+    double e1 = 0, e2 = 0, z1 = 0, z2 = 0;
+    for (uint32_t r = 0; r < R; r++) {
+      gc_compress_info info;
+      roundtrip64(c, x, r, buf, y, &info);
+      double err = 0;
+      size_t nnz = 0;
+      for (int i = 0; i < D; i++) {
+        mean[i] += y[i] / R;
+        err += (y[i] - x[i]) * (y[i] - x[i]);
+        nnz += y[i] != 0;
+        double lvl = fabs(y[i]) * s / norm;
+        cr_assert(fabs(lvl - nearbyint(lvl)) < 1e-9 && lvl <= s + 1e-9);
+      }
+      cr_assert(eq(sz, info.nnz, nnz));
+      e1 += err; e2 += err * err;
+      z1 += (double) nnz; z2 += (double) nnz * nnz;
+    }
+    for (int i = 0; i < D; i++) {
+      double rr = s * fabs(x[i]) / norm, p = rr - floor(rr);
+      double se = norm / s * sqrt(p * (1 - p) / R);
+      cr_assert(fabs(mean[i] - x[i]) <= 5 * se + 1e-12,
+                "s=%u i=%d mean %g x %g se %g", s, i, mean[i], x[i], se);
+    }
+    double em = e1 / R, ese = sqrt((e2 / R - em * em) / R);
+    double bound = fmin((double) D / (s * s), sqrt((double) D) / s) * nx2;
+    cr_assert(em <= bound + 5 * ese, "s=%u mse %g bound %g", s, em, bound);
+    double zm = z1 / R, zse = sqrt((z2 / R - zm * zm) / R);
+    cr_assert(zm <= s * (s + sqrt((double) D)) + 5 * zse);
+    gc_compressor_free(c);
+    free(buf);
+  }
+}
+
+/* ---- property 7: TernGrad ----------------------------------------------- */
+
+/* Error model: entry i is s b_i sgn x_i with b_i ~ Bernoulli(|x_i|/s), so
+ * the mean of R draws has standard error sqrt(|x_i|(s-|x_i|)/R); the MSE
+ * is compared with ||x||_inf ||x||_1 - ||x||^2 within 5 sample standard
+ * errors. */
+Test(quant, terngrad_unbiased_and_variance)
+{
+  enum { D = 50, R = 4000 };
+  double x[D], y[D], mean[D] = {0};
+  gc_test_fill_normal(x, D, 9);
+  double s = 0, l1 = 0, l2 = 0;
+  for (int i = 0; i < D; i++) {
+    s = fmax(s, fabs(x[i]));
+    l1 += fabs(x[i]);
+    l2 += x[i] * x[i];
+  }
+  gc_compressor *c = make("terngrad", D, 1, 0, 0, 5);
+  uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+  double e1 = 0, e2 = 0;
+  for (uint32_t r = 0; r < R; r++) {
+    gc_compress_info info;
+    roundtrip64(c, x, r, buf, y, &info);
+    double err = 0;
+    for (int i = 0; i < D; i++) {
+      cr_assert(y[i] == 0 || y[i] == s || y[i] == -s, "outputs in {-s,0,s}");
+      mean[i] += y[i] / R;
+      err += (y[i] - x[i]) * (y[i] - x[i]);
+    }
+    e1 += err; e2 += err * err;
+  }
+  for (int i = 0; i < D; i++) {
+    double se = sqrt(fabs(x[i]) * (s - fabs(x[i])) / R);
+    cr_assert(fabs(mean[i] - x[i]) <= 5 * se + 1e-12, "i=%d", i);
+  }
+  double em = e1 / R, ese = sqrt((e2 / R - em * em) / R);
+  double want = s * l1 - l2;
+  cr_assert(fabs(em - want) <= 5 * ese, "mse %g want %g se %g", em, want, ese);
+  cr_assert(want <= (sqrt((double) D) - 1) * l2);
+  gc_compressor_free(c);
+  free(buf);
+}
+
+/* Clipping at c std(x): the scale is c std(x) when an outlier exceeds it. */
+Test(quant, terngrad_clipping)
+{
+  enum { D = 100 };
+  double x[D], y[D];
+  gc_test_fill_normal(x, D, 4);
+  x[17] = 100.0;
+  double mu = 0, var = 0;
+  for (int i = 0; i < D; i++) mu += x[i] / D;
+  for (int i = 0; i < D; i++) var += (x[i] - mu) * (x[i] - mu);
+  double cl = 2.5 * sqrt(var / (D - 1));
+  gc_compressor *c = make("terngrad", D, 1, 0, 2.5, 5);
+  uint8_t buf[256];
+  gc_compress_info info;
+  roundtrip64(c, x, 0, buf, y, &info);
+  double s;
+  memcpy(&s, buf + 2, 8);
+  cr_assert(eq(dbl, s, cl));
+  cr_assert(eq(dbl, y[17], cl), "the clipped outlier is sent with probability 1");
+  gc_compressor_free(c);
+}
+
+/* ---- sign, scaled sign (property 8) ------------------------------------- */
+
+Test(quant, sign_of_zero_is_plus_one)
+{
+  double x[5] = {0.0, -0.0, -1e-300, 3.0, -2.0}, y[5];
+  float xf[5] = {0.0f, -0.0f, -1e-30f, 3.0f, -2.0f}, yf[5];
+  double want[5] = {1, 1, -1, 1, -1};
+  gc_compressor *c = make("sign", 5, 1, 0, 0, 0);
+  uint8_t buf[16];
+  gc_compress_info info;
+  cr_assert(eq(sz, roundtrip64(c, x, 0, buf, y, &info), 3));
+  cr_assert(eq(u8, buf[2], 0x14));
+  cr_assert(eq(sz, roundtrip32(c, xf, 0, buf, yf, &info), 3));
+  for (int i = 0; i < 5; i++) {
+    cr_assert(eq(dbl, y[i], want[i]));
+    cr_assert(eq(flt, yf[i], (float) want[i]));
+  }
+  gc_compressor_free(c);
+}
+
+/* Error model: both sides are sums of d terms in double (relative error
+ * about d u = 1e-13 for d = 1000); the check allows 1e-12 ||x||^2. */
+Test(quant, scaled_sign_error_identity)
+{
+  size_t ns[] = {1, 5, 64, 100, 1000};
+  for (size_t t = 0; t < 5; t++) {
+    size_t n = ns[t];
+    double *x = malloc(n * 8), *y = malloc(n * 8);
+    gc_test_fill_normal(x, n, 100 + t);
+    if (n > 3) x[3] = 0.0;
+    gc_compressor *c = make("scaled-sign", n, 1, 0, 0, 0);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+    gc_compress_info info;
+    roundtrip64(c, x, 0, buf, y, &info);
+    double l1 = 0, l2 = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+      l1 += fabs(x[i]);
+      l2 += x[i] * x[i];
+      err += (y[i] - x[i]) * (y[i] - x[i]);
+    }
+    /* (||x||_1/d) sign(x), sign(0) = +1; the library sums in another
+     * order: relative difference up to about n u */
+    for (size_t i = 0; i < n; i++)
+      cr_assert(fabs(y[i] - (x[i] < 0 ? -1 : 1) * (l1 / n)) <= 1e-13 * (l1 / n),
+                "n=%zu i=%zu", n, i);
+    cr_assert(fabs(err - (l2 - l1 * l1 / n)) <= 1e-12 * l2, "n=%zu", n);
+    double delta = l1 * l1 / (n * l2);
+    cr_assert(delta >= 1.0 / n * (1 - 1e-12) && delta <= 1 + 1e-12);
+    gc_compressor_free(c);
+    free(x); free(y); free(buf);
+  }
+  /* one-hot x attains delta = 1/d */
+  double x[8] = {0, 0, 0, 4, 0, 0, 0, 0}, y[8];
+  gc_compressor *c = make("scaled-sign", 8, 1, 0, 0, 0);
+  uint8_t buf[32];
+  gc_compress_info info;
+  roundtrip64(c, x, 0, buf, y, &info);
+  double err = 0;
+  for (int i = 0; i < 8; i++)
+    err += (y[i] - x[i]) * (y[i] - x[i]);
+  cr_assert(eq(dbl, err, 16.0 * (1 - 1.0 / 8)));
+  gc_compressor_free(c);
+}
+
+/* ---- property 20: bits ------------------------------------------------- */
+
+Test(quant, qsgd_elias_beats_naive_on_gaussian)
+{
+  enum { D = 10000 };
+  static double x[D], y[D];
+  gc_test_fill_normal(x, D, 8);
+  for (unsigned s = 1; s <= 8; s *= 2) {
+    gc_compressor *c = make("qsgd", D, s, 0, 0, 1);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+    gc_compress_info info;
+    /* f32 messages: the naive count assumes a 32-bit norm */
+    float *xf = malloc(D * 4), *yf = malloc(D * 4);
+    for (int i = 0; i < D; i++) xf[i] = (float) x[i];
+    size_t len = roundtrip32(c, xf, 0, buf, yf, &info);
+    unsigned lg = 0;
+    while ((1u << lg) < s + 1) lg++;
+    double naive = 32.0 + D * (1.0 + lg);
+    cr_assert(lt(dbl, 8.0 * len, naive), "s=%u ours %zu bits naive %g", s,
+              8 * len, naive);
+    gc_compressor_free(c);
+    free(buf); free(xf); free(yf);
+  }
+  (void) y;
+}
+
+/* ---- fp16 / bf16 through the compressor --------------------------------- */
+
+Test(quant, fp16_bf16_special_values)
+{
+  double x[] = {0.0, -0.0, 1.0, 65504.0, 65520.0, -1e9, 0x1p-24, 0x1p-25,
+                0x3p-25, 1.0 + 0x1p-11, 1.0 + 0x1p-8, 0x1p-14, 1e-30};
+  /* expected values: exact round-to-nearest-even results */
+  double h[] = {0.0, -0.0, 1.0, 65504.0, INFINITY, -INFINITY, 0x1p-24, 0.0,
+                0x2p-24, 1.0, 1.0 + 0x1p-8, 0x1p-14, 0.0};
+  double b[] = {0.0, -0.0, 1.0, 65536.0, 65536.0, -998244352.0, 0x1p-24,
+                0x1p-25, 0x3p-25, 1.0, 1.0, 0x1p-14, 9.98402083170343e-31};
+  enum { N = sizeof x / sizeof x[0] };
+  double y[N];
+  float xf[N], yf[N];
+  for (int i = 0; i < N; i++) xf[i] = (float) x[i];
+  uint8_t buf[64];
+  gc_compress_info info;
+  gc_compressor *c = make("fp16", N, 1, 0, 0, 0);
+  roundtrip64(c, x, 0, buf, y, &info);
+  for (int i = 0; i < N; i++) {
+    cr_assert(eq(dbl, y[i], h[i]), "fp16 %d: %a vs %a", i, y[i], h[i]);
+  }
+  roundtrip32(c, xf, 0, buf, yf, &info);
+  for (int i = 0; i < N; i++)
+    cr_assert(eq(flt, yf[i], (float) h[i]), "fp16 f32 %d", i);
+  gc_compressor_free(c);
+  c = make("bf16", N, 1, 0, 0, 0);
+  roundtrip64(c, x, 0, buf, y, &info);
+  for (int i = 0; i < N; i++)
+    cr_assert(eq(dbl, y[i], b[i]), "bf16 %d: %a vs %a", i, y[i], b[i]);
+  roundtrip32(c, xf, 0, buf, yf, &info);
+  for (int i = 0; i < N; i++)
+    cr_assert(eq(flt, yf[i], (float) b[i]), "bf16 f32 %d", i);
+  gc_compressor_free(c);
+}
+
+/* ---- zero vectors, determinism ----------------------------------------- */
+
+Test(quant, zero_vector_is_a_valid_message)
+{
+  enum { D = 33 };
+  double x[D] = {0}, y[D];
+  for (int q = 0; q < NQ; q++) {
+    gc_compressor *c = make(quant_names[q], D, 4, 8, 2.5, 1);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+    gc_compress_info info;
+    roundtrip64(c, x, 3, buf, y, &info);
+    for (int i = 0; i < D; i++) {
+      if (!strcmp(quant_names[q], "sign"))
+        cr_assert(eq(dbl, y[i], 1.0));
+      else
+        cr_assert(eq(dbl, y[i], 0.0), "%s", quant_names[q]);
+    }
+    gc_compressor_free(c);
+    free(buf);
+  }
+}
+
+Test(quant, deterministic_in_seed_and_step)
+{
+  enum { D = 500 };
+  double x[D];
+  gc_test_fill_normal(x, D, 21);
+  const char *rnd[] = {"qsgd", "terngrad"};
+  for (int q = 0; q < 2; q++) {
+    gc_compressor *c = make(rnd[q], D, 2, 0, 0, 99);
+    gc_compressor *c2 = make(rnd[q], D, 2, 0, 0, 99);
+    gc_compressor *c3 = make(rnd[q], D, 2, 0, 0, 100);
+    size_t cap = gc_compressor_max_bytes(c), l1, l2, l3, l4;
+    uint8_t *b1 = malloc(cap), *b2 = malloc(cap), *b3 = malloc(cap), *b4 = malloc(cap);
+    cr_assert(eq(int, gc_compress_f64(c, x, 7, b1, cap, &l1, NULL), 0));
+    cr_assert(eq(int, gc_compress_f64(c2, x, 7, b2, cap, &l2, NULL), 0));
+    cr_assert(eq(int, gc_compress_f64(c, x, 8, b3, cap, &l3, NULL), 0));
+    cr_assert(eq(int, gc_compress_f64(c3, x, 7, b4, cap, &l4, NULL), 0));
+    cr_assert(l1 == l2 && memcmp(b1, b2, l1) == 0, "same (seed, step): same bytes");
+    cr_assert(l1 != l3 || memcmp(b1, b3, l1) != 0, "another step rounds differently");
+    cr_assert(l1 != l4 || memcmp(b1, b4, l1) != 0, "another seed rounds differently");
+    gc_compressor_free(c); gc_compressor_free(c2); gc_compressor_free(c3);
+    free(b1); free(b2); free(b3); free(b4);
+  }
+}
+
+/* ---- error paths -------------------------------------------------------- */
+
+Test(quant, nonfinite_input_is_edom, .init = quiet)
+{
+  enum { D = 70 };
+  double bad[] = {NAN, INFINITY, -INFINITY};
+  for (int q = 0; q < NQ; q++) {
+    gc_compressor *c = make(quant_names[q], D, 3, 0, 2.5, 0);
+    size_t cap = gc_compressor_max_bytes(c), len = 12345;
+    uint8_t *buf = malloc(cap);
+    for (int k = 0; k < 3; k++) {
+      for (size_t at = 0; at < D; at += 23) {
+        double x[D];
+        float xf[D];
+        gc_test_fill_normal(x, D, 1);
+        x[at] = bad[k];
+        for (int i = 0; i < D; i++) xf[i] = (float) x[i];
+        cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, cap, &len, NULL), GC_EDOM),
+                  "%s f64", quant_names[q]);
+        char want[32];
+        snprintf(want, sizeof want, "x[%zu]", at);
+        cr_assert(strstr(gc_last_error(), want) != NULL, "%s names the index: %s",
+                  quant_names[q], gc_last_error());
+        cr_assert(eq(int, gc_compress_f32(c, xf, 0, buf, cap, &len, NULL), GC_EDOM),
+                  "%s f32", quant_names[q]);
+      }
+    }
+    gc_compressor_free(c);
+    free(buf);
+  }
+}
+
+Test(quant, bad_params_are_einval, .init = quiet)
+{
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.levels = 0;
+  cr_assert(eq(ptr, gc_compressor_alloc(gc_compressor_qsgd, 10, &p), NULL));
+  cr_assert(strstr(gc_last_error(), "levels") != NULL);
+  gc_compressor_params_default(&p);
+  p.clip = -1;
+  cr_assert(eq(ptr, gc_compressor_alloc(gc_compressor_terngrad, 10, &p), NULL));
+  p.clip = NAN;
+  cr_assert(eq(ptr, gc_compressor_alloc(gc_compressor_terngrad, 10, &p), NULL));
+}
+
+Test(quant, small_buffer_is_enospace, .init = quiet)
+{
+  enum { D = 100 };
+  double x[D];
+  gc_test_fill_normal(x, D, 1);
+  for (int q = 0; q < NQ; q++) {
+    gc_compressor *c = make(quant_names[q], D, 3, 0, 0, 0);
+    size_t cap = gc_compressor_max_bytes(c), len;
+    uint8_t *buf = malloc(cap);
+    cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, cap, &len, NULL), 0));
+    cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, len - 1, &len, NULL),
+                 GC_ENOSPACE), "%s", quant_names[q]);
+    gc_compressor_free(c);
+    free(buf);
+  }
+}
+
+/* Decoding must fail with GC_ECORRUPT and leave y bit-identical. */
+static void expect_corrupt64(gc_compressor *c, const uint8_t *buf, size_t len,
+                             const char *what)
+{
+  size_t n = gc_compressor_n(c);
+  double *y = malloc(n * 8), *y0 = malloc(n * 8);
+  for (size_t i = 0; i < n; i++)
+    y[i] = y0[i] = 0.25 + (double) i;
+  cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, 0, 1.0, y), GC_ECORRUPT),
+            "%s: %s", gc_compressor_type_of(c)->name, what);
+  cr_assert(eq(int, memcmp(y, y0, n * 8), 0), "%s: y untouched", what);
+  free(y); free(y0);
+}
+
+static void expect_corrupt32(gc_compressor *c, const uint8_t *buf, size_t len,
+                             const char *what)
+{
+  size_t n = gc_compressor_n(c);
+  float *y = malloc(n * 4), *y0 = malloc(n * 4);
+  for (size_t i = 0; i < n; i++)
+    y[i] = y0[i] = 0.25f + (float) i;
+  cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, 0, 1.0f, y), GC_ECORRUPT),
+            "%s: %s", gc_compressor_type_of(c)->name, what);
+  cr_assert(eq(int, memcmp(y, y0, n * 4), 0), "%s: y untouched", what);
+  free(y); free(y0);
+}
+
+Test(quant, truncated_trailing_and_wrong_header, .init = quiet)
+{
+  enum { D = 45 };
+  double x[D];
+  float xf[D];
+  gc_test_fill_normal(x, D, 6);
+  for (int i = 0; i < D; i++) xf[i] = (float) x[i];
+  for (int q = 0; q < NQ; q++) {
+    gc_compressor *c = make(quant_names[q], D, 5, 10, 0, 0);
+    size_t cap = gc_compressor_max_bytes(c) + 1, len, lenf;
+    uint8_t *buf = malloc(cap), *buff = malloc(cap);
+    cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, cap, &len, NULL), 0));
+    cr_assert(eq(int, gc_compress_f32(c, xf, 0, buff, cap, &lenf, NULL), 0));
+    for (size_t l = 0; l < len; l++)
+      expect_corrupt64(c, buf, l, "truncated");
+    for (size_t l = 0; l < lenf; l++)
+      expect_corrupt32(c, buff, l, "truncated");
+    buf[len] = 0;
+    expect_corrupt64(c, buf, len + 1, "trailing byte");
+    buff[lenf] = 0;
+    expect_corrupt32(c, buff, lenf + 1, "trailing byte");
+    expect_corrupt32(c, buf, len, "float64 message to the float32 decoder");
+    expect_corrupt64(c, buff, lenf, "float32 message to the float64 decoder");
+    buf[0] ^= 0x01;
+    expect_corrupt64(c, buf, len, "wrong tag");
+    buf[0] ^= 0x01;
+    buf[1] = 16;
+    expect_corrupt64(c, buf, len, "bad precision byte");
+    buf[1] = 64;
+    /* another quantizer's message */
+    gc_compressor *o = make(quant_names[(q + 1) % NQ], D, 5, 10, 0, 0);
+    size_t ocap = gc_compressor_max_bytes(o), olen;
+    uint8_t *ob = malloc(ocap);
+    cr_assert(eq(int, gc_compress_f64(o, x, 0, ob, ocap, &olen, NULL), 0));
+    expect_corrupt64(c, ob, olen, "another compressor's message");
+    gc_compressor_free(o);
+    free(ob);
+    gc_compressor_free(c);
+    free(buf); free(buff);
+  }
+}
+
+/* Hand-made qsgd bodies: invalid gamma codes, levels above s, bad norms,
+ * nonzero padding. */
+static size_t qsgd_msg(uint8_t *buf, double norm, const uint64_t *lv,
+                       const int *sg, size_t n, unsigned pad)
+{
+  buf[0] = 0xD3;
+  buf[1] = 64;
+  memcpy(buf + 2, &norm, 8);
+  gc__bw w;
+  gc__bw_init(&w, buf + 10, 256);
+  for (size_t i = 0; i < n; i++) {
+    if (lv[i] == 0) {
+      gc__bw_put(&w, 0, 32);   /* 32 zeros then 0: an over-long run */
+      gc__bw_put(&w, 0, 8);
+      continue;
+    }
+    gc__bw_gamma(&w, lv[i]);
+    if (lv[i] > 1)
+      gc__bw_put(&w, (uint64_t) sg[i], 1);
+  }
+  if (pad)
+    gc__bw_put(&w, 1, 1);
+  gc__bw_finish(&w);
+  return (size_t) (w.p - buf);
+}
+
+Test(quant, qsgd_corrupt_bodies, .init = quiet)
+{
+  gc_compressor *c = make("qsgd", 4, 2, 0, 0, 0);
+  uint8_t buf[300];
+  int sg[4] = {0, 1, 0, 1};
+  uint64_t ok[4] = {1, 2, 3, 1};         /* levels 0, 1, 2, 0 */
+  size_t len = qsgd_msg(buf, 2.0, ok, sg, 4, 0);
+  double y[4] = {0};
+  cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, 0, 1.0, y), 0));
+  cr_assert(eq(dbl, y[1], -1.0));
+  cr_assert(eq(dbl, y[2], 2.0));
+  uint64_t big[4] = {1, 4, 1, 1};         /* level 3 > s = 2 */
+  len = qsgd_msg(buf, 2.0, big, sg, 4, 0);
+  expect_corrupt64(c, buf, len, "level above s");
+  uint64_t inv[4] = {1, 0, 1, 1};         /* invalid gamma */
+  len = qsgd_msg(buf, 2.0, inv, sg, 4, 0);
+  expect_corrupt64(c, buf, len, "invalid Elias code");
+  len = qsgd_msg(buf, 2.0, ok, sg, 4, 1);
+  expect_corrupt64(c, buf, len, "nonzero padding");
+  len = qsgd_msg(buf, -1.0, ok, sg, 4, 0);
+  expect_corrupt64(c, buf, len, "negative norm");
+  len = qsgd_msg(buf, NAN, ok, sg, 4, 0);
+  expect_corrupt64(c, buf, len, "NaN norm");
+  len = qsgd_msg(buf, INFINITY, ok, sg, 4, 0);
+  expect_corrupt64(c, buf, len, "infinite norm");
+  gc_compressor_free(c);
+}
+
+Test(quant, other_corrupt_bodies, .init = quiet)
+{
+  enum { D = 13 };
+  double x[D];
+  gc_test_fill_normal(x, D, 3);
+  uint8_t buf[64];
+  size_t len;
+  gc_compressor *c = make("terngrad", D, 1, 0, 0, 0);
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  buf[10] = (uint8_t) ((buf[10] & ~0x0c) | 0x08);   /* code 2 in slot 1 */
+  expect_corrupt64(c, buf, len, "invalid ternary code");
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  buf[len - 1] |= 0x80;                             /* 26 bits used */
+  expect_corrupt64(c, buf, len, "nonzero padding");
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  double nan = NAN;
+  memcpy(buf + 2, &nan, 8);
+  expect_corrupt64(c, buf, len, "NaN scale");
+  gc_compressor_free(c);
+
+  c = make("scaled-sign", D, 1, 0, 0, 0);
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  double neg = -1.0;
+  memcpy(buf + 2, &neg, 8);
+  expect_corrupt64(c, buf, len, "negative scale");
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  buf[len - 1] |= 0x80;
+  expect_corrupt64(c, buf, len, "nonzero padding");
+  gc_compressor_free(c);
+
+  c = make("sign", D, 1, 0, 0, 0);
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  buf[len - 1] |= 0x80;
+  expect_corrupt64(c, buf, len, "nonzero padding");
+  gc_compressor_free(c);
+
+  c = make("fp16", D, 1, 0, 0, 0);
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  buf[2 + 2 * 5] = 0x01; buf[3 + 2 * 5] = 0x7c;     /* a NaN pattern */
+  expect_corrupt64(c, buf, len, "NaN half");
+  gc_compressor_free(c);
+  c = make("bf16", D, 1, 0, 0, 0);
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
+  buf[2] = 0x81; buf[3] = 0xff;                     /* a NaN pattern */
+  expect_corrupt64(c, buf, len, "NaN bf16");
+  gc_compressor_free(c);
+}

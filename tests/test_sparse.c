@@ -1,0 +1,522 @@
+/* test_sparse.c -- the sparsifiers against theory.md 7 (properties 1-5,
+ * 9-11) and CUB-style edge cases. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <criterion/new/assert.h>
+
+#include "gc_compressor.h"
+#include "gc_errno.h"
+#include "gc_rng.h"
+#include "gc_test.h"
+
+static void quiet(void) { gc_set_error_handler_off(); }
+
+/* C(x) as a dense vector: encode, then decode-accumulate into zeros. */
+static int apply_f64(const gc_compressor_type *T, const gc_compressor_params *p,
+                     const double *x, size_t n, uint32_t step, double *y,
+                     gc_compress_info *info)
+{
+  gc_compressor *c = gc_compressor_alloc(T, n, p);
+  if (!c)
+    return -1;
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int st = gc_compress_f64(c, x, step, buf, cap, &len, info);
+  memset(y, 0, n * sizeof *y);
+  if (st == GC_SUCCESS)
+    st = gc_decompress_add_f64(c, buf, len, step, 1.0, y);
+  free(buf);
+  gc_compressor_free(c);
+  return st;
+}
+
+static int apply_f32(const gc_compressor_type *T, const gc_compressor_params *p,
+                     const float *x, size_t n, uint32_t step, float *y,
+                     gc_compress_info *info)
+{
+  gc_compressor *c = gc_compressor_alloc(T, n, p);
+  if (!c)
+    return -1;
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int st = gc_compress_f32(c, x, step, buf, cap, &len, info);
+  memset(y, 0, n * sizeof *y);
+  if (st == GC_SUCCESS)
+    st = gc_decompress_add_f32(c, buf, len, step, 1.0f, y);
+  free(buf);
+  gc_compressor_free(c);
+  return st;
+}
+
+static gc_compressor_params params_k(size_t k)
+{
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.k = k;
+  return p;
+}
+
+static double sq(double v) { return v * v; }
+
+static double err2(const double *x, const double *y, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += sq(x[i] - y[i]);
+  return s;
+}
+
+static double norm2(const double *x, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i] * x[i];
+  return s;
+}
+
+/* Check the top-K contract on y = TopK(x): exactly k nonzero positions
+ * carrying x's values, and min kept |x| >= max dropped |x|. */
+static void check_topk(const double *x, const double *y, size_t n, size_t k)
+{
+  size_t kept = 0;
+  double min_kept = INFINITY, max_drop = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (y[i] != 0) {
+      cr_assert(eq(dbl, y[i], x[i]), "kept value changed at %zu", i);
+      kept++;
+      min_kept = fmin(min_kept, fabs(x[i]));
+    } else if (x[i] != 0) {
+      max_drop = fmax(max_drop, fabs(x[i]));
+    }
+  }
+  cr_assert(eq(sz, kept, k), "n=%zu k=%zu kept=%zu", n, k, kept);
+  cr_assert(min_kept >= max_drop, "n=%zu k=%zu: min kept %g < max dropped %g",
+            n, k, min_kept, max_drop);
+}
+
+/* ---- property 1: contraction, equality case ------------------------------ */
+
+Test(topk, contraction_several_distributions)
+{
+  enum { N = 3001 };
+  double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  for (int dist = 0; dist < 3; dist++) {
+    for (size_t i = 0; i < N; i++) {
+      double u = gc_rng_uniform(7, (uint32_t) dist, 0, i);
+      x[i] = dist == 0 ? gc_rng_normal(7, 0, 0, i)
+             : dist == 1 ? u - 0.5
+             : (u < 0.5 ? -1 : 1) * exp(10 * gc_rng_uniform(8, 1, 0, i));
+    }
+    for (size_t k = 1; k <= N; k += 500) {
+      gc_compressor_params p = params_k(k);
+      cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
+      /* exact bound; 1e-12 slack for the summation order */
+      cr_assert(err2(x, y, N) <= (1 - (double) k / N) * norm2(x, N) * (1 + 1e-12),
+                "dist %d k %zu", dist, k);
+    }
+  }
+  free(x);
+  free(y);
+}
+
+Test(topk, contraction_equality_for_equal_magnitudes)
+{
+  enum { N = 1000, K = 37 };
+  double x[N], y[N];
+  for (size_t i = 0; i < N; i++)
+    x[i] = 2.385 * ((gc_rng_u32(3, 0, 0, i) & 1) ? 1 : -1);
+  gc_compressor_params p = params_k(K);
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
+  double lhs = err2(x, y, N), rhs = (1 - (double) K / N) * norm2(x, N);
+  cr_assert(fabs(lhs - rhs) <= 1e-12 * rhs, "%.17g vs %.17g", lhs, rhs);
+  for (size_t i = 0; i < N; i++)   /* all tied: indices 0..K-1 win */
+    cr_assert(eq(int, y[i] != 0, i < K), "index %zu", i);
+}
+
+/* ---- property 2: exactness, ties, homogeneity, idempotence --------------- */
+
+struct nk { size_t n, k; };
+
+ParameterizedTestParameters(topk, exact_on_edge_sizes)
+{
+  static struct nk cases[] = {
+    {1, 1}, {2, 1}, {7, 3}, {1000, 1}, {1000, 250}, {1000, 999}, {1000, 1000},
+    {4099, 41}, {4099, 1024}, {70001, 1}, {70001, 70}, {70001, 17500},
+    {70001, 70000}, {70001, 70001}, {200003, 200}, {200003, 50000} };
+  return cr_make_param_array(struct nk, cases, sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(struct nk *c, topk, exact_on_edge_sizes)
+{
+  size_t n = c->n, k = c->k;
+  double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  float *xf = malloc(n * sizeof *xf), *yf = malloc(n * sizeof *yf);
+  gc_test_fill_distinct_f64(x, n, 0x5eed + n);
+  gc_compressor_params p = params_k(k);
+  gc_compress_info info;
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, n, 0, y, &info), GC_SUCCESS));
+  check_topk(x, y, n, k);
+  cr_assert(eq(sz, info.selected, k));
+  /* float path picks the same set on the same (float-exact) data */
+  for (size_t i = 0; i < n; i++)
+    xf[i] = (float) x[i];
+  for (size_t i = 0; i < n; i++)
+    x[i] = xf[i];
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, n, 0, y, NULL), GC_SUCCESS));
+  cr_assert(eq(int, apply_f32(gc_compressor_topk, &p, xf, n, 0, yf, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < n; i++)
+    cr_assert(eq(dbl, (double) yf[i], y[i]), "f32/f64 differ at %zu", i);
+  free(x); free(y); free(xf); free(yf);
+}
+
+Test(topk, ties_low_and_high)
+{
+  /* |x| = 5 once, 3 at indices 1,4,6,9, others smaller; k = 3 */
+  double x[10] = {1, -3, 0.5, 5, 3, 0, -3, 2, 0.25, 3}, y[10];
+  gc_compressor_params p = params_k(3);
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, 10, 0, y, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < 10; i++)
+    cr_assert(eq(int, y[i] != 0, i == 1 || i == 3 || i == 4), "low: %zu", i);
+  p.ties = GC_TIES_HIGH;
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, 10, 0, y, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < 10; i++)
+    cr_assert(eq(int, y[i] != 0, i == 3 || i == 6 || i == 9), "high: %zu", i);
+}
+
+/* Ties across the sampled path (n large) and the radix fallback: all equal
+ * magnitudes make the sample admit everything. */
+Test(topk, ties_large_n_both_rules)
+{
+  enum { N = 100000, K = 1234 };
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  for (size_t i = 0; i < N; i++)
+    x[i] = (i % 3 == 0) ? -1.5f : 1.5f;
+  gc_compressor_params p = params_k(K);
+  cr_assert(eq(int, apply_f32(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < N; i++)
+    cr_assert(eq(int, y[i] != 0, i < K), "low %zu", i);
+  p.ties = GC_TIES_HIGH;
+  cr_assert(eq(int, apply_f32(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < N; i++)
+    cr_assert(eq(int, y[i] != 0, i >= N - K), "high %zu", i);
+  free(x); free(y);
+}
+
+Test(topk, signed_zeros_count_as_ties)
+{
+  double x[6] = {0.0, -0.0, 2, 0.0, -0.0, -1}, y[6];
+  gc_compressor_params p = params_k(4);
+  gc_compress_info info;
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, 6, 0, y, &info), GC_SUCCESS));
+  cr_assert(eq(sz, info.selected, 4));
+  cr_assert(eq(sz, info.nnz, 2), "nnz = min(K, nnz(x))");
+  cr_assert(eq(dbl, y[2], 2.0));
+  cr_assert(eq(dbl, y[5], -1.0));
+}
+
+Test(topk, homogeneous_and_idempotent)
+{
+  enum { N = 5000, K = 50 };
+  double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  double *z = malloc(N * sizeof *z), *cx = malloc(N * sizeof *cx);
+  gc_test_fill_normal(x, N, 11);
+  gc_compressor_params p = params_k(K);
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < N; i++)
+    cx[i] = 4.0 * x[i];   /* power of two: exact */
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, cx, N, 0, z, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < N; i++)
+    cr_assert(eq(dbl, z[i], 4.0 * y[i]), "homogeneity at %zu", i);
+  cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, y, N, 0, z, NULL), GC_SUCCESS));
+  for (size_t i = 0; i < N; i++)
+    cr_assert(eq(dbl, z[i], y[i]), "idempotence at %zu", i);
+  free(x); free(y); free(z); free(cx);
+}
+
+Test(topk, invalid_parameters, .init = quiet)
+{
+  gc_compressor_params p = params_k(11);
+  cr_assert_null(gc_compressor_alloc(gc_compressor_topk, 10, &p));
+  cr_assert(strstr(gc_last_error(), "11") && strstr(gc_last_error(), "10"),
+            "message names k and n: %s", gc_last_error());
+  p.k = 0;
+  p.density = 0;
+  cr_assert_null(gc_compressor_alloc(gc_compressor_topk, 10, &p));
+  cr_assert(strstr(gc_last_error(), "density") != NULL, "%s", gc_last_error());
+  p.density = 1.5;
+  cr_assert_null(gc_compressor_alloc(gc_compressor_topk, 10, &p));
+  p.density = 0.05;   /* floor(0.5) = 0 -> at least 1 */
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_topk, 10, &p);
+  cr_assert_not_null(c);
+  cr_assert(eq(sz, gc_compressor_k(c), 1));
+  gc_compressor_free(c);
+}
+
+Test(topk, nonfinite_names_index, .init = quiet)
+{
+  enum { N = 100000 };
+  float *x = calloc(N, sizeof *x);
+  for (size_t i = 0; i < N; i++)
+    x[i] = (float) gc_rng_normal(1, 0, 0, i);
+  gc_compressor_params p = params_k(100);
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_topk, N, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  x[77777] = NAN;
+  cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, NULL), GC_EDOM));
+  cr_assert(strstr(gc_last_error(), "77777") != NULL, "%s", gc_last_error());
+  x[77777] = 0;
+  x[5] = -INFINITY;
+  cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, NULL), GC_EDOM));
+  cr_assert(strstr(gc_last_error(), "index 5") != NULL, "%s", gc_last_error());
+  free(buf);
+  free(x);
+  gc_compressor_free(c);
+}
+
+/* ---- property 3: Gaussian share ------------------------------------------ */
+
+Test(topk, gaussian_share)
+{
+  enum { N = 100000 };
+  double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  gc_test_fill_normal(x, N, 2024);
+  const double rhos[2] = {0.001, 0.01}, taus[2] = {3.2905267314919255, 2.5758293035489004};
+  for (int r = 0; r < 2; r++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.density = rhos[r];
+    cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
+    double share = err2(x, y, N) / norm2(x, N), t = taus[r];
+    double want = 1 - rhos[r] - 2 * t * exp(-t * t / 2) / sqrt(2 * 3.14159265358979323846);
+    /* statistical: the tolerance of property 3 at d = 1e5 */
+    cr_assert(fabs(share - want) <= 0.002, "rho %g: %g vs %g", rhos[r], share, want);
+    cr_assert(share <= sq(1 - rhos[r]), "Shi bound");
+  }
+  free(x);
+  free(y);
+}
+
+/* ---- properties 4, 5: random-K ------------------------------------------ */
+
+Test(randk, unscaled_expected_error)
+{
+  enum { N = 50, K = 5, M = 10000 };
+  double x[N], y[N];
+  gc_test_fill_normal(x, N, 5);
+  gc_compressor_params p = params_k(K);
+  p.seed = 99;
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_randk, N, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  double s = 0, s2 = 0, nx = norm2(x, N);
+  for (uint32_t t = 0; t < M; t++) {
+    memset(y, 0, sizeof y);
+    cr_assert(eq(int, gc_compress_f64(c, x, t, buf, cap, &len, NULL), GC_SUCCESS));
+    cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, t, 1.0, y), GC_SUCCESS));
+    size_t kept = 0;
+    for (size_t i = 0; i < N; i++)
+      kept += y[i] != 0;
+    cr_assert(eq(sz, kept, K));
+    double e = err2(x, y, N) / nx;
+    s += e;
+    s2 += e * e;
+  }
+  double mean = s / M, sd = sqrt((s2 / M - mean * mean) / M);
+  /* statistical: 3 sigma of the Monte Carlo mean */
+  cr_assert(fabs(mean - (1 - (double) K / N)) <= 3 * sd, "%g vs %g (sd %g)",
+            mean, 1 - (double) K / N, sd);
+  free(buf);
+  gc_compressor_free(c);
+}
+
+Test(randk, unbiased_mean_and_variance)
+{
+  enum { N = 50, K = 5, M = 20000 };
+  double x[N], y[N], mean[N] = {0};
+  gc_test_fill_normal(x, N, 6);
+  gc_compressor_params p = params_k(K);
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_randk_unbiased, N, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  double s = 0, s2 = 0, nx = norm2(x, N);
+  for (uint32_t t = 0; t < M; t++) {
+    memset(y, 0, sizeof y);
+    cr_assert(eq(int, gc_compress_f64(c, x, t, buf, cap, &len, NULL), GC_SUCCESS));
+    cr_assert(eq(sz, len, 7 + 8 * (size_t) K), "only K values are sent");
+    cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, t, 1.0, y), GC_SUCCESS));
+    for (size_t i = 0; i < N; i++)
+      mean[i] += y[i] / M;
+    double e = err2(x, y, N) / nx;
+    s += e;
+    s2 += e * e;
+  }
+  /* statistical: per coordinate, Var C_i = (d/K - 1) x_i^2, so the mean of
+   * M draws is within 5 sd of x_i */
+  for (size_t i = 0; i < N; i++)
+    cr_assert(fabs(mean[i] - x[i]) <= 5 * sqrt(((double) N / K - 1) * x[i] * x[i] / M) + 1e-12,
+              "coordinate %zu: %g vs %g", i, mean[i], x[i]);
+  double m = s / M, sd = sqrt((s2 / M - m * m) / M);
+  cr_assert(fabs(m - ((double) N / K - 1)) <= 3 * sd, "omega %g vs %g (sd %g)", m,
+            (double) N / K - 1, sd);
+  free(buf);
+  gc_compressor_free(c);
+}
+
+Test(randk, distinct_sorted_and_deterministic)
+{
+  enum { N = 100000 };
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *z = malloc(N * sizeof *z);
+  gc_test_fill_normal_f32(x, N, 3);
+  for (size_t k = 1; k <= N; k = k * 7 + 3) {
+    gc_compressor_params p = params_k(k);
+    gc_compress_info info;
+    cr_assert(eq(int, apply_f32(gc_compressor_randk, &p, x, N, 4, y, &info), GC_SUCCESS));
+    cr_assert(eq(int, apply_f32(gc_compressor_randk, &p, x, N, 4, z, NULL), GC_SUCCESS));
+    size_t kept = 0;
+    for (size_t i = 0; i < N; i++) {
+      kept += y[i] != 0;
+      cr_assert(y[i] == 0 || y[i] == x[i]);
+      cr_assert(eq(flt, y[i], z[i]));
+    }
+    cr_assert(eq(sz, kept, k), "k = %zu", k);
+  }
+  free(x); free(y); free(z);
+}
+
+/* ---- property 9: threshold ----------------------------------------------- */
+
+Test(threshold, bound_and_small_vectors_vanish)
+{
+  enum { N = 4000 };
+  double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  gc_test_fill_normal(x, N, 9);
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.threshold = 1.25;
+  gc_compress_info info;
+  cr_assert(eq(int, apply_f64(gc_compressor_threshold, &p, x, N, 0, y, &info), GC_SUCCESS));
+  cr_assert(err2(x, y, N) <= (N - info.nnz) * sq(p.threshold));
+  for (size_t i = 0; i < N; i++)
+    cr_assert(eq(int, y[i] != 0, fabs(x[i]) > 1.25));
+  x[3] = 1.25;   /* strict: |x| == v is dropped */
+  cr_assert(eq(int, apply_f64(gc_compressor_threshold, &p, x, N, 0, y, NULL), GC_SUCCESS));
+  cr_assert(eq(dbl, y[3], 0.0));
+  for (size_t i = 0; i < N; i++)
+    x[i] = fmin(fmax(x[i], -1.25), 1.25);
+  cr_assert(eq(int, apply_f64(gc_compressor_threshold, &p, x, N, 0, y, &info), GC_SUCCESS));
+  cr_assert(eq(sz, info.selected, 0));
+  for (size_t i = 0; i < N; i++)
+    cr_assert(eq(dbl, y[i], 0.0));
+  free(x); free(y);
+}
+
+Test(threshold, float_threshold_is_exact)
+{
+  /* v = 0.1 is not a float: |x| > v must be decided against the double */
+  float x[3] = {0.1f, nextafterf(0.1f, 0), nextafterf(0.1f, 1)}, y[3];
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.threshold = 0.1;
+  cr_assert(eq(int, apply_f32(gc_compressor_threshold, &p, x, 3, 0, y, NULL), GC_SUCCESS));
+  for (int i = 0; i < 3; i++)
+    cr_assert(eq(int, y[i] != 0, (double) x[i] > 0.1), "i=%d", i);
+}
+
+Test(threshold, negative_threshold_rejected, .init = quiet)
+{
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.threshold = -1;
+  cr_assert_null(gc_compressor_alloc(gc_compressor_threshold, 10, &p));
+}
+
+/* ---- property 10: Gaussian-k --------------------------------------------- */
+
+Test(gaussk, count_within_band_and_three_evaluations)
+{
+  enum { N = 100000, TRIALS = 20 };
+  double *x = malloc(N * sizeof *x);
+  const double rhos[3] = {0.001, 0.01, 0.05};
+  for (int r = 0; r < 3; r++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.density = rhos[r];
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_gaussk, N, &p);
+    size_t cap = gc_compressor_max_bytes(c), len, k = gc_compressor_k(c), inside = 0;
+    uint8_t *buf = malloc(cap);
+    for (int t = 0; t < TRIALS; t++) {
+      /* N(mu, sigma^2), mu = 0.05, sigma = 2.  A mean far from 0 breaks the
+       * symmetric threshold (property 10 is about near-centred gradients). */
+      for (size_t i = 0; i < N; i++)
+        x[i] = 0.05 + 2 * gc_rng_normal(100 + t, 0, 0, i);
+      gc_compress_info info;
+      cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, cap, &len, &info), GC_SUCCESS));
+      cr_assert(info.loops >= 1 && info.loops <= 3, "evaluations %u", info.loops);
+      inside += 3 * info.selected >= 2 * k && 3 * info.selected <= 4 * k;
+    }
+    cr_assert(inside * 100 >= 95 * TRIALS, "rho %g: %zu of %d inside", rhos[r], inside, TRIALS);
+    free(buf);
+    gc_compressor_free(c);
+  }
+  free(x);
+}
+
+Test(gaussk, reference_count)
+{
+  /* i.i.d. N(0,1), d = 1e5, rho = 0.001: the reference selects about 89 */
+  enum { N = 100000 };
+  double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  gc_test_fill_normal(x, N, 1);
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.density = 0.001;
+  gc_compress_info info;
+  cr_assert(eq(int, apply_f64(gc_compressor_gaussk, &p, x, N, 0, y, &info), GC_SUCCESS));
+  cr_assert(info.selected >= 67 && info.selected <= 133, "%zu", info.selected);
+  for (size_t i = 0; i < N; i++)   /* the kept set is a threshold set */
+    if (y[i] != 0)
+      cr_assert(eq(dbl, y[i], x[i]));
+  free(x); free(y);
+}
+
+/* ---- property 11: DGC ---------------------------------------------------- */
+
+Test(dgc, quirk_keeps_first_in_index_order)
+{
+  double x[3] = {1, -1, 5}, y[3];
+  gc_compressor_params p = params_k(2);
+  p.sample_ratio = 1;
+  gc_compress_info info;
+  cr_assert(eq(int, apply_f64(gc_compressor_dgc, &p, x, 3, 0, y, &info), GC_SUCCESS));
+  cr_assert(eq(dbl, y[0], 1.0));
+  cr_assert(eq(dbl, y[1], -1.0));
+  cr_assert(eq(dbl, y[2], 0.0), "the quirk drops the larger entry");
+  cr_assert(eq(sz, info.selected, 2));
+}
+
+Test(dgc, count_at_most_num_selects)
+{
+  enum { N = 200000 };
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  gc_test_fill_normal_f32(x, N, 77);
+  const double rhos[3] = {0.001, 0.01, 0.1};
+  for (int r = 0; r < 3; r++)
+    for (uint32_t step = 0; step < 3; step++) {
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = rhos[r];
+      gc_compress_info info;
+      cr_assert(eq(int, apply_f32(gc_compressor_dgc, &p, x, N, step, y, &info), GC_SUCCESS));
+      size_t k = (size_t) (rhos[r] * N);
+      cr_assert(info.selected <= k && info.selected > k / 2, "rho %g: %zu of %zu",
+                rhos[r], info.selected, k);
+      cr_assert(info.loops >= 1 && info.loops <= 11);
+    }
+  free(x); free(y);
+}
