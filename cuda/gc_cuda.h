@@ -1,4 +1,149 @@
-/* gc_cuda.h -- GPU twins of the compressors (placeholder). */
+/* gc_cuda.h -- GPU twins of the compressors (C linkage, includable from C).
+ *
+ * The library (lib/) is the oracle: every entry point here computes the
+ * same thing as its CPU compressor, with the same tie rule and the same
+ * counter-based random numbers (gc_rng.h keyed by element, never by
+ * thread), so that selected indices, values and wire bytes are
+ * bit-identical to gc_compress_f32().  Vectors are float32 (design.md:
+ * gradients run in float32); indices are uint32_t, so n < 2^32.
+ *
+ * Conventions (style.md §2.3-2.4, CUB's two-phase temporary storage):
+ *  - Calls that need scratch take (d_tmp, tmp_bytes).  With d_tmp == NULL
+ *    only *tmp_bytes is written and no work is done.  Calls without
+ *    scratch take none.
+ *  - Every call takes a cudaStream_t and only enqueues work on it: nothing
+ *    synchronises with the host unless its name ends in _sync.
+ *  - The return value reports argument errors (GC_EINVAL, GC_EBADLEN) and
+ *    launch failures (GC_ECUDA, with cudaGetErrorString as the reason).
+ *    Data-dependent outcomes (NaN/Inf input -> GC_EDOM, the number of
+ *    entries selected, the message length) are only known on the device:
+ *    they are written to a gc_cuda_info in device memory, which the caller
+ *    reads after synchronising the stream (gc_cuda_info_sync() does both).
+ *  - Pointers named d_* are device memory, h_* host memory. */
 #ifndef GC_CUDA_H
 #define GC_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#include "gc_compressor.h"
+#include "gc_errno.h"
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* Map a failing CUDA runtime call to GC_ECUDA (reported through gc_error
+ * with cudaGetErrorString) and return it from the enclosing function. */
+#define GC_CUDA_TRY(call)                                                 \
+  do {                                                                    \
+    cudaError_t gc_cuda_err_ = (call);                                    \
+    if (gc_cuda_err_ != cudaSuccess) {                                    \
+      gc_errorf(__FILE__, __LINE__, GC_ECUDA, "%s: %s", #call,            \
+                cudaGetErrorString(gc_cuda_err_));                        \
+      return GC_ECUDA;                                                    \
+    }                                                                     \
+  } while (0)
+
+/* What one device call produced; lives in device memory. */
+typedef struct gc_cuda_info {
+  int32_t status;     /* GC_SUCCESS, or GC_EDOM when x holds NaN or Inf   */
+  uint32_t selected;  /* entries selected (sparsifiers) / sent            */
+  uint32_t nnz;       /* nonzeros of the decoded C(x) (sparsifiers)       */
+  uint32_t loops;     /* threshold evaluations (gaussk, dgc)              */
+  uint64_t len;       /* wire message length in bytes (encoders)          */
+} gc_cuda_info;
+
+/* Is a device usable?  GC_SUCCESS, or GC_ECUDA with the runtime's reason
+ * copied to why (cap bytes, may be NULL).  Does not report via gc_error:
+ * "no device" is an expected answer, not a failure. */
+int gc_cuda_available(char *why, size_t cap);
+
+/* Wait for `stream`, copy *d_info to *h_info and return h_info->status
+ * (GC_ECUDA when the stream failed). */
+int gc_cuda_info_sync(const gc_cuda_info *d_info, gc_cuda_info *h_info,
+                      cudaStream_t stream);
+
+/* ---- selection ---------------------------------------------------------
+ * Sparsifier outputs are (d_idx, d_val) with indices strictly ascending and
+ * d_val[j] = d_x[d_idx[j]]; d_info->selected says how many. */
+
+/* Exact top-k of |x| (gc_compressor_topk): exactly k entries; among equal
+ * |x| the lower index wins (ties == GC_TIES_LOW) or the higher one
+ * (GC_TIES_HIGH); -0 and +0 tie.  Multi-block radix select on the |x| bit
+ * patterns (3 histogram passes, no sort), then a stable compaction, so the
+ * result is deterministic.  1 <= k <= n < 2^32.  d_idx, d_val hold k.
+ * NaN/Inf in x: d_info->status = GC_EDOM and selected = 0. */
+int gc_cuda_topk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                     size_t n, size_t k, int ties, uint32_t *d_idx,
+                     float *d_val, gc_cuda_info *d_info, cudaStream_t stream);
+
+/* Fused error feedback + top-k: d_acc[i] <- d_acc[i] + alpha * d_g[i]
+ * (rounded as the CPU does: product, then sum, no FMA), select top-k of the
+ * result as gc_cuda_topk_f32, then zero the selected entries of d_acc (the
+ * residual acc - C(acc)).  One pass fewer than ef update + topk. */
+int gc_cuda_ef_topk_f32(void *d_tmp, size_t *tmp_bytes, float *d_acc,
+                        const float *d_g, float alpha, size_t n, size_t k,
+                        int ties, uint32_t *d_idx, float *d_val,
+                        gc_cuda_info *d_info, cudaStream_t stream);
+
+/* Hard threshold (gc_compressor_threshold): keep |x_i| > v (strict, the
+ * comparison done in double as on the CPU).  d_idx, d_val hold n. */
+int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                          size_t n, double v, uint32_t *d_idx, float *d_val,
+                          gc_cuda_info *d_info, cudaStream_t stream);
+
+/* Gaussian-k (gc_compressor_gaussk, theory.md §2.5): threshold from the
+ * mean and standard deviation, `loops` adjustments, keep |x_i| > thr.
+ * d_idx, d_val hold n.  d_info->loops = threshold evaluations. */
+int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                       size_t n, size_t k, unsigned loops, uint32_t *d_idx,
+                       float *d_val, gc_cuda_info *d_info,
+                       cudaStream_t stream);
+
+/* Random-k (gc_compressor_randk / _unbiased): the k distinct indices that
+ * sparse.c's Floyd draw takes from gc_rng for (seed, rng_stream, step),
+ * computed in parallel, ascending (randk) or in draw order (ascending == 0:
+ * randk-unbiased, whose values travel in draw order); d_val[j] =
+ * d_x[d_idx[j]] (the n/k factor is applied by the encoder). */
+int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                      size_t n, size_t k, uint64_t seed, uint32_t rng_stream,
+                      uint32_t step, int ascending, uint32_t *d_idx,
+                      float *d_val, gc_cuda_info *d_info, cudaStream_t stream);
+
+/* ---- elementwise quantizers ------------------------------------------ */
+
+/* Sign bits as quant.c packs them, LSB first within a byte: bit i set iff
+ * x_i < 0 (sign(0) = sign(-0) = +1, as in GRACE).  d_bits holds ceil(n/8)
+ * bytes; padding bits are zero. */
+int gc_cuda_sign_f32(const float *d_x, size_t n, uint8_t *d_bits,
+                     gc_cuda_info *d_info, cudaStream_t stream);
+/* Round to nearest even: IEEE binary16 and bfloat16 (NaN stays NaN). */
+int gc_cuda_fp16_f32(const float *d_x, size_t n, uint16_t *d_h,
+                     cudaStream_t stream);
+int gc_cuda_bf16_f32(const float *d_x, size_t n, uint16_t *d_h,
+                     cudaStream_t stream);
+/* Deterministic sum of |x_i| and of x_i^2 in double: fixed per-block
+ * partial sums in a fixed order, so the result does not depend on timing
+ * (it can differ from a sequential CPU sum in the last bits). */
+int gc_cuda_norms_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                      size_t n, double *d_l1, double *d_l2sq, double *d_sum,
+                      cudaStream_t stream);
+
+/* ---- wire messages ------------------------------------------------------
+ * The same bytes as gc_compress_f32(c, x, step, ...) for the instance c
+ * (its type, n and parameters are read on the host when the call is
+ * enqueued).  d_buf has room for cap >= gc_compressor_max_bytes(c) bytes;
+ * d_info->len receives the message length, d_info->status GC_EDOM for
+ * NaN/Inf input.  Returns GC_EUNSUP for a type without a GPU encoder. */
+int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp,
+                         size_t *tmp_bytes, const float *d_x, uint32_t step,
+                         uint8_t *d_buf, size_t cap, gc_cuda_info *d_info,
+                         cudaStream_t stream);
+/* Does gc_cuda_compress_f32 support this type? (1/0; host-only check) */
+int gc_cuda_supports(const gc_compressor_type *T);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_CUDA_H */

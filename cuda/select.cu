@@ -1,0 +1,706 @@
+/* select.cu -- exact top-k by multi-block radix select, hard threshold and
+ * Gaussian-k, all ending in one deterministic stable compaction.
+ *
+ * Top-k.  The k-th largest |x| is found without sorting: the 31-bit
+ * magnitude key is cut into digits of 11, 11 and 10 bits; each pass builds a
+ * global histogram of the next digit among the entries whose higher digits
+ * equal the prefix found so far, and a one-block kernel picks the digit
+ * where the count from the top reaches the k still wanted.  After three
+ * passes the key T of the k-th entry is exact, together with the number of
+ * entries that tie at T (eq_total) and how many of them are kept (rem).
+ * The compaction then keeps every key > T and the first rem keys == T in
+ * index order (the last rem for GC_TIES_HIGH).  Positions come from
+ * per-tile counts and one scan, so the output is in ascending index order
+ * and independent of block scheduling: no atomics decide any position.
+ *
+ * Cost: 3 histogram reads + 1 count read + 1 scatter read of x, plus
+ * k writes; no host synchronisation. */
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <gsl/gsl_cdf.h>
+
+#include "gc_cuda_internal.cuh"
+#include "gc_rng.h"
+
+using namespace gc_cuda;
+
+namespace {
+
+enum { BINS = 2048, HIST_CAP = 2048 /* blocks of the histogram kernels */ };
+
+__host__ __device__ constexpr unsigned pass_shift(int p) { return p == 0 ? 21 : p == 1 ? 10 : 0; }
+__host__ __device__ constexpr unsigned pass_bits(int p) { return p == 2 ? 10 : 11; }
+
+__global__ void init_state(SelState *st, uint32_t k)
+{
+  st->prefix = 0;
+  st->mask = 0;
+  st->krem = k;
+  st->T = 0;
+  st->eq_total = 0;
+  st->rem = 0;
+  st->bad = 0;
+  st->count = 0;
+  st->done = 0;
+  st->loops = 0;
+  st->thr = 0;
+  st->total = 0;
+}
+
+/* One histogram pass.  With EF (pass 0 only) the accumulator update
+ * acc += alpha * g is done here, so the fused path reads g once. */
+template <int PASS, bool EF>
+__global__ void __launch_bounds__(BLOCK)
+histogram(const float *__restrict__ x, float *acc, const float *__restrict__ g,
+          float alpha, size_t n, SelState *st, uint32_t *hist)
+{
+  __shared__ uint32_t sh[BINS];
+  for (unsigned b = threadIdx.x; b < BINS; b += BLOCK)
+    sh[b] = 0;
+  __syncthreads();
+  const uint32_t prefix = PASS ? st->prefix : 0, mask = PASS ? st->mask : 0;
+  const unsigned shift = pass_shift(PASS), dmask = (1u << pass_bits(PASS)) - 1;
+  int bad = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK) {
+    float v;
+    if (EF) {
+      /* no FMA: the CPU rounds the product and the sum separately */
+      v = __fadd_rn(acc[i], __fmul_rn(alpha, g[i]));
+      acc[i] = v;
+    } else {
+      v = x[i];
+    }
+    uint32_t key = mag_key(v);
+    if (PASS == 0)
+      bad |= key >= KEY_INF;
+    if ((key & mask) == prefix)
+      atomicAdd(&sh[(key >> shift) & dmask], 1u);
+  }
+  if (PASS == 0 && __syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&st->bad, 1u);
+  __syncthreads();
+  for (unsigned b = threadIdx.x; b < BINS; b += BLOCK)
+    if (sh[b])
+      atomicAdd(&hist[b], sh[b]);
+}
+
+/* Pick the digit where the count from the largest digit down reaches krem.
+ * Bins are visited in descending digit order: thread t owns positions
+ * 8t..8t+7 of that order. */
+template <int PASS>
+__global__ void __launch_bounds__(256) pick_digit(SelState *st, const uint32_t *hist)
+{
+  typedef cub::BlockScan<uint32_t, 256> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  const unsigned nb = 1u << pass_bits(PASS), per = BINS / 256;
+  uint32_t h[BINS / 256], sum = 0;
+  for (unsigned j = 0; j < per; j++) {
+    unsigned pos = threadIdx.x * per + j;
+    h[j] = pos < nb ? hist[nb - 1 - pos] : 0;
+    sum += h[j];
+  }
+  uint32_t before;
+  Scan(tmp).ExclusiveSum(sum, before);
+  const uint32_t krem = st->krem;
+  __syncthreads();   /* every thread has read krem before it changes */
+  for (unsigned j = 0; j < per; j++) {
+    unsigned pos = threadIdx.x * per + j;
+    if (pos < nb && before < krem && krem <= before + h[j]) {
+      uint32_t digit = nb - 1 - pos;
+      st->prefix |= digit << pass_shift(PASS);
+      st->mask |= (nb - 1) << pass_shift(PASS);
+      st->krem = krem - before;
+      if (PASS == 2) {
+        st->T = st->prefix;
+        st->eq_total = h[j];
+        st->rem = krem - before;
+      }
+    }
+    before += h[j];
+  }
+}
+
+/* ---- the compaction shared by every selector ---------------------------
+ * Class of an entry: 0 dropped, 1 kept, 2 tie candidate (kept by rank). */
+struct TopkClass {
+  __device__ int operator()(size_t, float v, const SelState &s) const
+  {
+    uint32_t key = mag_key(v);
+    return key > s.T ? 1 : key == s.T ? 2 : 0;
+  }
+};
+/* |x| > thr compared in double, as the CPU compares a double threshold. */
+struct AboveClass {
+  double v;
+  bool from_state;
+  __device__ int operator()(size_t, float x, const SelState &s) const
+  {
+    double t = from_state ? s.thr_sel : v;
+    return fabs((double) x) > t ? 1 : 0;
+  }
+};
+
+/* Counts (kept in the low 32 bits, ties in the high 32) per tile. */
+template <class Cls>
+__global__ void __launch_bounds__(BLOCK)
+tile_count(const float *__restrict__ x, size_t n, Cls cls, const SelState *st,
+           uint64_t *tiles)
+{
+  typedef cub::BlockReduce<uint64_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const SelState s = *st;
+  size_t base = (size_t) blockIdx.x * TILE;
+  uint64_t c = 0;
+  if (!s.bad)
+    for (unsigned j = 0; j < ITEMS; j++) {
+      size_t i = base + (size_t) j * BLOCK + threadIdx.x;   /* coalesced */
+      if (i < n) {
+        int k = cls(i, x[i], s);
+        c += k == 1 ? 1u : k == 2 ? ((uint64_t) 1 << 32) : 0u;
+      }
+    }
+  uint64_t total = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0)
+    tiles[blockIdx.x] = total;
+}
+
+/* Stable scatter: entries in blocked arrangement (thread t owns ITEMS
+ * consecutive indices), so ranks follow the index order.  With ZERO the
+ * selected entries of `zero` are cleared (error-feedback residual). */
+template <class Cls, bool ZERO>
+__global__ void __launch_bounds__(BLOCK)
+scatter(const float *x, size_t n, Cls cls, int ties, const SelState *st,
+        const uint64_t *tiles, uint32_t *d_idx, float *d_val, float *zero)
+{
+  typedef cub::BlockLoad<float, BLOCK, ITEMS, cub::BLOCK_LOAD_TRANSPOSE> Load;
+  typedef cub::BlockScan<uint64_t, BLOCK> Scan;
+  __shared__ union {
+    typename Load::TempStorage load;
+    typename Scan::TempStorage scan;
+  } tmp;
+  const SelState s = *st;
+  if (s.bad)
+    return;
+  size_t base = (size_t) blockIdx.x * TILE;
+  int valid = (int) (n - base < (size_t) TILE ? n - base : (size_t) TILE);
+  float v[ITEMS];
+  Load(tmp.load).Load(x + base, v, valid, 0.0f);
+  __syncthreads();
+  int cl[ITEMS];
+  uint64_t c = 0;
+  for (int j = 0; j < ITEMS; j++) {
+    int pos = threadIdx.x * ITEMS + j;
+    cl[j] = pos < valid ? cls(base + pos, v[j], s) : 0;
+    c += cl[j] == 1 ? 1u : cl[j] == 2 ? ((uint64_t) 1 << 32) : 0u;
+  }
+  uint64_t ex;
+  Scan(tmp.scan).ExclusiveSum(c, ex);
+  ex += tiles[blockIdx.x];
+  uint64_t gt = (uint32_t) ex, eq = ex >> 32;
+  /* ties kept: eq ranks [0, rem) (low) or [eq_total - rem, eq_total) (high) */
+  const uint64_t lo = ties == GC_TIES_HIGH ? (uint64_t) s.eq_total - s.rem : 0;
+  const uint64_t hi = lo + s.rem;
+  for (int j = 0; j < ITEMS; j++) {
+    if (!cl[j])
+      continue;
+    bool keep = cl[j] == 1 || (eq >= lo && eq < hi);
+    if (keep) {
+      /* kept ties before this entry: eq ranks in [lo, min(eq, hi)) */
+      uint64_t ties_before = eq <= lo ? 0 : (eq < hi ? eq : hi) - lo;
+      uint64_t out = gt + ties_before;
+      size_t i = base + (size_t) threadIdx.x * ITEMS + j;
+      d_idx[out] = (uint32_t) i;
+      d_val[out] = v[j];
+      if (ZERO)
+        zero[i] = 0.0f;
+    }
+    if (cl[j] == 1)
+      gt++;
+    else
+      eq++;
+  }
+}
+
+/* Results of a top-k: selected = k, nnz = k unless the k-th key is 0. */
+__global__ void finish_topk(const SelState *st, uint32_t k, gc_cuda_info *info)
+{
+  if (st->bad) {
+    info->status = GC_EDOM;
+    info->selected = info->nnz = 0;
+    return;
+  }
+  info->status = GC_SUCCESS;
+  info->selected = k;
+  info->nnz = st->T == 0 ? (uint32_t) (st->total & 0xffffffffu) : k;
+  info->loops = 0;
+}
+
+/* Results of a threshold selection: everything kept is nonzero (thr >= 0). */
+__global__ void finish_above(const SelState *st, gc_cuda_info *info)
+{
+  if (st->bad) {
+    info->status = GC_EDOM;
+    info->selected = info->nnz = 0;
+    return;
+  }
+  info->status = GC_SUCCESS;
+  info->selected = info->nnz = (uint32_t) (st->total & 0xffffffffu);
+  info->loops = st->loops;
+}
+
+/* NaN/Inf check for the selectors that do not run a histogram. */
+__global__ void __launch_bounds__(BLOCK)
+check_finite(const float *__restrict__ x, size_t n, SelState *st)
+{
+  int bad = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK)
+    bad |= mag_key(x[i]) >= KEY_INF;
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&st->bad, 1u);
+}
+
+struct Scratch {
+  SelState *st;
+  uint32_t *hist;     /* 3 passes x BINS */
+  uint64_t *tiles;
+};
+
+Scratch carve(Carver &cv, size_t n)
+{
+  Scratch s;
+  s.st = cv.take<SelState>(1);
+  s.hist = cv.take<uint32_t>(3 * BINS);
+  s.tiles = cv.take<uint64_t>(tiles_of(n));
+  return s;
+}
+
+int check_n(size_t n)
+{
+  if (n == 0)
+    GC_ERROR("cannot select from an empty vector (n = 0)", GC_EBADLEN);
+  if (n >= ((size_t) 1 << 32))
+    GC_ERROR("vector length must be below 2^32", GC_EINVAL);
+  return GC_SUCCESS;
+}
+
+/* Radix select of the k-th key; with acc/g the pass-0 EF update. */
+int radix_select(const Scratch &s, const float *d_x, float *d_acc,
+                 const float *d_g, float alpha, size_t n, size_t k,
+                 cudaStream_t stream)
+{
+  unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
+  init_state<<<1, 1, 0, stream>>>(s.st, (uint32_t) k);
+  GC_CUDA_LAUNCHED();
+  GC_CUDA_TRY(cudaMemsetAsync(s.hist, 0, 3 * BINS * sizeof(uint32_t), stream));
+  const float *src = d_acc ? d_acc : d_x;
+  if (d_acc)
+    histogram<0, true><<<grid, BLOCK, 0, stream>>>(nullptr, d_acc, d_g, alpha, n, s.st, s.hist);
+  else
+    histogram<0, false><<<grid, BLOCK, 0, stream>>>(d_x, nullptr, nullptr, 0.f, n, s.st, s.hist);
+  GC_CUDA_LAUNCHED();
+  pick_digit<0><<<1, 256, 0, stream>>>(s.st, s.hist);
+  GC_CUDA_LAUNCHED();
+  histogram<1, false><<<grid, BLOCK, 0, stream>>>(src, nullptr, nullptr, 0.f, n, s.st, s.hist + BINS);
+  GC_CUDA_LAUNCHED();
+  pick_digit<1><<<1, 256, 0, stream>>>(s.st, s.hist + BINS);
+  GC_CUDA_LAUNCHED();
+  histogram<2, false><<<grid, BLOCK, 0, stream>>>(src, nullptr, nullptr, 0.f, n, s.st, s.hist + 2 * BINS);
+  GC_CUDA_LAUNCHED();
+  pick_digit<2><<<1, 256, 0, stream>>>(s.st, s.hist + 2 * BINS);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+template <class Cls, bool ZERO>
+int compact(const Scratch &s, const float *d_x, size_t n, Cls cls, int ties,
+            uint32_t *d_idx, float *d_val, float *zero, cudaStream_t stream)
+{
+  size_t nt = tiles_of(n);
+  tile_count<Cls><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, s.st, s.tiles);
+  GC_CUDA_LAUNCHED();
+  scan_tiles<<<1, 1024, 0, stream>>>(s.tiles, nt, &s.st->total);
+  GC_CUDA_LAUNCHED();
+  scatter<Cls, ZERO><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, ties, s.st, s.tiles,
+                                                          d_idx, d_val, zero);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
+                const float *d_g, float alpha, size_t n, size_t k, int ties,
+                uint32_t *d_idx, float *d_val, gc_cuda_info *d_info,
+                cudaStream_t stream)
+{
+  GC_TRY(check_n(n));
+  if (k < 1 || k > n)
+    GC_ERRORF(GC_EINVAL, "top-k: k = %zu must lie in [1, n = %zu]", k, n);
+  if (ties != GC_TIES_LOW && ties != GC_TIES_HIGH)
+    GC_ERROR("top-k: ties must be GC_TIES_LOW or GC_TIES_HIGH", GC_EINVAL);
+  Carver cv(d_tmp);
+  Scratch s = carve(cv, n);
+  if (!d_tmp) {
+    *tmp_bytes = cv.bytes();
+    return GC_SUCCESS;
+  }
+  if (*tmp_bytes < cv.bytes())
+    GC_ERRORF(GC_EINVAL, "top-k: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
+  GC_TRY(radix_select(s, d_x, d_acc, d_g, alpha, n, k, stream));
+  if (d_acc)
+    GC_TRY((compact<TopkClass, true>(s, d_acc, n, TopkClass(), ties, d_idx, d_val, d_acc, stream)));
+  else
+    GC_TRY((compact<TopkClass, false>(s, d_x, n, TopkClass(), ties, d_idx, d_val, nullptr, stream)));
+  finish_topk<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+/* ---- Gaussian-k --------------------------------------------------------
+ * mean and std come from gc_cuda_norms_f32's deterministic double sums;
+ * the threshold loop runs on the device: each round counts |x| > thr and a
+ * one-thread kernel adjusts thr or marks the loop done, so the host never
+ * waits.  Rounds after `done` return at once. */
+__global__ void gauss_init(SelState *st, const double *sums, size_t n, double absz)
+{
+  /* sparse_source.c: sums shifted by x[0], mu = c0 + S1/n,
+   * var = (S2 - S1^2/n)/(n-1); spelled with _rn so nothing is fused */
+  double S1 = sums[0], S2 = sums[1], c0 = sums[2];
+  double mu = __dadd_rn(c0, S1 / (double) n);
+  double var = n > 1 ? __dsub_rn(S2, __dmul_rn(S1, S1) / (double) n) / (double) (n - 1) : 0.0;
+  double sigma = sqrt(var > 0 ? var : 0.0);
+  st->thr = __dadd_rn(mu, __dmul_rn(absz, sigma));
+  st->thr_sel = st->thr;
+  st->done = 0;
+  st->loops = 0;
+  st->count = 0;
+}
+
+__global__ void __launch_bounds__(BLOCK)
+count_above(const float *__restrict__ x, size_t n, SelState *st)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  if (st->done || st->bad)
+    return;
+  const double thr = st->thr;
+  uint32_t c = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK)
+    c += fabs((double) x[i]) > thr;
+  uint32_t t = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0 && t)
+    atomicAdd(&st->count, t);   /* integer sum: order does not matter */
+}
+
+__global__ void gauss_adjust(SelState *st, uint32_t k)
+{
+  if (st->done || st->bad)
+    return;
+  uint32_t c = st->count;
+  st->count = 0;
+  st->loops++;
+  st->thr_sel = st->thr;   /* the CPU keeps the last evaluated selection */
+  /* theory.md §2.5 step 3, compared in double to avoid 2k/3 rounding */
+  if ((double) c < 2.0 * k / 3.0)
+    st->thr *= 0.5;
+  else if ((double) c > 4.0 * k / 3.0)
+    st->thr *= 1.5;
+  else
+    st->done = 1;
+}
+
+/* Shifted sums for Gaussian-k: S1 = sum (x_i - x_0), S2 = sum (x_i - x_0)^2
+ * in double, per-block partials in a fixed grid, then one block: the same
+ * formula as sparse_source.c, deterministic, though the summation order is
+ * a tree instead of the CPU's 8 sequential lanes (see gc_cuda_gaussk_f32). */
+enum { SUM_BLOCKS = 1024 };
+
+__global__ void __launch_bounds__(BLOCK)
+shifted_partials(const float *__restrict__ x, size_t n, double *part)
+{
+  typedef cub::BlockReduce<double, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const double c0 = x[0];
+  double s1 = 0, s2 = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK) {
+    double d = __dsub_rn((double) x[i], c0);
+    s1 = __dadd_rn(s1, d);
+    s2 = __dadd_rn(s2, __dmul_rn(d, d));
+  }
+  double r = Reduce(tmp).Sum(s1);
+  if (threadIdx.x == 0)
+    part[blockIdx.x] = r;
+  __syncthreads();
+  r = Reduce(tmp).Sum(s2);
+  if (threadIdx.x == 0)
+    part[gridDim.x + blockIdx.x] = r;
+}
+
+__global__ void __launch_bounds__(BLOCK)
+shifted_final(const float *x, const double *part, unsigned np, double *sums)
+{
+  typedef cub::BlockReduce<double, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  for (int q = 0; q < 2; q++) {
+    double v = 0;
+    for (unsigned i = threadIdx.x; i < np; i += BLOCK)
+      v += part[q * np + i];
+    double r = Reduce(tmp).Sum(v);
+    if (threadIdx.x == 0)
+      sums[q] = r;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    sums[2] = x[0];
+}
+
+/* ---- random-K: Floyd's algorithm in parallel -----------------------------
+ * sparse.c draws, for c = 0..k-1 and j = n-k+c, t_c = below(u_c, j+1) and
+ * takes t_c unless it is already taken, in which case it takes j.  Every
+ * t_c is a pure function of c, so all draws run at once; what is sequential
+ * is "already taken".  Value v is in S_{c-1} iff some draw c' < c aimed at
+ * it (first(v) < c), or v = j_{c'} for c' < c and draw c' collided (it then
+ * took j_{c'}).  first() is a hash table of atomicMin over draw numbers
+ * (deterministic: a minimum), and the second case is followed as a chain of
+ * strictly decreasing draw numbers. */
+__device__ __forceinline__ uint32_t hslot(uint32_t v, uint32_t hmask)
+{
+  v ^= v >> 16;
+  v *= 0x85ebca6bu;
+  v ^= v >> 13;
+  v *= 0xc2b2ae35u;
+  v ^= v >> 16;
+  return v & hmask;
+}
+
+__global__ void __launch_bounds__(BLOCK)
+floyd_draw(size_t n, size_t k, uint64_t seed, uint32_t rs, uint32_t step, uint32_t *t,
+           uint32_t *hkeys, uint32_t *hfirst, uint32_t hmask)
+{
+  for (size_t c = (size_t) blockIdx.x * BLOCK + threadIdx.x; c < k;
+       c += (size_t) gridDim.x * BLOCK) {
+    size_t j = n - k + c;
+    uint32_t v = gc_rng_below(gc_rng_u32(seed, rs, step, c), (uint32_t) (j + 1));
+    t[c] = v;
+    for (uint32_t h = hslot(v, hmask);; h = (h + 1) & hmask) {
+      uint32_t prev = atomicCAS(&hkeys[h], 0xffffffffu, v);
+      if (prev == 0xffffffffu || prev == v) {
+        atomicMin(&hfirst[h], (uint32_t) c);
+        break;
+      }
+    }
+  }
+}
+
+__device__ uint32_t first_draw(uint32_t v, const uint32_t *hkeys, const uint32_t *hfirst,
+                               uint32_t hmask)
+{
+  for (uint32_t h = hslot(v, hmask);; h = (h + 1) & hmask) {
+    uint32_t key = hkeys[h];
+    if (key == v)
+      return hfirst[h];
+    if (key == 0xffffffffu)
+      return 0xffffffffu;   /* not aimed at by any draw */
+  }
+}
+
+__global__ void __launch_bounds__(BLOCK)
+floyd_resolve(size_t n, size_t k, const uint32_t *t, const uint32_t *hkeys,
+              const uint32_t *hfirst, uint32_t hmask, uint32_t *draw, uint32_t *bits)
+{
+  const size_t base = n - k;
+  for (size_t c = (size_t) blockIdx.x * BLOCK + threadIdx.x; c < k;
+       c += (size_t) gridDim.x * BLOCK) {
+    size_t cc = c;
+    uint32_t v = t[c];
+    bool collided = false;
+    for (;;) {
+      if (first_draw(v, hkeys, hfirst, hmask) < cc) {
+        collided = true;
+        break;
+      }
+      if (v >= base && v - base < cc) {   /* v = j_{c'}: taken iff c' collided */
+        cc = v - base;
+        v = t[cc];
+        continue;
+      }
+      break;
+    }
+    uint32_t pick = collided ? (uint32_t) (base + c) : t[c];
+    if (draw)
+      draw[c] = pick;
+    if (bits)
+      atomicOr(&bits[pick >> 5], 1u << (pick & 31));
+  }
+}
+
+__global__ void __launch_bounds__(BLOCK)
+gather_values(const float *x, const uint32_t *idx, size_t k, const SelState *st, float *val)
+{
+  if (st->bad)
+    return;
+  for (size_t c = (size_t) blockIdx.x * BLOCK + threadIdx.x; c < k;
+       c += (size_t) gridDim.x * BLOCK)
+    val[c] = x[idx[c]];
+}
+
+__global__ void finish_count(const SelState *st, uint32_t k, gc_cuda_info *info)
+{
+  info->status = st->bad ? GC_EDOM : GC_SUCCESS;
+  info->selected = st->bad ? 0 : k;
+  info->nnz = 0;   /* counted by the encoder when it writes the values */
+  info->loops = 0;
+}
+
+struct BitClass {
+  const uint32_t *bits;
+  __device__ int operator()(size_t i, float, const SelState &) const
+  {
+    return (int) ((bits[i >> 5] >> (i & 31)) & 1u);
+  }
+};
+
+} /* namespace */
+
+/* ---- public entry points ----------------------------------------------- */
+
+extern "C" int gc_cuda_topk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                                size_t n, size_t k, int ties, uint32_t *d_idx,
+                                float *d_val, gc_cuda_info *d_info, cudaStream_t stream)
+{
+  return topk_common(d_tmp, tmp_bytes, d_x, nullptr, nullptr, 0.f, n, k, ties,
+                     d_idx, d_val, d_info, stream);
+}
+
+extern "C" int gc_cuda_ef_topk_f32(void *d_tmp, size_t *tmp_bytes, float *d_acc,
+                                   const float *d_g, float alpha, size_t n, size_t k,
+                                   int ties, uint32_t *d_idx, float *d_val,
+                                   gc_cuda_info *d_info, cudaStream_t stream)
+{
+  return topk_common(d_tmp, tmp_bytes, nullptr, d_acc, d_g, alpha, n, k, ties,
+                     d_idx, d_val, d_info, stream);
+}
+
+extern "C" int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                                     size_t n, double v, uint32_t *d_idx, float *d_val,
+                                     gc_cuda_info *d_info, cudaStream_t stream)
+{
+  GC_TRY(check_n(n));
+  if (!(v >= 0))
+    GC_ERROR("threshold: v must be >= 0", GC_EINVAL);
+  Carver cv(d_tmp);
+  Scratch s = carve(cv, n);
+  if (!d_tmp) {
+    *tmp_bytes = cv.bytes();
+    return GC_SUCCESS;
+  }
+  if (*tmp_bytes < cv.bytes())
+    GC_ERRORF(GC_EINVAL, "threshold: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
+  check_finite<<<grid_for(n, BLOCK * 8, HIST_CAP), BLOCK, 0, stream>>>(d_x, n, s.st);
+  GC_CUDA_LAUNCHED();
+  AboveClass cls = {v, false};
+  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
+  finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                                  size_t n, size_t k, unsigned loops, uint32_t *d_idx,
+                                  float *d_val, gc_cuda_info *d_info, cudaStream_t stream)
+{
+  GC_TRY(check_n(n));
+  if (k < 1 || k > n)
+    GC_ERRORF(GC_EINVAL, "gaussk: k = %zu must lie in [1, n = %zu]", k, n);
+  unsigned np = grid_for(n, BLOCK * 16, SUM_BLOCKS);
+  Carver cv(d_tmp);
+  Scratch s = carve(cv, n);
+  double *sums = cv.take<double>(3);
+  double *part = cv.take<double>(2 * (size_t) np);
+  if (!d_tmp) {
+    *tmp_bytes = cv.bytes();
+    return GC_SUCCESS;
+  }
+  if (*tmp_bytes < cv.bytes())
+    GC_ERRORF(GC_EINVAL, "gaussk: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
+  unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
+  check_finite<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
+  GC_CUDA_LAUNCHED();
+  shifted_partials<<<np, BLOCK, 0, stream>>>(d_x, n, part);
+  GC_CUDA_LAUNCHED();
+  shifted_final<<<1, BLOCK, 0, stream>>>(d_x, part, np, sums);
+  GC_CUDA_LAUNCHED();
+  /* |z| exactly as sparse.c computes it: GSL on the host, rho = k/n */
+  double absz = fabs(gsl_cdf_ugaussian_Pinv((double) k / (double) n / 2));
+  gauss_init<<<1, 1, 0, stream>>>(s.st, sums, n, absz);
+  GC_CUDA_LAUNCHED();
+  for (unsigned r = 0; r < loops; r++) {
+    count_above<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
+    GC_CUDA_LAUNCHED();
+    gauss_adjust<<<1, 1, 0, stream>>>(s.st, (uint32_t) k);
+    GC_CUDA_LAUNCHED();
+  }
+  AboveClass cls = {0.0, true};
+  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
+  finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                                 size_t n, size_t k, uint64_t seed, uint32_t rng_stream,
+                                 uint32_t step, int ascending, uint32_t *d_idx, float *d_val,
+                                 gc_cuda_info *d_info, cudaStream_t stream)
+{
+  GC_TRY(check_n(n));
+  if (k < 1 || k > n)
+    GC_ERRORF(GC_EINVAL, "randk: k = %zu must lie in [1, n = %zu]", k, n);
+  size_t hsize = 1;
+  while (hsize < 2 * k)
+    hsize <<= 1;
+  Carver cv(d_tmp);
+  Scratch s = carve(cv, n);
+  uint32_t *t = cv.take<uint32_t>(k);
+  uint32_t *hkeys = cv.take<uint32_t>(hsize);
+  uint32_t *hfirst = cv.take<uint32_t>(hsize);
+  uint32_t *bits = ascending ? cv.take<uint32_t>((n + 31) / 32) : nullptr;
+  if (!d_tmp) {
+    *tmp_bytes = cv.bytes();
+    return GC_SUCCESS;
+  }
+  if (*tmp_bytes < cv.bytes())
+    GC_ERRORF(GC_EINVAL, "randk: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
+  check_finite<<<grid_for(n, BLOCK * 8, HIST_CAP), BLOCK, 0, stream>>>(d_x, n, s.st);
+  GC_CUDA_LAUNCHED();
+  GC_CUDA_TRY(cudaMemsetAsync(hkeys, 0xff, hsize * sizeof(uint32_t), stream));
+  GC_CUDA_TRY(cudaMemsetAsync(hfirst, 0xff, hsize * sizeof(uint32_t), stream));
+  if (bits)
+    GC_CUDA_TRY(cudaMemsetAsync(bits, 0, (n + 31) / 32 * sizeof(uint32_t), stream));
+  unsigned grid = grid_for(k, BLOCK, 4096);
+  floyd_draw<<<grid, BLOCK, 0, stream>>>(n, k, seed, rng_stream, step, t, hkeys, hfirst,
+                                         (uint32_t) (hsize - 1));
+  GC_CUDA_LAUNCHED();
+  floyd_resolve<<<grid, BLOCK, 0, stream>>>(n, k, t, hkeys, hfirst, (uint32_t) (hsize - 1),
+                                            ascending ? nullptr : d_idx, bits);
+  GC_CUDA_LAUNCHED();
+  if (ascending) {
+    BitClass cls = {bits};
+    GC_TRY((compact<BitClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
+  } else {
+    gather_values<<<grid, BLOCK, 0, stream>>>(d_x, d_idx, k, s.st, d_val);
+    GC_CUDA_LAUNCHED();
+  }
+  finish_count<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}

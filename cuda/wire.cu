@@ -1,0 +1,621 @@
+/* wire.cu -- the wire messages of lib/wire.c (sparsifiers) and lib/quant.c
+ * (quantizers), written on the device byte for byte.
+ *
+ * Everything that depends on the data (the count c, the index coding, the
+ * section sizes, the message length) is decided by one-thread "plan"
+ * kernels and read by the writers from device memory, so the host never
+ * waits.  Grids are sized for the largest possible count; threads past the
+ * actual count return.  Messages are written with byte stores: the value
+ * and index sections start at odd offsets (7, 2, 6), so word stores would
+ * be misaligned. */
+#include <string.h>
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cuda_fp16.h>
+
+#include "gc_cuda_internal.cuh"
+#include "gc_rng.h"
+
+using namespace gc_cuda;
+
+namespace {
+
+/* lib/gc_wire.h and lib/quant.c constants (internal to the library, so
+ * repeated here; the tests compare whole messages, which pins them). */
+enum { WIRE_HDR = 7, IDX_RAW = 0, IDX_DELTA = 1, IDX_BITMAP = 2, IDX_IMPLICIT = 3 };
+enum { W_TOPK = 0x51, W_RANDK = 0x52, W_RANDKU = 0x53, W_THRESHOLD = 0x54, W_GAUSSK = 0x55 };
+enum { Q_HDR = 2, T_IDENTITY = 0xD0, T_SIGN = 0xD1, T_SCALED_SIGN = 0xD2, T_TERNGRAD = 0xD4,
+       T_FP16 = 0xD5, T_BF16 = 0xD6, PREC32 = 32 };
+
+struct Plan {
+  uint32_t c;
+  int coding;
+  uint64_t isec;     /* bytes of the index section */
+  uint64_t delta;    /* sum of LEB128 lengths (total of the tile scan) */
+  uint32_t bad;      /* NaN/Inf (quantizers) */
+  uint32_t nnz;
+  uint32_t smax;     /* terngrad: max of the clipped |x| as float bits */
+  float clipc;       /* terngrad clip bound */
+};
+
+__device__ __forceinline__ void put_u32(uint8_t *p, uint32_t v)
+{
+  p[0] = (uint8_t) v;
+  p[1] = (uint8_t) (v >> 8);
+  p[2] = (uint8_t) (v >> 16);
+  p[3] = (uint8_t) (v >> 24);
+}
+
+__device__ __forceinline__ uint32_t leb_len(uint32_t g)
+{
+  return g < (1u << 7) ? 1 : g < (1u << 14) ? 2 : g < (1u << 21) ? 3 : g < (1u << 28) ? 4 : 5;
+}
+
+__device__ __forceinline__ uint32_t gap(const uint32_t *idx, size_t j)
+{
+  return j ? idx[j] - idx[j - 1] - 1 : idx[j];
+}
+
+/* ---- sparse messages ---------------------------------------------------- */
+
+/* LEB128 bytes per tile of TILE indices (only needed for the delta coding,
+ * harmless otherwise). */
+__global__ void __launch_bounds__(BLOCK)
+delta_tiles(const uint32_t *idx, const gc_cuda_info *info, uint64_t *tiles)
+{
+  typedef cub::BlockReduce<uint64_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const size_t c = info->status ? 0 : info->selected;
+  size_t base = (size_t) blockIdx.x * TILE;
+  uint64_t sum = 0;
+  for (unsigned j = 0; j < ITEMS; j++) {
+    size_t i = base + (size_t) j * BLOCK + threadIdx.x;
+    if (i < c)
+      sum += leb_len(gap(idx, i));
+  }
+  uint64_t t = Reduce(tmp).Sum(sum);
+  if (threadIdx.x == 0)
+    tiles[blockIdx.x] = t;
+}
+
+/* gc__wire_choose: raw, then delta (only when c && bitmap > c, exactly as
+ * the CPU skips it), then bitmap; strict < so ties keep the earlier one. */
+__global__ void sparse_plan(Plan *pl, gc_cuda_info *info, size_t n, uint8_t type,
+                            int implicit, uint8_t *buf)
+{
+  if (info->status != GC_SUCCESS) {
+    pl->c = 0;
+    info->len = 0;
+    return;
+  }
+  uint32_t c = info->selected;
+  uint64_t raw = 4ull * c, bitmap = (n + 7) / 8, best = raw;
+  int coding = IDX_RAW;
+  if (implicit) {
+    coding = IDX_IMPLICIT;
+    best = 0;
+  } else {
+    if (c && bitmap > c && pl->delta < best) {
+      best = pl->delta;
+      coding = IDX_DELTA;
+    }
+    if (bitmap < best) {
+      best = bitmap;
+      coding = IDX_BITMAP;
+    }
+  }
+  pl->c = c;
+  pl->coding = coding;
+  pl->isec = best;
+  info->nnz = 0;
+  info->len = WIRE_HDR + best + 4ull * c;
+  buf[0] = type;
+  buf[1] = 4;
+  buf[2] = (uint8_t) coding;
+  put_u32(buf + 3, c);
+}
+
+/* Raw and delta index sections, one tile of indices per block; delta
+ * offsets come from the tile scan plus a block scan, so each varint lands
+ * where the sequential CPU writer puts it. */
+__global__ void __launch_bounds__(BLOCK)
+write_index(const uint32_t *idx, const Plan *pl, const uint64_t *tiles, uint8_t *buf)
+{
+  typedef cub::BlockScan<uint64_t, BLOCK> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  const Plan p = *pl;
+  if (p.coding != IDX_RAW && p.coding != IDX_DELTA)
+    return;
+  size_t base = (size_t) blockIdx.x * TILE + (size_t) threadIdx.x * ITEMS;
+  if (p.coding == IDX_RAW) {
+    for (unsigned j = 0; j < ITEMS; j++)
+      if (base + j < p.c)
+        put_u32(buf + WIRE_HDR + 4 * (base + j), idx[base + j]);
+    return;
+  }
+  uint64_t mine = 0;
+  for (unsigned j = 0; j < ITEMS; j++)
+    if (base + j < p.c)
+      mine += leb_len(gap(idx, base + j));
+  uint64_t off;
+  Scan(tmp).ExclusiveSum(mine, off);
+  off += tiles[blockIdx.x] + WIRE_HDR;
+  for (unsigned j = 0; j < ITEMS; j++) {
+    if (base + j >= p.c)
+      break;
+    uint32_t g = gap(idx, base + j);
+    while (g >= 128) {
+      buf[off++] = (uint8_t) (g | 0x80);
+      g >>= 7;
+    }
+    buf[off++] = (uint8_t) g;
+  }
+}
+
+/* Bitmap section: byte b holds indices 8b..8b+7.  First zero the section,
+ * then the thread of the first index of each byte assembles it. */
+__global__ void __launch_bounds__(BLOCK)
+bitmap_zero(const Plan *pl, size_t nbytes, uint8_t *buf)
+{
+  if (pl->coding != IDX_BITMAP)
+    return;
+  for (size_t b = (size_t) blockIdx.x * BLOCK + threadIdx.x; b < nbytes;
+       b += (size_t) gridDim.x * BLOCK)
+    buf[WIRE_HDR + b] = 0;
+}
+
+__global__ void __launch_bounds__(BLOCK)
+bitmap_fill(const uint32_t *idx, const Plan *pl, size_t cap, uint8_t *buf)
+{
+  if (pl->coding != IDX_BITMAP)
+    return;
+  const size_t c = pl->c;
+  for (size_t j = (size_t) blockIdx.x * BLOCK + threadIdx.x; j < c && j < cap;
+       j += (size_t) gridDim.x * BLOCK) {
+    uint32_t byte = idx[j] >> 3;
+    if (j && (idx[j - 1] >> 3) == byte)
+      continue;
+    unsigned bits = 0;
+    for (size_t q = j; q < c && (idx[q] >> 3) == byte; q++)
+      bits |= 1u << (idx[q] & 7);
+    buf[WIRE_HDR + byte] = (uint8_t) bits;
+  }
+}
+
+/* Values x[idx[j]] * factor (float product, as wire_source.c), counting the
+ * nonzero x for info->nnz. */
+__global__ void __launch_bounds__(BLOCK)
+write_values(const float *val, const Plan *pl, size_t cap, float factor, uint8_t *buf,
+             gc_cuda_info *info)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const size_t c = pl->c;
+  uint8_t *out = buf + WIRE_HDR + pl->isec;
+  uint32_t nz = 0;
+  for (size_t j = (size_t) blockIdx.x * BLOCK + threadIdx.x; j < c && j < cap;
+       j += (size_t) gridDim.x * BLOCK) {
+    float v = val[j];
+    nz += v != 0.0f;
+    put_u32(out + 4 * j, __float_as_uint(__fmul_rn(v, factor)));
+  }
+  uint32_t t = Reduce(tmp).Sum(nz);
+  if (threadIdx.x == 0 && t)
+    atomicAdd(&info->nnz, t);
+}
+
+/* ---- quantizers ----------------------------------------------------------- */
+
+__global__ void qplan_init(Plan *pl)
+{
+  pl->bad = 0;
+  pl->nnz = 0;
+  pl->smax = 0;
+  pl->clipc = __int_as_float(0x7f800000);   /* +inf: no clipping */
+}
+
+__global__ void qheader(uint8_t *buf, uint8_t tag)
+{
+  buf[0] = tag;
+  buf[1] = PREC32;
+}
+
+/* Finiteness and nonzero count over x (identity). */
+__global__ void __launch_bounds__(BLOCK)
+scan_identity(const float *__restrict__ x, size_t n, Plan *pl)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  uint32_t nz = 0;
+  int bad = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK) {
+    float v = x[i];
+    bad |= mag_key(v) >= KEY_INF;
+    nz += v != 0.0f;
+  }
+  uint32_t t = Reduce(tmp).Sum(nz);
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&pl->bad, 1u);
+  if (threadIdx.x == 0 && t)
+    atomicAdd(&pl->nnz, t);
+}
+
+__global__ void __launch_bounds__(BLOCK)
+copy_bytes(const float *__restrict__ x, size_t n, uint8_t *out)
+{
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK)
+    put_u32(out + 4 * i, __float_as_uint(x[i]));
+}
+
+/* fp16 / bf16 patterns.  bf16 uses quant.c's integer rounding on the bit
+ * pattern (identical to round-to-nearest-even, subnormals kept); fp16 the
+ * IEEE conversion, which equals gc__half_from_double for every float. */
+template <bool BF>
+__global__ void __launch_bounds__(BLOCK)
+write_half(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  uint32_t nz = 0;
+  int bad = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK) {
+    float v = x[i];
+    uint32_t u = __float_as_uint(v);
+    bad |= mag_key(v) >= KEY_INF;
+    uint16_t h;
+    if (BF)
+      h = (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    else
+      h = __half_as_ushort(__float2half_rn(v));
+    nz += (h & 0x7fffu) != 0;
+    out[2 * i] = (uint8_t) h;
+    out[2 * i + 1] = (uint8_t) (h >> 8);
+  }
+  uint32_t t = Reduce(tmp).Sum(nz);
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&pl->bad, 1u);
+  if (threadIdx.x == 0 && t)
+    atomicAdd(&pl->nnz, t);
+}
+
+/* Scaled sign, ||x||_1 as quant_source.c sums it: per 64-entry word four
+ * lanes a[t] += |x_{j+t}| (j step 4), word sum (a0+a1)+(a2+a3); then the
+ * words, then the tail, added in order into one double.  The word sums are
+ * parallel; the final chain is sequential (n/64 dependent adds) because
+ * that order is what fixes the rounded bits of the scale. */
+__global__ void __launch_bounds__(BLOCK)
+l1_words(const float *__restrict__ x, size_t nw, double *wsum)
+{
+  for (size_t w = (size_t) blockIdx.x * BLOCK + threadIdx.x; w < nw;
+       w += (size_t) gridDim.x * BLOCK) {
+    const float *xw = x + 64 * w;
+    double a[4] = {0, 0, 0, 0};
+    for (unsigned j = 0; j < 64; j += 4)
+      for (unsigned t = 0; t < 4; t++)
+        a[t] = __dadd_rn(a[t], fabs((double) xw[j + t]));
+    wsum[w] = __dadd_rn(__dadd_rn(a[0], a[1]), __dadd_rn(a[2], a[3]));
+  }
+}
+
+__global__ void l1_chain(const float *x, size_t n, const double *wsum, uint8_t *buf,
+                         Plan *pl, gc_cuda_info *info)
+{
+  size_t nw = n / 64;
+  double acc = 0;
+  for (size_t w = 0; w < nw; w++)
+    acc = __dadd_rn(acc, wsum[w]);
+  for (size_t i = 64 * nw; i < n; i++)
+    acc = __dadd_rn(acc, fabs((double) x[i]));
+  float sc = (float) (acc / (double) n);
+  put_u32(buf + Q_HDR, __float_as_uint(sc));
+  pl->nnz = sc > 0 ? (uint32_t) n : 0;
+}
+
+/* TernGrad: s = max of min(|x|, c) (a float maximum: order-free). */
+__global__ void __launch_bounds__(BLOCK)
+tern_max(const float *__restrict__ x, size_t n, Plan *pl)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const float c = pl->clipc;
+  uint32_t m = 0;
+  int bad = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK) {
+    float a = fabsf(x[i]);
+    bad |= mag_key(a) >= KEY_INF;
+    a = a < c ? a : c;
+    uint32_t u = __float_as_uint(a);   /* non-negative floats order as ints */
+    m = u > m ? u : m;
+  }
+  uint32_t r = Reduce(tmp).Reduce(m, [](uint32_t a, uint32_t b) { return a > b ? a : b; });
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&pl->bad, 1u);
+  if (threadIdx.x == 0)
+    atomicMax(&pl->smax, r);
+}
+
+/* Clip bound c = (float)(clip * sd) with sd the unbiased standard deviation
+ * from gc_cuda_norms_f32's sums (tree order: see gc_cuda_compress_f32). */
+__global__ void tern_clip(Plan *pl, const double *sums, size_t n, double clip)
+{
+  double mean = sums[2] / (double) n;
+  double ss = sums[1] - (double) n * mean * mean;   /* sum (x - mean)^2 */
+  double sd = n > 1 ? sqrt((ss > 0 ? ss : 0) / (double) (n - 1)) : 0.0;
+  pl->clipc = (float) (clip * sd);
+}
+
+/* One thread per output byte = entries 4b..4b+3 = one Philox block. */
+__global__ void __launch_bounds__(BLOCK)
+tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, uint32_t step,
+           uint8_t *buf, Plan *pl)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const float s = __uint_as_float(pl->smax), c = pl->clipc;
+  const double inv = s > 0 ? 1.0 / (double) s : 0.0;
+  const size_t nb = (2 * n + 7) / 8;
+  uint8_t *out = buf + Q_HDR + 4;
+  uint32_t nz = 0;
+  for (size_t b = (size_t) blockIdx.x * BLOCK + threadIdx.x; b < nb;
+       b += (size_t) gridDim.x * BLOCK) {
+    unsigned byte = 0;
+    if (s > 0) {
+      gc_rng4 blk = gc_rng_block(seed, rs, step, b);
+      for (unsigned q = 0; q < 4; q++) {
+        size_t i = 4 * b + q;
+        if (i >= n)
+          break;
+        float a = fabsf(x[i]);
+        a = a < c ? a : c;
+        double pr = __dmul_rn((double) a, inv);
+        if ((double) blk.v[q] < __dmul_rn(pr, 4294967296.0)) {
+          byte |= (x[i] < 0 ? 3u : 1u) << (2 * q);
+          nz++;
+        }
+      }
+    }
+    out[b] = (uint8_t) byte;
+  }
+  uint32_t t = Reduce(tmp).Sum(nz);
+  if (threadIdx.x == 0 && t)
+    atomicAdd(&pl->nnz, t);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    put_u32(buf + Q_HDR, pl->smax);
+}
+
+/* Close a quantizer message: status, counts and the (fixed) length. */
+__global__ void qfinish(const Plan *pl, size_t n, uint64_t len, gc_cuda_info *info)
+{
+  info->status = pl->bad ? GC_EDOM : GC_SUCCESS;
+  info->selected = pl->bad ? 0 : (uint32_t) n;
+  info->nnz = pl->bad ? 0 : pl->nnz;
+  info->loops = 0;
+  info->len = pl->bad ? 0 : len;
+}
+
+__global__ void sign_bad_to_plan(const gc_cuda_info *info, Plan *pl)
+{
+  pl->bad = info->status != GC_SUCCESS;
+  pl->nnz = (uint32_t) info->nnz;
+}
+
+enum Kind { K_NONE, K_TOPK, K_RANDK, K_RANDKU, K_THRESHOLD, K_GAUSSK, K_IDENTITY, K_SIGN,
+            K_SCALED_SIGN, K_TERNGRAD, K_FP16, K_BF16 };
+
+Kind kind_of(const gc_compressor_type *T)
+{
+  static const struct { const char *name; Kind k; } tab[] = {
+    {"topk", K_TOPK}, {"randk", K_RANDK}, {"randk-unbiased", K_RANDKU},
+    {"threshold", K_THRESHOLD}, {"gaussk", K_GAUSSK}, {"identity", K_IDENTITY},
+    {"sign", K_SIGN}, {"scaled-sign", K_SCALED_SIGN}, {"terngrad", K_TERNGRAD},
+    {"fp16", K_FP16}, {"bf16", K_BF16}};
+  for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+    if (!strcmp(T->name, tab[i].name))
+      return tab[i].k;
+  return K_NONE;
+}
+
+/* The sparse message after a selection into (idx, val); cap = most entries. */
+int encode_sparse(Carver &cv, bool sizing, const gc_compressor *c, uint8_t type, int implicit,
+                  float factor, const uint32_t *d_idx, const float *d_val, size_t cap,
+                  uint8_t *d_buf, gc_cuda_info *d_info, cudaStream_t stream)
+{
+  size_t n = gc_compressor_n(c), nt = tiles_of(cap);
+  Plan *pl = cv.take<Plan>(1);
+  uint64_t *tiles = cv.take<uint64_t>(nt);
+  if (sizing)
+    return GC_SUCCESS;
+  delta_tiles<<<(unsigned) nt, BLOCK, 0, stream>>>(d_idx, d_info, tiles);
+  GC_CUDA_LAUNCHED();
+  scan_tiles<<<1, 1024, 0, stream>>>(tiles, nt, &pl->delta);
+  GC_CUDA_LAUNCHED();
+  sparse_plan<<<1, 1, 0, stream>>>(pl, d_info, n, type, implicit, d_buf);
+  GC_CUDA_LAUNCHED();
+  if (!implicit) {
+    write_index<<<(unsigned) nt, BLOCK, 0, stream>>>(d_idx, pl, tiles, d_buf);
+    GC_CUDA_LAUNCHED();
+    bitmap_zero<<<grid_for((n + 7) / 8, BLOCK, 4096), BLOCK, 0, stream>>>(pl, (n + 7) / 8, d_buf);
+    GC_CUDA_LAUNCHED();
+    bitmap_fill<<<grid_for(cap, BLOCK, 4096), BLOCK, 0, stream>>>(d_idx, pl, cap, d_buf);
+    GC_CUDA_LAUNCHED();
+  }
+  write_values<<<grid_for(cap, BLOCK, 4096), BLOCK, 0, stream>>>(d_val, pl, cap, factor, d_buf,
+                                                                  d_info);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+} /* namespace */
+
+extern "C" int gc_cuda_supports(const gc_compressor_type *T)
+{
+  return kind_of(T) != K_NONE;
+}
+
+extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t *tmp_bytes,
+                                    const float *d_x, uint32_t step, uint8_t *d_buf, size_t cap,
+                                    gc_cuda_info *d_info, cudaStream_t stream)
+{
+  const gc_compressor_type *T = gc_compressor_type_of(c);
+  const gc_compressor_params *p = gc_compressor_get_params(c);
+  const size_t n = gc_compressor_n(c), k = gc_compressor_k(c);
+  const Kind kind = kind_of(T);
+  if (kind == K_NONE)
+    GC_ERRORF(GC_EUNSUP, "no GPU encoder for compressor '%s' yet", T->name);
+  const bool sizing = d_tmp == nullptr;
+  if (!sizing && cap < gc_compressor_max_bytes(c))
+    GC_ERRORF(GC_ENOSPACE, "%s: device buffer of %zu bytes, gc_compressor_max_bytes "
+              "gives %zu", T->name, cap, gc_compressor_max_bytes(c));
+  if (!sizing) {   /* check the scratch before anything is enqueued */
+    size_t need = 0;
+    GC_TRY(gc_cuda_compress_f32(c, NULL, &need, d_x, step, d_buf, cap, d_info, stream));
+    if (*tmp_bytes < need)
+      GC_ERRORF(GC_EINVAL, "%s: scratch of %zu bytes, %zu needed", T->name, *tmp_bytes, need);
+  }
+  Carver cv(d_tmp);
+  switch (kind) {
+  case K_TOPK:
+  case K_RANDK:
+  case K_RANDKU:
+  case K_THRESHOLD:
+  case K_GAUSSK: {
+    size_t cap_sel = (kind == K_THRESHOLD || kind == K_GAUSSK) ? n : k;
+    uint32_t *idx = cv.take<uint32_t>(cap_sel);
+    float *val = cv.take<float>(cap_sel);
+    size_t sel_bytes = 0;
+    switch (kind) {
+    case K_TOPK:
+      GC_TRY(gc_cuda_topk_f32(NULL, &sel_bytes, d_x, n, k, p->ties, NULL, NULL, NULL, stream));
+      break;
+    case K_RANDK:
+    case K_RANDKU:
+      GC_TRY(gc_cuda_randk_f32(NULL, &sel_bytes, d_x, n, k, p->seed, p->stream, step,
+                               kind == K_RANDK, NULL, NULL, NULL, stream));
+      break;
+    case K_THRESHOLD:
+      GC_TRY(gc_cuda_threshold_f32(NULL, &sel_bytes, d_x, n, p->threshold, NULL, NULL, NULL,
+                                   stream));
+      break;
+    default:
+      GC_TRY(gc_cuda_gaussk_f32(NULL, &sel_bytes, d_x, n, k, p->gauss_loops, NULL, NULL, NULL,
+                                stream));
+      break;
+    }
+    void *sel_tmp = cv.take<char>(sel_bytes);
+    if (!sizing) {
+      switch (kind) {
+      case K_TOPK:
+        GC_TRY(gc_cuda_topk_f32(sel_tmp, &sel_bytes, d_x, n, k, p->ties, idx, val, d_info,
+                                stream));
+        break;
+      case K_RANDK:
+      case K_RANDKU:
+        GC_TRY(gc_cuda_randk_f32(sel_tmp, &sel_bytes, d_x, n, k, p->seed, p->stream, step,
+                                 kind == K_RANDK, idx, val, d_info, stream));
+        break;
+      case K_THRESHOLD:
+        GC_TRY(gc_cuda_threshold_f32(sel_tmp, &sel_bytes, d_x, n, p->threshold, idx, val,
+                                     d_info, stream));
+        break;
+      default:
+        GC_TRY(gc_cuda_gaussk_f32(sel_tmp, &sel_bytes, d_x, n, k, p->gauss_loops, idx, val,
+                                  d_info, stream));
+        break;
+      }
+    }
+    static const uint8_t types[] = {0, W_TOPK, W_RANDK, W_RANDKU, W_THRESHOLD, W_GAUSSK};
+    /* randk-unbiased: factor (REAL)(n/k) as sparse_source.c rounds it */
+    float factor = kind == K_RANDKU ? (float) ((double) n / (double) k) : 1.0f;
+    GC_TRY(encode_sparse(cv, sizing, c, types[kind], kind == K_RANDKU, factor, idx, val,
+                         cap_sel, d_buf, d_info, stream));
+    break;
+  }
+  default: {   /* quantizers */
+    Plan *pl = cv.take<Plan>(1);
+    size_t nb_sign = (n + 7) / 8;
+    double *wsum = kind == K_SCALED_SIGN ? cv.take<double>(n / 64 + 1) : nullptr;
+    size_t norm_bytes = 0;
+    double *sums = nullptr;
+    void *norm_tmp = nullptr;
+    if (kind == K_TERNGRAD && p->clip > 0) {
+      GC_TRY(gc_cuda_norms_f32(NULL, &norm_bytes, d_x, n, NULL, NULL, NULL, stream));
+      sums = cv.take<double>(3);
+      norm_tmp = cv.take<char>(norm_bytes);
+    }
+    if (sizing)
+      break;
+    unsigned grid = grid_for(n, BLOCK * 4, 8192);
+    qplan_init<<<1, 1, 0, stream>>>(pl);
+    GC_CUDA_LAUNCHED();
+    uint64_t len = 0;
+    switch (kind) {
+    case K_IDENTITY:
+      qheader<<<1, 1, 0, stream>>>(d_buf, T_IDENTITY);
+      GC_CUDA_LAUNCHED();
+      scan_identity<<<grid, BLOCK, 0, stream>>>(d_x, n, pl);
+      GC_CUDA_LAUNCHED();
+      copy_bytes<<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR);
+      GC_CUDA_LAUNCHED();
+      len = Q_HDR + 4 * (uint64_t) n;
+      break;
+    case K_SIGN:
+    case K_SCALED_SIGN: {
+      size_t off = Q_HDR + (kind == K_SCALED_SIGN ? 4 : 0);
+      qheader<<<1, 1, 0, stream>>>(d_buf, kind == K_SIGN ? T_SIGN : T_SCALED_SIGN);
+      GC_CUDA_LAUNCHED();
+      GC_TRY(gc_cuda_sign_f32(d_x, n, d_buf + off, d_info, stream));
+      sign_bad_to_plan<<<1, 1, 0, stream>>>(d_info, pl);
+      GC_CUDA_LAUNCHED();
+      if (kind == K_SCALED_SIGN) {
+        l1_words<<<grid_for(n / 64 + 1, BLOCK, 4096), BLOCK, 0, stream>>>(d_x, n / 64, wsum);
+        GC_CUDA_LAUNCHED();
+        l1_chain<<<1, 1, 0, stream>>>(d_x, n, wsum, d_buf, pl, d_info);
+        GC_CUDA_LAUNCHED();
+      }
+      len = off + nb_sign;
+      break;
+    }
+    case K_FP16:
+    case K_BF16:
+      qheader<<<1, 1, 0, stream>>>(d_buf, kind == K_FP16 ? T_FP16 : T_BF16);
+      GC_CUDA_LAUNCHED();
+      if (kind == K_FP16)
+        write_half<false><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
+      else
+        write_half<true><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
+      GC_CUDA_LAUNCHED();
+      len = Q_HDR + 2 * (uint64_t) n;
+      break;
+    case K_TERNGRAD:
+      qheader<<<1, 1, 0, stream>>>(d_buf, T_TERNGRAD);
+      GC_CUDA_LAUNCHED();
+      if (sums) {
+        GC_TRY(gc_cuda_norms_f32(norm_tmp, &norm_bytes, d_x, n, sums, sums + 1, sums + 2,
+                                 stream));
+        tern_clip<<<1, 1, 0, stream>>>(pl, sums, n, p->clip);
+        GC_CUDA_LAUNCHED();
+      }
+      tern_max<<<grid, BLOCK, 0, stream>>>(d_x, n, pl);
+      GC_CUDA_LAUNCHED();
+      tern_codes<<<grid_for((2 * n + 7) / 8, BLOCK, 8192), BLOCK, 0, stream>>>(
+          d_x, n, p->seed, p->stream, step, d_buf, pl);
+      GC_CUDA_LAUNCHED();
+      len = Q_HDR + 4 + (2 * (uint64_t) n + 7) / 8;
+      break;
+    default:
+      break;
+    }
+    qfinish<<<1, 1, 0, stream>>>(pl, n, len, d_info);
+    GC_CUDA_LAUNCHED();
+    break;
+  }
+  }
+  if (sizing)
+    *tmp_bytes = cv.bytes();
+  return GC_SUCCESS;
+}

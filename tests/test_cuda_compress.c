@@ -1,0 +1,394 @@
+/* test_cuda_compress.c -- the GPU compressors against the library, bit for
+ * bit: the whole wire message (hence the decoded output), the status and
+ * the info counts.  Every comparison is exact (style.md §2.5: selection and
+ * data movement are exact; the quantizers' scales follow the CPU's
+ * summation order).  GPU tests skip when no device is visible; the host-only
+ * tests (argument errors, two-phase sizing, "no device") run everywhere. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_compressor.h"
+#include "gc_cuda.h"
+#include "gc_errno.h"
+#include "gc_rng.h"
+#include "gc_test.h"
+#include "gc_test_cuda.h"
+
+static void quiet(void) { gc_set_error_handler_off(); }
+
+/* ---- inputs ----------------------------------------------------------- */
+
+enum { IN_DISTINCT, IN_TIES, IN_ZEROS, IN_NORMAL, IN_NAN, IN_INF, IN_COUNT };
+static const char *in_name[] = {"distinct", "ties", "signed-zeros", "normal", "nan", "inf"};
+
+static void fill(float *x, size_t n, int kind, uint64_t seed)
+{
+  switch (kind) {
+  case IN_DISTINCT:
+    gc_test_fill_distinct(x, n, seed);
+    break;
+  case IN_TIES:   /* few magnitudes, many ties, random signs */
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u = gc_rng_u32(seed, 3, 0, i);
+      x[i] = (u & 1 ? -1.0f : 1.0f) * (2.385f + (float) ((u >> 1) % 3));
+    }
+    break;
+  case IN_ZEROS:  /* +0 and -0 with a few nonzeros: k may exceed nnz(x) */
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u = gc_rng_u32(seed, 4, 0, i);
+      x[i] = u % 5 == 0 ? (float) ((u >> 8) % 7) - 3.0f : (u & 2 ? -0.0f : 0.0f);
+    }
+    break;
+  default:
+    gc_test_fill_normal_f32(x, n, seed);
+    if (kind == IN_NAN)
+      x[n / 2] = NAN;
+    if (kind == IN_INF)
+      x[n - 1] = -INFINITY;
+    break;
+  }
+}
+
+/* ---- one comparison ------------------------------------------------------ */
+
+/* Compress x with the CPU library and with the GPU; assert the same status,
+ * the same message bytes and the same counts. */
+static void compare(const gc_compressor_type *T, size_t n, const gc_compressor_params *p,
+                    const float *h_x, uint32_t step, const char *what)
+{
+  gc_compressor *c = gc_compressor_alloc(T, n, p);
+  cr_assert(c != NULL, "%s: alloc %s n=%zu", what, T->name, n);
+  size_t cap = gc_compressor_max_bytes(c), len = 0;
+  uint8_t *ref = malloc(cap), *got = malloc(cap);
+  cr_assert(ref && got);
+  gc_compress_info info = {0, 0, 0};
+  int st = gc_compress_f32(c, h_x, step, ref, cap, &len, &info);
+
+  float *d_x;
+  uint8_t *d_buf;
+  gc_cuda_info *d_info, h_info;
+  void *d_tmp = NULL;
+  size_t tmp = 0;
+  GC_TEST_CUDA(cudaMalloc((void **) &d_x, n * sizeof *d_x));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_buf, cap));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_info, sizeof *d_info));
+  GC_TEST_CUDA(cudaMemcpy(d_x, h_x, n * sizeof *d_x, cudaMemcpyHostToDevice));
+  cr_assert(eq(int, gc_cuda_compress_f32(c, NULL, &tmp, d_x, step, d_buf, cap, d_info, 0),
+               GC_SUCCESS));
+  GC_TEST_CUDA(cudaMalloc(&d_tmp, tmp ? tmp : 1));
+  cr_assert(eq(int, gc_cuda_compress_f32(c, d_tmp, &tmp, d_x, step, d_buf, cap, d_info, 0),
+               GC_SUCCESS), "%s: enqueue", what);
+  int gst = gc_cuda_info_sync(d_info, &h_info, 0);
+  cr_assert(eq(int, gst, st), "%s: %s n=%zu: GPU status %d, CPU %d", what, T->name, n, gst, st);
+  if (st == GC_SUCCESS) {
+    cr_assert(eq(u64, h_info.len, (uint64_t) len), "%s: %s n=%zu: length", what, T->name, n);
+    GC_TEST_CUDA(cudaMemcpy(got, d_buf, len, cudaMemcpyDeviceToHost));
+    size_t first = len;
+    for (size_t i = 0; i < len && first == len; i++)
+      if (got[i] != ref[i])
+        first = i;
+    cr_assert(first == len, "%s: %s n=%zu: messages differ first at byte %zu of %zu "
+              "(gpu 0x%02x, cpu 0x%02x)", what, T->name, n, first, len,
+              first < len ? got[first] : 0, first < len ? ref[first] : 0);
+    cr_assert(eq(u32, h_info.selected, (uint32_t) info.selected), "%s: selected", what);
+    cr_assert(eq(u32, h_info.nnz, (uint32_t) info.nnz), "%s: nnz", what);
+    /* the GPU message decodes (and, being identical, to the same vector) */
+    float *y = calloc(n, sizeof *y);
+    cr_assert(eq(int, gc_decompress_add_f32(c, got, len, step, 1.0f, y), GC_SUCCESS));
+    free(y);
+  }
+  cudaFree(d_tmp);
+  cudaFree(d_info);
+  cudaFree(d_buf);
+  cudaFree(d_x);
+  free(ref);
+  free(got);
+  gc_compressor_free(c);
+}
+
+static const size_t sizes[] = {1, 2, 7, 255, 256, 4097, 65537, 100003};
+
+/* k in {1, n/4, n-1, n} (deduplicated, k >= 1). */
+static size_t ks_of(size_t n, size_t ks[4])
+{
+  size_t cand[4] = {1, n / 4, n - 1, n}, m = 0;
+  for (int i = 0; i < 4; i++) {
+    int dup = cand[i] < 1;
+    for (size_t j = 0; j < m; j++)
+      dup |= ks[j] == cand[i];
+    if (!dup)
+      ks[m++] = cand[i];
+  }
+  return m;
+}
+
+static void sweep_sparse(const gc_compressor_type *T, int ties)
+{
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s], ks[4], m = ks_of(n, ks);
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind < IN_COUNT; kind++) {
+      fill(x, n, kind, 1000 + n);
+      for (size_t j = 0; j < m; j++) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.k = ks[j];
+        p.ties = ties;
+        p.seed = 77;
+        char what[96];
+        snprintf(what, sizeof what, "%s k=%zu ties=%d", in_name[kind], ks[j], ties);
+        compare(T, n, &p, x, 3, what);
+      }
+    }
+    free(x);
+  }
+}
+
+/* ---- GPU suites ---------------------------------------------------------- */
+
+TestSuite(cuda_compress, .init = quiet);
+
+Test(cuda_compress, topk_ties_low) { gc_test_require_gpu(); sweep_sparse(gc_compressor_topk, GC_TIES_LOW); }
+Test(cuda_compress, topk_ties_high) { gc_test_require_gpu(); sweep_sparse(gc_compressor_topk, GC_TIES_HIGH); }
+Test(cuda_compress, randk) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk, GC_TIES_LOW); }
+Test(cuda_compress, randk_unbiased) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk_unbiased, GC_TIES_LOW); }
+
+Test(cuda_compress, gaussk)
+{
+  gc_test_require_gpu();
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind < IN_COUNT; kind++) {
+      fill(x, n, kind, 2000 + n);
+      const double dens[] = {0.001, 0.01, 0.25};
+      for (int d = 0; d < 3; d++) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.density = dens[d];
+        char what[64];
+        snprintf(what, sizeof what, "%s density=%g", in_name[kind], dens[d]);
+        compare(gc_compressor_gaussk, n, &p, x, 0, what);
+      }
+    }
+    free(x);
+  }
+}
+
+Test(cuda_compress, threshold)
+{
+  gc_test_require_gpu();
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind < IN_COUNT; kind++) {
+      fill(x, n, kind, 3000 + n);
+      /* 2.385 hits the ties exactly (strict >); 0.1 is not a float */
+      const double vs[] = {0.0, 0.1, 1.5, 2.385, 1e30};
+      for (int v = 0; v < 5; v++) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.threshold = vs[v];
+        char what[64];
+        snprintf(what, sizeof what, "%s v=%g", in_name[kind], vs[v]);
+        compare(gc_compressor_threshold, n, &p, x, 0, what);
+      }
+    }
+    free(x);
+  }
+}
+
+static void sweep_dense(const gc_compressor_type *T, double clip)
+{
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind < IN_COUNT; kind++) {
+      fill(x, n, kind, 4000 + n);
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.seed = 5;
+      p.stream = 2;
+      p.clip = clip;
+      for (uint32_t step = 0; step < 3; step++)
+        compare(T, n, &p, x, step, in_name[kind]);
+    }
+    free(x);
+  }
+}
+
+Test(cuda_compress, identity) { gc_test_require_gpu(); sweep_dense(gc_compressor_identity, 0); }
+Test(cuda_compress, sign) { gc_test_require_gpu(); sweep_dense(gc_compressor_sign, 0); }
+Test(cuda_compress, scaled_sign) { gc_test_require_gpu(); sweep_dense(gc_compressor_scaled_sign, 0); }
+Test(cuda_compress, fp16) { gc_test_require_gpu(); sweep_dense(gc_compressor_fp16, 0); }
+Test(cuda_compress, bf16) { gc_test_require_gpu(); sweep_dense(gc_compressor_bf16, 0); }
+Test(cuda_compress, terngrad) { gc_test_require_gpu(); sweep_dense(gc_compressor_terngrad, 0); }
+/* clip > 0: the GPU's std is a tree sum; equal to the CPU's float bound
+ * unless the two double values straddle a float (documented in wire.cu). */
+Test(cuda_compress, terngrad_clipped) { gc_test_require_gpu(); sweep_dense(gc_compressor_terngrad, 2.5); }
+
+/* fp16/bf16 at the rounding edges: halfway cases, subnormals, overflow. */
+Test(cuda_compress, half_edges)
+{
+  gc_test_require_gpu();
+  const float e[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, 65504.0f,
+                     65519.99f, 65520.0f, -65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f,
+                     0x1p-126f, 0x1p-149f, 3.0e38f, -3.4028235e38f, 1.00390625f,
+                     1.01171875f};
+  size_t n = sizeof e / sizeof e[0];
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  compare(gc_compressor_fp16, n, &p, e, 0, "edges");
+  compare(gc_compressor_bf16, n, &p, e, 0, "edges");
+}
+
+/* Fused EF + top-k: acc <- acc + alpha g, top-k of acc, selected entries of
+ * acc zeroed; against the CPU: the same sum (no FMA), the topk message of
+ * the new acc, and acc - C(acc) by decoding with scale -1. */
+Test(cuda_compress, ef_topk_fused)
+{
+  gc_test_require_gpu();
+  const size_t n = 100003, k = 997;
+  const float alpha = 0.1f;
+  float *e = malloc(n * sizeof *e), *g = malloc(n * sizeof *g), *acc = malloc(n * sizeof *acc);
+  gc_test_fill_normal_f32(e, n, 1);
+  gc_test_fill_normal_f32(g, n, 2);
+  for (size_t i = 0; i < n; i++)
+    acc[i] = e[i] + alpha * g[i];   /* ISO C: no contraction (-ffp-contract=off) */
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.k = k;
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_topk, n, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *msg = malloc(cap);
+  cr_assert(eq(int, gc_compress_f32(c, acc, 0, msg, cap, &len, NULL), GC_SUCCESS));
+  cr_assert(eq(int, gc_decompress_add_f32(c, msg, len, 0, -1.0f, acc), GC_SUCCESS));
+
+  float *d_acc, *d_g, *d_val;
+  uint32_t *d_idx;
+  gc_cuda_info *d_info, h_info;
+  void *d_tmp;
+  size_t tmp = 0;
+  GC_TEST_CUDA(cudaMalloc((void **) &d_acc, n * sizeof(float)));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_g, n * sizeof(float)));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_val, k * sizeof(float)));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_idx, k * sizeof(uint32_t)));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_info, sizeof *d_info));
+  GC_TEST_CUDA(cudaMemcpy(d_acc, e, n * sizeof(float), cudaMemcpyHostToDevice));
+  GC_TEST_CUDA(cudaMemcpy(d_g, g, n * sizeof(float), cudaMemcpyHostToDevice));
+  cr_assert(eq(int, gc_cuda_ef_topk_f32(NULL, &tmp, d_acc, d_g, alpha, n, k, GC_TIES_LOW,
+                                        d_idx, d_val, d_info, 0), GC_SUCCESS));
+  GC_TEST_CUDA(cudaMalloc(&d_tmp, tmp));
+  cr_assert(eq(int, gc_cuda_ef_topk_f32(d_tmp, &tmp, d_acc, d_g, alpha, n, k, GC_TIES_LOW,
+                                        d_idx, d_val, d_info, 0), GC_SUCCESS));
+  cr_assert(eq(int, gc_cuda_info_sync(d_info, &h_info, 0), GC_SUCCESS));
+  cr_assert(eq(u32, h_info.selected, (uint32_t) k));
+  float *res = malloc(n * sizeof *res);
+  GC_TEST_CUDA(cudaMemcpy(res, d_acc, n * sizeof(float), cudaMemcpyDeviceToHost));
+  cr_assert(memcmp(res, acc, n * sizeof(float)) == 0, "residual differs from the CPU's");
+  cudaFree(d_tmp);
+  cudaFree(d_info);
+  cudaFree(d_idx);
+  cudaFree(d_val);
+  cudaFree(d_g);
+  cudaFree(d_acc);
+  free(res);
+  free(msg);
+  gc_compressor_free(c);
+  free(e);
+  free(g);
+  free(acc);
+}
+
+/* ---- large sizes (slow on the CPU side: a separate, named suite) --------- */
+
+TestSuite(cuda_compress_big, .init = quiet, .timeout = 600);
+
+Test(cuda_compress_big, topk_1e7_1e8)
+{
+  gc_test_require_gpu();
+  const size_t ns[] = {10000000, 100000000};
+  for (int t = 0; t < 2; t++) {
+    size_t n = ns[t];
+    float *x = malloc(n * sizeof *x);
+    cr_assert(x != NULL);
+    gc_test_fill_normal_f32(x, n, 9);   /* ties occur naturally at this size */
+    const double dens[] = {0.001, 0.1};
+    for (int d = 0; d < 2; d++) {
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = dens[d];
+      compare(gc_compressor_topk, n, &p, x, 0, "big normal");
+      compare(gc_compressor_threshold, n, &p, x, 0, "big normal");
+      compare(gc_compressor_randk, n, &p, x, 1, "big normal");
+    }
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    compare(gc_compressor_gaussk, n, &p, x, 0, "big normal");
+    compare(gc_compressor_sign, n, &p, x, 0, "big normal");
+    compare(gc_compressor_scaled_sign, n, &p, x, 0, "big normal");
+    compare(gc_compressor_bf16, n, &p, x, 0, "big normal");
+    free(x);
+  }
+}
+
+/* ---- host-only: these run without a GPU ----------------------------------- */
+
+TestSuite(cuda_host, .init = quiet);
+
+/* "No device" is an answer with a reason, never a crash. */
+Test(cuda_host, available_reports_a_reason)
+{
+  char why[256] = "unset";
+  int st = gc_cuda_available(why, sizeof why);
+  cr_assert(st == GC_SUCCESS || st == GC_ECUDA);
+  if (st == GC_ECUDA)
+    cr_assert(strlen(why) > 0 && strcmp(why, "unset") != 0);
+}
+
+/* Argument errors come back before any device work. */
+Test(cuda_host, argument_errors)
+{
+  size_t tmp = 0;
+  cr_assert(eq(int, gc_cuda_topk_f32(NULL, &tmp, NULL, 10, 0, GC_TIES_LOW, NULL, NULL, NULL, 0),
+               GC_EINVAL));
+  cr_assert(eq(int, gc_cuda_topk_f32(NULL, &tmp, NULL, 10, 11, GC_TIES_LOW, NULL, NULL, NULL, 0),
+               GC_EINVAL));
+  cr_assert(eq(int, gc_cuda_topk_f32(NULL, &tmp, NULL, 10, 3, 7, NULL, NULL, NULL, 0), GC_EINVAL));
+  cr_assert(eq(int, gc_cuda_topk_f32(NULL, &tmp, NULL, 0, 1, GC_TIES_LOW, NULL, NULL, NULL, 0),
+               GC_EBADLEN));
+  cr_assert(eq(int, gc_cuda_threshold_f32(NULL, &tmp, NULL, 10, -1.0, NULL, NULL, NULL, 0),
+               GC_EINVAL));
+  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 11, 3, NULL, NULL, NULL, 0),
+               GC_EINVAL));
+  cr_assert(eq(int, gc_cuda_randk_f32(NULL, &tmp, NULL, 10, 0, 1, 0, 0, 1, NULL, NULL, NULL, 0),
+               GC_EINVAL));
+}
+
+/* d_tmp == NULL only sizes: a positive size, no device needed, and the
+ * supported set is what the header promises. */
+Test(cuda_host, two_phase_sizing)
+{
+  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++) {
+    if (!gc_cuda_supports(*t))
+      continue;
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.threshold = 1.0;
+    gc_compressor *c = gc_compressor_alloc(*t, 12345, &p);
+    cr_assert(c != NULL, "%s", (*t)->name);
+    size_t tmp = 0;
+    cr_assert(eq(int, gc_cuda_compress_f32(c, NULL, &tmp, NULL, 0, NULL, 0, NULL, 0), GC_SUCCESS),
+              "%s", (*t)->name);
+    cr_assert(tmp > 0, "%s: scratch size", (*t)->name);
+    gc_compressor_free(c);
+  }
+  cr_assert(gc_cuda_supports(gc_compressor_topk));
+  cr_assert(gc_cuda_supports(gc_compressor_randk_unbiased));
+  cr_assert(gc_cuda_supports(gc_compressor_bf16));
+}
