@@ -1,10 +1,672 @@
-/* cmd_theory.c -- placeholder until the module lands (replaced by its owner). */
+/* cmd_theory.c -- `gradcomp theory contraction|trajectory|bounds`: tiny
+ * drivers that print what the theory module measures (theory/gc_theory.h).
+ * CSV rows are appended and flushed one by one, so a failure keeps every
+ * row written before it. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_algo.h"
 #include "gc_cli.h"
+#include "gc_errno.h"
+#include "gc_theory.h"
+
+#define CMD "theory"
+
+static FILE *open_csv(const char *path, const char *header)
+{
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    gc_cli_fail(CMD, 0, "cannot write %s", path);
+    return NULL;
+  }
+  fputs(header, f);
+  fflush(f);
+  return f;
+}
+
+/* Split a comma list into at most max entries of buf (modified). */
+static size_t split(char *buf, char **out, size_t max)
+{
+  size_t m = 0;
+  for (char *t = strtok(buf, ","); t && m < max; t = strtok(NULL, ","))
+    out[m++] = t;
+  return m;
+}
+
+/* ---- contraction ---------------------------------------------------------- */
+
+static void contraction_usage(FILE *out)
+{
+  fprintf(out,
+          "usage: gradcomp theory contraction [--csv FILE] [--d N] [--densities a,b,...]\n"
+          "                                   [--trials T] [--compressors c1,c2,...] [--seed S]\n"
+          "  Empirical contraction delta = 1 - ||C(x)-x||^2/||x||^2 (worst and mean over\n"
+          "  T inputs) of every compressor x input distribution (gaussian, laplace,\n"
+          "  student-t3, equal-magnitude worst case, trajectory = accumulators of uni\n"
+          "  top-K on a heterogeneous quadratic) x density, beside K/d and the Gaussian\n"
+          "  tail share 1-rho-2 tau phi(tau) of theory.md 4.5.\n"
+          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors.\n"
+          "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
+          "       delta_topk_theory,gauss_share\n");
+}
+
+/* Trajectory inputs: worker 0's accumulators of uni top-K at this density
+ * on a diagonal heterogeneous quadratic, after a warm-up. */
+static int record_trajectory(size_t d, double density, size_t trials,
+                             uint64_t seed, double *xs)
+{
+  char spec[160];
+  snprintf(spec, sizeof spec,
+           "quadratic:P=4,d=%zu,rotate=0,L=10,mu=0.1,hetero=1,x0=3,sigma=0.1,seed=%llu",
+           d, (unsigned long long) seed);
+  gc_problem *prob;
+  GC_TRY(gc_problem_parse(spec, seed, &prob));
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  cfg.kind = GC_ALGO_UNI;
+  cfg.up = cfg.down = gc_compressor_type_by_name("topk");
+  cfg.up_params.density = cfg.down_params.density = density;
+  gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
+  if (!r) {
+    gc_problem_free(prob);
+    return GC_ENOMEM;
+  }
+  enum { WARMUP = 20 };
+  int st = GC_SUCCESS;
+  for (size_t t = 0; t < WARMUP + trials && st == GC_SUCCESS; t++) {
+    st = gc_theory_run_step(r, 0.05, NULL);
+    if (st == GC_SUCCESS && t >= WARMUP)
+      memcpy(xs + (t - WARMUP) * d,
+             gc_worker_accumulator(gc_sim_worker(gc_theory_run_sim(r), 0)),
+             d * sizeof *xs);
+  }
+  gc_theory_run_free(r);
+  gc_problem_free(prob);
+  return st;
+}
+
+static int cmd_contraction(int argc, char **argv)
+{
+  size_t d = 100000, trials = 5;
+  uint64_t seed = 1;
+  const char *csv = NULL;
+  char dens_buf[512] = "0.001,0.01", comp_buf[1024] = "";
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+      contraction_usage(stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      gc_cli_fail(CMD, 0, "contraction: unknown option or missing value: %s", o);
+      contraction_usage(stderr);
+      return 2;
+    }
+    const char *v = argv[++i];
+    if (!strcmp(o, "--csv")) csv = v;
+    else if (!strcmp(o, "--d")) { if (gc_cli_size(CMD, o, v, &d)) return 2; }
+    else if (!strcmp(o, "--trials")) { if (gc_cli_size(CMD, o, v, &trials)) return 2; }
+    else if (!strcmp(o, "--seed")) { if (gc_cli_u64(CMD, o, v, &seed)) return 2; }
+    else if (!strcmp(o, "--densities")) snprintf(dens_buf, sizeof dens_buf, "%s", v);
+    else if (!strcmp(o, "--compressors")) snprintf(comp_buf, sizeof comp_buf, "%s", v);
+    else {
+      gc_cli_fail(CMD, 0, "contraction: unknown option %s", o);
+      contraction_usage(stderr);
+      return 2;
+    }
+  }
+  if (d < 2 || d >= ((size_t) 1 << 32))
+    return gc_cli_fail(CMD, 0, "--d must be in [2, 2^32)");
+  if (trials == 0)
+    return gc_cli_fail(CMD, 0, "--trials must be at least 1");
+  enum { MAXL = 64 };
+  char *dtok[MAXL];
+  double dens[MAXL];
+  size_t nd = split(dens_buf, dtok, MAXL);
+  if (nd == 0)
+    return gc_cli_fail(CMD, 0, "--densities is empty");
+  for (size_t j = 0; j < nd; j++) {
+    if (gc_cli_double(CMD, "--densities", dtok[j], &dens[j]))
+      return 2;
+    if (!(dens[j] > 0 && dens[j] <= 1))
+      return gc_cli_fail(CMD, 0, "density %g is outside (0,1]", dens[j]);
+  }
+  const gc_compressor_type *types[MAXL];
+  size_t nt = 0;
+  if (comp_buf[0]) {
+    char *ctok[MAXL];
+    size_t nc = split(comp_buf, ctok, MAXL);
+    for (size_t j = 0; j < nc; j++) {
+      if (!(types[nt] = gc_compressor_type_by_name(ctok[j])))
+        return gc_cli_fail(CMD, 0, "unknown compressor '%s' (gradcomp compress --list)",
+                           ctok[j]);
+      nt++;
+    }
+  } else {
+    for (const gc_compressor_type *const *t = gc_compressor_types(); *t && nt < MAXL; t++)
+      if (!((*t)->flags & GC_COMP_NEEDS_SHAPE))
+        types[nt++] = *t;
+  }
+  double *xs = malloc(trials * d * sizeof *xs), *scratch = malloc(d * sizeof *scratch);
+  if (!xs || !scratch)
+    return gc_cli_fail(CMD, 0, "out of memory");
+  FILE *f = NULL;
+  if (csv && !(f = open_csv(csv, "compressor,distribution,d,density,k,trials,delta_worst,"
+                                 "delta_mean,delta_topk_theory,gauss_share\n")))
+    return 1;
+  printf("%-16s %-11s %9s %8s %8s %12s %12s %10s %11s\n", "compressor", "distribution",
+         "d", "density", "k", "delta_worst", "delta_mean", "K/d", "gauss_share");
+  int rc = 0;
+  for (size_t j = 0; j < nd && !rc; j++) {
+    size_t k = (size_t) (dens[j] * (double) d);
+    if (k == 0)
+      k = 1;
+    double rho = (double) k / (double) d;
+    double share = gc_theory_gauss_share(rho);
+    for (int dist = 0; dist <= GC_DIST_COUNT && !rc; dist++) {
+      const char *dname = dist < GC_DIST_COUNT ? gc_theory_dist_name(dist) : "trajectory";
+      if (dist < GC_DIST_COUNT) {
+        for (size_t t = 0; t < trials; t++)
+          gc_theory_fill(dist, seed, (uint32_t) t, xs + t * d, d);
+      } else if (record_trajectory(d, dens[j], trials, seed, xs)) {
+        rc = gc_cli_fail(CMD, 1, "recording the trajectory inputs failed");
+        break;
+      }
+      for (size_t c = 0; c < nt; c++) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.density = dens[j];
+        p.seed = seed;
+        p.levels = 1;
+        if (!strcmp(types[c]->name, "threshold"))
+          p.threshold = 1.0;   /* a fixed v: absolute compressor (2.4) */
+        gc_compressor *cmp = gc_compressor_alloc(types[c], d, &p);
+        if (!cmp) {
+          rc = gc_cli_fail(CMD, 1, "cannot set up compressor %s", types[c]->name);
+          break;
+        }
+        uint8_t *buf = malloc(gc_compressor_max_bytes(cmp));
+        if (!buf) {
+          gc_compressor_free(cmp);
+          rc = gc_cli_fail(CMD, 0, "out of memory");
+          break;
+        }
+        double worst = INFINITY, sum = 0;
+        size_t cnt = 0;
+        for (size_t t = 0; t < trials; t++) {
+          double dl;
+          if (gc_theory_delta(cmp, xs + t * d, (uint32_t) t, buf, scratch, &dl)) {
+            rc = gc_cli_fail(CMD, 1, "compressor %s failed", types[c]->name);
+            break;
+          }
+          if (isfinite(dl)) {
+            worst = fmin(worst, dl);
+            sum += dl;
+            cnt++;
+          }
+        }
+        size_t kc = gc_compressor_k(cmp) ? gc_compressor_k(cmp) : k;
+        free(buf);
+        gc_compressor_free(cmp);
+        if (rc)
+          break;
+        double mean = cnt ? sum / (double) cnt : NAN;
+        if (!cnt)
+          worst = NAN;
+        printf("%-16s %-11s %9zu %8g %8zu %12.6f %12.6f %10.6f %11.6f\n", types[c]->name,
+               dname, d, dens[j], kc, worst, mean, rho, share);
+        if (f) {
+          fprintf(f, "%s,%s,%zu,%.17g,%zu,%zu,%.17g,%.17g,%.17g,%.17g\n", types[c]->name,
+                  dname, d, dens[j], kc, trials, worst, mean, rho, share);
+          fflush(f);
+        }
+      }
+    }
+  }
+  if (f)
+    fclose(f);
+  free(xs);
+  free(scratch);
+  return rc;
+}
+
+/* ---- shared: algorithm configuration from options ------------------------- */
+
+typedef struct algo_opts {
+  const char *algorithm, *comp, *comp_down;
+  double density, density_down;
+  size_t k, k_down;
+  int ties;
+} algo_opts;
+
+static int make_config(const algo_opts *o, size_t d, gc_algo_config *cfg)
+{
+  gc_algo_config_default(cfg);
+  gc_algo_kind kind;
+  if (gc_algo_by_name(o->algorithm, &kind))
+    return gc_cli_fail(CMD, 0, "unknown algorithm '%s' (sgd, uni, bi, downlink, "
+                       "doublesqueeze, ef21, ef21-bc)", o->algorithm);
+  cfg->kind = kind;
+  if (!(cfg->up = gc_compressor_type_by_name(o->comp)))
+    return gc_cli_fail(CMD, 0, "unknown compressor '%s'", o->comp);
+  const char *cd = o->comp_down ? o->comp_down : o->comp;
+  if (!(cfg->down = gc_compressor_type_by_name(cd)))
+    return gc_cli_fail(CMD, 0, "unknown compressor '%s'", cd);
+  if (o->k > d || o->k_down > d)
+    return gc_cli_fail(CMD, 0, "k = %zu exceeds the dimension d = %zu",
+                       o->k > d ? o->k : o->k_down, d);
+  if (!(o->density > 0 && o->density <= 1) || !(o->density_down > 0 && o->density_down <= 1))
+    return gc_cli_fail(CMD, 0, "densities must lie in (0,1]");
+  cfg->up_params.k = o->k;
+  cfg->up_params.density = o->density;
+  cfg->up_params.ties = o->ties;
+  cfg->down_params.k = o->k_down;
+  cfg->down_params.density = o->density_down;
+  cfg->down_params.ties = o->ties;
+  return 0;
+}
+
+/* ---- trajectory -------------------------------------------------------------- */
+
+static void trajectory_usage(FILE *out)
+{
+  fprintf(out,
+          "usage: gradcomp theory trajectory --problem toy|cycle9|quadratic[:spec]|npy:DIR\n"
+          "         --algorithm sgd|uni|bi|downlink|doublesqueeze|ef21|ef21-bc\n"
+          "         --compressor NAME [--compressor-down NAME]\n"
+          "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
+          "         --lr A --steps N [--seed S] [--csv FILE]\n"
+          "  Runs the algorithm with the in-process transport and logs per step\n"
+          "  F-F*, ||grad F||^2, xi_t (4.2), xi_bi,t (4.4), ||E_t|| and its recursion\n"
+          "  bound (4.3), bytes up/down and |support union|.\n"
+          "  quadratic spec: key=value list of P, d, L, mu, spectrum=geom|lin, hetero,\n"
+          "  x0, sigma, seed, rotate=0|1 (e.g. quadratic:P=8,d=64,L=10,mu=0.1).\n"
+          "  npy:DIR reads DIR/A.npy (optional), DIR/b.npy, DIR/x0.npy.\n"
+          "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
+          "       support_union\n");
+}
+
+/* Common option parsing of trajectory and bounds; returns 1 if handled. */
+static int parse_algo_opt(const char *o, const char *v, algo_opts *a, int *err)
+{
+  *err = 0;
+  if (!strcmp(o, "--algorithm")) a->algorithm = v;
+  else if (!strcmp(o, "--compressor")) a->comp = v;
+  else if (!strcmp(o, "--compressor-down")) a->comp_down = v;
+  else if (!strcmp(o, "--density")) *err = gc_cli_double(CMD, o, v, &a->density);
+  else if (!strcmp(o, "--density-down")) *err = gc_cli_double(CMD, o, v, &a->density_down);
+  else if (!strcmp(o, "--k")) *err = gc_cli_size(CMD, o, v, &a->k);
+  else if (!strcmp(o, "--k-down")) *err = gc_cli_size(CMD, o, v, &a->k_down);
+  else if (!strcmp(o, "--ties")) {
+    if (!strcmp(v, "low")) a->ties = GC_TIES_LOW;
+    else if (!strcmp(v, "high")) a->ties = GC_TIES_HIGH;
+    else {
+      gc_cli_fail(CMD, 0, "--ties must be low or high, not '%s'", v);
+      *err = 1;
+    }
+  } else
+    return 0;
+  return 1;
+}
+
+static int cmd_trajectory(int argc, char **argv)
+{
+  algo_opts a = { "uni", "topk", NULL, 0.01, 0.01, 0, 0, GC_TIES_LOW };
+  const char *problem = NULL, *csv = NULL;
+  double lr = 0;
+  size_t steps = 0;
+  uint64_t seed = 0;
+  int have_lr = 0, dd_set = 0, kd_set = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+      trajectory_usage(stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      gc_cli_fail(CMD, 0, "trajectory: unknown option or missing value: %s", o);
+      trajectory_usage(stderr);
+      return 2;
+    }
+    const char *v = argv[++i];
+    int err;
+    if (parse_algo_opt(o, v, &a, &err)) {
+      if (err)
+        return 2;
+      dd_set |= !strcmp(o, "--density-down");
+      kd_set |= !strcmp(o, "--k-down");
+    } else if (!strcmp(o, "--problem")) problem = v;
+    else if (!strcmp(o, "--csv")) csv = v;
+    else if (!strcmp(o, "--lr")) {
+      if (gc_cli_double(CMD, o, v, &lr))
+        return 2;
+      have_lr = 1;
+    } else if (!strcmp(o, "--steps")) {
+      if (gc_cli_size(CMD, o, v, &steps))
+        return 2;
+    } else if (!strcmp(o, "--seed")) {
+      if (gc_cli_u64(CMD, o, v, &seed))
+        return 2;
+    } else {
+      gc_cli_fail(CMD, 0, "trajectory: unknown option %s", o);
+      trajectory_usage(stderr);
+      return 2;
+    }
+  }
+  if (!problem)
+    return gc_cli_fail(CMD, 0, "trajectory: --problem is required");
+  if (!have_lr || !(lr > 0))
+    return gc_cli_fail(CMD, 0, "trajectory: --lr must be given and > 0");
+  if (steps == 0 || steps > 100000000)
+    return gc_cli_fail(CMD, 0, "trajectory: --steps must be in [1, 1e8]");
+  if (!dd_set)
+    a.density_down = a.density;   /* one density for both directions */
+  if (!kd_set)
+    a.k_down = a.k;
+  gc_problem *prob;
+  if (gc_problem_parse(problem, seed, &prob))
+    return gc_cli_fail(CMD, 1, "bad --problem '%s'", problem);
+  gc_algo_config cfg;
+  if (make_config(&a, prob->n, &cfg)) {
+    gc_problem_free(prob);
+    return 1;
+  }
+  cfg.up_params.seed = cfg.down_params.seed = seed;
+  gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
+  if (!r) {
+    gc_problem_free(prob);
+    return gc_cli_fail(CMD, 1, "cannot set up the run");
+  }
+  FILE *f = NULL;
+  if (csv) {
+    if (!(f = fopen(csv, "w"))) {
+      gc_theory_run_free(r);
+      gc_problem_free(prob);
+      return gc_cli_fail(CMD, 0, "cannot write %s", csv);
+    }
+    gc_probe_csv_header(f);
+  }
+  int rc = 0;
+  gc_probe_row row;
+  for (size_t t = 0; t < steps; t++) {
+    int st = gc_theory_run_step(r, lr, &row);
+    if (st == GC_SUCCESS && !(isfinite(row.f_gap) && isfinite(row.grad_norm2)))
+      st = GC_EDIVERGE;
+    if (st != GC_SUCCESS) {
+      rc = gc_cli_fail(CMD, st, "%s diverged or failed at step %zu",
+                       a.algorithm, t);
+      break;
+    }
+    if (f)
+      gc_probe_csv_row(f, &row);
+    gc_cli_progress("theory trajectory", t + 1, steps, 0);
+  }
+  if (!rc) {
+    gc_probe_summary s;
+    gc_theory_run_summary(r, &s);
+    if (!isfinite(s.final_gap))
+      rc = gc_cli_fail(CMD, GC_EDIVERGE, "%s diverged (final F-F* is not finite)",
+                       a.algorithm);
+    printf("problem %s: P=%zu d=%zu L=%.6g mu=%.6g F*=%.17g\n", prob->name,
+           prob->workers, prob->n, prob->L, prob->mu, prob->fstar);
+    printf("algorithm %s, compressor %s/%s, K=%zu K_d=%zu, lr=%g, steps=%zu\n",
+           a.algorithm, a.comp, a.comp_down ? a.comp_down : a.comp, s.k, s.k_down,
+           lr, s.steps);
+    printf("F-F*: start %.6g, final %.6g; ||grad F||^2 min %.6g mean %.6g\n",
+           s.f0_gap, s.final_gap, s.min_grad2, s.mean_grad2);
+    printf("xi: mean %.6g max %.6g; xi_bi: mean %.6g max %.6g\n", s.xi_mean,
+           s.xi_max, s.xi_bi_mean, s.xi_bi_max);
+    printf("contraction up: worst %.6g mean %.6g (K/d %.6g); down: worst %.6g mean %.6g\n",
+           s.delta_up_worst, s.delta_up_mean, (double) s.k / (double) prob->n,
+           s.delta_down_worst, s.delta_down_mean);
+    printf("memory recursion: max(||E_t|| - bound) = %.3g; mean |support union| %.6g\n",
+           s.mem_excess_max, s.support_mean);
+    const gc_ledger *l = gc_sim_ledger(gc_theory_run_sim(r));
+    printf("bytes: up %llu, down %llu\n", (unsigned long long) gc_ledger_total(l, GC_UP),
+           (unsigned long long) gc_ledger_total(l, GC_DOWN));
+  }
+  if (f)
+    fclose(f);
+  gc_theory_run_free(r);
+  gc_problem_free(prob);
+  return rc;
+}
+
+/* ---- bounds ------------------------------------------------------------------ */
+
+static void bounds_usage(FILE *out)
+{
+  fprintf(out,
+          "usage: gradcomp theory bounds [--csv FILE] [--steps N] [--problem P]...\n"
+          "                              [--compressors c1,c2] [--algorithms a1,a2]\n"
+          "  Runs every algorithm x compressor x problem and evaluates the bounds with\n"
+          "  the measured constants: the non-convex bound of 4.3 (gamma, xi max and M^2\n"
+          "  measured; bi-type methods use gamma_d and xi_bi), the EF-SGD bound of 4.6\n"
+          "  (uni and downlink-only) and the EF21 bound of 3(d), beside the measured\n"
+          "  min and mean of ||grad F(x_t)||^2.\n"
+          "  Defaults: problems toy (lr 0.01), cycle9 (lr 0.5), quadratic:P=4,d=50 (lr\n"
+          "  0.1/L); algorithms sgd,uni,bi,downlink,doublesqueeze,ef21; compressors\n"
+          "  topk,randk at K = 1 (toy, cycle9) or density 0.1; 1000 steps.\n"
+          "  CSV: problem,algorithm,compressor,density,steps,lr,L,gamma,xi_max,\n"
+          "       measured_min_grad2,measured_mean_grad2,bound,bound_name\n");
+}
+
+/* G0 of EF21 with h_i^0 = C(grad f_i(x0)): (1/P) sum ||C(g_i) - g_i||^2. */
+static double ef21_g0(const gc_problem *prob, const gc_algo_config *cfg)
+{
+  size_t n = prob->n;
+  double *g = malloc(n * sizeof *g), *y = malloc(n * sizeof *y), s = 0;
+  for (size_t p = 0; g && y && p < prob->workers; p++) {
+    gc_compressor_params par = cfg->up_params;
+    par.stream = (uint32_t) p;
+    gc_compressor *c = gc_compressor_alloc(cfg->up, n, &par);
+    uint8_t *buf = c ? malloc(gc_compressor_max_bytes(c)) : NULL;
+    double dl;
+    gc_problem_worker_grad(prob, p, prob->x0, g);
+    if (buf && gc_theory_delta(c, g, 0, buf, y, &dl) == GC_SUCCESS) {
+      for (size_t i = 0; i < n; i++)
+        s += (y[i] - g[i]) * (y[i] - g[i]);
+    } else {
+      s = NAN;
+    }
+    free(buf);
+    gc_compressor_free(c);
+  }
+  free(g);
+  free(y);
+  return s / (double) prob->workers;
+}
+
+struct bound_row { const char *name; double gamma, xi, bound; };
+
+static int cmd_bounds(int argc, char **argv)
+{
+  enum { MAXP = 16 };
+  const char *problems[MAXP];
+  size_t np = 0, steps = 1000;
+  const char *csv = NULL;
+  char comp_buf[512] = "topk,randk", alg_buf[512] = "sgd,uni,bi,downlink,doublesqueeze,ef21";
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+      bounds_usage(stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      gc_cli_fail(CMD, 0, "bounds: unknown option or missing value: %s", o);
+      bounds_usage(stderr);
+      return 2;
+    }
+    const char *v = argv[++i];
+    if (!strcmp(o, "--csv")) csv = v;
+    else if (!strcmp(o, "--steps")) { if (gc_cli_size(CMD, o, v, &steps)) return 2; }
+    else if (!strcmp(o, "--problem")) {
+      if (np == MAXP)
+        return gc_cli_fail(CMD, 0, "at most %d --problem options", MAXP);
+      problems[np++] = v;
+    } else if (!strcmp(o, "--compressors")) snprintf(comp_buf, sizeof comp_buf, "%s", v);
+    else if (!strcmp(o, "--algorithms")) snprintf(alg_buf, sizeof alg_buf, "%s", v);
+    else {
+      gc_cli_fail(CMD, 0, "bounds: unknown option %s", o);
+      bounds_usage(stderr);
+      return 2;
+    }
+  }
+  if (steps == 0)
+    return gc_cli_fail(CMD, 0, "--steps must be at least 1");
+  if (np == 0) {
+    problems[np++] = "toy";
+    problems[np++] = "cycle9";
+    problems[np++] = "quadratic:P=4,d=50";
+  }
+  char *comps[32], *algs[32];
+  size_t nc = split(comp_buf, comps, 32), na = split(alg_buf, algs, 32);
+  for (size_t c = 0; c < nc; c++)
+    if (!gc_compressor_type_by_name(comps[c]))
+      return gc_cli_fail(CMD, 0, "unknown compressor '%s'", comps[c]);
+  for (size_t j = 0; j < na; j++) {
+    gc_algo_kind k;
+    if (gc_algo_by_name(algs[j], &k))
+      return gc_cli_fail(CMD, 0, "unknown algorithm '%s'", algs[j]);
+  }
+  FILE *f = NULL;
+  if (csv && !(f = open_csv(csv, "problem,algorithm,compressor,density,steps,lr,L,gamma,"
+                                 "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
+                                 "bound_name\n")))
+    return 1;
+  printf("%-20s %-14s %-6s %8s %9s %9s %10s %12s %12s %12s %s\n", "problem", "algorithm",
+         "comp", "density", "lr", "gamma", "xi_max", "min_grad2", "mean_grad2", "bound",
+         "bound_name");
+  int rc = 0;
+  for (size_t ip = 0; ip < np && !rc; ip++) {
+    gc_problem *prob;
+    if (gc_problem_parse(problems[ip], 0, &prob)) {
+      rc = gc_cli_fail(CMD, 1, "bad --problem '%s'", problems[ip]);
+      break;
+    }
+    /* toy, cycle9: K = 1 and their own step sizes, as in theory.md 5 */
+    int is_toy = !strcmp(problems[ip], "toy"), is_c9 = !strcmp(problems[ip], "cycle9");
+    int small = is_toy || is_c9;
+    double lr = is_toy ? 0.01 : is_c9 ? 0.5 : 0.1 / prob->L;
+    for (size_t j = 0; j < na && !rc; j++) {
+      gc_algo_kind kind;
+      gc_algo_by_name(algs[j], &kind);
+      for (size_t c = 0; c < nc && !rc; c++) {
+        if (kind == GC_ALGO_SGD && c > 0)
+          break;   /* SGD does not compress: one row */
+        algo_opts a = { algs[j], comps[c], NULL, 0.1, 0.1, small ? 1 : 0,
+                        small ? 1 : 0, GC_TIES_LOW };
+        gc_algo_config cfg;
+        if (make_config(&a, prob->n, &cfg)) {
+          rc = 1;
+          break;
+        }
+        gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
+        if (!r) {
+          rc = gc_cli_fail(CMD, 1, "cannot set up %s/%s", algs[j], comps[c]);
+          break;
+        }
+        int st = GC_SUCCESS;
+        for (size_t t = 0; t < steps && st == GC_SUCCESS; t++)
+          st = gc_theory_run_step(r, lr, NULL);
+        gc_probe_summary s;
+        gc_theory_run_summary(r, &s);
+        if (st == GC_SUCCESS && !isfinite(s.final_gap))
+          st = GC_EDIVERGE;
+        gc_theory_run_free(r);
+        if (st != GC_SUCCESS) {
+          rc = gc_cli_fail(CMD, st, "%s/%s on %s diverged or failed", algs[j], comps[c],
+                           problems[ip]);
+          break;
+        }
+        /* Which bounds apply (theory.md 4.3, 4.6, 3 d). */
+        struct bound_row rows[2];
+        size_t nr = 0;
+        double rho = (double) s.k / (double) prob->n;
+        double rho_d = (double) s.k_down / (double) prob->n;
+        double dup = isfinite(s.delta_up_worst) ? fmin(s.delta_up_worst, 1.0) : rho;
+        double ddown = isfinite(s.delta_down_worst) ? fmin(s.delta_down_worst, 1.0) : rho_d;
+        double xb = isfinite(s.xi_bi_max) ? s.xi_bi_max : 0.0;
+        switch (kind) {
+        case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE:
+          rows[nr++] = (struct bound_row) { "nonconvex_4.3", 0.0, 0.0,
+            gc_bound_nonconvex(s.f0_gap, lr, s.steps, prob->L, s.M2, 0.0, 0.0) };
+          break;
+        case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
+          rows[nr++] = (struct bound_row) { "nonconvex_4.3", s.gamma, s.xi_max,
+            gc_bound_nonconvex(s.f0_gap, lr, s.steps, prob->L, s.M2, s.gamma, s.xi_max) };
+          rows[nr++] = (struct bound_row) { "ef_sgd_4.6", sqrt(1.0 - dup), s.xi_max,
+            gc_bound_ef_sgd(s.f0_gap, lr, s.steps, prob->L, s.M2, dup) };
+          break;
+        case GC_ALGO_DOWNLINK:
+          rows[nr++] = (struct bound_row) { "nonconvex_4.3", s.gamma_d, xb,
+            gc_bound_nonconvex(s.f0_gap, lr, s.steps, prob->L, s.M2, s.gamma_d, xb) };
+          rows[nr++] = (struct bound_row) { "ef_sgd_4.6", sqrt(1.0 - ddown), xb,
+            gc_bound_ef_sgd(s.f0_gap, lr, s.steps, prob->L, s.M2, ddown) };
+          break;
+        case GC_ALGO_BI: case GC_ALGO_DOUBLESQUEEZE:
+          rows[nr++] = (struct bound_row) { "nonconvex_4.3", s.gamma_d, xb,
+            gc_bound_nonconvex(s.f0_gap, lr, s.steps, prob->L, s.M2, s.gamma_d, xb) };
+          break;
+        default:
+          rows[nr++] = (struct bound_row) { "ef21_3d", sqrt(1.0 - dup), NAN,
+            gc_bound_ef21(s.f0_gap, lr, s.steps, prob->L, prob->L_tilde, dup,
+                          ef21_g0(prob, &cfg)) };
+          break;
+        }
+        const char *cname = kind == GC_ALGO_SGD ? "none" : comps[c];
+        double dens = kind == GC_ALGO_SGD ? 1.0 : rho;
+        for (size_t q = 0; q < nr; q++) {
+          printf("%-20.20s %-14s %-6s %8.4g %9.4g %9.4g %10.4g %12.5g %12.5g %12.5g %s\n",
+                 problems[ip], algs[j], cname, dens, lr, rows[q].gamma, rows[q].xi,
+                 s.min_grad2, s.mean_grad2, rows[q].bound, rows[q].name);
+          if (f) {
+            fprintf(f, "\"%s\",%s,%s,%.17g,%zu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%s\n",
+                    problems[ip], algs[j], cname, dens, s.steps, lr, prob->L, rows[q].gamma,
+                    rows[q].xi, s.min_grad2, s.mean_grad2, rows[q].bound, rows[q].name);
+            fflush(f);
+          }
+        }
+      }
+    }
+    gc_problem_free(prob);
+  }
+  if (f)
+    fclose(f);
+  return rc;
+}
+
+/* ---- dispatch ---------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+  fprintf(out, "usage: gradcomp theory contraction|trajectory|bounds [OPTIONS]\n"
+               "  contraction  empirical contraction of every compressor (theory.md 4.1, 4.5)\n"
+               "  trajectory   one run with the xi / xi_bi / memory probes (4.2-4.4)\n"
+               "  bounds       bounds of 4.3, 4.6, 3(d) with measured constants\n"
+               "  gradcomp theory SUBCOMMAND --help for the options.\n");
+}
 
 int gc_cmd_theory(int argc, char **argv)
 {
-  (void) argc; (void) argv;
-  fprintf(stderr, "gradcomp theory: not available in this build yet\n");
-  return 1;
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(sub, "contraction"))
+    return cmd_contraction(argc - 1, argv + 1);
+  if (!strcmp(sub, "trajectory"))
+    return cmd_trajectory(argc - 1, argv + 1);
+  if (!strcmp(sub, "bounds"))
+    return cmd_bounds(argc - 1, argv + 1);
+  gc_cli_fail(CMD, 0, "'%s' is not a theory subcommand", sub);
+  usage(stderr);
+  return 2;
 }

@@ -1,4 +1,250 @@
-/* gc_theory.h -- synthetic problems, probes and bounds (placeholder). */
+/* gc_theory.h -- synthetic problems, probes along trajectories, bound
+ * formulas and the exact-arithmetic helpers of the counterexamples
+ * (theory.md sections 3-5 and 7).
+ *
+ * Every trajectory is run by the library's in-process transport (gc_sim):
+ * this module never re-implements an algorithm.  It only evaluates
+ * gradients of its problems, reads the probe views of gc_algo.h and turns
+ * them into measured constants (gc_theory_<check>() return them; tiny
+ * drivers in experiments/ and counterexamples/ print them).
+ * All arithmetic is float64.  Functions return GC_SUCCESS or a gc_errno.h
+ * code and never exit. */
 #ifndef GC_THEORY_H
 #define GC_THEORY_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "gc_algo.h"
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ---- problems ------------------------------------------------------------
+ * f_p(x) = 1/2 (x - b_p)^T A_p (x - b_p), F = (1/P) sum_p f_p.
+ * DIAG stores the diagonals of A_p (P x n); DENSE stores A_p (P x n x n,
+ * row-major, exactly symmetric). */
+enum { GC_PROBLEM_DIAG = 0, GC_PROBLEM_DENSE = 1 };
+
+typedef struct gc_problem {
+  char name[96];
+  int kind;
+  size_t workers;     /* P */
+  size_t n;           /* d */
+  double *a;          /* DIAG: P*n; DENSE: P*n*n */
+  double *b;          /* P*n targets */
+  double *x0;         /* n start */
+  double sigma;       /* Gaussian gradient noise (std per coordinate) */
+  uint64_t seed;      /* noise key: gc_rng_normal(seed, worker, step, i) */
+  /* filled by gc_problem_finalize(): */
+  double L, mu;       /* largest/smallest eigenvalue of Abar = mean A_p */
+  double L_tilde;     /* sqrt((1/P) sum_p L_p^2), L_p = ||A_p||_2 */
+  double *xstar;      /* n, minimiser of F: Abar x* = (1/P) sum A_p b_p */
+  double fstar;       /* F(x*) */
+} gc_problem;
+
+/* Allocate a zeroed problem (a, b, x0, xstar allocated). NULL on error. */
+gc_problem *gc_problem_alloc(size_t workers, size_t n, int kind);
+void gc_problem_free(gc_problem *p);   /* NULL is a no-op */
+/* Exact constants from LAPACK: L and mu from a symmetric eigensolver
+ * (dsyev) of Abar, x* from a Cholesky solve (dposv), F*.  GC_EDOM if Abar
+ * is not positive definite (F has no minimiser). */
+int gc_problem_finalize(gc_problem *p);
+
+/* Quadratic with prescribed spectra: A_p = Q_p diag(lambda_p) Q_p^T, with
+ * Q_p Haar-distributed (QR of a Gaussian matrix from the counter RNG keyed
+ * by (seed, 1000 + p), columns sign-fixed by diag(R) > 0).  lambda: P*n
+ * eigenvalues (row p for worker p).  b_p ~ hetero * N(0, I), x0 ~
+ * x0_scale * N(0, I), all from the counter RNG. */
+int gc_problem_quadratic(size_t workers, size_t n, const double *lambda,
+                         double hetero, double x0_scale, double sigma,
+                         uint64_t seed, gc_problem **out);
+/* The reference toy of section 5.1: P = 3, d = 100, f_p = 1/2||x - a_p 1||^2,
+ * a = (1,5,10), x0 = 20*1 + x0_sigma * N(0,I) (counter RNG, stream 0). */
+int gc_problem_toy(double x0_sigma, uint64_t seed, gc_problem **out);
+/* The 2-d example of section 5.2: P = 2, b = (0,-1), (0,1), x0 = (-3,-1). */
+int gc_problem_cycle9(gc_problem **out);
+/* A problem from DIR/A.npy (shape (P,d,d), (d,d) shared, or (P,d) diagonals;
+ * absent: identity), DIR/b.npy (shape (P,d)) and DIR/x0.npy (shape (d)). */
+int gc_problem_load_npy(const char *dir, gc_problem **out);
+/* "toy", "cycle9", "npy:DIR" or "quadratic[:key=val,...]" with keys
+ * P, d, L, mu (spectrum between mu and L), spectrum=geom|lin, hetero, x0,
+ * sigma, seed, rotate=0|1 (0: diagonal problem, any d).  seed is the
+ * default for the spec's seed.  GC_EINVAL names the bad part. */
+int gc_problem_parse(const char *text, uint64_t seed, gc_problem **out);
+
+double gc_problem_value(const gc_problem *p, const double *x);   /* F(x) */
+/* F(x) - F* computed as 1/2 (x-x*)^T Abar (x-x*): no cancellation. */
+double gc_problem_gap(const gc_problem *p, const double *x);
+/* Exact gradient of f_w at x into g (length n). */
+void gc_problem_worker_grad(const gc_problem *p, size_t w, const double *x,
+                            double *g);
+/* Stochastic gradient: exact + sigma * N(0,I) keyed by (seed, w, step). */
+void gc_problem_noisy_grad(const gc_problem *p, size_t w, uint32_t step,
+                           const double *x, double *g);
+/* Gradient of F at x. */
+void gc_problem_grad(const gc_problem *p, const double *x, double *g);
+
+/* ---- trajectories with probes -------------------------------------------
+ * One row per step t, computed around gc_sim_step():
+ *   f_gap, grad_norm2   at the model x_t before the step (||grad F||^2 exact)
+ *   xi       (4.2)  ||TopK(mean acc) - mean m^p|| / ||u gbar||
+ *   xi_bi    (4.4)  ||TopK_d(delta + mean acc) - TopK_d(delta + mean m^p)||
+ *                   / ||u gbar||
+ *            u = lr when memories are in model units (uni, bi), 1 when in
+ *            gradient units (downlink, DoubleSqueeze); NaN where the method
+ *            has no such quantity (SGD, EF21, collectives).  TopK by
+ *            magnitude via the library's topk, K of the uplink (K_d of the
+ *            downlink), with the configured tie rule.
+ *   mem_norm   ||E_{t+1}||, E = mean eps^p (+ delta), times u
+ *   mem_bound  gamma ||E_t|| + (gamma + xi) lr ||gbar_t||  (4.3; bi uses
+ *              gamma_d and xi_bi).  mem_norm <= mem_bound is property 13.
+ *   bytes_up/down, support_union  from the ledger and the server view. */
+typedef struct gc_probe_row {
+  uint32_t step;
+  double f_gap, grad_norm2, xi, xi_bi, mem_norm, mem_bound;
+  uint64_t bytes_up, bytes_down;
+  size_t support_union;
+  double gbar_norm2;            /* ||gbar_t||^2 of the stochastic gradients */
+  double delta_up_min, delta_up_mean;  /* 1-||C(acc)-acc||^2/||acc||^2 over workers */
+  double delta_down;            /* same for the server's input (NaN if none) */
+} gc_probe_row;
+
+/* Aggregates over all steps done so far. */
+typedef struct gc_probe_summary {
+  size_t steps;
+  double f0_gap;                 /* F(x_0) - F* */
+  double final_gap;              /* F(x_T) - F* after the last step */
+  double min_grad2, mean_grad2;  /* over t < T */
+  double M2;                     /* max_t ||gbar_t||^2 */
+  double xi_max, xi_mean;        /* over steps where xi is finite */
+  double xi_bi_max, xi_bi_mean;
+  double delta_up_worst, delta_up_mean;     /* empirical contraction 4.1 */
+  double delta_down_worst, delta_down_mean;
+  double mem_excess_max;         /* max(mem_norm - mem_bound) (<= 0 expected) */
+  double support_mean;           /* mean |S| */
+  double gamma, gamma_d;         /* sqrt(1-K/d), sqrt(1-K_d/d) */
+  size_t k, k_down;              /* resolved K, K_d (0 if not sparse) */
+} gc_probe_summary;
+
+typedef struct gc_theory_run gc_theory_run;
+
+/* Start a run of cfg on prob (cfg->n, workers and dtype are overwritten
+ * from the problem: n = d, workers = P, dtype = GC_F64).  The start is
+ * prob->x0 unless x0 != NULL.  NULL on error (reported). */
+gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
+                                   const gc_algo_config *cfg,
+                                   const double *x0);
+void gc_theory_run_free(gc_theory_run *r);
+/* One step with step size lr; fills row (may be NULL).  GC_EDIVERGE if the
+ * model becomes NaN/Inf, other codes from gc_sim_step. */
+int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row);
+void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s);
+gc_sim *gc_theory_run_sim(gc_theory_run *r);
+const double *gc_theory_run_model(const gc_theory_run *r);   /* x_t */
+
+/* Write the trajectory CSV header / one row (then fflush). */
+void gc_probe_csv_header(FILE *f);
+void gc_probe_csv_row(FILE *f, const gc_probe_row *row);
+
+/* ---- contraction (4.1, 4.5) ----------------------------------------------- */
+/* 1 - ||C(x)-x||^2/||x||^2 for one input (NaN if x = 0), with a given
+ * compressor instance (f64), at `step`.  scratch: n doubles; buf: message
+ * capacity gc_compressor_max_bytes(c). */
+int gc_theory_delta(gc_compressor *c, const double *x, uint32_t step,
+                    uint8_t *buf, double *scratch, double *delta);
+/* The Gaussian tail share 1 - rho - 2 tau phi(tau), tau = Phi^{-1}(1-rho/2):
+ * ||x - TopK(x)||^2/||x||^2 for i.i.d. N(0,1) entries as d -> infinity. */
+double gc_theory_gauss_share(double rho);
+
+/* Input distributions of `gradcomp theory contraction`. */
+enum { GC_DIST_GAUSSIAN = 0, GC_DIST_LAPLACE, GC_DIST_STUDENT_T3,
+       GC_DIST_EQUAL, GC_DIST_COUNT };
+const char *gc_theory_dist_name(int dist);
+/* Fill x (length n) with trial number `trial` of distribution dist. */
+void gc_theory_fill(int dist, uint64_t seed, uint32_t trial, double *x,
+                    size_t n);
+
+/* ---- bounds ---------------------------------------------------------------- */
+/* Non-convex bound of 4.3:
+ * 2 (f0 - f*)/(lr T) + L lr M2 + L^2 lr^2 M2 (gamma + xi)^2/(1 - gamma)^2. */
+double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
+                          double M2, double gamma, double xi);
+/* EF-SGD (Karimireddy et al., 4.6), bound on min_t ||grad f||^2:
+ * 2 (f0-f*)/(lr (T+1)) + lr L s2/2 + 4 lr^2 L^2 s2 (1-delta)/delta^2. */
+double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,
+                       double s2, double delta);
+/* EF21 (section 3 d): 2 (f0-f*)/(lr T) + G0/(theta T), theta =
+ * 1 - sqrt(1-delta); +Inf when lr > 1/(L + L_tilde sqrt(beta/theta)). */
+double gc_bound_ef21(double f0_gap, double lr, size_t T, double L,
+                     double L_tilde, double delta, double G0);
+
+/* ---- exact (dyadic) arithmetic for the counterexamples -------------------- */
+/* 1 if v * 2^40 is an integer and |v| < 2^10 (v then has at most 50
+ * significant bits, so the sum of two such values, halvings and averages
+ * over P = 2 workers stay exact in float64). */
+int gc_dyadic_ok(double v);
+/* 1 if every entry of x (length n) passes gc_dyadic_ok. */
+int gc_dyadic_vec_ok(const double *x, size_t n);
+/* Write v as an exact reduced fraction "p/q" (q a power of two) or integer
+ * "p"; v must be dyadic.  Returns the length written. */
+int gc_dyadic_format(double v, char *buf, size_t cap);
+/* 1 if TopK of x (length n) with k < n has a tie that the tie rule must
+ * break: the k-th and (k+1)-th largest |x_i| are equal and non-zero. */
+int gc_topk_has_tie(const double *x, size_t n, size_t k);
+
+/* ---- counterexample checks ------------------------------------------------ */
+/* Section 5.2 run with gc_sim for uni and bi, topk K = K_d = 1, lr = 1/2. */
+typedef struct gc_cycle_report {
+  int exact;              /* every value seen was dyadic (gc_dyadic_ok)   */
+  int ties;               /* number of decisive top-K ties met            */
+  long uni_start;         /* first t of the cycle of uni's full state     */
+  long uni_period;        /* its period (0: none found within the run)    */
+  double uni_mean_gap;    /* mean F-F* over the cycle                     */
+  double uni_max_gap;
+  long bi_fixed_from;     /* first t from which x_t = x* to the end       */
+  long bi_state_from;     /* first t from which x = x* and every memory
+                             is 0 (the step of t-1 flushed the last of
+                             them), kept to the end                       */
+  double bi_final_gap;
+  long steps;             /* steps run                                    */
+} gc_cycle_report;
+/* Per-step record of the 2-d example (n = 2, P = 2), GC_CYCLE9_REC doubles:
+ * x_t(2), m^1(2), m^2(2), applied x_t - x_{t+1}(2), eps^1 after(2),
+ * eps^2 after(2), delta after(2). */
+enum { GC_CYCLE9_REC = 14 };
+/* Run both methods for `steps` steps with the tie rule `ties`.
+ * uni_trace/bi_trace (optional): steps * GC_CYCLE9_REC doubles. */
+int gc_theory_cycle9(int ties, long steps, gc_cycle_report *rep,
+                     double *uni_trace, double *bi_trace);
+
+/* Generic exact run with cycle detection of the full state (x, all
+ * memories).  Runs until a state repeats or max_steps; *limit is the mean
+ * F-F* over the cycle (or over the last half when none was found). */
+typedef struct gc_cycle_result {
+  int exact;          /* all values dyadic along the run */
+  int ties;           /* decisive ties met */
+  long start, period; /* period 0: no cycle within max_steps */
+  double limit;       /* mean F - F* in the limit */
+} gc_cycle_result;
+int gc_theory_cycle_run(const gc_problem *prob, gc_algo_kind kind, size_t k,
+                        size_t k_down, int ties, double lr, long max_steps,
+                        gc_cycle_result *res);
+
+/* The toy of 5.1: uni, bi and downlink-only, K = K_d = 1. */
+typedef struct gc_toy_report {
+  double uni_mean, bi_mean;      /* mean F-F* over [mean_from, steps) */
+  double down_final;             /* F-F* of downlink-only at the end   */
+  double down_f0;                /* its start gap                      */
+  double uni_xi_mean;            /* mean uni xi_t over [200, 1000) ∩ run */
+  double uni_xi_max;
+} gc_toy_report;
+/* gaps: optional (steps) x 3 array [uni, bi, down] of F-F* at each t.
+ * x0/x0_down: optional starts (NULL: toy start with sigma 1 / 5 from seed). */
+int gc_theory_toy(uint64_t seed, int ties, long steps, double lr,
+                  const double *x0, const double *x0_down,
+                  gc_toy_report *rep, double *gaps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_THEORY_H */

@@ -1,0 +1,451 @@
+/* probe.c -- trajectories of the library's algorithms (driven by gc_sim)
+ * on the synthetic problems, with the probes of theory.md 4.1-4.4: the
+ * empirical contraction on the inputs the compressors actually received,
+ * xi_t and xi_bi,t, the error recursion of 4.3 and |support union|. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_errno.h"
+#include "gc_npy.h"
+#include "gc_rng.h"
+#include "gc_theory.h"
+
+/* How a method keeps its error memories, which decides the probes. */
+enum {
+  MEM_NONE,     /* SGD, allreduce: E = 0                               */
+  MEM_UNI,      /* worker residuals in model units, exact aggregate     */
+  MEM_BI,       /* worker + server residuals, model units               */
+  MEM_GRAD,     /* downlink-only, DoubleSqueeze: gradient units         */
+  MEM_OTHER     /* EF21, EF21-BC: no xi / recursion                      */
+};
+
+struct gc_theory_run {
+  const gc_problem *prob;
+  gc_algo_config cfg;
+  gc_sim *sim;
+  size_t n, P;
+  int mem;
+  double **grads;            /* P gradients at the current point          */
+  double *E;                 /* E_t in model units                        */
+  double *dprev;             /* server memory before the step             */
+  double *macc, *msent;      /* mean accumulator, mean decoded message    */
+  double *t1, *t2, *t3;      /* scratch                                   */
+  gc_compressor *topk_up, *topk_down;
+  uint8_t *buf;
+  size_t bufcap;
+  size_t k, kd;
+  double gamma, gamma_d;
+  /* running summary */
+  double f0_gap, sum_grad2, min_grad2, M2;
+  double xi_max, xi_sum, xi_bi_max, xi_bi_sum;
+  size_t xi_cnt, xi_bi_cnt, steps;
+  double dup_worst, dup_sum, ddown_worst, ddown_sum;
+  size_t dup_cnt, ddown_cnt;
+  double mem_excess, support_sum;
+};
+
+static size_t resolve_k(size_t n, const gc_compressor_params *p)
+{
+  if (p->k)
+    return p->k;
+  size_t k = (size_t) (p->density * (double) n);
+  return k ? k : 1;
+}
+
+static double norm2(const double *x, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i] * x[i];
+  return s;
+}
+
+static double dist2(const double *x, const double *y, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = x[i] - y[i];
+    s += d * d;
+  }
+  return s;
+}
+
+/* out = TopK(x) through the library's compressor (encode, then decode). */
+static int topk_apply(gc_theory_run *r, gc_compressor *c, const double *x,
+                      double *out)
+{
+  size_t len;
+  GC_TRY(gc_compress_f64(c, x, 0, r->buf, r->bufcap, &len, NULL));
+  memset(out, 0, r->n * sizeof *out);
+  return gc_decompress_add_f64(c, r->buf, len, 0, 1.0, out);
+}
+
+void gc_theory_run_free(gc_theory_run *r)
+{
+  if (!r)
+    return;
+  gc_sim_free(r->sim);
+  if (r->grads)
+    for (size_t p = 0; p < r->P; p++)
+      free(r->grads[p]);
+  free(r->grads);
+  free(r->E);
+  free(r->dprev);
+  free(r->macc);
+  free(r->msent);
+  free(r->t1);
+  free(r->t2);
+  free(r->t3);
+  gc_compressor_free(r->topk_up);
+  gc_compressor_free(r->topk_down);
+  free(r->buf);
+  free(r);
+}
+
+gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
+                                   const gc_algo_config *cfg,
+                                   const double *x0)
+{
+  gc_theory_run *r = calloc(1, sizeof *r);
+  if (!r)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  r->prob = prob;
+  r->cfg = *cfg;
+  r->cfg.n = r->n = prob->n;
+  r->cfg.workers = r->P = prob->workers;
+  r->cfg.dtype = GC_F64;
+  size_t n = r->n, P = r->P;
+  switch (cfg->kind) {
+  case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: r->mem = MEM_NONE; break;
+  case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
+    r->mem = MEM_UNI; break;
+  case GC_ALGO_BI: r->mem = MEM_BI; break;
+  case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE: r->mem = MEM_GRAD; break;
+  default: r->mem = MEM_OTHER; break;
+  }
+  if (r->cfg.up_params.k > n || r->cfg.down_params.k > n) {
+    gc_errorf(__FILE__, __LINE__, GC_EINVAL, "k = %zu exceeds d = %zu",
+              r->cfg.up_params.k > n ? r->cfg.up_params.k : r->cfg.down_params.k, n);
+    free(r);
+    return NULL;
+  }
+  r->k = resolve_k(n, &r->cfg.up_params);
+  r->kd = resolve_k(n, &r->cfg.down_params);
+  r->gamma = sqrt(1.0 - (double) r->k / (double) n);
+  r->gamma_d = sqrt(1.0 - (double) r->kd / (double) n);
+  /* Reference TopK's for xi: magnitude top-K with the configured K and
+   * tie rule, whatever the uplink/downlink compressors are. */
+  const gc_compressor_type *tk = gc_compressor_type_by_name("topk");
+  gc_compressor_params pu, pd;
+  gc_compressor_params_default(&pu);
+  pu.k = r->k;
+  pu.ties = r->cfg.up_params.ties;
+  gc_compressor_params_default(&pd);
+  pd.k = r->kd;
+  pd.ties = r->cfg.down_params.ties;
+  int ok = tk && (r->topk_up = gc_compressor_alloc(tk, n, &pu)) &&
+           (r->topk_down = gc_compressor_alloc(tk, n, &pd));
+  if (ok) {
+    size_t a = gc_compressor_max_bytes(r->topk_up);
+    size_t b = gc_compressor_max_bytes(r->topk_down);
+    r->bufcap = a > b ? a : b;
+    ok = (r->buf = malloc(r->bufcap)) &&
+         (r->grads = calloc(P, sizeof *r->grads)) &&
+         (r->E = calloc(n, sizeof *r->E)) &&
+         (r->dprev = calloc(n, sizeof *r->dprev)) &&
+         (r->macc = calloc(n, sizeof *r->macc)) &&
+         (r->msent = calloc(n, sizeof *r->msent)) &&
+         (r->t1 = calloc(n, sizeof *r->t1)) &&
+         (r->t2 = calloc(n, sizeof *r->t2)) &&
+         (r->t3 = calloc(n, sizeof *r->t3));
+    for (size_t p = 0; ok && p < P; p++)
+      ok = (r->grads[p] = calloc(n, sizeof **r->grads)) != NULL;
+  }
+  if (!tk && ok)
+    gc_error("the topk compressor is not in this build", __FILE__, __LINE__,
+             GC_EUNSUP);
+  if (ok)
+    ok = (r->sim = gc_sim_alloc(&r->cfg, x0 ? x0 : prob->x0)) != NULL;
+  if (!ok) {
+    gc_theory_run_free(r);
+    return NULL;
+  }
+  r->f0_gap = gc_problem_gap(prob, gc_sim_model(r->sim));
+  r->min_grad2 = INFINITY;
+  r->dup_worst = r->ddown_worst = INFINITY;
+  r->mem_excess = -INFINITY;
+  return r;
+}
+
+gc_sim *gc_theory_run_sim(gc_theory_run *r) { return r->sim; }
+const double *gc_theory_run_model(const gc_theory_run *r)
+{
+  return gc_sim_model(r->sim);
+}
+
+static double contraction(const double *x, const double *cx, size_t n)
+{
+  double nx = norm2(x, n);
+  if (!(nx > 0))
+    return NAN;
+  return 1.0 - dist2(x, cx, n) / nx;
+}
+
+int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
+{
+  size_t n = r->n, P = r->P;
+  const gc_problem *prob = r->prob;
+  gc_probe_row rw;
+  memset(&rw, 0, sizeof rw);
+  uint32_t t = gc_sim_steps_done(r->sim);
+  rw.step = t;
+  const double *model = gc_sim_model(r->sim);
+  const double *point = gc_sim_point(r->sim);
+  rw.f_gap = gc_problem_gap(prob, model);
+  gc_problem_grad(prob, model, r->t1);
+  rw.grad_norm2 = norm2(r->t1, n);
+  for (size_t p = 0; p < P; p++)
+    gc_problem_noisy_grad(prob, p, t, point, r->grads[p]);
+  memset(r->t2, 0, n * sizeof *r->t2);   /* gbar */
+  for (size_t p = 0; p < P; p++)
+    for (size_t i = 0; i < n; i++)
+      r->t2[i] += r->grads[p][i];
+  for (size_t i = 0; i < n; i++)
+    r->t2[i] /= (double) P;
+  rw.gbar_norm2 = norm2(r->t2, n);
+  double gnorm = sqrt(rw.gbar_norm2);
+  const void *sm = gc_server_memory(gc_sim_server(r->sim));
+  if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
+    memcpy(r->dprev, sm, n * sizeof *r->dprev);
+  else
+    memset(r->dprev, 0, n * sizeof *r->dprev);
+  double Eprev = sqrt(norm2(r->E, n));
+
+  int st = gc_sim_step(r->sim, (const void *const *) r->grads, lr);
+  if (st != GC_SUCCESS)
+    return st;
+
+  /* Means of the worker accumulators and decoded messages, in a fixed
+   * order, so that identical inputs give bit-identical means (identity
+   * uplink => xi_bi exactly 0). */
+  memset(r->macc, 0, n * sizeof *r->macc);
+  memset(r->msent, 0, n * sizeof *r->msent);
+  double dmin = INFINITY, dsum = 0;
+  size_t dcnt = 0;
+  for (size_t p = 0; p < P; p++) {
+    gc_worker *w = gc_sim_worker(r->sim, p);
+    const double *acc = gc_worker_accumulator(w);
+    const double *sent = gc_worker_sent(w);
+    if (!acc)
+      acc = r->grads[p];   /* dense uplink: the input is the gradient */
+    if (!sent)
+      sent = acc;
+    for (size_t i = 0; i < n; i++) {
+      r->macc[i] += acc[i];
+      r->msent[i] += sent[i];
+    }
+    if (gc_worker_accumulator(w)) {
+      double d = contraction(acc, sent, n);
+      if (isfinite(d)) {
+        dmin = fmin(dmin, d);
+        dsum += d;
+        dcnt++;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    r->macc[i] /= (double) P;
+    r->msent[i] /= (double) P;
+  }
+  rw.delta_up_min = dcnt ? dmin : NAN;
+  rw.delta_up_mean = dcnt ? dsum / (double) dcnt : NAN;
+  if (dcnt) {
+    r->dup_worst = fmin(r->dup_worst, dmin);
+    r->dup_sum += dsum;
+    r->dup_cnt += dcnt;
+  }
+  rw.delta_down = NAN;
+  gc_server *srv = gc_sim_server(r->sim);
+  if (r->mem == MEM_BI || r->mem == MEM_GRAD) {
+    const double *agg = gc_server_aggregate(srv), *q = gc_server_sent(srv);
+    for (size_t i = 0; i < n; i++)
+      r->t3[i] = r->dprev[i] + agg[i];
+    rw.delta_down = contraction(r->t3, q, n);
+    if (isfinite(rw.delta_down)) {
+      r->ddown_worst = fmin(r->ddown_worst, rw.delta_down);
+      r->ddown_sum += rw.delta_down;
+      r->ddown_cnt++;
+    }
+  }
+
+  /* xi (4.2), xi_bi (4.4); c converts the method's units to model units. */
+  double c = r->mem == MEM_GRAD ? lr : 1.0;
+  double denom = lr * gnorm;
+  double num_bi_model = NAN, num_model = NAN;
+  rw.xi = rw.xi_bi = NAN;
+  if (r->mem == MEM_UNI || r->mem == MEM_BI || r->mem == MEM_GRAD) {
+    GC_TRY(topk_apply(r, r->topk_up, r->macc, r->t1));
+    num_model = c * sqrt(dist2(r->t1, r->msent, n));
+    rw.xi = num_model / denom;
+    for (size_t i = 0; i < n; i++) {
+      r->t1[i] = r->dprev[i] + r->macc[i];
+      r->t3[i] = r->dprev[i] + r->msent[i];
+    }
+    GC_TRY(topk_apply(r, r->topk_down, r->t1, r->t2));
+    GC_TRY(topk_apply(r, r->topk_down, r->t3, r->t1));
+    num_bi_model = c * sqrt(dist2(r->t2, r->t1, n));
+    rw.xi_bi = num_bi_model / denom;
+  }
+
+  /* The error recursion of 4.3 in model units. */
+  rw.mem_norm = rw.mem_bound = NAN;
+  if (r->mem != MEM_OTHER) {
+    memset(r->E, 0, n * sizeof *r->E);
+    if (r->mem != MEM_NONE) {
+      for (size_t p = 0; p < P; p++) {
+        const double *eps = gc_worker_memory(gc_sim_worker(r->sim, p));
+        if (eps)
+          for (size_t i = 0; i < n; i++)
+            r->E[i] += eps[i] / (double) P;
+      }
+      const double *dm = gc_server_memory(srv);
+      if (dm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
+        for (size_t i = 0; i < n; i++)
+          r->E[i] += dm[i];
+      for (size_t i = 0; i < n; i++)
+        r->E[i] *= c;
+    }
+    rw.mem_norm = sqrt(norm2(r->E, n));
+    if (r->mem == MEM_NONE) {
+      rw.mem_bound = 0;
+    } else {
+      /* gamma ||E_t|| + (gamma + xi) lr ||gbar||, with xi lr ||gbar|| written
+       * as the numerator itself so that gbar = 0 stays finite. */
+      int down = r->mem != MEM_UNI;
+      double g = down ? r->gamma_d : r->gamma;
+      double num = down ? num_bi_model : num_model;
+      rw.mem_bound = g * Eprev + g * denom + num;
+    }
+  }
+
+  rw.bytes_up = gc_ledger_step_total(gc_sim_ledger(r->sim), t, GC_UP);
+  rw.bytes_down = gc_ledger_step_total(gc_sim_ledger(r->sim), t, GC_DOWN);
+  rw.support_union = gc_server_support_union(srv);
+
+  /* summary */
+  r->steps++;
+  r->sum_grad2 += rw.grad_norm2;
+  r->min_grad2 = fmin(r->min_grad2, rw.grad_norm2);
+  r->M2 = fmax(r->M2, rw.gbar_norm2);
+  if (isfinite(rw.xi)) {
+    r->xi_max = fmax(r->xi_max, rw.xi);
+    r->xi_sum += rw.xi;
+    r->xi_cnt++;
+  }
+  if (isfinite(rw.xi_bi)) {
+    r->xi_bi_max = fmax(r->xi_bi_max, rw.xi_bi);
+    r->xi_bi_sum += rw.xi_bi;
+    r->xi_bi_cnt++;
+  }
+  if (isfinite(rw.mem_norm) && isfinite(rw.mem_bound))
+    r->mem_excess = fmax(r->mem_excess, rw.mem_norm - rw.mem_bound);
+  r->support_sum += (double) rw.support_union;
+  if (row)
+    *row = rw;
+  return GC_SUCCESS;
+}
+
+void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
+{
+  memset(s, 0, sizeof *s);
+  s->steps = r->steps;
+  s->f0_gap = r->f0_gap;
+  s->final_gap = gc_problem_gap(r->prob, gc_sim_model(r->sim));
+  double T = r->steps ? (double) r->steps : NAN;
+  s->min_grad2 = r->steps ? r->min_grad2 : NAN;
+  s->mean_grad2 = r->sum_grad2 / T;
+  s->M2 = r->M2;
+  s->xi_max = r->xi_cnt ? r->xi_max : NAN;
+  s->xi_mean = r->xi_cnt ? r->xi_sum / (double) r->xi_cnt : NAN;
+  s->xi_bi_max = r->xi_bi_cnt ? r->xi_bi_max : NAN;
+  s->xi_bi_mean = r->xi_bi_cnt ? r->xi_bi_sum / (double) r->xi_bi_cnt : NAN;
+  s->delta_up_worst = r->dup_cnt ? r->dup_worst : NAN;
+  s->delta_up_mean = r->dup_cnt ? r->dup_sum / (double) r->dup_cnt : NAN;
+  s->delta_down_worst = r->ddown_cnt ? r->ddown_worst : NAN;
+  s->delta_down_mean = r->ddown_cnt ? r->ddown_sum / (double) r->ddown_cnt : NAN;
+  s->mem_excess_max = r->mem_excess;
+  s->support_mean = r->support_sum / T;
+  s->gamma = r->gamma;
+  s->gamma_d = r->gamma_d;
+  s->k = r->k;
+  s->k_down = r->kd;
+}
+
+void gc_probe_csv_header(FILE *f)
+{
+  fprintf(f, "step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,"
+             "bytes_down,support_union\n");
+  fflush(f);
+}
+
+void gc_probe_csv_row(FILE *f, const gc_probe_row *w)
+{
+  fprintf(f, "%u,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%llu,%llu,%zu\n",
+          (unsigned) w->step, w->f_gap, w->grad_norm2, w->xi, w->xi_bi,
+          w->mem_norm, w->mem_bound, (unsigned long long) w->bytes_up,
+          (unsigned long long) w->bytes_down, w->support_union);
+  fflush(f);
+}
+
+int gc_theory_delta(gc_compressor *c, const double *x, uint32_t step,
+                    uint8_t *buf, double *scratch, double *delta)
+{
+  size_t n = gc_compressor_n(c), len;
+  GC_TRY(gc_compress_f64(c, x, step, buf, gc_compressor_max_bytes(c), &len,
+                         NULL));
+  memset(scratch, 0, n * sizeof *scratch);
+  GC_TRY(gc_decompress_add_f64(c, buf, len, step, 1.0, scratch));
+  *delta = contraction(x, scratch, n);
+  return GC_SUCCESS;
+}
+
+const char *gc_theory_dist_name(int dist)
+{
+  static const char *names[GC_DIST_COUNT] = { "gaussian", "laplace",
+                                              "student-t3", "equal" };
+  return dist >= 0 && dist < GC_DIST_COUNT ? names[dist] : "?";
+}
+
+void gc_theory_fill(int dist, uint64_t seed, uint32_t trial, double *x,
+                    size_t n)
+{
+  /* Streams 100+dist keep the distributions independent of each other. */
+  uint32_t s = 100u + (uint32_t) dist;
+  for (size_t i = 0; i < n; i++) {
+    switch (dist) {
+    case GC_DIST_LAPLACE: {   /* inverse CDF of Laplace(0,1) */
+      double u = gc_rng_uniform(seed, s, trial, i) - 0.5;
+      double a = 1.0 - 2.0 * fabs(u);
+      x[i] = (u < 0 ? 1.0 : -1.0) * log(a > 0 ? a : 1e-300);
+      break;
+    }
+    case GC_DIST_STUDENT_T3: {   /* N / sqrt(chi2_3 / 3) */
+      double z = gc_rng_normal(seed, s, trial, 4 * (uint64_t) i);
+      double c2 = 0;
+      for (uint64_t j = 1; j <= 3; j++) {
+        double v = gc_rng_normal(seed, s, trial, 4 * (uint64_t) i + j);
+        c2 += v * v;
+      }
+      x[i] = z / sqrt(c2 / 3.0);
+      break;
+    }
+    case GC_DIST_EQUAL:   /* |x_i| all equal: top-K's worst case */
+      x[i] = (gc_rng_u32(seed, s, trial, i) & 1) ? 1.0 : -1.0;
+      break;
+    default:
+      x[i] = gc_rng_normal(seed, s, trial, i);
+      break;
+    }
+  }
+}
