@@ -1,10 +1,180 @@
-/* bench_train.c -- placeholder until the module lands (replaced by its owner). */
+/* bench_train.c -- `gradcomp bench train`: milliseconds per worker step
+ * (forward + backward + top-K compression of the gradient at density
+ * 0.001) of each reference model at batch 10 and 64, one thread.  When
+ * `python3 -c "import torch"` works, the same models run in PyTorch (one
+ * thread) in the same invocation and the ratio ours/torch is printed; it is
+ * an optional peer, never a dependency.  Reports the OpenBLAS kernel. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "gc_cli.h"
+#include "gc_compressor.h"
+#include "gc_errno.h"
+#include "gc_nn.h"
+#include "gc_rng.h"
+
+/* PyTorch twins of the models (same shapes), timed like ours. */
+static const char torch_script[] =
+  "import sys, time, torch, torch.nn as nn, torch.nn.functional as F\n"
+  "torch.set_num_threads(1)\n"
+  "def vgg():\n"
+  "  L=[]; c=3\n"
+  "  for v in [64,64,'M',128,128,'M',256,256,256,256,'M',512,512,512,512,'M',512,512,512,512,'M']:\n"
+  "    if v=='M': L.append(nn.MaxPool2d(2))\n"
+  "    else: L+= [nn.Conv2d(c,v,3,padding=1), nn.BatchNorm2d(v), nn.ReLU()]; c=v\n"
+  "  return nn.Sequential(*L, nn.Flatten(), nn.Linear(512,10))\n"
+  "M={'mnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n"
+  " 'fmnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,256), nn.ReLU(), nn.Linear(256,128), nn.ReLU(), nn.Linear(128,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n"
+  " 'mnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,32,3), nn.ReLU(), nn.Conv2d(32,64,3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(.25), nn.Flatten(), nn.Linear(9216,128), nn.ReLU(), nn.Dropout(.25), nn.Linear(128,10), nn.LogSoftmax(1)),\n"
+  " 'fmnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,16,5,padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16,32,5,padding=2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1568,10), nn.LogSoftmax(1)),\n"
+  " 'cifar-vgg19': vgg}\n"
+  "name, B, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
+  "m = M[name](); m.train()\n"
+  "shape = (B,3,32,32) if name=='cifar-vgg19' else (B,1,28,28)\n"
+  "x = torch.randn(shape); y = torch.randint(0,10,(B,))\n"
+  "ps = list(m.parameters()); d = sum(p.numel() for p in ps); k = max(1, int(0.001*d))\n"
+  "def step():\n"
+  "  m.zero_grad(); o = m(x)\n"
+  "  l = F.nll_loss(o,y) if name!='cifar-vgg19' else F.cross_entropy(o,y)\n"
+  "  l.backward(); g = torch.cat([p.grad.reshape(-1) for p in ps]); torch.topk(g.abs(), k)\n"
+  "step()\n"
+  "t = time.perf_counter()\n"
+  "for _ in range(reps): step()\n"
+  "print((time.perf_counter()-t)/reps*1e3)\n";
+
+static int have_torch(void)
+{
+  return system("python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+static double torch_ms(const char *script, const char *model, size_t B, int reps)
+{
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 python3 %s %s %zu %d 2>/dev/null",
+           script, model, B, reps);
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return NAN;
+  double v = NAN;
+  if (fscanf(p, "%lf", &v) != 1)
+    v = NAN;
+  pclose(p);
+  return v;
+}
+
+/* One worker step: forward, loss, backward, top-K message of the gradient. */
+static void step(gc_nn *nn, const float *w, float *st, const float *x,
+                 const uint8_t *y, size_t B, float *g, gc_compressor *c,
+                 uint8_t *buf, size_t cap, uint32_t t)
+{
+  size_t len;
+  gc_nn_forward(nn, w, st, x, B, 1, 1, 0, t);
+  gc_nn_loss(nn, y);
+  gc_nn_backward(nn, w, NULL, g, NULL);
+  gc_compress_f32(c, g, t, buf, cap, &len, NULL);
+}
 
 int gc_bench_train(int argc, char **argv)
 {
-  (void) argc; (void) argv;
-  fprintf(stderr, "gradcomp bench train: not available in this build yet\n");
-  return 1;
+  const char *csv = NULL, *only = NULL;
+  double budget = 1.0;   /* seconds per entry, roughly */
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+      csv = argv[++i];
+    else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+      only = argv[++i];
+    else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+      if (gc_cli_double("bench train", "--seconds", argv[++i], &budget))
+        return 2;
+    } else {
+      fprintf(stderr, "usage: gradcomp bench train [--csv FILE] [--model NAME]"
+              " [--seconds S]\n");
+      return 2;
+    }
+  }
+  gc_nn_blas_single_thread();
+  const char *ct = getenv("OPENBLAS_CORETYPE");
+  printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),
+         ct ? ct : "unset: autodetected");
+  int torch = have_torch();
+  char script[256] = "";
+  if (torch) {
+    snprintf(script, sizeof script, "/tmp/gc-bench-torch-%ld.py", (long) getpid());
+    FILE *f = fopen(script, "w");
+    if (!f || fputs(torch_script, f) < 0)
+      torch = 0;
+    if (f)
+      fclose(f);
+  }
+  if (!torch)
+    printf("# torch: not available\n");
+  FILE *out = csv ? fopen(csv, "w") : NULL;
+  if (csv && !out)
+    return gc_cli_fail("bench train", 0, "cannot write %s", csv);
+  const char *hdr = "model,batch,ms_per_step,torch_ms_per_step,ratio\n";
+  fputs(hdr, stdout);
+  if (out)
+    fputs(hdr, out);
+  const gc_compressor_type *topk = gc_compressor_type_by_name("topk");
+  const char *const *names = gc_nn_model_names();
+  static const size_t batches[2] = { 10, 64 };
+  for (size_t m = 0; names[m]; m++) {
+    if (only && strcmp(only, names[m]) != 0)
+      continue;
+    for (int bi = 0; bi < 2; bi++) {
+      size_t B = batches[bi];
+      gc_nn *nn = gc_nn_alloc_model(names[m], B);
+      if (!nn)
+        return gc_cli_fail("bench train", 1, "cannot build %s", names[m]);
+      size_t d = gc_nn_nparams(nn), nin = B * gc_nn_in_dim(nn);
+      float *w = malloc(d * sizeof *w), *g = malloc(d * sizeof *g);
+      float *x = malloc(nin * sizeof *x);
+      float *st = calloc(gc_nn_nstats(nn) + 1, sizeof *st);
+      uint8_t *y = malloc(B);
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = 0.001;
+      gc_compressor *c = topk ? gc_compressor_alloc(topk, d, &p) : NULL;
+      size_t cap = c ? gc_compressor_max_bytes(c) : 0;
+      uint8_t *buf = malloc(cap + 1);
+      if (!w || !g || !x || !st || !y || !c || !buf)
+        return gc_cli_fail("bench train", 1, "out of memory or no topk");
+      gc_nn_init(nn, w, st, 1);
+      for (size_t i = 0; i < nin; i++)
+        x[i] = (float) gc_rng_normal(2, 0, 0, i);
+      for (size_t b = 0; b < B; b++)
+        y[b] = (uint8_t) (b % 10);
+      double t0 = gc_cli_now();
+      step(nn, w, st, x, y, B, g, c, buf, cap, 0);   /* warm-up, sizes reps */
+      double one = gc_cli_now() - t0;
+      int reps = one > 0 ? (int) (budget / one) : 100;
+      reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
+      t0 = gc_cli_now();
+      for (int r = 0; r < reps; r++)
+        step(nn, w, st, x, y, B, g, c, buf, cap, (uint32_t) r + 1);
+      double ms = (gc_cli_now() - t0) / reps * 1e3;
+      double tms = torch ? torch_ms(script, names[m], B, reps) : NAN;
+      char line[256];
+      snprintf(line, sizeof line, "%s,%zu,%.3f,%.3f,%.3f\n", names[m], B, ms,
+               tms, ms / tms);
+      if (!torch)
+        snprintf(line, sizeof line, "%s,%zu,%.3f,,\n", names[m], B, ms);
+      fputs(line, stdout);
+      fflush(stdout);
+      if (out)
+        fputs(line, out);
+      free(w); free(g); free(x); free(st); free(y); free(buf);
+      gc_compressor_free(c);
+      gc_nn_free(nn);
+    }
+  }
+  if (out)
+    fclose(out);
+  if (torch)
+    remove(script);
+  return 0;
 }

@@ -1,10 +1,224 @@
-/* cmd_train.c -- placeholder until the module lands (replaced by its owner). */
+/* cmd_train.c -- `gradcomp train`: data-parallel training of the reference
+ * models (theory.md section 6) through the algorithm layer.  Options may
+ * also come from a config file (--config FILE: one "option value" per line,
+ * '#' comments, option names without the dashes); the command line wins.
+ * Without --lr the tuned learning rate of the reference runs is used when
+ * the (model, P, algorithm) triple is in the table, else 0.05. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "gc_cli.h"
+#include "gc_errno.h"
+#include "gc_nn.h"
+
+static const char usage[] =
+  "usage: gradcomp train [options]\n"
+  "  --dataset mnist|fmnist|cifar10   (mnist)\n"
+  "  --model NAME        mnist-mlp fmnist-mlp mnist-cnn fmnist-cnn cifar-vgg19\n"
+  "                      (default: the data set's MLP; VGG for cifar10)\n"
+  "  --workers P         (10)            --iid | --noniid   (iid)\n"
+  "  --batch B           per worker (10) --epochs E         (1; reference 100)\n"
+  "  --lr A              (tuned reference value, else 0.05)\n"
+  "  --momentum M        DGC momentum correction (0)\n"
+  "  --algorithm sgd|uni|bi|downlink|doublesqueeze|ef21     (bi)\n"
+  "  --compressor NAME   (topk)  --density R (0.001)  --density-down R (= R)\n"
+  "  --seed S (0)  --threads T (all; never changes results)\n"
+  "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
+  "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
+  "Writes DIR/log.csv (one row per epoch), DIR/config.json and a checkpoint\n"
+  "every epoch.  time_compress is the time inside gc_sim_step (compression,\n"
+  "aggregation, apply); time_aggregate the dense averaging outside it.\n";
+
+/* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
+static const struct { const char *model; size_t P; double lr[3]; } tuned[] = {
+  { "fmnist-mlp", 20, { .08, .08, .06 } }, { "fmnist-mlp", 50, { .13, .12, .07 } },
+  { "fmnist-mlp", 100, { .22, .22, .08 } },
+  { "fmnist-cnn", 20, { .09, .08, .06 } }, { "fmnist-cnn", 50, { .12, .11, .07 } },
+  { "fmnist-cnn", 100, { .14, .20, .08 } },
+  { "mnist-mlp", 10, { .04, .10, .03 } }, { "mnist-mlp", 20, { .06, .09, .03 } },
+  { "mnist-mlp", 50, { .17, .18, .10 } }, { "mnist-mlp", 100, { .17, .24, .10 } },
+  { "mnist-cnn", 10, { .06, .07, .05 } }, { "mnist-cnn", 20, { .08, .09, .05 } },
+  { "mnist-cnn", 50, { .14, .16, .07 } }, { "mnist-cnn", 100, { .09, .16, .07 } },
+  { "cifar-vgg19", 20, { .05, .05, .1 } },
+};
+
+static double tuned_lr(const char *model, size_t P, const char *algo)
+{
+  int j = !strcmp(algo, "uni") ? 0 : !strcmp(algo, "bi") ? 1
+          : !strcmp(algo, "sgd") ? 2 : -1;
+  if (j < 0)
+    return 0.05;
+  for (size_t i = 0; i < sizeof tuned / sizeof tuned[0]; i++)
+    if (!strcmp(tuned[i].model, model) && tuned[i].P == P)
+      return tuned[i].lr[j];
+  return 0.05;
+}
+
+typedef struct opts {
+  gc_train_config c;
+  int lr_set;
+  char *config;
+} opts;
+
+/* Parse argv-style options; returns 0, or the exit status. */
+static int parse(opts *o, int argc, char **argv, int from_file)
+{
+  gc_train_config *c = &o->c;
+  const char *cmd = "train";
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED()                                                              \
+  do {                                                                      \
+    if (!v) {                                                               \
+      fprintf(stderr, "gradcomp train: %s needs a value\n", a);             \
+      return 2;                                                             \
+    }                                                                       \
+    i++;                                                                    \
+  } while (0)
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage, stdout);
+      return -1;
+    } else if (!strcmp(a, "--dataset")) { NEED(); c->dataset = v; }
+    else if (!strcmp(a, "--model")) { NEED(); c->model = v; }
+    else if (!strcmp(a, "--data")) { NEED(); c->data_dir = v; }
+    else if (!strcmp(a, "--workers")) { NEED(); if (gc_cli_size(cmd, a, v, &c->workers)) return 2; }
+    else if (!strcmp(a, "--iid")) c->noniid = 0;
+    else if (!strcmp(a, "--noniid")) c->noniid = 1;
+    else if (!strcmp(a, "--batch")) { NEED(); if (gc_cli_size(cmd, a, v, &c->batch)) return 2; }
+    else if (!strcmp(a, "--epochs")) { NEED(); if (gc_cli_size(cmd, a, v, &c->epochs)) return 2; }
+    else if (!strcmp(a, "--lr")) { NEED(); if (gc_cli_double(cmd, a, v, &c->lr)) return 2; o->lr_set = 1; }
+    else if (!strcmp(a, "--momentum")) { NEED(); if (gc_cli_double(cmd, a, v, &c->momentum)) return 2; }
+    else if (!strcmp(a, "--algorithm")) { NEED(); c->algorithm = v; }
+    else if (!strcmp(a, "--compressor")) { NEED(); c->compressor = v; }
+    else if (!strcmp(a, "--density")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density)) return 2; }
+    else if (!strcmp(a, "--density-down")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density_down)) return 2; }
+    else if (!strcmp(a, "--seed")) { NEED(); if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
+    else if (!strcmp(a, "--threads")) { NEED(); if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
+    else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
+    else if (!strcmp(a, "--config") && !from_file) { NEED(); o->config = (char *) v; }
+    else if (!strcmp(a, "--resume")) c->resume = 1;
+    else if (!strcmp(a, "--quiet")) c->quiet = 1;
+    else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
+    else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
+    else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
+    else {
+      fprintf(stderr, "gradcomp train: unknown option '%s'%s\n%s", a,
+              from_file ? " in the config file" : "", usage);
+      return 2;
+    }
+#undef NEED
+  }
+  return 0;
+}
+
+/* Read "key value" lines into an argv ("--key value"); the strings live in
+ * *store (freed by the caller). */
+static int read_config(const char *path, char ***argv_out, int *argc_out,
+                       char **store)
+{
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return gc_cli_fail("train", 0, "--config %s: cannot open", path);
+  char *text = calloc(1, 1 << 16), **av = calloc(512, sizeof *av);
+  if (!text || !av) {
+    fclose(f);
+    free(text);
+    free(av);
+    return gc_cli_fail("train", 0, "out of memory");
+  }
+  size_t len = fread(text, 1, (1 << 16) - 1, f);
+  fclose(f);
+  text[len] = '\0';
+  int n = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line && n < 500;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *hash = strchr(line, '#');
+    if (hash)
+      *hash = '\0';
+    char *s2 = NULL, *key = strtok_r(line, " \t=\r", &s2);
+    if (!key)
+      continue;
+    char *val = strtok_r(NULL, " \t=\r", &s2);
+    /* "--key" in the array: write the dashes in front of the key in place
+     * is not possible, so keep a small prefixed copy. */
+    char *k = malloc(strlen(key) + 3);
+    if (!k)
+      break;
+    sprintf(k, "%s%s", strncmp(key, "--", 2) ? "--" : "", key);
+    av[n++] = k;
+    if (val)
+      av[n++] = val;
+  }
+  *argv_out = av;
+  *argc_out = n;
+  *store = text;
+  return 0;
+}
 
 int gc_cmd_train(int argc, char **argv)
 {
-  (void) argc; (void) argv;
-  fprintf(stderr, "gradcomp train: not available in this build yet\n");
-  return 1;
+  opts o;
+  memset(&o, 0, sizeof o);
+  gc_train_config_default(&o.c);
+  argc--;   /* argv[0] is "train" */
+  argv++;
+  int st = parse(&o, argc, argv, 0);
+  if (st)
+    return st < 0 ? 0 : st;
+  char **cav = NULL, *store = NULL;
+  int cac = 0;
+  if (o.config) {
+    opts f;
+    memset(&f, 0, sizeof f);
+    gc_train_config_default(&f.c);
+    if ((st = read_config(o.config, &cav, &cac, &store)))
+      return st;
+    st = parse(&f, cac, cav, 1);
+    if (st == 0) {
+      /* command line on top of the file */
+      f.config = o.config;
+      st = parse(&f, argc, argv, 0);
+      f.lr_set |= o.lr_set;
+      o = f;
+    }
+    if (st) {
+      for (int i = 0; i < cac; i++)
+        if (cav[i][0] == '-' && cav[i][1] == '-')
+          free(cav[i]);
+      free(cav);
+      free(store);
+      return st < 0 ? 0 : st;
+    }
+    o.c.config_file = o.config;
+  }
+  const char *model = o.c.model;
+  if (!model)
+    model = !strcmp(o.c.dataset, "cifar10") ? "cifar-vgg19"
+            : !strcmp(o.c.dataset, "fmnist") ? "fmnist-mlp" : "mnist-mlp";
+  if (!o.lr_set)
+    o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
+  if (!o.c.quiet)
+    fprintf(stderr, "gradcomp train: %s on %s, P=%zu, %s/%s rho=%g, lr=%g,"
+            " B=%zu, %zu epochs -> %s\n", model, o.c.dataset, o.c.workers,
+            o.c.algorithm, o.c.compressor, o.c.density, o.c.lr, o.c.batch,
+            o.c.epochs, o.c.out);
+  gc_train_result res;
+  st = gc_train_run(&o.c, &res);
+  for (int i = 0; i < cac; i++)
+    if (cav[i][0] == '-' && cav[i][1] == '-')
+      free(cav[i]);
+  free(cav);
+  free(store);
+  if (st == GC_EDIVERGE)
+    return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv", o.c.out);
+  if (st)
+    return gc_cli_fail("train", st, "failed");
+  if (!o.c.quiet)
+    fprintf(stderr, "gradcomp train: %zu epochs, %zu steps, test accuracy %.4f,"
+            " %.1f s per epoch; log in %s/log.csv\n", res.epochs_done,
+            res.steps_done, res.test_acc, res.epoch_seconds, o.c.out);
+  return 0;
 }

@@ -1,0 +1,349 @@
+/* data.c -- IDX and CIFAR-10 loaders, partitions over workers. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "gc_data.h"
+#include "gc_errno.h"
+#include "gc_rng.h"
+
+const char *gc_data_dir(const char *fallback)
+{
+  const char *e = getenv("GRADCOMP_DATA");
+  return (e && *e) ? e : fallback;
+}
+
+void gc_dataset_free(gc_dataset *ds)
+{
+  if (!ds)
+    return;
+  free(ds->x);
+  free(ds->y);
+  memset(ds, 0, sizeof *ds);
+}
+
+void gc_dataset_truncate(gc_dataset *ds, size_t m)
+{
+  if (m < ds->n)
+    ds->n = m;
+}
+
+/* gzread takes unsigned int lengths: read big blocks in pieces. */
+static int read_all(gzFile f, uint8_t *buf, size_t len)
+{
+  while (len > 0) {
+    unsigned chunk = len > (1u << 30) ? (1u << 30) : (unsigned) len;
+    int got = gzread(f, buf, chunk);
+    if (got <= 0)
+      return -1;
+    buf += got;
+    len -= (size_t) got;
+  }
+  return 0;
+}
+
+int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
+{
+  *data = NULL;
+  gzFile f = gzopen(path, "rb");
+  if (!f)
+    GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
+  uint8_t head[4 + 4 * 4];
+  if (ndim < 1 || ndim > 4) {
+    gzclose(f);
+    GC_ERRORF(GC_EINVAL, "%s: unsupported IDX rank %zu", path, ndim);
+  }
+  if (read_all(f, head, 4) != 0) {
+    gzclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: too short for an IDX header", path);
+  }
+  if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndim) {
+    gzclose(f);
+    GC_ERRORF(GC_EFORMAT,
+              "%s: bad IDX magic %02x %02x %02x %02x (expected 00 00 08 %02zx:"
+              " unsigned bytes, %zu dimensions)", path, head[0], head[1],
+              head[2], head[3], ndim, ndim);
+  }
+  if (read_all(f, head + 4, 4 * ndim) != 0) {
+    gzclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: truncated IDX header", path);
+  }
+  size_t total = 1;
+  for (size_t i = 0; i < ndim; i++) {
+    const uint8_t *b = head + 4 + 4 * i;
+    dims[i] = ((size_t) b[0] << 24) | ((size_t) b[1] << 16) |
+              ((size_t) b[2] << 8) | (size_t) b[3];
+    if (dims[i] == 0) {
+      gzclose(f);
+      GC_ERRORF(GC_EFORMAT, "%s: dimension %zu is zero", path, i);
+    }
+    total *= dims[i];
+  }
+  if (total > ((size_t) 1 << 34)) {
+    gzclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: implausible IDX size %zu", path, total);
+  }
+  uint8_t *buf = malloc(total);
+  if (!buf) {
+    gzclose(f);
+    GC_ERRORF(GC_ENOMEM, "%s: cannot allocate %zu bytes", path, total);
+  }
+  if (read_all(f, buf, total) != 0) {
+    free(buf);
+    gzclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: truncated: the header promises %zu data bytes",
+              path, total);
+  }
+  uint8_t extra;
+  if (gzread(f, &extra, 1) != 0) {
+    free(buf);
+    gzclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: trailing bytes after %zu data bytes", path, total);
+  }
+  gzclose(f);
+  *data = buf;
+  return GC_SUCCESS;
+}
+
+static void normalise(float *x, const uint8_t *px, size_t count, float mean,
+                      float sd)
+{
+  for (size_t i = 0; i < count; i++)
+    x[i] = ((float) px[i] * (1.0f / 255.0f) - mean) / sd;
+}
+
+int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
+                     gc_dataset *ds)
+{
+  memset(ds, 0, sizeof *ds);
+  size_t di[3], dl[1];
+  uint8_t *px = NULL, *lab = NULL;
+  GC_TRY(gc_idx_read(images, 3, di, &px));
+  int st = gc_idx_read(labels, 1, dl, &lab);
+  if (st) {
+    free(px);
+    return st;
+  }
+  if (di[1] != 28 || di[2] != 28) {
+    free(px); free(lab);
+    GC_ERRORF(GC_EFORMAT, "%s: images are %zux%zu, expected 28x28", images,
+              di[1], di[2]);
+  }
+  if (di[0] != dl[0]) {
+    free(px); free(lab);
+    GC_ERRORF(GC_EFORMAT, "%s holds %zu images but %s holds %zu labels",
+              images, di[0], labels, dl[0]);
+  }
+  if (expect_n && di[0] != expect_n) {
+    free(px); free(lab);
+    GC_ERRORF(GC_EFORMAT, "%s: %zu images, expected %zu", images, di[0],
+              expect_n);
+  }
+  for (size_t i = 0; i < dl[0]; i++)
+    if (lab[i] >= 10) {
+      free(px); free(lab);
+      GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9",
+                labels, lab[i], i);
+    }
+  size_t n = di[0], dim = 28 * 28;
+  ds->x = malloc(n * dim * sizeof *ds->x);
+  if (!ds->x) {
+    free(px); free(lab);
+    GC_ERROR("cannot allocate the images", GC_ENOMEM);
+  }
+  normalise(ds->x, px, n * dim, 0.1307f, 0.3081f);
+  free(px);
+  ds->y = lab;
+  ds->n = n;
+  ds->c = 1; ds->h = 28; ds->w = 28; ds->dim = dim; ds->classes = 10;
+  return GC_SUCCESS;
+}
+
+enum { CIFAR_REC = 1 + 3072 };
+
+int gc_data_load_cifar10(const char *const *files, size_t nfiles,
+                         size_t per_file, gc_dataset *ds)
+{
+  static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
+  static const float sd[3] = { 0.2023f, 0.1994f, 0.2010f };
+  memset(ds, 0, sizeof *ds);
+  size_t counts[64], n = 0;
+  if (nfiles == 0 || nfiles > 64)
+    GC_ERROR("CIFAR-10: between 1 and 64 files", GC_EINVAL);
+  /* Sizes first, so one allocation holds everything. */
+  for (size_t f = 0; f < nfiles; f++) {
+    FILE *fp = fopen(files[f], "rb");
+    if (!fp)
+      GC_ERRORF(GC_EIO, "%s: cannot open: %s", files[f], strerror(errno));
+    if (fseek(fp, 0, SEEK_END) != 0) {
+      fclose(fp);
+      GC_ERRORF(GC_EIO, "%s: cannot seek", files[f]);
+    }
+    long sz = ftell(fp);
+    fclose(fp);
+    if (sz <= 0 || sz % CIFAR_REC != 0)
+      GC_ERRORF(GC_EFORMAT, "%s: %ld bytes is not a positive multiple of the"
+                " %d-byte CIFAR-10 record (truncated?)", files[f], sz, CIFAR_REC);
+    counts[f] = (size_t) sz / CIFAR_REC;
+    if (per_file && counts[f] != per_file)
+      GC_ERRORF(GC_EFORMAT, "%s: %zu records, expected %zu", files[f],
+                counts[f], per_file);
+    n += counts[f];
+  }
+  ds->x = malloc(n * 3072 * sizeof *ds->x);
+  ds->y = malloc(n);
+  uint8_t *rec = malloc(CIFAR_REC);
+  if (!ds->x || !ds->y || !rec) {
+    free(rec);
+    gc_dataset_free(ds);
+    GC_ERROR("cannot allocate CIFAR-10", GC_ENOMEM);
+  }
+  size_t at = 0;
+  for (size_t f = 0; f < nfiles; f++) {
+    FILE *fp = fopen(files[f], "rb");
+    if (!fp) {
+      free(rec);
+      gc_dataset_free(ds);
+      GC_ERRORF(GC_EIO, "%s: cannot open: %s", files[f], strerror(errno));
+    }
+    for (size_t r = 0; r < counts[f]; r++, at++) {
+      int short_read = fread(rec, 1, CIFAR_REC, fp) != CIFAR_REC;
+      if (short_read || rec[0] >= 10) {
+        unsigned lab = rec[0];
+        fclose(fp);
+        free(rec);
+        gc_dataset_free(ds);
+        if (short_read)
+          GC_ERRORF(GC_EIO, "%s: read failed at record %zu", files[f], r);
+        GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9",
+                  files[f], lab, r);
+      }
+      ds->y[at] = rec[0];
+      for (int ch = 0; ch < 3; ch++)
+        normalise(ds->x + at * 3072 + ch * 1024, rec + 1 + ch * 1024, 1024,
+                  mean[ch], sd[ch]);
+    }
+    fclose(fp);
+  }
+  free(rec);
+  ds->n = n;
+  ds->c = 3; ds->h = 32; ds->w = 32; ds->dim = 3072; ds->classes = 10;
+  return GC_SUCCESS;
+}
+
+/* path of dir/sub/name, trying the gzip variant when the raw file is absent */
+static void find_file(char *out, size_t cap, const char *dir, const char *sub,
+                      const char *name)
+{
+  snprintf(out, cap, "%s/%s/%s", dir, sub, name);
+  FILE *f = fopen(out, "rb");
+  if (f) {
+    fclose(f);
+    return;
+  }
+  snprintf(out, cap, "%s/%s/%s.gz", dir, sub, name);
+  f = fopen(out, "rb");
+  if (f) {
+    fclose(f);
+    return;
+  }
+  snprintf(out, cap, "%s/%s/%s", dir, sub, name);   /* name the raw one */
+}
+
+int gc_data_load(const char *dir, const char *name, int train, gc_dataset *ds)
+{
+  char img[4096], lab[4096];
+  if (!strcmp(name, "mnist") || !strcmp(name, "fmnist")) {
+    find_file(img, sizeof img, dir, name,
+              train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte");
+    find_file(lab, sizeof lab, dir, name,
+              train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte");
+    return gc_data_load_idx(img, lab, train ? 60000 : 10000, ds);
+  }
+  if (!strcmp(name, "cifar10")) {
+    char paths[5][4096];
+    const char *p[5];
+    size_t nf = train ? 5 : 1;
+    for (size_t i = 0; i < nf; i++) {
+      char base[64];
+      if (train)
+        snprintf(base, sizeof base, "data_batch_%zu.bin", i + 1);
+      else
+        snprintf(base, sizeof base, "test_batch.bin");
+      snprintf(paths[i], sizeof paths[i], "%s/cifar10/cifar-10-batches-bin/%s",
+               dir, base);
+      FILE *f = fopen(paths[i], "rb");
+      if (f)
+        fclose(f);
+      else
+        snprintf(paths[i], sizeof paths[i], "%s/cifar10/%s", dir, base);
+      p[i] = paths[i];
+    }
+    return gc_data_load_cifar10(p, nf, 10000, ds);
+  }
+  GC_ERRORF(GC_EINVAL, "unknown data set '%s' (mnist, fmnist, cifar10)", name);
+}
+
+void gc_data_shuffle(uint32_t *a, size_t m, uint64_t seed, uint32_t stream,
+                     uint32_t step)
+{
+  for (size_t i = m; i > 1; i--) {
+    uint32_t j = gc_rng_below(gc_rng_u32(seed, stream, step, i), (uint32_t) i);
+    uint32_t t = a[i - 1];
+    a[i - 1] = a[j];
+    a[j] = t;
+  }
+}
+
+int gc_data_partition_iid(size_t n, size_t P, uint64_t seed, uint32_t *idx,
+                          size_t *off)
+{
+  if (P == 0 || P > n)
+    GC_ERRORF(GC_EINVAL, "cannot split %zu examples over %zu workers", n, P);
+  for (size_t i = 0; i < n; i++)
+    idx[i] = (uint32_t) i;
+  gc_data_shuffle(idx, n, seed, 0x9a7, 0);
+  size_t per = n / P;
+  for (size_t p = 0; p <= P; p++)
+    off[p] = p * per;
+  return GC_SUCCESS;
+}
+
+int gc_data_partition_noniid(const uint8_t *y, size_t n, size_t P,
+                             uint64_t seed, uint32_t *idx, size_t *off)
+{
+  if (P == 0 || 2 * P > n)
+    GC_ERRORF(GC_EINVAL, "cannot cut %zu examples into 2x%zu shards", n, P);
+  size_t shards = 2 * P, size = n / shards;
+  uint32_t *sorted = malloc(n * sizeof *sorted), *perm = malloc(shards * sizeof *perm);
+  if (!sorted || !perm) {
+    free(sorted); free(perm);
+    GC_ERROR("cannot allocate the partition", GC_ENOMEM);
+  }
+  /* Stable counting sort by label, as argsort of the labels. */
+  size_t cnt[257] = {0};
+  for (size_t i = 0; i < n; i++)
+    cnt[y[i] + 1]++;
+  for (int c = 0; c < 256; c++)
+    cnt[c + 1] += cnt[c];
+  for (size_t i = 0; i < n; i++)
+    sorted[cnt[y[i]]++] = (uint32_t) i;
+  for (size_t s = 0; s < shards; s++)
+    perm[s] = (uint32_t) s;
+  gc_data_shuffle(perm, shards, seed, 0x9a8, 0);
+  size_t at = 0;
+  for (size_t p = 0; p < P; p++) {
+    off[p] = at;
+    for (int j = 0; j < 2; j++) {
+      memcpy(idx + at, sorted + (size_t) perm[2 * p + j] * size, size * sizeof *idx);
+      at += size;
+    }
+  }
+  off[P] = at;
+  free(sorted);
+  free(perm);
+  return GC_SUCCESS;
+}

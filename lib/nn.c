@@ -1,0 +1,660 @@
+/* nn.c -- float32 layers over one flat parameter vector (gc_nn.h). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+
+#include "gc_errno.h"
+#include "gc_nn.h"
+#include "gc_rng.h"
+
+struct gc_nn {
+  size_t L, maxB, d, nstats;
+  int loss;
+  gc_nn_layer *ly;
+  size_t *asz;          /* per-example size of act[l], l = 0..L          */
+  float **act;          /* act[0] = caller's input; act[l+1] = layer l out */
+  float **aux;          /* dropout mask / BN xhat, per layer (or NULL)   */
+  float **bnc;          /* BN: per-channel mean and inverse std (2*C)    */
+  uint32_t **amax;      /* max-pool: argmax within the example input     */
+  float *g0, *g1;       /* ping-pong gradient buffers                    */
+  float *col, *dcol;    /* conv scratch, one image                       */
+  float *dloss;         /* d loss / d output from gc_nn_loss             */
+  size_t B;             /* examples of the last forward                  */
+  int train;
+};
+
+static const double bn_eps = 1e-5, bn_momentum = 0.1;
+
+size_t gc_nn_nparams(const gc_nn *nn) { return nn->d; }
+size_t gc_nn_nstats(const gc_nn *nn) { return nn->nstats; }
+size_t gc_nn_nlayers(const gc_nn *nn) { return nn->L; }
+const gc_nn_layer *gc_nn_layer_at(const gc_nn *nn, size_t i) { return nn->ly + i; }
+size_t gc_nn_in_dim(const gc_nn *nn) { return nn->asz[0]; }
+size_t gc_nn_out_dim(const gc_nn *nn) { return nn->asz[nn->L]; }
+size_t gc_nn_max_batch(const gc_nn *nn) { return nn->maxB; }
+
+void gc_nn_free(gc_nn *nn)
+{
+  if (!nn)
+    return;
+  for (size_t l = 0; l < nn->L; l++) {
+    free(nn->act[l + 1]);
+    free(nn->aux[l]);
+    free(nn->bnc[l]);
+    free(nn->amax[l]);
+  }
+  free(nn->act); free(nn->aux); free(nn->bnc); free(nn->amax);
+  free(nn->asz); free(nn->ly);
+  free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->dloss);
+  free(nn);
+}
+
+/* Fill shapes and offsets; the next layer's input is this one's output. */
+static int plan(gc_nn *nn)
+{
+  size_t off = 0, soff = 0;
+  for (size_t l = 0; l < nn->L; l++) {
+    gc_nn_layer *y = nn->ly + l;
+    if (l > 0) {
+      const gc_nn_layer *x = y - 1;
+      y->in_c = x->out_c; y->in_h = x->out_h; y->in_w = x->out_w;
+    }
+    if (y->in_c == 0 || y->in_h == 0 || y->in_w == 0)
+      GC_ERRORF(GC_EINVAL, "layer %zu: empty input shape", l);
+    y->woff = y->boff = y->nw = y->nb = y->soff = 0;
+    switch (y->kind) {
+    case GC_NN_LINEAR: {
+      size_t in = y->in_c * y->in_h * y->in_w;   /* flattens CHW */
+      if (y->out_c == 0)
+        GC_ERRORF(GC_EINVAL, "layer %zu: linear with no outputs", l);
+      y->in_c = in; y->in_h = y->in_w = 1;
+      y->out_h = y->out_w = 1;
+      y->nw = y->out_c * in;
+      y->nb = y->out_c;
+      break;
+    }
+    case GC_NN_CONV:
+      if (y->out_c == 0 || y->ksize == 0 || y->in_h + 2 * y->pad < y->ksize ||
+          y->in_w + 2 * y->pad < y->ksize)
+        GC_ERRORF(GC_EINVAL, "layer %zu: bad convolution shape", l);
+      y->out_h = y->in_h + 2 * y->pad - y->ksize + 1;
+      y->out_w = y->in_w + 2 * y->pad - y->ksize + 1;
+      y->nw = y->out_c * y->in_c * y->ksize * y->ksize;
+      y->nb = y->out_c;
+      break;
+    case GC_NN_MAXPOOL:
+      if (y->in_h < 2 || y->in_w < 2)
+        GC_ERRORF(GC_EINVAL, "layer %zu: max-pool of a map smaller than 2x2", l);
+      y->out_c = y->in_c; y->out_h = y->in_h / 2; y->out_w = y->in_w / 2;
+      break;
+    case GC_NN_DROPOUT:
+      if (!(y->p >= 0 && y->p < 1))
+        GC_ERRORF(GC_EINVAL, "layer %zu: dropout p=%g outside [0,1)", l, y->p);
+      /* fall through */
+    case GC_NN_RELU:
+    case GC_NN_LOGSOFTMAX:
+      y->out_c = y->in_c; y->out_h = y->in_h; y->out_w = y->in_w;
+      break;
+    case GC_NN_BATCHNORM:
+      y->out_c = y->in_c; y->out_h = y->in_h; y->out_w = y->in_w;
+      y->nw = y->nb = y->in_c;
+      y->soff = soff;
+      soff += 2 * y->in_c;
+      break;
+    default:
+      GC_ERRORF(GC_EINVAL, "layer %zu: unknown kind %d", l, (int) y->kind);
+    }
+    if (y->nw) {
+      y->woff = off;
+      off += y->nw;
+      y->boff = off;
+      off += y->nb;
+    }
+  }
+  nn->d = off;
+  nn->nstats = soff;
+  return GC_SUCCESS;
+}
+
+gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
+                   size_t max_batch)
+{
+  if (L == 0 || max_batch == 0)
+    GC_ERROR_NULL("a net needs layers and a positive batch", GC_EINVAL);
+  gc_nn *nn = calloc(1, sizeof *nn);
+  if (!nn)
+    GC_ERROR_NULL("cannot allocate the net", GC_ENOMEM);
+  nn->L = L;
+  nn->maxB = max_batch;
+  nn->loss = loss;
+  nn->ly = malloc(L * sizeof *nn->ly);
+  nn->asz = calloc(L + 1, sizeof *nn->asz);
+  nn->act = calloc(L + 1, sizeof *nn->act);
+  nn->aux = calloc(L, sizeof *nn->aux);
+  nn->bnc = calloc(L, sizeof *nn->bnc);
+  nn->amax = calloc(L, sizeof *nn->amax);
+  if (!nn->ly || !nn->asz || !nn->act || !nn->aux || !nn->bnc || !nn->amax) {
+    gc_nn_free(nn);
+    GC_ERROR_NULL("cannot allocate the net", GC_ENOMEM);
+  }
+  memcpy(nn->ly, spec, L * sizeof *nn->ly);
+  if (plan(nn) != GC_SUCCESS) {
+    gc_nn_free(nn);
+    return NULL;
+  }
+  size_t maxa, maxcol = 0;
+  nn->asz[0] = nn->ly[0].in_c * nn->ly[0].in_h * nn->ly[0].in_w;
+  maxa = nn->asz[0];
+  int ok = 1;
+  for (size_t l = 0; l < L; l++) {
+    const gc_nn_layer *y = nn->ly + l;
+    size_t in = nn->asz[l], out = y->out_c * y->out_h * y->out_w;
+    nn->asz[l + 1] = out;
+    if (out > maxa)
+      maxa = out;
+    nn->act[l + 1] = malloc(max_batch * out * sizeof(float));
+    ok &= nn->act[l + 1] != NULL;
+    if (y->kind == GC_NN_DROPOUT || y->kind == GC_NN_BATCHNORM) {
+      nn->aux[l] = malloc(max_batch * in * sizeof(float));
+      ok &= nn->aux[l] != NULL;
+    }
+    if (y->kind == GC_NN_BATCHNORM) {
+      nn->bnc[l] = malloc(2 * y->in_c * sizeof(float));
+      ok &= nn->bnc[l] != NULL;
+    }
+    if (y->kind == GC_NN_MAXPOOL) {
+      nn->amax[l] = malloc(max_batch * out * sizeof(uint32_t));
+      ok &= nn->amax[l] != NULL;
+    }
+    if (y->kind == GC_NN_CONV) {
+      size_t c = y->in_c * y->ksize * y->ksize * y->out_h * y->out_w;
+      if (c > maxcol)
+        maxcol = c;
+    }
+  }
+  nn->g0 = malloc(max_batch * maxa * sizeof(float));
+  nn->g1 = malloc(max_batch * maxa * sizeof(float));
+  nn->dloss = malloc(max_batch * nn->asz[L] * sizeof(float));
+  if (maxcol) {
+    nn->col = malloc(maxcol * sizeof(float));
+    nn->dcol = malloc(maxcol * sizeof(float));
+    ok &= nn->col && nn->dcol;
+  }
+  if (!ok || !nn->g0 || !nn->g1 || !nn->dloss) {
+    gc_nn_free(nn);
+    GC_ERROR_NULL("cannot allocate the activations", GC_ENOMEM);
+  }
+  return nn;
+}
+
+void gc_nn_init(const gc_nn *nn, float *w, float *stats, uint64_t seed)
+{
+  for (size_t l = 0; l < nn->L; l++) {
+    const gc_nn_layer *y = nn->ly + l;
+    if (y->kind == GC_NN_BATCHNORM) {
+      for (size_t c = 0; c < y->in_c; c++) {
+        w[y->woff + c] = 1.0f;
+        w[y->boff + c] = 0.0f;
+        if (stats) {
+          stats[y->soff + c] = 0.0f;
+          stats[y->soff + y->in_c + c] = 1.0f;
+        }
+      }
+      continue;
+    }
+    if (!y->nw)
+      continue;
+    size_t fan_in = y->nw / y->out_c;
+    double bound = 1.0 / sqrt((double) fan_in);
+    for (size_t i = 0; i < y->nw + y->nb; i++)
+      w[y->woff + i] = (float) ((2.0 * gc_rng_uniform(seed, (uint32_t) l, 0, i)
+                                 - 1.0) * bound);
+  }
+}
+
+/* ---- layers --------------------------------------------------------------- */
+
+static void im2col(const float *in, const gc_nn_layer *y, float *col)
+{
+  size_t k = y->ksize, H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
+  long pad = (long) y->pad;
+  for (size_t c = 0; c < y->in_c; c++)
+    for (size_t ki = 0; ki < k; ki++)
+      for (size_t kj = 0; kj < k; kj++) {
+        float *row = col + ((c * k + ki) * k + kj) * Ho * Wo;
+        for (size_t oh = 0; oh < Ho; oh++) {
+          long ih = (long) (oh + ki) - pad;
+          float *r = row + oh * Wo;
+          if (ih < 0 || ih >= (long) H) {
+            memset(r, 0, Wo * sizeof *r);
+            continue;
+          }
+          const float *src = in + (c * H + (size_t) ih) * W;
+          for (size_t ow = 0; ow < Wo; ow++) {
+            long iw = (long) (ow + kj) - pad;
+            r[ow] = (iw < 0 || iw >= (long) W) ? 0.0f : src[iw];
+          }
+        }
+      }
+}
+
+static void col2im(const float *col, const gc_nn_layer *y, float *in)
+{
+  size_t k = y->ksize, H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
+  long pad = (long) y->pad;
+  memset(in, 0, y->in_c * H * W * sizeof *in);
+  for (size_t c = 0; c < y->in_c; c++)
+    for (size_t ki = 0; ki < k; ki++)
+      for (size_t kj = 0; kj < k; kj++) {
+        const float *row = col + ((c * k + ki) * k + kj) * Ho * Wo;
+        for (size_t oh = 0; oh < Ho; oh++) {
+          long ih = (long) (oh + ki) - pad;
+          if (ih < 0 || ih >= (long) H)
+            continue;
+          float *dst = in + (c * H + (size_t) ih) * W;
+          const float *r = row + oh * Wo;
+          for (size_t ow = 0; ow < Wo; ow++) {
+            long iw = (long) (ow + kj) - pad;
+            if (iw >= 0 && iw < (long) W)
+              dst[iw] += r[ow];
+          }
+        }
+      }
+}
+
+static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
+                     const float *in, float *out, size_t B)
+{
+  size_t K = y->in_c * y->ksize * y->ksize, HW = y->out_h * y->out_w;
+  size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * HW;
+  const float *W = w + y->woff, *b = w + y->boff;
+  for (size_t n = 0; n < B; n++) {
+    float *o = out + n * osz;
+    for (size_t c = 0; c < y->out_c; c++)
+      for (size_t i = 0; i < HW; i++)
+        o[c * HW + i] = b[c];
+    im2col(in + n * isz, y, nn->col);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) y->out_c,
+                (int) HW, (int) K, 1.0f, W, (int) K, nn->col, (int) HW, 1.0f,
+                o, (int) HW);
+  }
+}
+
+static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
+                     const float *in, const float *dout, float *din,
+                     float *grad, size_t B)
+{
+  size_t K = y->in_c * y->ksize * y->ksize, HW = y->out_h * y->out_w;
+  size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * HW;
+  float *dW = grad + y->woff, *db = grad + y->boff;
+  memset(dW, 0, y->nw * sizeof *dW);
+  memset(db, 0, y->nb * sizeof *db);
+  for (size_t n = 0; n < B; n++) {
+    const float *g = dout + n * osz;
+    for (size_t c = 0; c < y->out_c; c++) {
+      float s = 0;
+      for (size_t i = 0; i < HW; i++)
+        s += g[c * HW + i];
+      db[c] += s;
+    }
+    im2col(in + n * isz, y, nn->col);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) y->out_c,
+                (int) K, (int) HW, 1.0f, g, (int) HW, nn->col, (int) HW, 1.0f,
+                dW, (int) K);
+    if (din) {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) K, (int) HW,
+                  (int) y->out_c, 1.0f, w + y->woff, (int) K, g, (int) HW,
+                  0.0f, nn->dcol, (int) HW);
+      col2im(nn->dcol, y, din + n * isz);
+    }
+  }
+}
+
+static void linear_fwd(const gc_nn_layer *y, const float *w, const float *in,
+                       float *out, size_t B)
+{
+  size_t ni = y->in_c, no = y->out_c;
+  const float *b = w + y->boff;
+  for (size_t n = 0; n < B; n++)
+    memcpy(out + n * no, b, no * sizeof *out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) B, (int) no,
+              (int) ni, 1.0f, in, (int) ni, w + y->woff, (int) ni, 1.0f, out,
+              (int) no);
+}
+
+static void linear_bwd(const gc_nn_layer *y, const float *w, const float *in,
+                       const float *dout, float *din, float *grad, size_t B)
+{
+  size_t ni = y->in_c, no = y->out_c;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) no, (int) ni,
+              (int) B, 1.0f, dout, (int) no, in, (int) ni, 0.0f,
+              grad + y->woff, (int) ni);
+  float *db = grad + y->boff;
+  for (size_t o = 0; o < no; o++)
+    db[o] = 0;
+  for (size_t n = 0; n < B; n++)
+    for (size_t o = 0; o < no; o++)
+      db[o] += dout[n * no + o];
+  if (din)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) B, (int) ni,
+                (int) no, 1.0f, dout, (int) no, w + y->woff, (int) ni, 0.0f, din,
+                (int) ni);
+}
+
+static void maxpool_fwd(const gc_nn_layer *y, const float *in, float *out,
+                        uint32_t *amax, size_t B)
+{
+  size_t H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
+  for (size_t n = 0; n < B; n++)
+    for (size_t c = 0; c < y->in_c; c++) {
+      const float *src = in + (n * y->in_c + c) * H * W;
+      size_t obase = (n * y->in_c + c) * Ho * Wo;
+      for (size_t oh = 0; oh < Ho; oh++)
+        for (size_t ow = 0; ow < Wo; ow++) {
+          /* first maximum in row-major order wins, as in PyTorch */
+          size_t best = (2 * oh) * W + 2 * ow;
+          size_t cand[3] = { best + 1, best + W, best + W + 1 };
+          for (int j = 0; j < 3; j++)
+            if (src[cand[j]] > src[best] || isnan(src[cand[j]]))
+              best = cand[j];
+          out[obase + oh * Wo + ow] = src[best];
+          amax[obase + oh * Wo + ow] = (uint32_t) (c * H * W + best);
+        }
+    }
+}
+
+static void maxpool_bwd(const gc_nn_layer *y, const float *dout, float *din,
+                        const uint32_t *amax, size_t B)
+{
+  size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * y->out_h * y->out_w;
+  memset(din, 0, B * isz * sizeof *din);
+  for (size_t n = 0; n < B; n++)
+    for (size_t i = 0; i < osz; i++)
+      din[n * isz + amax[n * osz + i]] += dout[n * osz + i];
+}
+
+static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
+                   const float *in, float *out, size_t B, int train)
+{
+  const gc_nn_layer *y = nn->ly + l;
+  size_t C = y->in_c, HW = y->in_h * y->in_w;
+  const float *gamma = w + y->woff, *beta = w + y->boff;
+  float *xhat = nn->aux[l], *mi = nn->bnc[l];
+  double m = (double) (B * HW);
+  for (size_t c = 0; c < C; c++) {
+    double mean, var;
+    if (train) {
+      double s = 0, s2 = 0;
+      for (size_t n = 0; n < B; n++) {
+        const float *p = in + (n * C + c) * HW;
+        for (size_t i = 0; i < HW; i++)
+          s += p[i];
+      }
+      mean = s / m;
+      for (size_t n = 0; n < B; n++) {
+        const float *p = in + (n * C + c) * HW;
+        for (size_t i = 0; i < HW; i++)
+          s2 += (p[i] - mean) * (p[i] - mean);
+      }
+      var = s2 / m;
+      if (stats) {
+        float *rm = stats + y->soff, *rv = stats + y->soff + C;
+        double unbiased = m > 1 ? s2 / (m - 1) : var;
+        rm[c] = (float) ((1 - bn_momentum) * rm[c] + bn_momentum * mean);
+        rv[c] = (float) ((1 - bn_momentum) * rv[c] + bn_momentum * unbiased);
+      }
+    } else {
+      mean = stats[y->soff + c];
+      var = stats[y->soff + C + c];
+    }
+    double inv = 1.0 / sqrt(var + bn_eps);
+    mi[c] = (float) mean;
+    mi[C + c] = (float) inv;
+    for (size_t n = 0; n < B; n++) {
+      const float *p = in + (n * C + c) * HW;
+      float *xh = xhat + (n * C + c) * HW, *o = out + (n * C + c) * HW;
+      for (size_t i = 0; i < HW; i++) {
+        xh[i] = (float) ((p[i] - mean) * inv);
+        o[i] = gamma[c] * xh[i] + beta[c];
+      }
+    }
+  }
+}
+
+static void bn_bwd(gc_nn *nn, size_t l, const float *w, const float *dout,
+                   float *din, float *grad, size_t B)
+{
+  const gc_nn_layer *y = nn->ly + l;
+  size_t C = y->in_c, HW = y->in_h * y->in_w;
+  const float *gamma = w + y->woff, *xhat = nn->aux[l], *mi = nn->bnc[l];
+  double m = (double) (B * HW);
+  for (size_t c = 0; c < C; c++) {
+    double dg = 0, db = 0;
+    for (size_t n = 0; n < B; n++) {
+      const float *g = dout + (n * C + c) * HW, *xh = xhat + (n * C + c) * HW;
+      for (size_t i = 0; i < HW; i++) {
+        dg += (double) g[i] * xh[i];
+        db += g[i];
+      }
+    }
+    grad[y->woff + c] = (float) dg;
+    grad[y->boff + c] = (float) db;
+    if (!din)
+      continue;
+    double k = gamma[c] * mi[C + c] / m;
+    for (size_t n = 0; n < B; n++) {
+      const float *g = dout + (n * C + c) * HW, *xh = xhat + (n * C + c) * HW;
+      float *d = din + (n * C + c) * HW;
+      if (nn->train)
+        for (size_t i = 0; i < HW; i++)
+          d[i] = (float) (k * (m * g[i] - db - xh[i] * dg));
+      else   /* running statistics are constants */
+        for (size_t i = 0; i < HW; i++)
+          d[i] = gamma[c] * mi[C + c] * g[i];
+    }
+  }
+}
+
+static void logsoftmax_rows(const float *in, float *out, size_t B, size_t n)
+{
+  for (size_t b = 0; b < B; b++) {
+    const float *x = in + b * n;
+    float *o = out + b * n;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+      if (x[i] > mx)
+        mx = x[i];
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+      s += exp((double) x[i] - mx);
+    float lse = (float) (mx + log(s));
+    for (size_t i = 0; i < n; i++)
+      o[i] = x[i] - lse;
+  }
+}
+
+const float *gc_nn_forward(gc_nn *nn, const float *w, float *stats,
+                           const float *x, size_t B, int train,
+                           uint64_t seed, uint32_t worker, uint32_t step)
+{
+  if (B == 0 || B > nn->maxB)
+    GC_ERROR_NULL("batch larger than the net's workspace", GC_EINVAL);
+  nn->B = B;
+  nn->train = train;
+  nn->act[0] = (float *) x;   /* read only */
+  for (size_t l = 0; l < nn->L; l++) {
+    const gc_nn_layer *y = nn->ly + l;
+    const float *in = nn->act[l];
+    float *out = nn->act[l + 1];
+    size_t n = B * nn->asz[l];
+    switch (y->kind) {
+    case GC_NN_LINEAR:
+      linear_fwd(y, w, in, out, B);
+      break;
+    case GC_NN_CONV:
+      conv_fwd(nn, y, w, in, out, B);
+      break;
+    case GC_NN_MAXPOOL:
+      maxpool_fwd(y, in, out, nn->amax[l], B);
+      break;
+    case GC_NN_RELU:
+      for (size_t i = 0; i < n; i++)
+        out[i] = in[i] > 0 ? in[i] : 0.0f;
+      break;
+    case GC_NN_DROPOUT: {
+      float *mask = nn->aux[l];
+      float keep = (float) (1.0 / (1.0 - y->p)), p = (float) y->p;
+      uint64_t salt = (uint64_t) l << 40;
+      for (size_t i = 0; i < n; i++) {
+        mask[i] = !train ? 1.0f
+                  : (gc_rng_to_f32(gc_rng_u32(seed, worker, step, salt + i)) >= p
+                         ? keep : 0.0f);
+        out[i] = in[i] * mask[i];
+      }
+      break;
+    }
+    case GC_NN_BATCHNORM:
+      bn_fwd(nn, l, w, stats, in, out, B, train);
+      break;
+    case GC_NN_LOGSOFTMAX:
+      logsoftmax_rows(in, out, B, nn->asz[l]);
+      break;
+    }
+  }
+  return nn->act[nn->L];
+}
+
+double gc_nn_loss(gc_nn *nn, const uint8_t *y)
+{
+  size_t B = nn->B, n = nn->asz[nn->L];
+  const float *out = nn->act[nn->L];
+  double loss = 0;
+  for (size_t b = 0; b < B; b++) {
+    const float *o = out + b * n;
+    float *d = nn->dloss + b * n;
+    if (nn->loss == GC_LOSS_NLL) {
+      loss -= o[y[b]];
+      memset(d, 0, n * sizeof *d);
+      d[y[b]] = (float) (-1.0 / (double) B);
+    } else {
+      double mx = -INFINITY, s = 0;
+      for (size_t i = 0; i < n; i++)
+        if (o[i] > mx)
+          mx = o[i];
+      for (size_t i = 0; i < n; i++)
+        s += exp(o[i] - mx);
+      double lse = mx + log(s);
+      loss -= o[y[b]] - lse;
+      for (size_t i = 0; i < n; i++)
+        d[i] = (float) ((exp(o[i] - lse) - (i == y[b])) / (double) B);
+    }
+  }
+  return loss / (double) B;
+}
+
+int gc_nn_backward(gc_nn *nn, const float *w, const float *dout, float *grad,
+                   float *dx)
+{
+  size_t B = nn->B;
+  const float *g = dout ? dout : nn->dloss;
+  for (size_t l = nn->L; l-- > 0;) {
+    const gc_nn_layer *y = nn->ly + l;
+    /* din goes to the buffer g does not occupy; layer 0 writes dx */
+    float *din = l == 0 ? dx : (g == nn->g0 ? nn->g1 : nn->g0);
+    const float *in = nn->act[l], *out = nn->act[l + 1];
+    size_t n = B * nn->asz[l];
+    switch (y->kind) {
+    case GC_NN_LINEAR:
+      linear_bwd(y, w, in, g, din, grad, B);
+      break;
+    case GC_NN_CONV:
+      conv_bwd(nn, y, w, in, g, din, grad, B);
+      break;
+    case GC_NN_MAXPOOL:
+      if (din)
+        maxpool_bwd(y, g, din, nn->amax[l], B);
+      break;
+    case GC_NN_RELU:
+      if (din)
+        for (size_t i = 0; i < n; i++)
+          din[i] = out[i] > 0 ? g[i] : 0.0f;
+      break;
+    case GC_NN_DROPOUT:
+      if (din)
+        for (size_t i = 0; i < n; i++)
+          din[i] = g[i] * nn->aux[l][i];
+      break;
+    case GC_NN_BATCHNORM:
+      bn_bwd(nn, l, w, g, din, grad, B);
+      break;
+    case GC_NN_LOGSOFTMAX:
+      if (din) {
+        size_t m = nn->asz[l];
+        for (size_t b = 0; b < B; b++) {
+          double s = 0;
+          for (size_t i = 0; i < m; i++)
+            s += g[b * m + i];
+          for (size_t i = 0; i < m; i++)
+            din[b * m + i] = (float) (g[b * m + i] - exp(out[b * m + i]) * s);
+        }
+      }
+      break;
+    }
+    if (!din)
+      break;   /* only the first layer may lack din; nothing is below it */
+    g = din;
+  }
+  return GC_SUCCESS;
+}
+
+size_t gc_nn_correct(const gc_nn *nn, const uint8_t *y)
+{
+  size_t n = nn->asz[nn->L], ok = 0;
+  const float *out = nn->act[nn->L];
+  for (size_t b = 0; b < nn->B; b++) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+      if (out[b * n + i] > out[b * n + best])
+        best = i;
+    ok += best == y[b];
+  }
+  return ok;
+}
+
+int gc_nn_evaluate(gc_nn *nn, const float *w, float *stats,
+                   const gc_dataset *ds, double *acc, double *loss)
+{
+  size_t ok = 0;
+  double tot = 0;
+  for (size_t at = 0; at < ds->n; at += nn->maxB) {
+    size_t B = ds->n - at < nn->maxB ? ds->n - at : nn->maxB;
+    if (!gc_nn_forward(nn, w, stats, ds->x + at * ds->dim, B, 0, 0, 0, 0))
+      return GC_EINVAL;
+    tot += gc_nn_loss(nn, ds->y + at) * (double) B;
+    ok += gc_nn_correct(nn, ds->y + at);
+  }
+  if (acc)
+    *acc = ds->n ? (double) ok / (double) ds->n : 0;
+  if (loss)
+    *loss = ds->n ? tot / (double) ds->n : 0;
+  return GC_SUCCESS;
+}
+
+/* Only OpenBLAS can be told; other CBLAS builds are taken as serial. */
+void gc_nn_blas_single_thread(void)
+{
+#ifdef OPENBLAS_VERSION
+  openblas_set_num_threads(1);
+#endif
+}
+
+const char *gc_nn_blas_core(void)
+{
+#ifdef OPENBLAS_VERSION
+  return openblas_get_corename();
+#else
+  return "unknown (not OpenBLAS)";
+#endif
+}

@@ -1,0 +1,227 @@
+/* test_data.c -- IDX and CIFAR-10 loaders on small generated files (good,
+ * truncated, wrong magic, wrong counts), and the worker partitions. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "gc_data.h"
+#include "gc_errno.h"
+#include "gc_test.h"
+
+static void be32(uint8_t *b, uint32_t v)
+{
+  b[0] = (uint8_t) (v >> 24); b[1] = (uint8_t) (v >> 16);
+  b[2] = (uint8_t) (v >> 8); b[3] = (uint8_t) v;
+}
+
+/* Write an IDX file of n examples (28x28 images when ndim = 3), gzip'd when
+ * gz; `cut` bytes are dropped from the end, `magic3` replaces the type. */
+static void write_idx(const char *path, size_t ndim, uint32_t n, int gz,
+                      size_t cut, uint8_t type, uint32_t extra_first_dim)
+{
+  size_t per = ndim == 3 ? 784 : 1, len = 4 + 4 * ndim + n * per;
+  uint8_t *b = calloc(1, len);
+  b[2] = type;
+  b[3] = (uint8_t) ndim;
+  be32(b + 4, n + extra_first_dim);
+  if (ndim == 3) {
+    be32(b + 8, 28);
+    be32(b + 12, 28);
+  }
+  for (size_t i = 0; i < n * per; i++)
+    b[4 + 4 * ndim + i] = (uint8_t) (ndim == 3 ? (i * 7) % 256 : i % 10);
+  len -= cut;
+  if (gz) {
+    gzFile f = gzopen(path, "wb");
+    cr_assert(f != NULL);
+    gzwrite(f, b, (unsigned) len);
+    gzclose(f);
+  } else {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL);
+    fwrite(b, 1, len, f);
+    fclose(f);
+  }
+  free(b);
+}
+
+static char img[512], lab[512];
+
+static void paths(void)
+{
+  snprintf(img, sizeof img, "%s", gc_test_tmp("img.idx"));
+  snprintf(lab, sizeof lab, "%s", gc_test_tmp("lab.idx"));
+}
+
+static void quiet(void) { gc_set_error_handler_off(); }
+
+TestSuite(data, .init = quiet);
+
+Test(data, idx_raw_and_gzip)
+{
+  paths();
+  for (int gz = 0; gz <= 1; gz++) {
+    write_idx(img, 3, 5, gz, 0, 8, 0);
+    write_idx(lab, 1, 5, gz, 0, 8, 0);
+    gc_dataset ds;
+    cr_assert_eq(gc_data_load_idx(img, lab, 5, &ds), GC_SUCCESS, "gz=%d", gz);
+    cr_assert_eq(ds.n, 5);
+    cr_assert_eq(ds.dim, 784);
+    cr_assert_eq(ds.y[3], 3);
+    /* pixel 1 of example 0 is 7: (7/255 - 0.1307)/0.3081 */
+    cr_assert_float_eq(ds.x[1], (7.0f / 255.0f - 0.1307f) / 0.3081f, 1e-6);
+    gc_dataset_free(&ds);
+  }
+  remove(img);
+  remove(lab);
+}
+
+Test(data, idx_bad_files)
+{
+  paths();
+  gc_dataset ds;
+  write_idx(lab, 1, 5, 0, 0, 8, 0);
+  write_idx(img, 3, 5, 0, 100, 8, 0);             /* truncated */
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), img) && strstr(gc_last_error(), "truncated"),
+            "%s", gc_last_error());
+  write_idx(img, 3, 5, 1, 100, 8, 0);             /* truncated gzip */
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  write_idx(img, 3, 5, 0, 0, 9, 0);               /* wrong magic (type) */
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "magic"), "%s", gc_last_error());
+  write_idx(img, 3, 6, 0, 0, 8, 0);               /* 6 images, 5 labels */
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "labels"), "%s", gc_last_error());
+  write_idx(img, 3, 5, 0, 0, 8, 0);
+  cr_assert_eq(gc_data_load_idx(img, lab, 60000, &ds), GC_EFORMAT);   /* count */
+  write_idx(img, 3, 4, 0, 0, 8, 1);               /* header says 5, data 4 */
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  write_idx(img, 1, 5, 0, 0, 8, 0);               /* labels file as images */
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  remove(img);
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EIO);
+  cr_assert(strstr(gc_last_error(), img), "%s", gc_last_error());
+  /* trailing bytes and an out-of-range label */
+  write_idx(img, 3, 5, 0, 0, 8, 0);
+  FILE *f = fopen(img, "ab");
+  fputc(0, f);
+  fclose(f);
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  write_idx(img, 3, 5, 0, 0, 8, 0);
+  f = fopen(lab, "r+b");
+  fseek(f, 8 + 2, SEEK_SET);
+  fputc(10, f);
+  fclose(f);
+  cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "label"), "%s", gc_last_error());
+  remove(img);
+  remove(lab);
+}
+
+static void write_cifar(const char *path, size_t n, size_t cut, int badlabel)
+{
+  FILE *f = fopen(path, "wb");
+  cr_assert(f != NULL);
+  for (size_t r = 0; r < n; r++) {
+    fputc(badlabel && r == n - 1 ? 11 : (int) (r % 10), f);
+    for (size_t i = 0; i < 3072; i++)
+      fputc((int) ((r + i) % 256), f);
+  }
+  fclose(f);
+  if (cut) {
+    FILE *g = fopen(path, "r+b");
+    fseek(g, 0, SEEK_END);
+    long sz = ftell(g);
+    fclose(g);
+    cr_assert_eq(truncate(path, sz - (long) cut), 0);
+  }
+}
+
+Test(data, cifar10)
+{
+  char a[512], b[512];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("c1.bin"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("c2.bin"));
+  write_cifar(a, 3, 0, 0);
+  write_cifar(b, 2, 0, 0);
+  const char *files[2] = { a, b };
+  gc_dataset ds;
+  cr_assert_eq(gc_data_load_cifar10(files, 2, 0, &ds), GC_SUCCESS);
+  cr_assert_eq(ds.n, 5);
+  cr_assert_eq(ds.dim, 3072);
+  cr_assert_eq(ds.y[4], 1);
+  /* record 1, green channel (offset 1024), pixel 0: byte (1+1024)%256 = 1 */
+  cr_assert_float_eq(ds.x[3072 + 1024], (1.0f / 255.0f - 0.4822f) / 0.1994f, 1e-6);
+  gc_dataset_free(&ds);
+  cr_assert_eq(gc_data_load_cifar10(files, 2, 3, &ds), GC_EFORMAT);   /* counts */
+  write_cifar(b, 2, 5, 0);
+  cr_assert_eq(gc_data_load_cifar10(files, 2, 0, &ds), GC_EFORMAT);   /* truncated */
+  cr_assert(strstr(gc_last_error(), b), "%s", gc_last_error());
+  write_cifar(b, 2, 0, 1);
+  cr_assert_eq(gc_data_load_cifar10(files, 2, 0, &ds), GC_EFORMAT);   /* label */
+  remove(b);
+  cr_assert_eq(gc_data_load_cifar10(files, 2, 0, &ds), GC_EIO);
+  remove(a);
+}
+
+Test(data, partition_iid)
+{
+  size_t n = 1003, P = 7, off[8];
+  uint32_t *idx = malloc(n * sizeof *idx), *idx2 = malloc(n * sizeof *idx2);
+  cr_assert_eq(gc_data_partition_iid(n, P, 42, idx, off), GC_SUCCESS);
+  cr_assert_eq(gc_data_partition_iid(n, P, 42, idx2, off), GC_SUCCESS);
+  cr_assert_eq(memcmp(idx, idx2, n * sizeof *idx), 0, "seeded: same partition");
+  char *seen = calloc(n, 1);
+  for (size_t p = 0; p < P; p++) {
+    cr_assert_eq(off[p + 1] - off[p], n / P);
+    for (size_t i = off[p]; i < off[p + 1]; i++) {
+      cr_assert(idx[i] < n && !seen[idx[i]], "disjoint");
+      seen[idx[i]] = 1;
+    }
+  }
+  cr_assert_eq(gc_data_partition_iid(n, P, 43, idx2, off), GC_SUCCESS);
+  cr_assert_neq(memcmp(idx, idx2, n * sizeof *idx), 0, "another seed");
+  cr_assert_eq(gc_data_partition_iid(3, 4, 0, idx2, off), GC_EINVAL);
+  free(idx); free(idx2); free(seen);
+}
+
+Test(data, partition_noniid_two_labels)
+{
+  size_t n = 1000, P = 5, off[6];
+  uint8_t *y = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    y[i] = (uint8_t) ((i * 7) % 10);   /* 100 of each label, interleaved */
+  uint32_t *idx = malloc(n * sizeof *idx);
+  cr_assert_eq(gc_data_partition_noniid(y, n, P, 1, idx, off), GC_SUCCESS);
+  char *seen = calloc(n, 1);
+  for (size_t p = 0; p < P; p++) {
+    int labels[10] = {0}, distinct = 0;
+    cr_assert_eq(off[p + 1] - off[p], 200);
+    for (size_t i = off[p]; i < off[p + 1]; i++) {
+      cr_assert(!seen[idx[i]]);
+      seen[idx[i]] = 1;
+      distinct += !labels[y[idx[i]]]++;
+    }
+    cr_assert_leq(distinct, 2, "worker %zu sees %d labels", p, distinct);
+  }
+  free(y); free(idx); free(seen);
+}
+
+Test(data, shuffle_is_a_permutation)
+{
+  uint32_t a[100];
+  for (uint32_t i = 0; i < 100; i++)
+    a[i] = i;
+  gc_data_shuffle(a, 100, 9, 1, 2);
+  int seen[100] = {0}, moved = 0;
+  for (uint32_t i = 0; i < 100; i++) {
+    cr_assert(!seen[a[i]]++);
+    moved += a[i] != i;
+  }
+  cr_assert_gt(moved, 50);
+}

@@ -1,0 +1,251 @@
+/* test_nn.c -- every layer's backward against central finite differences,
+ * the parameter counts of the reference models, and loss sanity.  The FD
+ * probe is f = sum(out * r) with a fixed random r, evaluated in double over
+ * float32 forwards: with h = 1e-2 and O(1) values the FD error is about
+ * (float rounding of f)/h + h^2 |f'''|, hence atol 5e-3, rtol 3e-2. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_errno.h"
+#include "gc_nn.h"
+#include "gc_rng.h"
+
+/* Values c*(k - n/2) + c/2 over a random permutation k: distinct and away
+ * from 0 by c/2 > h, so ReLU and max-pool kinks are never crossed. */
+static void fill_spread(float *x, size_t n, double c, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float) (c * ((double) i - (double) n / 2) + c / 2);
+  for (size_t i = n; i > 1; i--) {
+    uint32_t j = gc_rng_below(gc_rng_u32(seed, 1, 0, i), (uint32_t) i);
+    float t = x[i - 1]; x[i - 1] = x[j]; x[j] = t;
+  }
+}
+
+static void fill_uniform(float *x, size_t n, double a, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float) (a * (2 * gc_rng_uniform(seed, 2, 0, i) - 1));
+}
+
+static double probe(gc_nn *nn, const float *w, float *stats, const float *x,
+                    size_t B, const float *r, int train)
+{
+  const float *out = gc_nn_forward(nn, w, stats, x, B, train, 5, 1, 3);
+  cr_assert(out != NULL);
+  double f = 0;
+  for (size_t i = 0; i < B * gc_nn_out_dim(nn); i++)
+    f += (double) out[i] * r[i];
+  return f;
+}
+
+/* Check d/dw and d/dx of probe() at up to `maxc` coordinates each. */
+static void fd_check(const gc_nn_layer *spec, size_t L, size_t B, double xscale,
+                     int spread, const char *what)
+{
+  gc_nn *nn = gc_nn_alloc(spec, L, GC_LOSS_NLL, B);
+  cr_assert(nn != NULL, "%s", what);
+  size_t d = gc_nn_nparams(nn), nin = B * gc_nn_in_dim(nn), nout = B * gc_nn_out_dim(nn);
+  size_t ns = gc_nn_nstats(nn);
+  float *w = malloc((d + 1) * sizeof *w), *g = malloc((d + 1) * sizeof *g);
+  float *x = malloc(nin * sizeof *x), *dx = malloc(nin * sizeof *dx);
+  float *r = malloc(nout * sizeof *r), *st = calloc(ns + 1, sizeof *st);
+  gc_nn_init(nn, w, st, 11);
+  /* BN: non-trivial gamma and beta */
+  for (size_t l = 0; l < L; l++) {
+    const gc_nn_layer *y = gc_nn_layer_at(nn, l);
+    if (y->kind == GC_NN_BATCHNORM)
+      for (size_t c = 0; c < y->nw; c++) {
+        w[y->woff + c] = 0.5f + 0.25f * (float) c;
+        w[y->boff + c] = 0.1f * (float) c;
+      }
+  }
+  if (spread)
+    fill_spread(x, nin, xscale, 7);
+  else
+    fill_uniform(x, nin, xscale, 7);
+  fill_uniform(r, nout, 1.0, 8);
+  probe(nn, w, st, x, B, r, 1);
+  cr_assert_eq(gc_nn_backward(nn, w, r, g, dx), GC_SUCCESS);
+  const double h = 1e-2;
+  size_t step = d > 40 ? d / 40 : 1;
+  for (size_t i = 0; i < d; i += step) {
+    float keep = w[i];
+    w[i] = keep + (float) h;
+    double fp = probe(nn, w, st, x, B, r, 1);
+    w[i] = keep - (float) h;
+    double fm = probe(nn, w, st, x, B, r, 1);
+    w[i] = keep;
+    double fd = (fp - fm) / (2 * h);
+    cr_assert(fabs(fd - g[i]) <= 5e-3 + 3e-2 * fabs(fd),
+              "%s: d/dw[%zu]: backward %.6g, finite difference %.6g", what, i,
+              (double) g[i], fd);
+  }
+  step = nin > 40 ? nin / 40 : 1;
+  for (size_t i = 0; i < nin; i += step) {
+    float keep = x[i];
+    x[i] = keep + (float) h;
+    double fp = probe(nn, w, st, x, B, r, 1);
+    x[i] = keep - (float) h;
+    double fm = probe(nn, w, st, x, B, r, 1);
+    x[i] = keep;
+    double fd = (fp - fm) / (2 * h);
+    cr_assert(fabs(fd - dx[i]) <= 5e-3 + 3e-2 * fabs(fd),
+              "%s: d/dx[%zu]: backward %.6g, finite difference %.6g", what, i,
+              (double) dx[i], fd);
+  }
+  free(w); free(g); free(x); free(dx); free(r); free(st);
+  gc_nn_free(nn);
+}
+
+Test(nn, linear_grad)
+{
+  gc_nn_layer s[] = { { .kind = GC_NN_LINEAR, .in_c = 7, .in_h = 1, .in_w = 1, .out_c = 5 } };
+  fd_check(s, 1, 3, 1.0, 0, "linear");
+}
+
+Test(nn, conv_grad)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_CONV, .in_c = 2, .in_h = 5, .in_w = 6,
+                        .out_c = 3, .ksize = 3, .pad = 1 } };
+  fd_check(a, 1, 2, 1.0, 0, "conv3x3 pad 1");
+  gc_nn_layer b[] = { { .kind = GC_NN_CONV, .in_c = 1, .in_h = 6, .in_w = 6,
+                        .out_c = 2, .ksize = 5, .pad = 2 } };
+  fd_check(b, 1, 2, 1.0, 0, "conv5x5 pad 2");
+  gc_nn_layer c[] = { { .kind = GC_NN_CONV, .in_c = 3, .in_h = 5, .in_w = 4,
+                        .out_c = 2, .ksize = 3, .pad = 0 } };
+  fd_check(c, 1, 2, 1.0, 0, "conv3x3 no pad");
+}
+
+Test(nn, pool_relu_grad)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_MAXPOOL, .in_c = 2, .in_h = 5, .in_w = 4 } };
+  fd_check(a, 1, 2, 0.05, 1, "max-pool");
+  gc_nn_layer b[] = { { .kind = GC_NN_RELU, .in_c = 3, .in_h = 2, .in_w = 2 } };
+  fd_check(b, 1, 2, 0.05, 1, "relu");
+}
+
+Test(nn, dropout_grad)
+{
+  /* The mask is a pure function of (seed, worker, step): FD sees it fixed. */
+  gc_nn_layer a[] = { { .kind = GC_NN_DROPOUT, .in_c = 20, .in_h = 1, .in_w = 1, .p = 0.25 } };
+  fd_check(a, 1, 3, 1.0, 0, "dropout");
+}
+
+Test(nn, batchnorm_grad)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_BATCHNORM, .in_c = 3, .in_h = 2, .in_w = 3 } };
+  fd_check(a, 1, 4, 1.0, 0, "batch-norm");
+}
+
+Test(nn, logsoftmax_grad)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_LOGSOFTMAX, .in_c = 6, .in_h = 1, .in_w = 1 } };
+  fd_check(a, 1, 3, 2.0, 0, "log-softmax");
+}
+
+Test(nn, small_cnn_chain_grad)
+{
+  gc_nn_layer a[] = {
+    { .kind = GC_NN_CONV, .in_c = 1, .in_h = 6, .in_w = 6, .out_c = 2, .ksize = 3, .pad = 1 },
+    { .kind = GC_NN_BATCHNORM }, { .kind = GC_NN_RELU }, { .kind = GC_NN_MAXPOOL },
+    { .kind = GC_NN_LINEAR, .out_c = 4 }, { .kind = GC_NN_LOGSOFTMAX } };
+  fd_check(a, 6, 3, 1.0, 0, "conv-bn-relu-pool-linear-logsoftmax");
+}
+
+/* The losses: NLL on log-softmax and cross-entropy on logits agree, and
+ * their gradient matches finite differences of the mean loss. */
+Test(nn, losses)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_LINEAR, .in_c = 5, .in_h = 1, .in_w = 1, .out_c = 4 },
+                      { .kind = GC_NN_LOGSOFTMAX } };
+  gc_nn *nll = gc_nn_alloc(a, 2, GC_LOSS_NLL, 3), *ce = gc_nn_alloc(a, 1, GC_LOSS_CE, 3);
+  float w[24], x[15], g1[24], g2[24];
+  uint8_t y[3] = { 0, 3, 1 };
+  fill_uniform(w, 24, 1.0, 1);
+  fill_uniform(x, 15, 1.0, 2);
+  gc_nn_forward(nll, w, NULL, x, 3, 1, 0, 0, 0);
+  double l1 = gc_nn_loss(nll, y);
+  gc_nn_backward(nll, w, NULL, g1, NULL);
+  gc_nn_forward(ce, w, NULL, x, 3, 1, 0, 0, 0);
+  double l2 = gc_nn_loss(ce, y);
+  gc_nn_backward(ce, w, NULL, g2, NULL);
+  cr_assert_float_eq(l1, l2, 1e-5);
+  for (int i = 0; i < 24; i++) {
+    cr_assert_float_eq(g1[i], g2[i], 1e-5);
+    float keep = w[i];
+    w[i] = keep + 1e-2f;
+    gc_nn_forward(ce, w, NULL, x, 3, 1, 0, 0, 0);
+    double fp = gc_nn_loss(ce, y);
+    w[i] = keep - 1e-2f;
+    gc_nn_forward(ce, w, NULL, x, 3, 1, 0, 0, 0);
+    double fm = gc_nn_loss(ce, y);
+    w[i] = keep;
+    cr_assert(fabs((fp - fm) / 2e-2 - g2[i]) < 2e-3, "dL/dw[%d]", i);
+  }
+  gc_nn_free(nll);
+  gc_nn_free(ce);
+}
+
+Test(nn, parameter_counts)
+{
+  static const struct { const char *name; size_t d, ns; } m[] = {
+    { "mnist-mlp", 50890, 0 }, { "fmnist-mlp", 242762, 0 },
+    { "mnist-cnn", 1199882, 0 }, { "fmnist-cnn", 29034, 96 },
+    { "cifar-vgg19", 20040522, 11008 } };
+  for (size_t i = 0; i < 5; i++) {
+    gc_nn *nn = gc_nn_alloc_model(m[i].name, 1);
+    cr_assert(nn != NULL, "%s", m[i].name);
+    cr_assert_eq(gc_nn_nparams(nn), m[i].d, "%s: d = %zu", m[i].name, gc_nn_nparams(nn));
+    cr_assert_eq(gc_nn_nstats(nn), m[i].ns, "%s", m[i].name);
+    cr_assert_eq(gc_nn_out_dim(nn), 10);
+    gc_nn_free(nn);
+  }
+  gc_set_error_handler_off();
+  cr_assert_null(gc_nn_alloc_model("resnet", 1));
+}
+
+/* At PyTorch init the loss of a 10-class net is near log 10, and the step
+ * runs for every model (VGG on one CIFAR-shaped example). */
+Test(nn, models_run_a_step)
+{
+  const char *const *names = gc_nn_model_names();
+  for (size_t i = 0; names[i]; i++) {
+    size_t B = 2;
+    gc_nn *nn = gc_nn_alloc_model(names[i], B);
+    size_t d = gc_nn_nparams(nn), nin = B * gc_nn_in_dim(nn);
+    float *w = malloc(d * sizeof *w), *g = malloc(d * sizeof *g);
+    float *x = malloc(nin * sizeof *x), *st = calloc(gc_nn_nstats(nn) + 1, sizeof *st);
+    gc_nn_init(nn, w, st, 3);
+    fill_uniform(x, nin, 1.0, 4);
+    uint8_t y[2] = { 1, 7 };
+    cr_assert(gc_nn_forward(nn, w, st, x, B, 1, 0, 0, 0) != NULL);
+    double l = gc_nn_loss(nn, y);
+    cr_assert(l > 1.0 && l < 4.0, "%s: initial loss %g", names[i], l);
+    cr_assert_eq(gc_nn_backward(nn, w, NULL, g, NULL), GC_SUCCESS);
+    double n2 = 0;
+    for (size_t j = 0; j < d; j++)
+      n2 += (double) g[j] * g[j];
+    cr_assert(isfinite(n2) && n2 > 0, "%s", names[i]);
+    free(w); free(g); free(x); free(st);
+    gc_nn_free(nn);
+  }
+}
+
+Test(nn, eval_mode_uses_running_stats)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_BATCHNORM, .in_c = 2, .in_h = 1, .in_w = 2 } };
+  gc_nn *nn = gc_nn_alloc(a, 1, GC_LOSS_NLL, 2);
+  float w[4], st[4], x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+  gc_nn_init(nn, w, st, 0);
+  gc_nn_forward(nn, w, st, x, 2, 1, 0, 0, 0);
+  /* channel 0 holds 1,2,5,6: mean 3.5; running = 0.1 * 3.5 */
+  cr_assert_float_eq(st[0], 0.35f, 1e-6);
+  /* unbiased variance of {1,2,5,6} = 17/3; running = 0.9 + 0.1 * 17/3 */
+  cr_assert_float_eq(st[2], 0.9f + 0.1f * 17.0f / 3.0f, 1e-5);
+  const float *o = gc_nn_forward(nn, w, st, x, 2, 0, 0, 0, 0);
+  cr_assert_float_eq(o[0], (1 - 0.35f) / sqrtf(st[2] + 1e-5f), 1e-5);
+  gc_nn_free(nn);
+}

@@ -1,0 +1,228 @@
+/* test_train.c -- training through gc_sim on real MNIST: a short run learns
+ * (accuracy a broken gradient could not reach), the thread count changes
+ * no bit, --resume equals an uninterrupted run, and divergence stops with
+ * GC_EDIVERGE keeping the log.  Skipped when the MNIST files are absent
+ * (tools/get-data fetches them; the test never downloads). */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gc_errno.h"
+#include "gc_nn.h"
+#include "gc_test.h"
+
+static char datadir[1024];
+
+static void need_mnist(void)
+{
+  const char *env = getenv("GRADCOMP_DATA");
+  snprintf(datadir, sizeof datadir, "%s", env && *env ? env : gc_test_srcdir("data"));
+  char p[1200];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/mnist/train-images-idx3-ubyte", datadir);
+  if (stat(p, &sb) != 0) {
+    snprintf(p, sizeof p, "%s/mnist/train-images-idx3-ubyte.gz", datadir);
+    if (stat(p, &sb) != 0)
+      cr_skip_test("MNIST not found in %s (run tools/get-data)", datadir);
+  }
+}
+
+static void base(gc_train_config *c, const char *out)
+{
+  gc_train_config_default(c);
+  c->dataset = "mnist";
+  c->model = "mnist-mlp";
+  c->data_dir = datadir;
+  c->quiet = 1;
+  c->out = out;
+}
+
+/* the file's bytes, or NULL */
+static char *slurp(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t) n + 1);
+  *len = fread(b, 1, (size_t) n, f);
+  b[*len] = '\0';
+  fclose(f);
+  return b;
+}
+
+/* log.csv without the four timing columns */
+static void strip_times(char *csv)
+{
+  char *out = csv;
+  for (char *line = csv; *line;) {
+    char *end = strchr(line, '\n');
+    size_t len = end ? (size_t) (end - line) : strlen(line);
+    int commas = 0;
+    for (size_t i = 0; i < len; i++) {
+      if (line[i] == ',' && ++commas == 9)
+        break;
+      *out++ = line[i];
+    }
+    *out++ = '\n';
+    line += len + (end ? 1 : 0);
+  }
+  *out = '\0';
+}
+
+static void same_files(const char *a, const char *b, const char *name, int csv)
+{
+  char pa[1200], pb[1200];
+  size_t la, lb;
+  snprintf(pa, sizeof pa, "%s/%s", a, name);
+  snprintf(pb, sizeof pb, "%s/%s", b, name);
+  char *x = slurp(pa, &la), *y = slurp(pb, &lb);
+  cr_assert(x && y, "%s or %s missing", pa, pb);
+  if (csv) {
+    strip_times(x);
+    strip_times(y);
+    cr_assert_str_eq(x, y, "%s differs from %s", pa, pb);
+  } else {
+    cr_assert(la == lb && memcmp(x, y, la) == 0, "%s differs from %s", pa, pb);
+  }
+  free(x);
+  free(y);
+}
+
+Test(train, mnist_mlp_learns)
+{
+  need_mnist();
+  gc_train_config c;
+  char out[600];
+  snprintf(out, sizeof out, "%s", gc_test_tmp("learn"));
+  base(&c, out);
+  c.workers = 2;
+  c.algorithm = "sgd";
+  c.lr = 0.1;
+  c.train_subset = 6000;   /* 300 steps of 2 x 10 examples */
+  c.test_subset = 2000;
+  c.epochs = 1;
+  gc_train_result r;
+  cr_assert_eq(gc_train_run(&c, &r), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(r.steps_done, 300);
+  cr_assert_geq(r.test_acc, 0.85, "test accuracy %g after 300 steps", r.test_acc);
+}
+
+Test(train, uni_topk_learns)
+{
+  need_mnist();
+  gc_train_config c;
+  char out[600];
+  snprintf(out, sizeof out, "%s", gc_test_tmp("uni"));
+  base(&c, out);
+  c.workers = 2;
+  c.algorithm = "uni";
+  c.density = 0.01;
+  c.lr = 0.1;
+  c.train_subset = 8000;   /* 400 steps */
+  c.test_subset = 2000;
+  gc_train_result r;
+  cr_assert_eq(gc_train_run(&c, &r), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_geq(r.test_acc, 0.80, "uni top-K at 1%%: accuracy %g", r.test_acc);
+}
+
+/* bi (worker and server memories) on the MLP, and the CNNs with dropout
+ * and batch-norm: one thread and two threads give the same bytes. */
+Test(train, threads_do_not_change_results)
+{
+  need_mnist();
+  static const struct { const char *model, *ds; size_t sub; } m[] = {
+    { "mnist-mlp", "mnist", 800 }, { "mnist-cnn", "mnist", 160 },
+    { "fmnist-cnn", "fmnist", 400 } };
+  for (size_t i = 0; i < 3; i++) {
+    char a[600], b[600], name[64];
+    snprintf(name, sizeof name, "t1-%zu", i);
+    snprintf(a, sizeof a, "%s", gc_test_tmp(name));
+    snprintf(name, sizeof name, "t2-%zu", i);
+    snprintf(b, sizeof b, "%s", gc_test_tmp(name));
+    gc_train_config c;
+    base(&c, a);
+    c.model = m[i].model;
+    c.dataset = m[i].ds;
+    c.workers = 4;
+    c.algorithm = "bi";
+    c.density = 0.01;
+    c.lr = 0.05;
+    c.train_subset = m[i].sub;
+    c.test_subset = 200;
+    c.epochs = 2;
+    c.threads = 1;
+    if (!strcmp(m[i].ds, "fmnist")) {
+      char p[1200];
+      struct stat sb;
+      snprintf(p, sizeof p, "%s/fmnist/train-images-idx3-ubyte.gz", datadir);
+      if (stat(p, &sb) != 0)
+        continue;
+    }
+    cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+    c.out = b;
+    c.threads = 2;
+    cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+    same_files(a, b, "checkpoint-e2.npy", 0);
+    same_files(a, b, "log.csv", 1);
+  }
+}
+
+Test(train, resume_equals_uninterrupted)
+{
+  need_mnist();
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("full"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("resumed"));
+  gc_train_config c;
+  base(&c, a);
+  c.workers = 3;
+  c.algorithm = "bi";
+  c.density = 0.01;
+  c.lr = 0.1;
+  c.train_subset = 600;
+  c.test_subset = 200;
+  c.epochs = 3;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.out = b;
+  c.epochs = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.epochs = 3;
+  c.resume = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  same_files(a, b, "checkpoint-e3.npy", 0);
+  same_files(a, b, "log.csv", 1);
+  /* another configuration refuses the checkpoint */
+  c.lr = 0.2;
+  gc_set_error_handler_off();
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EINVAL);
+}
+
+Test(train, divergence_stops_and_keeps_rows)
+{
+  need_mnist();
+  char a[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("diverge"));
+  gc_train_config c;
+  base(&c, a);
+  c.workers = 2;
+  c.algorithm = "sgd";
+  c.lr = 1e30;
+  c.train_subset = 400;
+  c.test_subset = 100;
+  c.epochs = 2;
+  gc_set_error_handler_off();
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EDIVERGE);
+  cr_assert(strstr(gc_last_error(), "diverged"), "%s", gc_last_error());
+  char p[700];
+  size_t len;
+  snprintf(p, sizeof p, "%s/log.csv", a);
+  char *log = slurp(p, &len);
+  cr_assert(log && strncmp(log, "epoch,steps,train_loss", 22) == 0);
+  free(log);
+}
