@@ -140,7 +140,10 @@ const void *gc_worker_sent(const gc_worker *w);          /* decoded m^p       */
 const void *gc_server_memory(const gc_server *s);        /* delta (or h)      */
 const void *gc_server_aggregate(const gc_server *s);     /* (1/P) sum m^p     */
 const void *gc_server_sent(const gc_server *s);          /* decoded downlink  */
-size_t gc_server_support_union(const gc_server *s);      /* |S| of last step  */
+/* |S| of the last step, counted as the nonzeros of (1/P) sum m^p: what the
+ * unidirectional server broadcasts.  It equals |union supp m^p| unless
+ * entries cancel exactly (possible in dyadic toys such as cycle9). */
+size_t gc_server_support_union(const gc_server *s);
 /* Added: |S| is the number of nonzeros of the aggregate (1/P) sum m^p,
  * which equals |union supp m^p| unless values cancel exactly.
  * The probes are exactly the quantities of theory.md 4.2-4.4: acc^p =

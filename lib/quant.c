@@ -25,6 +25,7 @@
  * Decoders validate the whole message (header, exact length, levels <= s,
  * valid codes, finite non-negative scales, zero padding) before touching
  * y. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,30 @@ static size_t qsgd_max_bytes(const void *st)
   uint64_t per = gc__gamma_len((uint64_t) q->s + 1) + 1;
   return HDR + 8 * q->nb + (size_t) ((per * q->n + 7) / 8);
 }
+
+/* 64 sign bits (1 = negative; -0 counts as +) of float32 entries, and
+ * whether any of them is NaN or Inf.  With SSE2 a compare + movemask takes
+ * four entries at once: the bit loop alone does not vectorise and would
+ * keep the sign compressors far below streaming bandwidth. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static uint64_t sign_word_f32(const float *x, unsigned *bad)
+{
+  const __m128 zero = _mm_setzero_ps(), big = _mm_set1_ps(FLT_MAX);
+  const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 nonfinite = zero;
+  uint64_t bits = 0;
+  for (unsigned j = 0; j < 64; j += 4) {
+    __m128 v = _mm_loadu_ps(x + j);
+    bits |= (uint64_t) _mm_movemask_ps(_mm_cmplt_ps(v, zero)) << j;
+    /* !(|v| <= FLT_MAX): true for +-Inf and for NaN (unordered) */
+    nonfinite = _mm_or_ps(nonfinite, _mm_cmpnle_ps(_mm_and_ps(v, absmask), big));
+  }
+  *bad |= _mm_movemask_ps(nonfinite) != 0;
+  return bits;
+}
+#define HAVE_SIGN_WORD_F32 1
+#endif
 
 #define CONCAT2(a, b) a##_##b
 #define CONCAT(a, b) CONCAT2(a, b)

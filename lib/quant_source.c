@@ -113,10 +113,14 @@ static unsigned FUNC(sign_pack)(const REAL *x, size_t n, uint8_t *out,
     const REAL *xw = x + 64 * w;
     uint64_t bits = 0;
     unsigned b = 0;
+#if PREC == 32 && defined(HAVE_SIGN_WORD_F32)
+    bits = sign_word_f32(xw, &b);
+#else
     for (unsigned j = 0; j < 64; j++) {
       bits |= (uint64_t) (xw[j] < 0) << j;
       b |= !FUNC(isfin)(xw[j]);
     }
+#endif
     if (l1) {   /* four partial sums: independent chains pipeline */
       double a[4] = {0, 0, 0, 0};
       for (unsigned j = 0; j < 64; j += 4)
