@@ -69,7 +69,6 @@ static int write_csv(const char *path, const double *uni, const double *bi,
       char g[48];
       fprintf(f, "%ld,%s,%.17g,%.17g,%.17g,%s\n", t, m ? "bi" : "uni", r[0],
               r[1], gap, frac(gap, g));
-      fflush(f);
     }
   }
   fclose(f);
@@ -89,18 +88,9 @@ int main(int argc, char **argv)
 {
   size_t steps = 2000, rows = 14;
   const char *csv = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      gc_cli_fail(CMD, 0, "unknown option or missing value: %s", o);
-      usage(stderr);
-      return 2;
-    }
-    const char *v = argv[++i];
+  gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
     if (!strcmp(o, "--steps")) {
       if (gc_cli_size(CMD, o, v, &steps))
         return 2;
@@ -110,11 +100,11 @@ int main(int argc, char **argv)
     } else if (!strcmp(o, "--csv")) {
       csv = v;
     } else {
-      gc_cli_fail(CMD, 0, "unknown option %s", o);
-      usage(stderr);
-      return 2;
+      return gc_cli_unknown(&args, o);
     }
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (steps < 30 || steps > 10000000)
     return gc_cli_fail(CMD, 0, "--steps must be in [30, 1e7]");
   if (rows > steps)

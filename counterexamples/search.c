@@ -96,32 +96,23 @@ int main(int argc, char **argv)
 {
   size_t limit = 1500, examples = 3;
   const char *csv = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      gc_cli_fail(CMD, 0, "unknown option or missing value: %s", o);
-      usage(stderr);
-      return 2;
-    }
-    const char *v = argv[++i];
+  gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+  const char *o, *val;
+  while (gc_cli_next(&args, &o, &val)) {
     if (!strcmp(o, "--limit")) {
-      if (gc_cli_size(CMD, o, v, &limit))
+      if (gc_cli_size(CMD, o, val, &limit))
         return 2;
     } else if (!strcmp(o, "--examples")) {
-      if (gc_cli_size(CMD, o, v, &examples))
+      if (gc_cli_size(CMD, o, val, &examples))
         return 2;
     } else if (!strcmp(o, "--csv")) {
-      csv = v;
+      csv = val;
     } else {
-      gc_cli_fail(CMD, 0, "unknown option %s", o);
-      usage(stderr);
-      return 2;
+      return gc_cli_unknown(&args, o);
     }
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (limit == 0)
     return gc_cli_fail(CMD, 0, "--limit must be at least 1");
   FILE *f = NULL;

@@ -45,18 +45,9 @@ int main(int argc, char **argv)
   uint64_t seed = 0;
   int ties = GC_TIES_HIGH;
   const char *x0file = NULL, *csv = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      gc_cli_fail(CMD, 0, "unknown option or missing value: %s", o);
-      usage(stderr);
-      return 2;
-    }
-    const char *v = argv[++i];
+  gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
     if (!strcmp(o, "--steps")) {
       if (gc_cli_size(CMD, o, v, &steps))
         return 2;
@@ -70,22 +61,18 @@ int main(int argc, char **argv)
       if (gc_cli_u64(CMD, o, v, &seed))
         return 2;
     } else if (!strcmp(o, "--ties")) {
-      if (!strcmp(v, "low"))
-        ties = GC_TIES_LOW;
-      else if (!strcmp(v, "high"))
-        ties = GC_TIES_HIGH;
-      else
-        return gc_cli_fail(CMD, 0, "--ties must be low or high, not '%s'", v);
+      if (gc_cli_ties(CMD, v, &ties))
+        return 1;
     } else if (!strcmp(o, "--x0")) {
       x0file = v;
     } else if (!strcmp(o, "--csv")) {
       csv = v;
     } else {
-      gc_cli_fail(CMD, 0, "unknown option %s", o);
-      usage(stderr);
-      return 2;
+      return gc_cli_unknown(&args, o);
     }
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (steps < 2 || steps > 100000000)
     return gc_cli_fail(CMD, 0, "--steps must be in [2, 1e8]");
   if (!(lr > 0))
@@ -121,11 +108,9 @@ int main(int argc, char **argv)
       return gc_cli_fail(CMD, 1, "the run failed");
     if (f) {
       fprintf(f, "step,uni,bi,down\n");
-      for (size_t t = 0; t < steps; t++) {
+      for (size_t t = 0; t < steps; t++)
         fprintf(f, "%zu,%.17g,%.17g,%.17g\n", t, gaps[3 * t], gaps[3 * t + 1],
                 gaps[3 * t + 2]);
-        fflush(f);
-      }
     }
     static const size_t shown[] = { 0, 100, 200, 500, 999 };
     for (size_t j = 0; j < sizeof shown / sizeof shown[0]; j++)

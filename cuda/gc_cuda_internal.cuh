@@ -68,6 +68,7 @@ struct SelState {
 };
 } /* namespace gc_cuda */
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 namespace {
 /* Exclusive scan of per-tile counts in place (one block, fixed order, so
@@ -94,6 +95,27 @@ scan_tiles(uint64_t *tiles, size_t ntiles, uint64_t *total)
   }
   if (threadIdx.x == 0)
     *total = carry;
+}
+
+/* Second step of the fixed-grid double sums (gc_cuda_norms_f32, Gaussian-k):
+ * *out[q] = the sum of the np per-block partials part[q * np ...], q < Q, in
+ * one block and a fixed order; a null out[q] is skipped. */
+template <int Q>
+__global__ void __launch_bounds__(gc_cuda::BLOCK)
+sum_partials(const double *part, unsigned np, double *o0, double *o1, double *o2)
+{
+  typedef cub::BlockReduce<double, gc_cuda::BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  double *out[3] = {o0, o1, o2};
+  for (int q = 0; q < Q; q++) {
+    double v = 0;
+    for (unsigned i = threadIdx.x; i < np; i += gc_cuda::BLOCK)
+      v += part[q * np + i];
+    double r = Reduce(tmp).Sum(v);
+    if (threadIdx.x == 0 && out[q])
+      *out[q] = r;
+    __syncthreads();
+  }
 }
 } /* namespace */
 

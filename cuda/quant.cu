@@ -48,20 +48,25 @@ __global__ void sign_finish(uint32_t *bad, size_t n, gc_cuda_info *info)
   *bad = 0;
 }
 
+/* binary16 (BF false) or bfloat16 (BF true) bit patterns. */
+template <bool BF>
 __global__ void __launch_bounds__(BLOCK)
-to_half(const float *__restrict__ x, size_t n, uint16_t *h)
+to_16(const float *__restrict__ x, size_t n, uint16_t *h)
 {
   for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
        i += (size_t) gridDim.x * BLOCK)
-    h[i] = __half_as_ushort(__float2half_rn(x[i]));
+    h[i] = BF ? __bfloat16_as_ushort(__float2bfloat16_rn(x[i]))
+              : __half_as_ushort(__float2half_rn(x[i]));
 }
 
-__global__ void __launch_bounds__(BLOCK)
-to_bf16(const float *__restrict__ x, size_t n, uint16_t *h)
+template <bool BF>
+int convert_16(const float *d_x, size_t n, uint16_t *d_h, cudaStream_t stream)
 {
-  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * BLOCK)
-    h[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+  if (n == 0)
+    GC_ERRORF(GC_EBADLEN, "%s: empty vector (n = 0)", BF ? "bf16" : "fp16");
+  to_16<BF><<<grid_for(n, BLOCK * 4, 8192), BLOCK, 0, stream>>>(d_x, n, d_h);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
 }
 
 enum { NORM_BLOCKS = 1024 };
@@ -90,23 +95,6 @@ norm_partials(const float *__restrict__ x, size_t n, double *part)
   __syncthreads();
   r = Reduce(tmp).Sum(s);
   if (threadIdx.x == 0) part[2 * gridDim.x + blockIdx.x] = r;
-}
-
-__global__ void __launch_bounds__(BLOCK)
-norm_final(const double *part, unsigned nparts, double *l1, double *l2sq, double *sum)
-{
-  typedef cub::BlockReduce<double, BLOCK> Reduce;
-  __shared__ typename Reduce::TempStorage tmp;
-  double *out[3] = {l1, l2sq, sum};
-  for (int q = 0; q < 3; q++) {
-    double v = 0;
-    for (unsigned i = threadIdx.x; i < nparts; i += BLOCK)
-      v += part[q * nparts + i];
-    double r = Reduce(tmp).Sum(v);
-    if (threadIdx.x == 0 && out[q])
-      *out[q] = r;
-    __syncthreads();
-  }
 }
 
 } /* namespace */
@@ -156,20 +144,12 @@ extern "C" int gc_cuda_sign_f32(const float *d_x, size_t n, uint8_t *d_bits,
 
 extern "C" int gc_cuda_fp16_f32(const float *d_x, size_t n, uint16_t *d_h, cudaStream_t stream)
 {
-  if (n == 0)
-    GC_ERROR("fp16: empty vector (n = 0)", GC_EBADLEN);
-  to_half<<<grid_for(n, BLOCK * 4, 8192), BLOCK, 0, stream>>>(d_x, n, d_h);
-  GC_CUDA_LAUNCHED();
-  return GC_SUCCESS;
+  return convert_16<false>(d_x, n, d_h, stream);
 }
 
 extern "C" int gc_cuda_bf16_f32(const float *d_x, size_t n, uint16_t *d_h, cudaStream_t stream)
 {
-  if (n == 0)
-    GC_ERROR("bf16: empty vector (n = 0)", GC_EBADLEN);
-  to_bf16<<<grid_for(n, BLOCK * 4, 8192), BLOCK, 0, stream>>>(d_x, n, d_h);
-  GC_CUDA_LAUNCHED();
-  return GC_SUCCESS;
+  return convert_16<true>(d_x, n, d_h, stream);
 }
 
 extern "C" int gc_cuda_norms_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
@@ -187,7 +167,7 @@ extern "C" int gc_cuda_norms_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
     GC_ERROR("norms: empty vector (n = 0)", GC_EBADLEN);
   norm_partials<<<grid, BLOCK, 0, stream>>>(d_x, n, part);
   GC_CUDA_LAUNCHED();
-  norm_final<<<1, BLOCK, 0, stream>>>(part, grid, d_l1, d_l2sq, d_sum);
+  sum_partials<3><<<1, BLOCK, 0, stream>>>(part, grid, d_l1, d_l2sq, d_sum);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }

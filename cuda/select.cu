@@ -287,6 +287,38 @@ int check_n(size_t n)
   return GC_SUCCESS;
 }
 
+/* check_n, and 1 <= k <= n for the selectors of k entries. */
+int check_nk(size_t n, size_t k, const char *who)
+{
+  GC_TRY(check_n(n));
+  if (k < 1 || k > n)
+    GC_ERRORF(GC_EINVAL, "%s: k = %zu must lie in [1, n = %zu]", who, k, n);
+  return GC_SUCCESS;
+}
+
+/* The end of the two-phase sizing (gc_cuda.h), after the carving: without
+ * scratch write its size (*sizing = true, the caller returns); with it,
+ * check that it is large enough. */
+int finish_carve(const Carver &cv, size_t *tmp_bytes, const char *who, bool *sizing)
+{
+  *sizing = cv.base == nullptr;
+  if (*sizing)
+    *tmp_bytes = cv.bytes();
+  else if (*tmp_bytes < cv.bytes())
+    GC_ERRORF(GC_EINVAL, "%s: scratch of %zu bytes, %zu needed", who, *tmp_bytes, cv.bytes());
+  return GC_SUCCESS;
+}
+
+/* Fresh state and the NaN/Inf flag, for the selectors without a histogram. */
+int init_checked(const Scratch &s, const float *d_x, size_t n, cudaStream_t stream)
+{
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
+  check_finite<<<grid_for(n, BLOCK * 8, HIST_CAP), BLOCK, 0, stream>>>(d_x, n, s.st);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
 /* Radix select of the k-th key; with acc/g the pass-0 EF update. */
 int radix_select(const Scratch &s, const float *d_x, float *d_acc,
                  const float *d_g, float alpha, size_t n, size_t k,
@@ -335,19 +367,15 @@ int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
                 uint32_t *d_idx, float *d_val, gc_cuda_info *d_info,
                 cudaStream_t stream)
 {
-  GC_TRY(check_n(n));
-  if (k < 1 || k > n)
-    GC_ERRORF(GC_EINVAL, "top-k: k = %zu must lie in [1, n = %zu]", k, n);
+  GC_TRY(check_nk(n, k, "top-k"));
   if (ties != GC_TIES_LOW && ties != GC_TIES_HIGH)
     GC_ERROR("top-k: ties must be GC_TIES_LOW or GC_TIES_HIGH", GC_EINVAL);
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  if (!d_tmp) {
-    *tmp_bytes = cv.bytes();
+  bool sizing;
+  GC_TRY(finish_carve(cv, tmp_bytes, "top-k", &sizing));
+  if (sizing)
     return GC_SUCCESS;
-  }
-  if (*tmp_bytes < cv.bytes())
-    GC_ERRORF(GC_EINVAL, "top-k: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
   GC_TRY(radix_select(s, d_x, d_acc, d_g, alpha, n, k, stream));
   if (d_acc)
     GC_TRY((compact<TopkClass, true>(s, d_acc, n, TopkClass(), ties, d_idx, d_val, d_acc, stream)));
@@ -359,15 +387,17 @@ int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
 }
 
 /* ---- Gaussian-k --------------------------------------------------------
- * mean and std come from gc_cuda_norms_f32's deterministic double sums;
- * the threshold loop runs on the device: each round counts |x| > thr and a
- * one-thread kernel adjusts thr or marks the loop done, so the host never
- * waits.  Rounds after `done` return at once. */
-__global__ void gauss_init(SelState *st, const double *sums, size_t n, double absz)
+ * mean and std come from deterministic double sums shifted by x[0], as
+ * sparse_source.c shifts them (shifted_partials below); the threshold loop
+ * runs on the device: each round counts |x| > thr and a one-thread kernel
+ * adjusts thr or marks the loop done, so the host never waits.  Rounds
+ * after `done` return at once. */
+__global__ void gauss_init(SelState *st, const float *x, const double *sums, size_t n,
+                           double absz)
 {
-  /* sparse_source.c: sums shifted by x[0], mu = c0 + S1/n,
+  /* sparse_source.c: sums shifted by c0 = x[0], mu = c0 + S1/n,
    * var = (S2 - S1^2/n)/(n-1); spelled with _rn so nothing is fused */
-  double S1 = sums[0], S2 = sums[1], c0 = sums[2];
+  double S1 = sums[0], S2 = sums[1], c0 = x[0];
   double mu = __dadd_rn(c0, S1 / (double) n);
   double var = n > 1 ? __dsub_rn(S2, __dmul_rn(S1, S1) / (double) n) / (double) (n - 1) : 0.0;
   double sigma = sqrt(var > 0 ? var : 0.0);
@@ -413,9 +443,10 @@ __global__ void gauss_adjust(SelState *st, uint32_t k)
 }
 
 /* Shifted sums for Gaussian-k: S1 = sum (x_i - x_0), S2 = sum (x_i - x_0)^2
- * in double, per-block partials in a fixed grid, then one block: the same
- * formula as sparse_source.c, deterministic, though the summation order is
- * a tree instead of the CPU's 8 sequential lanes (see gc_cuda_gaussk_f32). */
+ * in double, per-block partials in a fixed grid, then one block
+ * (sum_partials): the same formula as sparse_source.c, deterministic, though
+ * the summation order is a tree instead of the CPU's 8 sequential lanes (see
+ * gc_cuda_gaussk_f32). */
 enum { SUM_BLOCKS = 1024 };
 
 __global__ void __launch_bounds__(BLOCK)
@@ -438,24 +469,6 @@ shifted_partials(const float *__restrict__ x, size_t n, double *part)
   r = Reduce(tmp).Sum(s2);
   if (threadIdx.x == 0)
     part[gridDim.x + blockIdx.x] = r;
-}
-
-__global__ void __launch_bounds__(BLOCK)
-shifted_final(const float *x, const double *part, unsigned np, double *sums)
-{
-  typedef cub::BlockReduce<double, BLOCK> Reduce;
-  __shared__ typename Reduce::TempStorage tmp;
-  for (int q = 0; q < 2; q++) {
-    double v = 0;
-    for (unsigned i = threadIdx.x; i < np; i += BLOCK)
-      v += part[q * np + i];
-    double r = Reduce(tmp).Sum(v);
-    if (threadIdx.x == 0)
-      sums[q] = r;
-    __syncthreads();
-  }
-  if (threadIdx.x == 0)
-    sums[2] = x[0];
 }
 
 /* ---- random-K: Floyd's algorithm in parallel -----------------------------
@@ -594,16 +607,11 @@ extern "C" int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float
     GC_ERROR("threshold: v must be >= 0", GC_EINVAL);
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  if (!d_tmp) {
-    *tmp_bytes = cv.bytes();
+  bool sizing;
+  GC_TRY(finish_carve(cv, tmp_bytes, "threshold", &sizing));
+  if (sizing)
     return GC_SUCCESS;
-  }
-  if (*tmp_bytes < cv.bytes())
-    GC_ERRORF(GC_EINVAL, "threshold: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
-  init_state<<<1, 1, 0, stream>>>(s.st, 0);
-  GC_CUDA_LAUNCHED();
-  check_finite<<<grid_for(n, BLOCK * 8, HIST_CAP), BLOCK, 0, stream>>>(d_x, n, s.st);
-  GC_CUDA_LAUNCHED();
+  GC_TRY(init_checked(s, d_x, n, stream));
   AboveClass cls = {v, false};
   GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
   finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
@@ -615,32 +623,25 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
                                   size_t n, size_t k, unsigned loops, uint32_t *d_idx,
                                   float *d_val, gc_cuda_info *d_info, cudaStream_t stream)
 {
-  GC_TRY(check_n(n));
-  if (k < 1 || k > n)
-    GC_ERRORF(GC_EINVAL, "gaussk: k = %zu must lie in [1, n = %zu]", k, n);
+  GC_TRY(check_nk(n, k, "gaussk"));
   unsigned np = grid_for(n, BLOCK * 16, SUM_BLOCKS);
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  double *sums = cv.take<double>(3);
+  double *sums = cv.take<double>(2);
   double *part = cv.take<double>(2 * (size_t) np);
-  if (!d_tmp) {
-    *tmp_bytes = cv.bytes();
+  bool sizing;
+  GC_TRY(finish_carve(cv, tmp_bytes, "gaussk", &sizing));
+  if (sizing)
     return GC_SUCCESS;
-  }
-  if (*tmp_bytes < cv.bytes())
-    GC_ERRORF(GC_EINVAL, "gaussk: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
-  init_state<<<1, 1, 0, stream>>>(s.st, 0);
-  GC_CUDA_LAUNCHED();
+  GC_TRY(init_checked(s, d_x, n, stream));
   unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
-  check_finite<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
-  GC_CUDA_LAUNCHED();
   shifted_partials<<<np, BLOCK, 0, stream>>>(d_x, n, part);
   GC_CUDA_LAUNCHED();
-  shifted_final<<<1, BLOCK, 0, stream>>>(d_x, part, np, sums);
+  sum_partials<2><<<1, BLOCK, 0, stream>>>(part, np, sums, sums + 1, nullptr);
   GC_CUDA_LAUNCHED();
   /* |z| exactly as sparse.c computes it: GSL on the host, rho = k/n */
   double absz = fabs(gsl_cdf_ugaussian_Pinv((double) k / (double) n / 2));
-  gauss_init<<<1, 1, 0, stream>>>(s.st, sums, n, absz);
+  gauss_init<<<1, 1, 0, stream>>>(s.st, d_x, sums, n, absz);
   GC_CUDA_LAUNCHED();
   for (unsigned r = 0; r < loops; r++) {
     count_above<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
@@ -660,9 +661,7 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
                                  uint32_t step, int ascending, uint32_t *d_idx, float *d_val,
                                  gc_cuda_info *d_info, cudaStream_t stream)
 {
-  GC_TRY(check_n(n));
-  if (k < 1 || k > n)
-    GC_ERRORF(GC_EINVAL, "randk: k = %zu must lie in [1, n = %zu]", k, n);
+  GC_TRY(check_nk(n, k, "randk"));
   size_t hsize = 1;
   while (hsize < 2 * k)
     hsize <<= 1;
@@ -672,16 +671,11 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
   uint32_t *hkeys = cv.take<uint32_t>(hsize);
   uint32_t *hfirst = cv.take<uint32_t>(hsize);
   uint32_t *bits = ascending ? cv.take<uint32_t>((n + 31) / 32) : nullptr;
-  if (!d_tmp) {
-    *tmp_bytes = cv.bytes();
+  bool sizing;
+  GC_TRY(finish_carve(cv, tmp_bytes, "randk", &sizing));
+  if (sizing)
     return GC_SUCCESS;
-  }
-  if (*tmp_bytes < cv.bytes())
-    GC_ERRORF(GC_EINVAL, "randk: scratch of %zu bytes, %zu needed", *tmp_bytes, cv.bytes());
-  init_state<<<1, 1, 0, stream>>>(s.st, 0);
-  GC_CUDA_LAUNCHED();
-  check_finite<<<grid_for(n, BLOCK * 8, HIST_CAP), BLOCK, 0, stream>>>(d_x, n, s.st);
-  GC_CUDA_LAUNCHED();
+  GC_TRY(init_checked(s, d_x, n, stream));
   GC_CUDA_TRY(cudaMemsetAsync(hkeys, 0xff, hsize * sizeof(uint32_t), stream));
   GC_CUDA_TRY(cudaMemsetAsync(hfirst, 0xff, hsize * sizeof(uint32_t), stream));
   if (bits)

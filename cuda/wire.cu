@@ -16,15 +16,15 @@
 
 #include "gc_cuda_internal.cuh"
 #include "gc_rng.h"
+#include "gc_wire.h"
 
 using namespace gc_cuda;
 
 namespace {
 
-/* lib/gc_wire.h and lib/quant.c constants (internal to the library, so
- * repeated here; the tests compare whole messages, which pins them). */
-enum { WIRE_HDR = 7, IDX_RAW = 0, IDX_DELTA = 1, IDX_BITMAP = 2, IDX_IMPLICIT = 3 };
-enum { W_TOPK = 0x51, W_RANDK = 0x52, W_RANDKU = 0x53, W_THRESHOLD = 0x54, W_GAUSSK = 0x55 };
+/* lib/quant.c constants (private to quant.c, so repeated here; the tests
+ * compare whole messages, which pins them).  The sparse layout's come from
+ * lib/gc_wire.h. */
 enum { Q_HDR = 2, T_IDENTITY = 0xD0, T_SIGN = 0xD1, T_SCALED_SIGN = 0xD2, T_TERNGRAD = 0xD4,
        T_FP16 = 0xD5, T_BF16 = 0xD6, PREC32 = 32 };
 
@@ -79,7 +79,7 @@ delta_tiles(const uint32_t *idx, const gc_cuda_info *info, uint64_t *tiles)
     tiles[blockIdx.x] = t;
 }
 
-/* gc__wire_choose: raw, then delta (only when c && bitmap > c, exactly as
+/* gc__wire_choose: raw, then delta (only when c && bitmap >= c, exactly as
  * the CPU skips it), then bitmap; strict < so ties keep the earlier one. */
 __global__ void sparse_plan(Plan *pl, gc_cuda_info *info, size_t n, uint8_t type,
                             int implicit, uint8_t *buf)
@@ -91,25 +91,25 @@ __global__ void sparse_plan(Plan *pl, gc_cuda_info *info, size_t n, uint8_t type
   }
   uint32_t c = info->selected;
   uint64_t raw = 4ull * c, bitmap = (n + 7) / 8, best = raw;
-  int coding = IDX_RAW;
+  int coding = GC__IDX_RAW;
   if (implicit) {
-    coding = IDX_IMPLICIT;
+    coding = GC__IDX_IMPLICIT;
     best = 0;
   } else {
-    if (c && bitmap > c && pl->delta < best) {
+    if (c && bitmap >= c && pl->delta < best) {
       best = pl->delta;
-      coding = IDX_DELTA;
+      coding = GC__IDX_DELTA;
     }
     if (bitmap < best) {
       best = bitmap;
-      coding = IDX_BITMAP;
+      coding = GC__IDX_BITMAP;
     }
   }
   pl->c = c;
   pl->coding = coding;
   pl->isec = best;
   info->nnz = 0;
-  info->len = WIRE_HDR + best + 4ull * c;
+  info->len = GC__WIRE_HDR + best + 4ull * c;
   buf[0] = type;
   buf[1] = 4;
   buf[2] = (uint8_t) coding;
@@ -125,13 +125,13 @@ write_index(const uint32_t *idx, const Plan *pl, const uint64_t *tiles, uint8_t 
   typedef cub::BlockScan<uint64_t, BLOCK> Scan;
   __shared__ typename Scan::TempStorage tmp;
   const Plan p = *pl;
-  if (p.coding != IDX_RAW && p.coding != IDX_DELTA)
+  if (p.coding != GC__IDX_RAW && p.coding != GC__IDX_DELTA)
     return;
   size_t base = (size_t) blockIdx.x * TILE + (size_t) threadIdx.x * ITEMS;
-  if (p.coding == IDX_RAW) {
+  if (p.coding == GC__IDX_RAW) {
     for (unsigned j = 0; j < ITEMS; j++)
       if (base + j < p.c)
-        put_u32(buf + WIRE_HDR + 4 * (base + j), idx[base + j]);
+        put_u32(buf + GC__WIRE_HDR + 4 * (base + j), idx[base + j]);
     return;
   }
   uint64_t mine = 0;
@@ -140,7 +140,7 @@ write_index(const uint32_t *idx, const Plan *pl, const uint64_t *tiles, uint8_t 
       mine += leb_len(gap(idx, base + j));
   uint64_t off;
   Scan(tmp).ExclusiveSum(mine, off);
-  off += tiles[blockIdx.x] + WIRE_HDR;
+  off += tiles[blockIdx.x] + GC__WIRE_HDR;
   for (unsigned j = 0; j < ITEMS; j++) {
     if (base + j >= p.c)
       break;
@@ -158,17 +158,17 @@ write_index(const uint32_t *idx, const Plan *pl, const uint64_t *tiles, uint8_t 
 __global__ void __launch_bounds__(BLOCK)
 bitmap_zero(const Plan *pl, size_t nbytes, uint8_t *buf)
 {
-  if (pl->coding != IDX_BITMAP)
+  if (pl->coding != GC__IDX_BITMAP)
     return;
   for (size_t b = (size_t) blockIdx.x * BLOCK + threadIdx.x; b < nbytes;
        b += (size_t) gridDim.x * BLOCK)
-    buf[WIRE_HDR + b] = 0;
+    buf[GC__WIRE_HDR + b] = 0;
 }
 
 __global__ void __launch_bounds__(BLOCK)
 bitmap_fill(const uint32_t *idx, const Plan *pl, size_t cap, uint8_t *buf)
 {
-  if (pl->coding != IDX_BITMAP)
+  if (pl->coding != GC__IDX_BITMAP)
     return;
   const size_t c = pl->c;
   for (size_t j = (size_t) blockIdx.x * BLOCK + threadIdx.x; j < c && j < cap;
@@ -179,7 +179,7 @@ bitmap_fill(const uint32_t *idx, const Plan *pl, size_t cap, uint8_t *buf)
     unsigned bits = 0;
     for (size_t q = j; q < c && (idx[q] >> 3) == byte; q++)
       bits |= 1u << (idx[q] & 7);
-    buf[WIRE_HDR + byte] = (uint8_t) bits;
+    buf[GC__WIRE_HDR + byte] = (uint8_t) bits;
   }
 }
 
@@ -192,7 +192,7 @@ write_values(const float *val, const Plan *pl, size_t cap, float factor, uint8_t
   typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
   __shared__ typename Reduce::TempStorage tmp;
   const size_t c = pl->c;
-  uint8_t *out = buf + WIRE_HDR + pl->isec;
+  uint8_t *out = buf + GC__WIRE_HDR + pl->isec;
   uint32_t nz = 0;
   for (size_t j = (size_t) blockIdx.x * BLOCK + threadIdx.x; j < c && j < cap;
        j += (size_t) gridDim.x * BLOCK) {
@@ -221,41 +221,15 @@ __global__ void qheader(uint8_t *buf, uint8_t tag)
   buf[1] = PREC32;
 }
 
-/* Finiteness and nonzero count over x (identity). */
-__global__ void __launch_bounds__(BLOCK)
-scan_identity(const float *__restrict__ x, size_t n, Plan *pl)
-{
-  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
-  __shared__ typename Reduce::TempStorage tmp;
-  uint32_t nz = 0;
-  int bad = 0;
-  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * BLOCK) {
-    float v = x[i];
-    bad |= mag_key(v) >= KEY_INF;
-    nz += v != 0.0f;
-  }
-  uint32_t t = Reduce(tmp).Sum(nz);
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&pl->bad, 1u);
-  if (threadIdx.x == 0 && t)
-    atomicAdd(&pl->nnz, t);
-}
+/* identity, fp16 and bf16: each entry's bytes in one pass, with the NaN/Inf
+ * flag and the nonzero count.  bf16 uses quant.c's integer rounding on the
+ * bit pattern (identical to round-to-nearest-even, subnormals kept); fp16
+ * the IEEE conversion, which equals gc__half_from_double for every float. */
+enum Plain { P_IDENTITY, P_FP16, P_BF16 };
 
+template <int FMT>
 __global__ void __launch_bounds__(BLOCK)
-copy_bytes(const float *__restrict__ x, size_t n, uint8_t *out)
-{
-  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * BLOCK)
-    put_u32(out + 4 * i, __float_as_uint(x[i]));
-}
-
-/* fp16 / bf16 patterns.  bf16 uses quant.c's integer rounding on the bit
- * pattern (identical to round-to-nearest-even, subnormals kept); fp16 the
- * IEEE conversion, which equals gc__half_from_double for every float. */
-template <bool BF>
-__global__ void __launch_bounds__(BLOCK)
-write_half(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
+write_plain(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
 {
   typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
   __shared__ typename Reduce::TempStorage tmp;
@@ -266,8 +240,13 @@ write_half(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
     float v = x[i];
     uint32_t u = __float_as_uint(v);
     bad |= mag_key(v) >= KEY_INF;
+    if (FMT == P_IDENTITY) {
+      nz += v != 0.0f;
+      put_u32(out + 4 * i, u);
+      continue;
+    }
     uint16_t h;
-    if (BF)
+    if (FMT == P_BF16)
       h = (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
     else
       h = __half_as_ushort(__float2half_rn(v));
@@ -420,6 +399,28 @@ Kind kind_of(const gc_compressor_type *T)
   return K_NONE;
 }
 
+/* Run the selector of a sparsifier kind; d_tmp == NULL only sizes it (the
+ * selectors then ignore idx, val and d_info). */
+int select_into(Kind kind, const gc_compressor_params *p, void *d_tmp, size_t *tmp_bytes,
+                const float *d_x, size_t n, size_t k, uint32_t step, uint32_t *idx, float *val,
+                gc_cuda_info *d_info, cudaStream_t stream)
+{
+  switch (kind) {
+  case K_TOPK:
+    return gc_cuda_topk_f32(d_tmp, tmp_bytes, d_x, n, k, p->ties, idx, val, d_info, stream);
+  case K_RANDK:
+  case K_RANDKU:
+    return gc_cuda_randk_f32(d_tmp, tmp_bytes, d_x, n, k, p->seed, p->stream, step,
+                             kind == K_RANDK, idx, val, d_info, stream);
+  case K_THRESHOLD:
+    return gc_cuda_threshold_f32(d_tmp, tmp_bytes, d_x, n, p->threshold, idx, val, d_info,
+                                 stream);
+  default:
+    return gc_cuda_gaussk_f32(d_tmp, tmp_bytes, d_x, n, k, p->gauss_loops, idx, val, d_info,
+                              stream);
+  }
+}
+
 /* The sparse message after a selection into (idx, val); cap = most entries. */
 int encode_sparse(Carver &cv, bool sizing, const gc_compressor *c, uint8_t type, int implicit,
                   float factor, const uint32_t *d_idx, const float *d_val, size_t cap,
@@ -488,47 +489,13 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
     uint32_t *idx = cv.take<uint32_t>(cap_sel);
     float *val = cv.take<float>(cap_sel);
     size_t sel_bytes = 0;
-    switch (kind) {
-    case K_TOPK:
-      GC_TRY(gc_cuda_topk_f32(NULL, &sel_bytes, d_x, n, k, p->ties, NULL, NULL, NULL, stream));
-      break;
-    case K_RANDK:
-    case K_RANDKU:
-      GC_TRY(gc_cuda_randk_f32(NULL, &sel_bytes, d_x, n, k, p->seed, p->stream, step,
-                               kind == K_RANDK, NULL, NULL, NULL, stream));
-      break;
-    case K_THRESHOLD:
-      GC_TRY(gc_cuda_threshold_f32(NULL, &sel_bytes, d_x, n, p->threshold, NULL, NULL, NULL,
-                                   stream));
-      break;
-    default:
-      GC_TRY(gc_cuda_gaussk_f32(NULL, &sel_bytes, d_x, n, k, p->gauss_loops, NULL, NULL, NULL,
-                                stream));
-      break;
-    }
+    GC_TRY(select_into(kind, p, NULL, &sel_bytes, d_x, n, k, step, idx, val, d_info, stream));
     void *sel_tmp = cv.take<char>(sel_bytes);
-    if (!sizing) {
-      switch (kind) {
-      case K_TOPK:
-        GC_TRY(gc_cuda_topk_f32(sel_tmp, &sel_bytes, d_x, n, k, p->ties, idx, val, d_info,
-                                stream));
-        break;
-      case K_RANDK:
-      case K_RANDKU:
-        GC_TRY(gc_cuda_randk_f32(sel_tmp, &sel_bytes, d_x, n, k, p->seed, p->stream, step,
-                                 kind == K_RANDK, idx, val, d_info, stream));
-        break;
-      case K_THRESHOLD:
-        GC_TRY(gc_cuda_threshold_f32(sel_tmp, &sel_bytes, d_x, n, p->threshold, idx, val,
-                                     d_info, stream));
-        break;
-      default:
-        GC_TRY(gc_cuda_gaussk_f32(sel_tmp, &sel_bytes, d_x, n, k, p->gauss_loops, idx, val,
-                                  d_info, stream));
-        break;
-      }
-    }
-    static const uint8_t types[] = {0, W_TOPK, W_RANDK, W_RANDKU, W_THRESHOLD, W_GAUSSK};
+    if (!sizing)
+      GC_TRY(select_into(kind, p, sel_tmp, &sel_bytes, d_x, n, k, step, idx, val, d_info,
+                         stream));
+    static const uint8_t types[] = {0, GC__WIRE_TOPK, GC__WIRE_RANDK, GC__WIRE_RANDKU,
+                                    GC__WIRE_THRESHOLD, GC__WIRE_GAUSSK};
     /* randk-unbiased: factor (REAL)(n/k) as sparse_source.c rounds it */
     float factor = kind == K_RANDKU ? (float) ((double) n / (double) k) : 1.0f;
     GC_TRY(encode_sparse(cv, sizing, c, types[kind], kind == K_RANDKU, factor, idx, val,
@@ -557,9 +524,7 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
     case K_IDENTITY:
       qheader<<<1, 1, 0, stream>>>(d_buf, T_IDENTITY);
       GC_CUDA_LAUNCHED();
-      scan_identity<<<grid, BLOCK, 0, stream>>>(d_x, n, pl);
-      GC_CUDA_LAUNCHED();
-      copy_bytes<<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR);
+      write_plain<P_IDENTITY><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
       GC_CUDA_LAUNCHED();
       len = Q_HDR + 4 * (uint64_t) n;
       break;
@@ -585,9 +550,9 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
       qheader<<<1, 1, 0, stream>>>(d_buf, kind == K_FP16 ? T_FP16 : T_BF16);
       GC_CUDA_LAUNCHED();
       if (kind == K_FP16)
-        write_half<false><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
+        write_plain<P_FP16><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
       else
-        write_half<true><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
+        write_plain<P_BF16><<<grid, BLOCK, 0, stream>>>(d_x, n, d_buf + Q_HDR, pl);
       GC_CUDA_LAUNCHED();
       len = Q_HDR + 2 * (uint64_t) n;
       break;

@@ -71,6 +71,20 @@ static int parse_list(const char *opt, const char *text, double *out, int max)
   return m;
 }
 
+/* Whether name is one of the comma-separated names in list. */
+static int listed(const char *list, const char *name)
+{
+  size_t l = strlen(name);
+  for (const char *p = list;; p++) {
+    size_t m = strcspn(p, ",");
+    if (m == l && !strncmp(p, name, l))
+      return 1;
+    p += m;
+    if (!*p)
+      return 0;
+  }
+}
+
 static void machine(void)
 {
   char model[256] = "unknown";
@@ -212,15 +226,8 @@ int gc_bench_compress(int argc, char **argv)
       for (const gc_compressor_type *const *T = gc_compressor_types(); *T; T++) {
         if ((*T)->flags & GC_COMP_NEEDS_SHAPE)
           continue;
-        if (only) {
-          char tmp[512];
-          int hit = 0;
-          snprintf(tmp, sizeof tmp, "%s", only);
-          for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ","))
-            hit |= !strcmp(tok, (*T)->name);
-          if (!hit)
-            continue;
-        }
+        if (only && !listed(only, (*T)->name))
+          continue;
         /* dense compressors do not depend on the density: run them once */
         if (!((*T)->flags & GC_COMP_SPARSE) && ri > 0 && !only)
           continue;

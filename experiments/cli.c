@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gc_cli.h"
+#include "gc_compressor.h"
 #include "gc_errno.h"
 
 int gc_cli_fail(const char *cmd, int status, const char *fmt, ...)
@@ -22,6 +23,35 @@ int gc_cli_fail(const char *cmd, int status, const char *fmt, ...)
     fprintf(stderr, ": %s", gc_last_error());
   fputc('\n', stderr);
   return 1;
+}
+
+int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
+{
+  if (a->i >= a->argc)
+    return 0;
+  const char *o = a->argv[a->i];
+  if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+    a->usage(stdout);
+    a->exit = 0;
+    return 0;
+  }
+  if (a->i + 1 >= a->argc) {
+    gc_cli_fail(a->cmd, 0, "%sunknown option or missing value: %s", a->sub, o);
+    a->usage(stderr);
+    a->exit = 2;
+    return 0;
+  }
+  *opt = o;
+  *val = a->argv[a->i + 1];
+  a->i += 2;
+  return 1;
+}
+
+int gc_cli_unknown(const gc_cli_args *a, const char *opt)
+{
+  gc_cli_fail(a->cmd, 0, "%sunknown option %s", a->sub, opt);
+  a->usage(stderr);
+  return 2;
 }
 
 int gc_cli_size(const char *cmd, const char *opt, const char *text, size_t *out)
@@ -60,6 +90,17 @@ int gc_cli_double(const char *cmd, const char *opt, const char *text, double *ou
     return 1;
   }
   *out = v;
+  return 0;
+}
+
+int gc_cli_ties(const char *cmd, const char *text, int *ties)
+{
+  if (!strcmp(text, "low"))
+    *ties = GC_TIES_LOW;
+  else if (!strcmp(text, "high"))
+    *ties = GC_TIES_HIGH;
+  else
+    return gc_cli_fail(cmd, 0, "--ties must be low or high, not '%s'", text);
   return 0;
 }
 

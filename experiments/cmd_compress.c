@@ -189,13 +189,7 @@ int gc_cmd_compress(int argc, char **argv)
     gc_cli_fail(CMD, 0, "%s: the vector is empty", in);
     goto done;
   }
-  if (T->flags & GC_COMP_SPARSE) {
-    if (have_k && p.k > n) {
-      gc_cli_fail(CMD, 0, "k = %zu exceeds the vector length d = %zu", p.k, n);
-      goto done;
-    }
-  }
-  c = gc_compressor_alloc(T, n, &p);
+  c = gc_compressor_alloc(T, n, &p);   /* checks k <= n and the rest */
   if (!c) {
     gc_cli_fail(CMD, 0, "%s: %s", name, gc_last_error());
     goto done;
@@ -207,14 +201,13 @@ int gc_cmd_compress(int argc, char **argv)
     gc_cli_fail(CMD, 0, "out of memory for d = %zu", n);
     goto done;
   }
-  gc_compress_info info = {0};
   uint32_t step = (uint32_t) step64;
   if (x.dtype == GC_F32) {
-    st = gc_compress_f32(c, x.data, step, buf, cap, &len, &info);
+    st = gc_compress_f32(c, x.data, step, buf, cap, &len, NULL);
     if (!st)
       st = gc_decompress_add_f32(c, buf, len, step, 1.0f, y);
   } else {
-    st = gc_compress_f64(c, x.data, step, buf, cap, &len, &info);
+    st = gc_compress_f64(c, x.data, step, buf, cap, &len, NULL);
     if (!st)
       st = gc_decompress_add_f64(c, buf, len, step, 1.0, y);
   }

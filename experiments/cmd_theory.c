@@ -93,30 +93,20 @@ static int cmd_contraction(int argc, char **argv)
   uint64_t seed = 1;
   const char *csv = NULL;
   char dens_buf[512] = "0.001,0.01", comp_buf[1024] = "";
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      contraction_usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      gc_cli_fail(CMD, 0, "contraction: unknown option or missing value: %s", o);
-      contraction_usage(stderr);
-      return 2;
-    }
-    const char *v = argv[++i];
+  gc_cli_args args = GC_CLI_ARGS(CMD, "contraction: ", contraction_usage, argc, argv);
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
     if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--d")) { if (gc_cli_size(CMD, o, v, &d)) return 2; }
     else if (!strcmp(o, "--trials")) { if (gc_cli_size(CMD, o, v, &trials)) return 2; }
     else if (!strcmp(o, "--seed")) { if (gc_cli_u64(CMD, o, v, &seed)) return 2; }
     else if (!strcmp(o, "--densities")) snprintf(dens_buf, sizeof dens_buf, "%s", v);
     else if (!strcmp(o, "--compressors")) snprintf(comp_buf, sizeof comp_buf, "%s", v);
-    else {
-      gc_cli_fail(CMD, 0, "contraction: unknown option %s", o);
-      contraction_usage(stderr);
-      return 2;
-    }
+    else
+      return gc_cli_unknown(&args, o);
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (d < 2 || d >= ((size_t) 1 << 32))
     return gc_cli_fail(CMD, 0, "--d must be in [2, 2^32)");
   if (trials == 0)
@@ -179,7 +169,6 @@ static int cmd_contraction(int argc, char **argv)
         gc_compressor_params_default(&p);
         p.density = dens[j];
         p.seed = seed;
-        p.levels = 1;
         if (!strcmp(types[c]->name, "threshold"))
           p.threshold = 1.0;   /* a fixed v: absolute compressor (2.4) */
         gc_compressor *cmp = gc_compressor_alloc(types[c], d, &p);
@@ -288,29 +277,6 @@ static void trajectory_usage(FILE *out)
           "       support_union\n");
 }
 
-/* Common option parsing of trajectory and bounds; returns 1 if handled. */
-static int parse_algo_opt(const char *o, const char *v, algo_opts *a, int *err)
-{
-  *err = 0;
-  if (!strcmp(o, "--algorithm")) a->algorithm = v;
-  else if (!strcmp(o, "--compressor")) a->comp = v;
-  else if (!strcmp(o, "--compressor-down")) a->comp_down = v;
-  else if (!strcmp(o, "--density")) *err = gc_cli_double(CMD, o, v, &a->density);
-  else if (!strcmp(o, "--density-down")) *err = gc_cli_double(CMD, o, v, &a->density_down);
-  else if (!strcmp(o, "--k")) *err = gc_cli_size(CMD, o, v, &a->k);
-  else if (!strcmp(o, "--k-down")) *err = gc_cli_size(CMD, o, v, &a->k_down);
-  else if (!strcmp(o, "--ties")) {
-    if (!strcmp(v, "low")) a->ties = GC_TIES_LOW;
-    else if (!strcmp(v, "high")) a->ties = GC_TIES_HIGH;
-    else {
-      gc_cli_fail(CMD, 0, "--ties must be low or high, not '%s'", v);
-      *err = 1;
-    }
-  } else
-    return 0;
-  return 1;
-}
-
 static int cmd_trajectory(int argc, char **argv)
 {
   algo_opts a = { "uni", "topk", NULL, 0.01, 0.01, 0, 0, GC_TIES_LOW };
@@ -318,46 +284,38 @@ static int cmd_trajectory(int argc, char **argv)
   double lr = 0;
   size_t steps = 0;
   uint64_t seed = 0;
-  int have_lr = 0, dd_set = 0, kd_set = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      trajectory_usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      gc_cli_fail(CMD, 0, "trajectory: unknown option or missing value: %s", o);
-      trajectory_usage(stderr);
-      return 2;
-    }
-    const char *v = argv[++i];
-    int err;
-    if (parse_algo_opt(o, v, &a, &err)) {
-      if (err)
-        return 2;
-      dd_set |= !strcmp(o, "--density-down");
-      kd_set |= !strcmp(o, "--k-down");
-    } else if (!strcmp(o, "--problem")) problem = v;
+  int dd_set = 0, kd_set = 0;
+  gc_cli_args args = GC_CLI_ARGS(CMD, "trajectory: ", trajectory_usage, argc, argv);
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
+    int err = 0;
+    if (!strcmp(o, "--algorithm")) a.algorithm = v;
+    else if (!strcmp(o, "--compressor")) a.comp = v;
+    else if (!strcmp(o, "--compressor-down")) a.comp_down = v;
+    else if (!strcmp(o, "--density")) err = gc_cli_double(CMD, o, v, &a.density);
+    else if (!strcmp(o, "--density-down")) {
+      err = gc_cli_double(CMD, o, v, &a.density_down);
+      dd_set = 1;
+    } else if (!strcmp(o, "--k")) err = gc_cli_size(CMD, o, v, &a.k);
+    else if (!strcmp(o, "--k-down")) {
+      err = gc_cli_size(CMD, o, v, &a.k_down);
+      kd_set = 1;
+    } else if (!strcmp(o, "--ties")) err = gc_cli_ties(CMD, v, &a.ties);
+    else if (!strcmp(o, "--problem")) problem = v;
     else if (!strcmp(o, "--csv")) csv = v;
-    else if (!strcmp(o, "--lr")) {
-      if (gc_cli_double(CMD, o, v, &lr))
-        return 2;
-      have_lr = 1;
-    } else if (!strcmp(o, "--steps")) {
-      if (gc_cli_size(CMD, o, v, &steps))
-        return 2;
-    } else if (!strcmp(o, "--seed")) {
-      if (gc_cli_u64(CMD, o, v, &seed))
-        return 2;
-    } else {
-      gc_cli_fail(CMD, 0, "trajectory: unknown option %s", o);
-      trajectory_usage(stderr);
+    else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr);
+    else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
+    else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
+    else
+      return gc_cli_unknown(&args, o);
+    if (err)
       return 2;
-    }
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (!problem)
     return gc_cli_fail(CMD, 0, "trajectory: --problem is required");
-  if (!have_lr || !(lr > 0))
+  if (!(lr > 0))   /* also when --lr is not given (lr = 0) */
     return gc_cli_fail(CMD, 0, "trajectory: --lr must be given and > 0");
   if (steps == 0 || steps > 100000000)
     return gc_cli_fail(CMD, 0, "trajectory: --steps must be in [1, 1e8]");
@@ -488,18 +446,9 @@ static int cmd_bounds(int argc, char **argv)
   size_t np = 0, steps = 1000;
   const char *csv = NULL;
   char comp_buf[512] = "topk,randk", alg_buf[512] = "sgd,uni,bi,downlink,doublesqueeze,ef21";
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      bounds_usage(stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      gc_cli_fail(CMD, 0, "bounds: unknown option or missing value: %s", o);
-      bounds_usage(stderr);
-      return 2;
-    }
-    const char *v = argv[++i];
+  gc_cli_args args = GC_CLI_ARGS(CMD, "bounds: ", bounds_usage, argc, argv);
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
     if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--steps")) { if (gc_cli_size(CMD, o, v, &steps)) return 2; }
     else if (!strcmp(o, "--problem")) {
@@ -508,12 +457,11 @@ static int cmd_bounds(int argc, char **argv)
       problems[np++] = v;
     } else if (!strcmp(o, "--compressors")) snprintf(comp_buf, sizeof comp_buf, "%s", v);
     else if (!strcmp(o, "--algorithms")) snprintf(alg_buf, sizeof alg_buf, "%s", v);
-    else {
-      gc_cli_fail(CMD, 0, "bounds: unknown option %s", o);
-      bounds_usage(stderr);
-      return 2;
-    }
+    else
+      return gc_cli_unknown(&args, o);
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (steps == 0)
     return gc_cli_fail(CMD, 0, "--steps must be at least 1");
   if (np == 0) {

@@ -158,6 +158,16 @@ static int read_config(const char *path, char ***argv_out, int *argc_out,
   return 0;
 }
 
+/* Free what read_config returned (the prefixed keys, the array, the text). */
+static void free_config(char **av, int n, char *store)
+{
+  for (int i = 0; i < n; i++)
+    if (av[i][0] == '-' && av[i][1] == '-')
+      free(av[i]);
+  free(av);
+  free(store);
+}
+
 int gc_cmd_train(int argc, char **argv)
 {
   opts o;
@@ -185,19 +195,13 @@ int gc_cmd_train(int argc, char **argv)
       o = f;
     }
     if (st) {
-      for (int i = 0; i < cac; i++)
-        if (cav[i][0] == '-' && cav[i][1] == '-')
-          free(cav[i]);
-      free(cav);
-      free(store);
+      free_config(cav, cac, store);
       return st < 0 ? 0 : st;
     }
     o.c.config_file = o.config;
   }
-  const char *model = o.c.model;
-  if (!model)
-    model = !strcmp(o.c.dataset, "cifar10") ? "cifar-vgg19"
-            : !strcmp(o.c.dataset, "fmnist") ? "fmnist-mlp" : "mnist-mlp";
+  const char *model = o.c.model && *o.c.model ? o.c.model
+                      : gc_nn_model_default(o.c.dataset);
   if (!o.lr_set)
     o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
   if (!o.c.quiet)
@@ -207,11 +211,7 @@ int gc_cmd_train(int argc, char **argv)
             o.c.epochs, o.c.out);
   gc_train_result res;
   st = gc_train_run(&o.c, &res);
-  for (int i = 0; i < cac; i++)
-    if (cav[i][0] == '-' && cav[i][1] == '-')
-      free(cav[i]);
-  free(cav);
-  free(store);
+  free_config(cav, cac, store);
   if (st == GC_EDIVERGE)
     return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv", o.c.out);
   if (st)

@@ -19,10 +19,39 @@ int gc_cli_fail(const char *cmd, int status, const char *fmt, ...)
 int gc_cli_size(const char *cmd, const char *opt, const char *text, size_t *out);
 int gc_cli_u64(const char *cmd, const char *opt, const char *text, uint64_t *out);
 int gc_cli_double(const char *cmd, const char *opt, const char *text, double *out);
+/* "low" or "high" to GC_TIES_LOW / GC_TIES_HIGH; else print
+ * "gradcomp CMD: --ties must be low or high, not 'text'" and return 1. */
+int gc_cli_ties(const char *cmd, const char *text, int *ties);
 /* Progress "label [=====>   ] i/n" on stderr, only when it is a terminal
  * and quiet == 0.  Call with i == n to finish the line. */
 void gc_cli_progress(const char *label, size_t i, size_t n, int quiet);
 double gc_cli_now(void);   /* monotonic seconds */
+
+/* The option loop of commands whose options all take one value
+ * ("--name value"):
+ *   gc_cli_args a = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+ *   const char *o, *v;
+ *   while (gc_cli_next(&a, &o, &v))
+ *     if (!strcmp(o, "--steps")) ...; else return gc_cli_unknown(&a, o);
+ *   if (a.exit >= 0) return a.exit;
+ * gc_cli_next returns 1 with the next pair in *opt, *val, or 0: at the end
+ * (exit stays -1), after --help/-h (usage on stdout, exit 0) or when the
+ * value is missing ("gradcomp CMD: SUBunknown option or missing value: OPT"
+ * and usage on stderr, exit 2).  gc_cli_unknown reports "gradcomp CMD:
+ * SUBunknown option OPT" with the usage on stderr and returns 2. */
+typedef struct gc_cli_args {
+  const char *cmd;            /* "gradcomp CMD: " of the messages           */
+  const char *sub;            /* message prefix, e.g. "contraction: ", or "" */
+  void (*usage)(FILE *out);
+  int argc;
+  char **argv;                /* argv[0] is the command itself              */
+  int i;                      /* next argument                              */
+  int exit;                   /* -1, or the exit status once the loop ends  */
+} gc_cli_args;
+#define GC_CLI_ARGS(cmd, sub, usage, argc, argv) \
+  ((gc_cli_args) { (cmd), (sub), (usage), (argc), (argv), 1, -1 })
+int gc_cli_next(gc_cli_args *a, const char **opt, const char **val);
+int gc_cli_unknown(const gc_cli_args *a, const char *opt);
 
 /* Subcommands: each returns the process exit status. */
 int gc_cmd_compress(int argc, char **argv);

@@ -224,15 +224,15 @@ int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
   const gc_algo_config *cfg = &w->cfg;
   int dt = cfg->dtype;
   size_t n = cfg->n;
-  size_t bad = gc__vfirst_nonfinite(dt, grad, n);
-  if (bad < n)
-    GC_ERRORF(GC_EDOM, "worker %zu: non-finite gradient at index %zu (step "
-              "%u)", w->rank, bad, (unsigned) step);
   if (!(lr >= 0.0) || lr > 1e300)
     GC_ERRORF(GC_EDOM, "worker %zu: step size %g is not finite and >= 0",
               w->rank, lr);
   w->lr = lr;
-  if (!w->ef) {
+  if (!w->ef) {   /* no memory to check the gradient: do it here */
+    size_t bad = gc__vfirst_nonfinite(dt, grad, n);
+    if (bad < n)
+      GC_ERRORF(GC_EDOM, "worker %zu: non-finite gradient at index %zu "
+                "(step %u)", w->rank, bad, (unsigned) step);
     gc__vcopy(dt, w->sent, grad, n);
     return gc__dense_encode(dt, grad, n, up, cap, len);
   }
@@ -242,15 +242,15 @@ int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
     GC_TRY(gc_ef_ef21_set(w->ef, grad));
     rc = gc__dense_encode(dt, grad, n, up, cap, len);
   } else if (w->scaled) {      /* DGC works on lr*g: the message is a step */
-    gc__vcopy(dt, w->scaled, grad, n);
-    gc__vaxpby(dt, w->scaled, 0.0, grad, lr, n);
+    gc__vscale(dt, w->scaled, lr, grad, n);
     rc = gc_ef_step(w->ef, w->up, w->scaled, 1.0, step, up, cap, len, NULL);
   } else {
     rc = gc_ef_step(w->ef, w->up, grad, lr, step, up, cap, len, NULL);
   }
+  /* the memory checks the gradient and its own overflow; name the worker */
   if (rc == GC_EDOM)
-    GC_ERRORF(GC_EDOM, "worker %zu: error-feedback memory overflowed at "
-              "step %u", w->rank, (unsigned) step);
+    GC_ERRORF(GC_EDOM, "worker %zu (step %u): %s", w->rank, (unsigned) step,
+              gc_last_error());
   if (rc == GC_SUCCESS)
     w->started = 1;
   return rc;
@@ -302,7 +302,7 @@ struct gc_server {
   gc_compressor *down;   /* downlink encoder (DOWN_COMP)             */
   gc_ef *ef;             /* server memory: bi, b', DoubleSqueeze     */
   void *agg;             /* (1/P) sum of the decoded uplinks         */
-  void *sent;            /* decoded downlink (dense/exact kinds)     */
+  void *sent;            /* EF21-BC: decoded downlink C_s(x - w)     */
   void *h, *x, *w, *diff;/* EF21 h; EF21-BC model x, broadcast w      */
   size_t support;
   int started;
@@ -337,7 +337,7 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
   s->cfg = *cfg;
   size_t bytes = cfg->n * (size_t) cfg->dtype;
   gc_algo_kind k = cfg->kind;
-  int ok = (s->agg = calloc(1, bytes)) && (s->sent = calloc(1, bytes));
+  int ok = (s->agg = calloc(1, bytes)) != NULL;
   if (ok && up_coding(k) == UP_COMP) {
     ok = (s->dec = calloc(cfg->workers, sizeof *s->dec)) != NULL;
     for (size_t p = 0; ok && p < cfg->workers; p++)
@@ -353,7 +353,7 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
     ok = (s->h = calloc(1, bytes)) != NULL;
   if (ok && k == GC_ALGO_EF21_BC)
     ok = (s->x = calloc(1, bytes)) && (s->w = calloc(1, bytes)) &&
-         (s->diff = calloc(1, bytes));
+         (s->diff = calloc(1, bytes)) && (s->sent = calloc(1, bytes));
   if (!ok) {
     gc_server_free(s);
     GC_ERROR_NULL("server allocation failed", GC_ENOMEM);
@@ -392,21 +392,17 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
       GC_ERRORF(rc, "server: uplink message of worker %zu (step %u) is "
                 "malformed", p, (unsigned) step);
   }
-  gc__vdiv(dt, s->agg, (double) P, n);
-  size_t bad = gc__vfirst_nonfinite(dt, s->agg, n);
+  size_t bad = gc__vmean_finish(dt, s->agg, (double) P, n, &s->support);
   if (bad < n)
     GC_ERRORF(GC_EDOM, "server: the average overflowed at index %zu (step "
               "%u)", bad, (unsigned) step);
-  s->support = gc__vnnz(dt, s->agg, n);
   int rc = GC_SUCCESS;
   switch (k) {
   case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE:
-    gc__vcopy(dt, s->sent, s->agg, n);
     rc = gc__dense_encode(dt, s->agg, n, down, cap, len);
     break;
   case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK: {
     size_t nnz;
-    gc__vcopy(dt, s->sent, s->agg, n);
     rc = gc__exact_encode(dt, s->agg, n, down, cap, len, &nnz);
     break;
   }
@@ -414,19 +410,15 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
   case GC_ALGO_DOWNLINK:           /* u = g + delta (gradient units) */
   case GC_ALGO_DOUBLESQUEEZE:      /* w = v + delta (gradient units) */
     rc = gc_ef_step(s->ef, s->down, s->agg, 1.0, step, down, cap, len, NULL);
-    if (rc == GC_SUCCESS)
-      gc__vcopy(dt, s->sent, gc_ef_sent(s->ef), n);
     break;
   case GC_ALGO_EF21:               /* h += (1/P) sum c_i; send h */
     gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
-    gc__vcopy(dt, s->sent, s->h, n);
     rc = gc__dense_encode(dt, s->h, n, down, cap, len);
     break;
   case GC_ALGO_EF21_BC:            /* x -= lr h; q = C_s(x - w); w += q */
     gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
     gc__vaxpby(dt, s->x, -lr, s->h, 1.0, n);
-    gc__vcopy(dt, s->diff, s->x, n);
-    gc__vaxpby(dt, s->diff, -1.0, s->w, 1.0, n);
+    gc__vadd_scaled(dt, s->diff, s->x, -1.0, s->w, n);
     rc = gc__encode(dt, s->down, s->diff, step, down, cap, len, NULL);
     if (rc == GC_SUCCESS) {
       gc__vzero(dt, s->sent, n);
@@ -451,7 +443,21 @@ const void *gc_server_memory(const gc_server *s)
 }
 
 const void *gc_server_aggregate(const gc_server *s) { return s->agg; }
-const void *gc_server_sent(const gc_server *s) { return s->sent; }
+/* The decoded downlink, kept where the step already holds it: the exact
+ * and dense kinds broadcast the average itself, EF21 its h. */
+const void *gc_server_sent(const gc_server *s)
+{
+  switch (s->cfg.kind) {
+  case GC_ALGO_BI: case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE:
+    return gc_ef_sent(s->ef);
+  case GC_ALGO_EF21:
+    return s->h;
+  case GC_ALGO_EF21_BC:
+    return s->sent;
+  default:
+    return s->agg;
+  }
+}
 size_t gc_server_support_union(const gc_server *s) { return s->support; }
 
 /* ---- message bounds and the ledger ----------------------------------- */

@@ -1,4 +1,5 @@
 /* algo_vec.c -- the dtype-dispatching vector helpers of gc_algo_vec.h. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -34,32 +35,94 @@ void gc__vaxpby(int dt, void *y, double a, const void *x, double b, size_t n)
   }
 }
 
+void gc__vscale(int dt, void *y, double a, const void *x, size_t n)
+{
+  if (dt == GC_F64) {
+    double *yy = y;
+    const double *xx = x;
+    for (size_t i = 0; i < n; i++) yy[i] = a * xx[i];
+  } else {
+    float *yy = y;
+    const float *xx = x;
+    float af = (float) a;
+    for (size_t i = 0; i < n; i++) yy[i] = af * xx[i];
+  }
+}
+
+/* The flag is or-ed, not branched on, so the loop stays vectorisable; the
+ * index is searched for only on the error path. */
+size_t gc__vadd_scaled(int dt, void *y, const void *z, double a,
+                       const void *x, size_t n)
+{
+  int bad = 0;
+  if (dt == GC_F64) {
+    double *yy = y;
+    const double *zz = z, *xx = x;
+    for (size_t i = 0; i < n; i++) {
+      double v = zz[i] + a * xx[i];
+      yy[i] = v;
+      bad |= !(fabs(v) <= DBL_MAX);
+    }
+  } else {
+    float *yy = y;
+    const float *zz = z, *xx = x;
+    float af = (float) a;
+    for (size_t i = 0; i < n; i++) {
+      float v = zz[i] + af * xx[i];
+      yy[i] = v;
+      bad |= !(fabsf(v) <= FLT_MAX);
+    }
+  }
+  return bad ? gc__vfirst_nonfinite(dt, y, n) : n;
+}
+
+/* A branch-free flag pass (vectorisable), then the index search only when
+ * something is wrong: the common case is a clean gradient. */
 size_t gc__vfirst_nonfinite(int dt, const void *x, size_t n)
 {
+  int bad = 0;
   if (dt == GC_F64) {
     const double *xx = x;
     for (size_t i = 0; i < n; i++)
-      if (!isfinite(xx[i])) return i;
+      bad |= !(fabs(xx[i]) <= DBL_MAX);
+    if (bad)
+      for (size_t i = 0; i < n; i++)
+        if (!isfinite(xx[i])) return i;
   } else {
     const float *xx = x;
     for (size_t i = 0; i < n; i++)
-      if (!isfinite(xx[i])) return i;
+      bad |= !(fabsf(xx[i]) <= FLT_MAX);
+    if (bad)
+      for (size_t i = 0; i < n; i++)
+        if (!isfinite(xx[i])) return i;
   }
   return n;
 }
 
-void gc__vdiv(int dt, void *y, double d, size_t n)
+size_t gc__vmean_finish(int dt, void *y, double d, size_t n, size_t *nnz)
 {
-  if (d == 1.0)
-    return;
+  size_t c = 0;
+  int bad = 0;
   if (dt == GC_F64) {
     double *yy = y;
-    for (size_t i = 0; i < n; i++) yy[i] /= d;
+    for (size_t i = 0; i < n; i++) {
+      double v = yy[i] / d;
+      yy[i] = v;
+      c += v != 0.0;
+      bad |= !(fabs(v) <= DBL_MAX);
+    }
   } else {
     float *yy = y;
     float df = (float) d;
-    for (size_t i = 0; i < n; i++) yy[i] /= df;
+    for (size_t i = 0; i < n; i++) {
+      float v = yy[i] / df;
+      yy[i] = v;
+      c += v != 0.0f;
+      bad |= !(fabsf(v) <= FLT_MAX);
+    }
   }
+  *nnz = c;
+  return bad ? gc__vfirst_nonfinite(dt, y, n) : n;
 }
 
 double gc__vnorm(int dt, const void *x, size_t n)
@@ -73,19 +136,6 @@ double gc__vnorm(int dt, const void *x, size_t n)
     for (size_t i = 0; i < n; i++) s += (double) xx[i] * xx[i];
   }
   return sqrt(s);
-}
-
-size_t gc__vnnz(int dt, const void *x, size_t n)
-{
-  size_t c = 0;
-  if (dt == GC_F64) {
-    const double *xx = x;
-    for (size_t i = 0; i < n; i++) c += xx[i] != 0.0;
-  } else {
-    const float *xx = x;
-    for (size_t i = 0; i < n; i++) c += xx[i] != 0.0f;
-  }
-  return c;
 }
 
 int gc__encode(int dt, gc_compressor *c, const void *x, uint32_t step,

@@ -126,22 +126,20 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
   if (gc_compressor_n(c) != n)
     GC_ERRORF(GC_EBADLEN, "compressor length %zu differs from memory %zu",
               gc_compressor_n(c), n);
+  /* The input is checked before any state changes (DGC and EF21 update
+   * their memories in place); the accumulator below only for overflow. */
   size_t bad = gc__vfirst_nonfinite(dt, g, n);
   if (bad < n)
-    GC_ERRORF(GC_EDOM, "non-finite input at index %zu", bad);
+    GC_ERRORF(GC_EDOM, "non-finite gradient at index %zu", bad);
   switch (e->kind) {
-  case GC_EF_NONE:
-    gc__vcopy(dt, e->acc, g, n);
-    if (lr != 1.0)
-      gc__vaxpby(dt, e->acc, 0.0, e->acc, lr, n);
+  case GC_EF_NONE:     /* acc = lr*g */
+    gc__vscale(dt, e->acc, lr, g, n);
     break;
   case GC_EF_BEFORE:   /* acc = eps + lr*g */
-    gc__vcopy(dt, e->acc, e->mem, n);
-    gc__vaxpby(dt, e->acc, lr, g, 1.0, n);
+    bad = gc__vadd_scaled(dt, e->acc, e->mem, lr, g, n);
     break;
   case GC_EF_AFTER:    /* acc = g + eps */
-    gc__vcopy(dt, e->acc, g, n);
-    gc__vaxpby(dt, e->acc, 1.0, e->mem, 1.0, n);
+    bad = gc__vadd_scaled(dt, e->acc, g, 1.0, e->mem, n);
     break;
   case GC_EF_DGC: {
     const void *gg = g;
@@ -156,7 +154,7 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
     double m = e->opt.momentum;
     if (e->opt.nesterov) {   /* u = m*(u+g); v = v + u + g */
       gc__vaxpby(dt, e->mom, 1.0, gg, 1.0, n);
-      gc__vaxpby(dt, e->mom, 0.0, gg, m, n);
+      gc__vscale(dt, e->mom, m, e->mom, n);
       gc__vaxpby(dt, e->mem, 1.0, e->mom, 1.0, n);
       gc__vaxpby(dt, e->mem, 1.0, gg, 1.0, n);
     } else {                 /* u = m*u + g; v = v + u */
@@ -164,14 +162,13 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
       gc__vaxpby(dt, e->mem, 1.0, e->mom, 1.0, n);
     }
     gc__vcopy(dt, e->acc, e->mem, n);
+    bad = gc__vfirst_nonfinite(dt, e->acc, n);
     break;
   }
   case GC_EF_EF21:     /* acc = g - h */
-    gc__vcopy(dt, e->acc, g, n);
-    gc__vaxpby(dt, e->acc, -1.0, e->mem, 1.0, n);
+    bad = gc__vadd_scaled(dt, e->acc, g, -1.0, e->mem, n);
     break;
   }
-  bad = gc__vfirst_nonfinite(dt, e->acc, n);
   if (bad < n)
     GC_ERRORF(GC_EDOM, "error-feedback accumulator overflowed at index %zu",
               bad);
@@ -183,8 +180,7 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
     break;
   case GC_EF_BEFORE:
   case GC_EF_AFTER:    /* eps = acc - C(acc) */
-    gc__vcopy(dt, e->mem, e->acc, n);
-    gc__vaxpby(dt, e->mem, -1.0, e->sent, 1.0, n);
+    gc__vadd_scaled(dt, e->mem, e->acc, -1.0, e->sent, n);
     break;
   case GC_EF_DGC:
     gc__vaxpby(dt, e->mem, -1.0, e->sent, 1.0, n);
@@ -221,32 +217,29 @@ double gc_dgc_warmup_density(double rho, unsigned warmup_epochs,
   return r > rho ? r : rho;
 }
 
-double gc_clip_global_norm_f64(double *x, size_t n, double max_norm,
+/* Scale x to norm at most max_norm / sqrt(workers); returns the factor. */
+static double clip_global_norm(int dt, void *x, size_t n, double max_norm,
                                size_t workers)
 {
   if (!(max_norm > 0.0))
     return 1.0;
   double thr = max_norm / sqrt((double) (workers ? workers : 1));
-  double nrm = gc__vnorm(GC_F64, x, n);
+  double nrm = gc__vnorm(dt, x, n);
   if (!(nrm > thr))
     return 1.0;
   double f = thr / nrm;
-  for (size_t i = 0; i < n; i++)
-    x[i] *= f;
-  return f;
+  gc__vscale(dt, x, f, x, n);
+  return dt == GC_F64 ? f : (double) (float) f;   /* the factor applied */
+}
+
+double gc_clip_global_norm_f64(double *x, size_t n, double max_norm,
+                               size_t workers)
+{
+  return clip_global_norm(GC_F64, x, n, max_norm, workers);
 }
 
 double gc_clip_global_norm_f32(float *x, size_t n, double max_norm,
                                size_t workers)
 {
-  if (!(max_norm > 0.0))
-    return 1.0;
-  double thr = max_norm / sqrt((double) (workers ? workers : 1));
-  double nrm = gc__vnorm(GC_F32, x, n);
-  if (!(nrm > thr))
-    return 1.0;
-  float f = (float) (thr / nrm);
-  for (size_t i = 0; i < n; i++)
-    x[i] *= f;
-  return f;
+  return clip_global_norm(GC_F32, x, n, max_norm, workers);
 }

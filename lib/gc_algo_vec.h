@@ -13,12 +13,20 @@ void gc__vzero(int dt, void *y, size_t n);
 void gc__vcopy(int dt, void *y, const void *x, size_t n);
 /* y = a*x + b*y, element by element. */
 void gc__vaxpby(int dt, void *y, double a, const void *x, double b, size_t n);
+/* y = a*x (y may be x). */
+void gc__vscale(int dt, void *y, double a, const void *x, size_t n);
+/* y = z + a*x in one pass (y may alias z); returns the index of the first
+ * non-finite y, or n.  Forms error-feedback accumulators and residuals:
+ * the finiteness check rides on the pass that writes the vector. */
+size_t gc__vadd_scaled(int dt, void *y, const void *z, double a,
+                       const void *x, size_t n);
 /* Index of the first non-finite entry, or n when all are finite. */
 size_t gc__vfirst_nonfinite(int dt, const void *x, size_t n);
-/* y = y / d (a division, so that d = P is exactly rounded). */
-void gc__vdiv(int dt, void *y, double d, size_t n);
+/* Finish an average in one pass: y = y / d (a division, so that d = P is
+ * exactly rounded), *nnz = nonzeros of y; returns the index of the first
+ * non-finite y, or n. */
+size_t gc__vmean_finish(int dt, void *y, double d, size_t n, size_t *nnz);
 double gc__vnorm(int dt, const void *x, size_t n);
-size_t gc__vnnz(int dt, const void *x, size_t n);
 
 int gc__encode(int dt, gc_compressor *c, const void *x, uint32_t step,
                uint8_t *buf, size_t cap, size_t *len, gc_compress_info *info);

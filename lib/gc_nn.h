@@ -62,6 +62,9 @@ void gc_nn_free(gc_nn *nn);                           /* NULL is a no-op */
 /* NULL-terminated list of the model names; the data set a model expects. */
 const char *const *gc_nn_model_names(void);
 const char *gc_nn_model_dataset(const char *name);   /* NULL if unknown */
+/* The model trained on a data set when none is named: "cifar-vgg19" for
+ * cifar10, "fmnist-mlp" for fmnist, "mnist-mlp" for any other name. */
+const char *gc_nn_model_default(const char *dataset);
 
 size_t gc_nn_nparams(const gc_nn *nn);   /* d */
 size_t gc_nn_nstats(const gc_nn *nn);    /* BN running statistics */
@@ -111,7 +114,7 @@ const char *gc_nn_blas_core(void);
 /* ---- training (nn_train.c) --------------------------------------------- */
 typedef struct gc_train_config {
   const char *dataset;      /* mnist | fmnist | cifar10                    */
-  const char *model;        /* default: the data set's MLP                 */
+  const char *model;        /* default: gc_nn_model_default(dataset)       */
   const char *data_dir;     /* folder holding <dataset>/                   */
   size_t workers;           /* P                                           */
   int noniid;               /* 0: IID shards; 1: two label shards each     */

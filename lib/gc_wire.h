@@ -41,14 +41,15 @@ int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes
 size_t gc__wire_bound(size_t n, size_t c, size_t vbytes);
 
 /* Write a message: header, indices (coding chosen here unless implicit),
- * values x[idx[j]] * factor.  idx ascending unless implicit.
+ * values x[idx[j]] * factor.  idx ascending unless implicit.  *nnz receives
+ * the number of nonzero x[idx[j]] (counted while the values are copied).
  * Returns GC_SUCCESS or GC_ENOSPACE. */
 int gc__wire_encode_f32(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const float *x, float factor,
-                        uint8_t *buf, size_t cap, size_t *len);
+                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 int gc__wire_encode_f64(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const double *x, double factor,
-                        uint8_t *buf, size_t cap, size_t *len);
+                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 
 /* Validate a whole explicit-index message of `type` (0: any explicit sparse
  * type) for vectors of length n, then y += scale * values.  y is untouched

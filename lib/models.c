@@ -22,6 +22,12 @@ const char *gc_nn_model_dataset(const char *name)
   return NULL;
 }
 
+const char *gc_nn_model_default(const char *dataset)
+{
+  return !strcmp(dataset, "cifar10") ? "cifar-vgg19"
+         : !strcmp(dataset, "fmnist") ? "fmnist-mlp" : "mnist-mlp";
+}
+
 #define LIN(o) { .kind = GC_NN_LINEAR, .out_c = (o) }
 #define CONV(o, k, p) { .kind = GC_NN_CONV, .out_c = (o), .ksize = (k), .pad = (p) }
 #define RELU { .kind = GC_NN_RELU }

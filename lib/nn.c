@@ -457,19 +457,26 @@ static void bn_bwd(gc_nn *nn, size_t l, const float *w, const float *dout,
   }
 }
 
+/* log sum_i exp(x[i]), shifted by the maximum, summed in double: shared
+ * by the log-softmax layer and the cross-entropy loss. */
+static double logsumexp(const float *x, size_t n)
+{
+  float mx = -INFINITY;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] > mx)
+      mx = x[i];
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += exp((double) x[i] - mx);
+  return mx + log(s);
+}
+
 static void logsoftmax_rows(const float *in, float *out, size_t B, size_t n)
 {
   for (size_t b = 0; b < B; b++) {
     const float *x = in + b * n;
     float *o = out + b * n;
-    float mx = -INFINITY;
-    for (size_t i = 0; i < n; i++)
-      if (x[i] > mx)
-        mx = x[i];
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-      s += exp((double) x[i] - mx);
-    float lse = (float) (mx + log(s));
+    float lse = (float) logsumexp(x, n);
     for (size_t i = 0; i < n; i++)
       o[i] = x[i] - lse;
   }
@@ -539,13 +546,7 @@ double gc_nn_loss(gc_nn *nn, const uint8_t *y)
       memset(d, 0, n * sizeof *d);
       d[y[b]] = (float) (-1.0 / (double) B);
     } else {
-      double mx = -INFINITY, s = 0;
-      for (size_t i = 0; i < n; i++)
-        if (o[i] > mx)
-          mx = o[i];
-      for (size_t i = 0; i < n; i++)
-        s += exp(o[i] - mx);
-      double lse = mx + log(s);
+      double lse = logsumexp(o, n);
       loss -= o[y[b]] - lse;
       for (size_t i = 0; i < n; i++)
         d[i] = (float) ((exp(o[i] - lse) - (i == y[b])) / (double) B);

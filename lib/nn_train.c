@@ -20,6 +20,8 @@
 #include "config.h"
 #include "gc_algo.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
+#include "gc_io.h"
 #include "gc_nn.h"
 #include "gc_npy.h"
 
@@ -97,26 +99,19 @@ static int path_in(char *buf, size_t cap, const char *dir, const char *name)
 /* Write text atomically: temporary file in the same folder, then rename. */
 static int write_atomic(const char *path, const char *text)
 {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long) getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot write: %s", tmp, strerror(errno));
-  int bad = fputs(text, f) < 0;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    GC_ERRORF(GC_EIO, "%s: cannot write", path);
-  }
-  return GC_SUCCESS;
+  const void *part = text;
+  size_t len = strlen(text);
+  return gc__write_atomic(path, &part, &len, 1);
 }
 
 static const char *model_of(const gc_train_config *c)
 {
-  if (c->model && *c->model)
-    return c->model;
-  return !strcmp(c->dataset, "cifar10") ? "cifar-vgg19"
-         : !strcmp(c->dataset, "fmnist") ? "fmnist-mlp" : "mnist-mlp";
+  return c->model && *c->model ? c->model : gc_nn_model_default(c->dataset);
+}
+
+static double density_down(const gc_train_config *c)
+{
+  return c->density_down > 0 ? c->density_down : c->density;
 }
 
 /* The fields that must agree between a checkpoint and a resumed run. */
@@ -125,8 +120,7 @@ static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
   snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%llu|%zu",
            c->dataset, model_of(c), c->workers, c->noniid, c->batch, c->lr,
            c->momentum, c->algorithm, c->compressor, c->density,
-           c->density_down > 0 ? c->density_down : c->density,
-           (unsigned long long) c->seed, c->train_subset);
+           density_down(c), (unsigned long long) c->seed, c->train_subset);
 }
 
 static int write_config_json(const run *r, const char *dir)
@@ -155,8 +149,8 @@ static int write_config_json(const run *r, const char *dir)
     PACKAGE_VERSION, c->dataset, model_of(c), r->d, c->workers,
     c->noniid ? "noniid" : "iid", c->batch, c->epochs,
     (r->off[1] - r->off[0]) / c->batch, c->lr, c->momentum, c->algorithm,
-    c->compressor, c->density, c->density_down > 0 ? c->density_down : c->density,
-    r->K, r->Kd, (unsigned long long) c->seed, r->T, c->max_steps,
+    c->compressor, c->density, density_down(c), r->K, r->Kd,
+    (unsigned long long) c->seed, r->T, c->max_steps,
     c->train_subset, c->test_subset, r->train.n, r->test.n,
     c->config_file ? c->config_file : "", gc_nn_blas_core(),
     getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
@@ -169,37 +163,63 @@ static int write_config_json(const run *r, const char *dir)
 }
 
 /* ---- checkpoint: one flat float32 .npy (x, stats, worker memories, server
- * memory) named by epoch, then a json that commits it.  The memories are
- * restored by writing through the probes, which are views of live state. */
-static size_t ckpt_len(run *r, int *wmem, int *smem)
+ * memory) named by epoch, then a json that commits it. */
+
+/* Segment i of the checkpoint, in file order: x, the BN statistics, each
+ * worker's memory, the server memory (absent memories are skipped); NULL
+ * past the last.  One list serves save and load, so their layouts cannot
+ * drift.  Restoring writes through gc_sim_point and the memory probes,
+ * const views of the live state: gc_algo.h has no setters yet. */
+static float *ckpt_seg(run *r, size_t i, size_t *len)
 {
   gc_sim *s = r->sim;
-  *wmem = gc_worker_memory(gc_sim_worker(s, 0)) != NULL;
-  *smem = gc_server_memory(gc_sim_server(s)) != NULL;
-  return r->d + r->ns + (*wmem ? r->c->workers * r->d : 0) + (*smem ? r->d : 0);
+  size_t P = r->c->workers;
+  *len = i == 1 ? r->ns : r->d;
+  if (i == 0)
+    return (float *) gc_sim_point(s);
+  if (i == 1)
+    return r->stats;
+  i -= 2;
+  if (gc_worker_memory(gc_sim_worker(s, 0))) {
+    if (i < P)
+      return (float *) gc_worker_memory(gc_sim_worker(s, i));
+    i -= P;
+  }
+  return i == 0 ? (float *) gc_server_memory(gc_sim_server(s)) : NULL;
+}
+
+static size_t ckpt_len(run *r)
+{
+  size_t n = 0, len;
+  for (size_t i = 0; ckpt_seg(r, i, &len); i++)
+    n += len;
+  return n;
+}
+
+/* Gather the state into buf (save) or scatter buf into it (restore). */
+static void ckpt_copy(run *r, float *buf, int restore)
+{
+  size_t len;
+  float *v;
+  for (size_t i = 0; (v = ckpt_seg(r, i, &len)); i++, buf += len) {
+    if (restore)
+      memcpy(v, buf, len * sizeof *buf);
+    else
+      memcpy(buf, v, len * sizeof *buf);
+  }
 }
 
 static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
                      uint64_t down)
 {
-  int wmem, smem;
-  size_t n = ckpt_len(r, &wmem, &smem), at = 0;
-  float *buf = malloc(n * sizeof *buf);
-  if (!buf)
-    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
-  memcpy(buf, gc_sim_point(r->sim), r->d * sizeof *buf);
-  at += r->d;
-  memcpy(buf + at, r->stats, r->ns * sizeof *buf);
-  at += r->ns;
-  if (wmem)
-    for (size_t p = 0; p < r->c->workers; p++, at += r->d)
-      memcpy(buf + at, gc_worker_memory(gc_sim_worker(r->sim, p)),
-             r->d * sizeof *buf);
-  if (smem)
-    memcpy(buf + at, gc_server_memory(gc_sim_server(r->sim)), r->d * sizeof *buf);
   char name[64], path[4200], old[4200], fp[512], text[1400];
   snprintf(name, sizeof name, "checkpoint-e%zu.npy", epoch);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
+  size_t n = ckpt_len(r);
+  float *buf = malloc(n * sizeof *buf);
+  if (!buf)
+    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
+  ckpt_copy(r, buf, 0);
   int st = gc_npy_write(path, GC_F32, 1, &n, buf);
   free(buf);
   GC_TRY(st);
@@ -257,24 +277,12 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
   gc_array a;
   memset(&a, 0, sizeof a);
   GC_TRY(gc_npy_read(path, &a));
-  int wmem, smem;
-  size_t n = ckpt_len(r, &wmem, &smem), at = 0;
-  if (a.dtype != GC_F32 || a.count != n) {
+  size_t n = ckpt_len(r), count = a.count;
+  if (a.dtype != GC_F32 || count != n) {
     gc_array_free(&a);
-    GC_ERRORF(GC_EFORMAT, "%s: %zu values, expected %zu float32", path, a.count, n);
+    GC_ERRORF(GC_EFORMAT, "%s: %zu values, expected %zu float32", path, count, n);
   }
-  const float *buf = a.data;
-  memcpy((void *) gc_sim_point(r->sim), buf, r->d * sizeof *buf);
-  at += r->d;
-  memcpy(r->stats, buf + at, r->ns * sizeof *buf);
-  at += r->ns;
-  if (wmem)
-    for (size_t p = 0; p < r->c->workers; p++, at += r->d)
-      memcpy((void *) gc_worker_memory(gc_sim_worker(r->sim, p)), buf + at,
-             r->d * sizeof *buf);
-  if (smem)
-    memcpy((void *) gc_server_memory(gc_sim_server(r->sim)), buf + at,
-           r->d * sizeof *buf);
+  ckpt_copy(r, a.data, 1);
   gc_array_free(&a);
   *epoch = e;
   *steps = s;
@@ -489,17 +497,14 @@ static int setup(run *r)
   if (T_up->flags & GC_COMP_NEEDS_SHAPE)
     GC_ERRORF(GC_EUNSUP, "compressor '%s' needs layer shapes, which the"
               " algorithm layer does not pass yet", c->compressor);
-  double rho_d = c->density_down > 0 ? c->density_down : c->density;
   a->up = a->down = T_up;
   gc_compressor_params_default(&a->up_params);
   gc_compressor_params_default(&a->down_params);
   a->up_params.density = c->density;
   a->up_params.seed = a->down_params.seed = c->seed;
-  a->down_params.density = rho_d;
-  r->K = (size_t) floor(c->density * (double) d);
-  r->K = r->K ? r->K : 1;
-  r->Kd = (size_t) floor(rho_d * (double) d);
-  r->Kd = r->Kd ? r->Kd : 1;
+  a->down_params.density = density_down(c);
+  r->K = gc__resolve_k(d, &a->up_params);
+  r->Kd = gc__resolve_k(d, &a->down_params);
   if (!(r->sim = gc_sim_alloc(a, r->x0)))
     return gc_last_error()[0] ? GC_EINVAL : GC_ENOMEM;
   /* Probe compressors: the method's own top-K (deterministic types only). */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gc_errno.h"
+#include "gc_io.h"
 #include "gc_npy.h"
 
 static int fail_format(const char *path, const char *what)
@@ -205,6 +206,20 @@ int gc_npy_write(const char *path, int dtype, size_t ndim, const size_t *shape,
   size_t pad = (64 - total % 64) % 64;
   size_t hlen = (size_t) len + pad + 1;
 
+  unsigned char head[10 + sizeof dict + 64] = {
+    0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+    (unsigned char) (hlen & 0xff), (unsigned char) (hlen >> 8) };
+  memcpy(head + 10, dict, (size_t) len);
+  memset(head + 10 + len, ' ', pad);
+  head[10 + hlen - 1] = '\n';
+  const void *parts[2] = { head, data };
+  size_t lens[2] = { 10 + hlen, count * (size_t) dtype };
+  return gc__write_atomic(path, parts, lens, 2);
+}
+
+int gc__write_atomic(const char *path, const void *const *parts,
+                     const size_t *lens, size_t nparts)
+{
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 32);
   if (!tmp)
@@ -216,14 +231,9 @@ int gc_npy_write(const char *path, int dtype, size_t ndim, const size_t *shape,
     free(tmp);
     return GC_EIO;
   }
-  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                           (unsigned char) (hlen & 0xff), (unsigned char) (hlen >> 8)};
-  int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t) len, f) == (size_t) len;
-  for (size_t i = 0; ok && i < pad; i++)
-    ok = fputc(' ', f) != EOF;
-  ok = ok && fputc('\n', f) != EOF;
-  size_t bytes = count * (size_t) dtype;
-  ok = ok && fwrite(data, 1, bytes, f) == bytes;
+  int ok = 1;
+  for (size_t i = 0; ok && i < nparts; i++)
+    ok = fwrite(parts[i], 1, lens[i], f) == lens[i];
   ok = (fflush(f) == 0) && ok;
   ok = (fclose(f) == 0) && ok;
   if (!ok || rename(tmp, path) != 0) {

@@ -36,6 +36,12 @@
 #include "gc_internal.h"
 #include "gc_rng.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* As in sparse.c: the finiteness and counting scans are plain loops that
+ * GCC vectorises at -O3 only (the project builds at -O2). */
+#pragma GCC optimize("O3")
+#endif
+
 enum { HDR = 2 };
 enum {
   TAG_IDENTITY = 0xD0, TAG_SIGN = 0xD1, TAG_SCALED_SIGN = 0xD2,
@@ -184,71 +190,37 @@ static uint64_t sign_word_f32(const float *x, unsigned *bad)
 #define SFX f32
 #define PREC 32
 #include "quant_source.c"
-#undef REAL
-#undef SFX
-#undef PREC
 
 #define REAL double
 #define SFX f64
 #define PREC 64
 #include "quant_source.c"
-#undef REAL
-#undef SFX
-#undef PREC
 
-static const gc_compressor_type identity_type = {
-  "identity", "no compression: 32 (64) bits per entry", GC_COMP_CONTRACTIVE,
-  sizeof(qstate), base_init, NULL, identity_max_bytes,
-  identity_encode_f32, identity_encode_f64,
-  identity_decode_f32, identity_decode_f64
-};
+#define QUANT_TYPE(var, nm, sum, fl, initf, maxf, fn)                       \
+  static const gc_compressor_type var##_type = {                            \
+    nm, sum, fl, sizeof(qstate), initf, NULL, maxf,                         \
+    fn##_encode_f32, fn##_encode_f64, fn##_decode_f32, fn##_decode_f64 };   \
+  const gc_compressor_type *const gc_compressor_##var = &var##_type;
 
-static const gc_compressor_type sign_type = {
-  "sign", "signSGD: sign(x), 1 bit per entry, sign(0) = +1", GC_COMP_BIASED,
-  sizeof(qstate), base_init, NULL, sign_max_bytes,
-  sign_encode_f32, sign_encode_f64, sign_decode_f32, sign_decode_f64
-};
-
-static const gc_compressor_type scaled_sign_type = {
-  "scaled-sign", "EF-signSGD: (||x||_1/d) sign(x), 1 bit per entry + scale",
-  GC_COMP_BIASED | GC_COMP_CONTRACTIVE,
-  sizeof(qstate), base_init, NULL, scaled_sign_max_bytes,
-  scaled_sign_encode_f32, scaled_sign_encode_f64,
-  scaled_sign_decode_f32, scaled_sign_decode_f64
-};
-
-static const gc_compressor_type qsgd_type = {
-  "qsgd", "QSGD: s levels (--levels), L2 norm per bucket, Elias-gamma coded",
-  GC_COMP_RANDOM, sizeof(qstate), qsgd_init, NULL, qsgd_max_bytes,
-  qsgd_encode_f32, qsgd_encode_f64, qsgd_decode_f32, qsgd_decode_f64
-};
-
-static const gc_compressor_type terngrad_type = {
-  "terngrad", "TernGrad: {-s,0,s} with s = max|x|, 2 bits per entry",
-  GC_COMP_RANDOM, sizeof(qstate), terngrad_init, NULL, terngrad_max_bytes,
-  terngrad_encode_f32, terngrad_encode_f64,
-  terngrad_decode_f32, terngrad_decode_f64
-};
-
-static const gc_compressor_type fp16_type = {
-  "fp16", "IEEE half precision, round to nearest even, 16 bits per entry",
-  GC_COMP_BIASED, sizeof(qstate), base_init, NULL, half_max_bytes,
-  fp16_encode_f32, fp16_encode_f64, fp16_decode_f32, fp16_decode_f64
-};
-
-static const gc_compressor_type bf16_type = {
-  "bf16", "bfloat16, round to nearest even, 16 bits per entry",
-  GC_COMP_BIASED, sizeof(qstate), base_init, NULL, half_max_bytes,
-  bf16_encode_f32, bf16_encode_f64, bf16_decode_f32, bf16_decode_f64
-};
-
-const gc_compressor_type *const gc_compressor_identity = &identity_type;
-const gc_compressor_type *const gc_compressor_sign = &sign_type;
-const gc_compressor_type *const gc_compressor_scaled_sign = &scaled_sign_type;
-const gc_compressor_type *const gc_compressor_qsgd = &qsgd_type;
-const gc_compressor_type *const gc_compressor_terngrad = &terngrad_type;
-const gc_compressor_type *const gc_compressor_fp16 = &fp16_type;
-const gc_compressor_type *const gc_compressor_bf16 = &bf16_type;
+QUANT_TYPE(identity, "identity", "no compression: 32 (64) bits per entry",
+           GC_COMP_CONTRACTIVE, base_init, identity_max_bytes, identity)
+QUANT_TYPE(sign, "sign", "signSGD: sign(x), 1 bit per entry, sign(0) = +1",
+           GC_COMP_BIASED, base_init, sign_max_bytes, sign)
+QUANT_TYPE(scaled_sign, "scaled-sign",
+           "EF-signSGD: (||x||_1/d) sign(x), 1 bit per entry + scale",
+           GC_COMP_BIASED | GC_COMP_CONTRACTIVE, base_init,
+           scaled_sign_max_bytes, scaled_sign)
+QUANT_TYPE(qsgd, "qsgd",
+           "QSGD: s levels (--levels), L2 norm per bucket, Elias-gamma coded",
+           GC_COMP_RANDOM, qsgd_init, qsgd_max_bytes, qsgd)
+QUANT_TYPE(terngrad, "terngrad",
+           "TernGrad: {-s,0,s} with s = max|x|, 2 bits per entry",
+           GC_COMP_RANDOM, terngrad_init, terngrad_max_bytes, terngrad)
+QUANT_TYPE(fp16, "fp16",
+           "IEEE half precision, round to nearest even, 16 bits per entry",
+           GC_COMP_BIASED, base_init, half_max_bytes, fp16)
+QUANT_TYPE(bf16, "bf16", "bfloat16, round to nearest even, 16 bits per entry",
+           GC_COMP_BIASED, base_init, half_max_bytes, bf16)
 
 const gc_compressor_type *const gc__quant_types[] = {
   &identity_type, &sign_type, &scaled_sign_type, &qsgd_type, &terngrad_type,

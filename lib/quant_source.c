@@ -1,23 +1,32 @@
 /* quant_source.c -- the quantizers for one precision.  Included twice by
  * quant.c (GSL template style) with REAL = float / double, SFX = f32 / f64
- * and PREC = the precision byte of the header; not compiled on its own.
+ * and PREC = the precision byte of the header, undefined again at the end;
+ * not compiled on its own.
  * The byte layouts are documented at the top of quant.c. */
 
 #define W ((size_t) sizeof(REAL))
 
-/* GC_EDOM naming the first NaN or Inf.  The scan ORs an integer test of
- * the exponent field so the common (all finite) case vectorises. */
+/* GC_EDOM naming the first NaN or Inf, else GC_SUCCESS.  Only for error
+ * paths: each encoder ORs an integer test of the exponent field
+ * (FUNC(isfin)) into a pass over x it makes anyway, and calls this to name
+ * the culprit. */
 static int FUNC(check_finite)(const REAL *x, size_t n, const char *who)
 {
-  unsigned bad = 0;
   for (size_t i = 0; i < n; i++)
-    bad |= !FUNC(isfin)(x[i]);
-  if (!bad)
+    if (!FUNC(isfin)(x[i]))
+      GC_ERRORF(GC_EDOM, "%s: x[%zu] = %g is not finite", who, i, (double) x[i]);
+  return GC_SUCCESS;
+}
+
+/* GC_ENOSPACE when cap < need; a non-finite x takes precedence (GC_EDOM),
+ * as it does when the buffer is large enough. */
+static int FUNC(check_cap)(const REAL *x, size_t n, size_t cap, size_t need,
+                           const char *who)
+{
+  if (cap >= need)
     return GC_SUCCESS;
-  size_t i = 0;
-  while (FUNC(isfin)(x[i]))
-    i++;
-  GC_ERRORF(GC_EDOM, "%s: x[%zu] = %g is not finite", who, i, (double) x[i]);
+  GC_TRY(FUNC(check_finite)(x, n, who));
+  GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
 }
 
 static int FUNC(check_header)(const uint8_t *buf, size_t len, int tag,
@@ -67,15 +76,18 @@ static int FUNC(identity_encode)(void *st, const REAL *x, uint32_t step,
   const qstate *q = st;
   size_t n = q->n, need = HDR + W * n;
   (void) step;
-  GC_TRY(FUNC(check_finite)(x, n, "identity"));
-  if (cap < need)
-    GC_ERRORF(GC_ENOSPACE, "identity: buffer of %zu bytes, need %zu", cap, need);
+  GC_TRY(FUNC(check_cap)(x, n, cap, need, "identity"));
+  size_t nnz = 0;
+  unsigned bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    nnz += x[i] != 0;
+    bad |= !FUNC(isfin)(x[i]);
+  }
+  if (bad)
+    return FUNC(check_finite)(x, n, "identity");
   buf[0] = TAG_IDENTITY;
   buf[1] = PREC;
   memcpy(buf + HDR, x, W * n);
-  size_t nnz = 0;
-  for (size_t i = 0; i < n; i++)
-    nnz += x[i] != 0;
   *len = need;
   info->nnz = nnz;
   info->selected = n;
@@ -163,10 +175,7 @@ static int FUNC(sign_common_encode)(const qstate *q, const REAL *x,
 {
   size_t n = q->n, off = HDR + (scaled ? W : 0), need = off + (n + 7) / 8;
   const char *who = scaled ? "scaled-sign" : "sign";
-  if (cap < need) {
-    GC_TRY(FUNC(check_finite)(x, n, who));
-    GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
-  }
+  GC_TRY(FUNC(check_cap)(x, n, cap, need, who));
   double l1 = 0;
   if (FUNC(sign_pack)(x, n, buf + off, scaled ? &l1 : NULL))
     return FUNC(check_finite)(x, n, who);
@@ -244,15 +253,20 @@ static int FUNC(scaled_sign_decode)(const void *st, const uint8_t *buf,
 
 /* ---- qsgd --------------------------------------------------------------- */
 
-/* ||x[lo,hi)||_2 without overflow: scale by the largest magnitude. */
-static double FUNC(bucket_norm)(const REAL *x, size_t lo, size_t hi)
+/* ||x[lo,hi)||_2 without overflow: scale by the largest magnitude.  *bad
+ * is set (and 0 returned) when some entry is NaN or Inf. */
+static double FUNC(bucket_norm)(const REAL *x, size_t lo, size_t hi,
+                                unsigned *bad)
 {
   double amax = 0, ss = 0;
+  unsigned b = 0;
   for (size_t i = lo; i < hi; i++) {
     double a = fabs((double) x[i]);
     amax = a > amax ? a : amax;
+    b |= !FUNC(isfin)(x[i]);
   }
-  if (amax == 0)
+  *bad = b;
+  if (b || amax == 0)
     return 0;
   for (size_t i = lo; i < hi; i++) {
     double t = (double) x[i] / amax;
@@ -268,17 +282,17 @@ static int FUNC(qsgd_encode)(void *st, const REAL *x, uint32_t step,
   const qstate *q = st;
   size_t n = q->n, B = q->bucket, off = HDR + W * q->nb, nnz = 0;
   double s = (double) q->s;
-  GC_TRY(FUNC(check_finite)(x, n, "qsgd"));
-  if (cap < off)
-    GC_ERRORF(GC_ENOSPACE, "qsgd: buffer of %zu bytes, need at least %zu",
-              cap, off);
+  GC_TRY(FUNC(check_cap)(x, n, cap, off, "qsgd"));
   buf[0] = TAG_QSGD;
   buf[1] = PREC;
   gc__bw w;
   gc__bw_init(&w, buf + off, cap - off);
   for (size_t b = 0; b < q->nb; b++) {
     size_t lo = b * B, hi = lo + B < n ? lo + B : n;
-    REAL norm = (REAL) FUNC(bucket_norm)(x, lo, hi);
+    unsigned bad;
+    REAL norm = (REAL) FUNC(bucket_norm)(x, lo, hi, &bad);
+    if (bad)   /* the earlier buckets are finite: this names x[lo, hi) */
+      return FUNC(check_finite)(x, n, "qsgd");
     if (!FUNC(isfin)(norm))
       GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", b, PREC);
     memcpy(buf + HDR + W * b, &norm, W);
@@ -371,11 +385,10 @@ static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
 {
   const qstate *q = st;
   size_t n = q->n, need = HDR + W + (2 * n + 7) / 8, nnz = 0;
-  GC_TRY(FUNC(check_finite)(x, n, "terngrad"));
-  if (cap < need)
-    GC_ERRORF(GC_ENOSPACE, "terngrad: buffer of %zu bytes, need %zu", cap, need);
+  GC_TRY(FUNC(check_cap)(x, n, cap, need, "terngrad"));
   /* Clip to +-c std(x) (unbiased 1/(n-1) estimator, as torch.std); the
-   * bound is rounded to REAL first so clamped entries equal s exactly. */
+   * bound is rounded to REAL first so clamped entries equal s exactly.
+   * A NaN or Inf makes c meaningless but is caught in the max pass. */
   REAL c = (REAL) INFINITY;
   if (q->clip > 0) {
     double mean = 0, var = 0;
@@ -387,11 +400,15 @@ static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
     c = (REAL) (q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0));
   }
   REAL s = 0;
+  unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     REAL a = (REAL) fabs((double) x[i]);
+    bad |= !FUNC(isfin)(x[i]);
     a = a < c ? a : c;
     s = a > s ? a : s;
   }
+  if (bad)
+    return FUNC(check_finite)(x, n, "terngrad");
   buf[0] = TAG_TERNGRAD;
   buf[1] = PREC;
   memcpy(buf + HDR, &s, W);
@@ -457,18 +474,20 @@ static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
 {
   size_t n = q->n, need = HDR + 2 * n, nnz = 0;
   const char *who = bf ? "bf16" : "fp16";
-  GC_TRY(FUNC(check_finite)(x, n, who));
-  if (cap < need)
-    GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
+  GC_TRY(FUNC(check_cap)(x, n, cap, need, who));
   buf[0] = bf ? TAG_BF16 : TAG_FP16;
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
+  unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     uint16_t h = bf ? FUNC(to_bf16)(x[i]) : gc__half_from_double((double) x[i]);
+    bad |= !FUNC(isfin)(x[i]);
     nnz += (h & 0x7fffu) != 0;
     p[2 * i] = (uint8_t) h;
     p[2 * i + 1] = (uint8_t) (h >> 8);
   }
+  if (bad)
+    return FUNC(check_finite)(x, n, who);
   *len = need;
   info->nnz = nnz;
   info->selected = n;
@@ -528,3 +547,6 @@ static int FUNC(bf16_decode)(const void *st, const uint8_t *buf, size_t len,
 }
 
 #undef W
+#undef REAL
+#undef SFX
+#undef PREC

@@ -74,6 +74,12 @@ static void floyd(sparse_state *s, uint32_t step)
   }
 }
 
+static void floyd_clear(sparse_state *s)
+{
+  for (size_t j = 0; j < s->k; j++)
+    s->bits[s->idx[j] >> 6] = 0;
+}
+
 /* Leave s->idx ascending and s->bits zero. */
 static void floyd_sort(sparse_state *s)
 {
@@ -87,8 +93,7 @@ static void floyd_sort(sparse_state *s)
     }
     return;
   }
-  for (size_t j = 0; j < k; j++)
-    s->bits[s->idx[j] >> 6] = 0;
+  floyd_clear(s);
   /* LSD radix sort, 11-bit digits */
   uint32_t *a = s->idx, *b = s->tmp;
   for (int sh = 0; sh < 33; sh += 11) {
@@ -111,12 +116,6 @@ static void floyd_sort(sparse_state *s)
   memcpy(s->idx, a, k * sizeof *a);
 }
 
-static void floyd_clear(sparse_state *s)
-{
-  for (size_t j = 0; j < s->k; j++)
-    s->bits[s->idx[j] >> 6] = 0;
-}
-
 /* ---- the two precisions -------------------------------------------------- */
 
 #define REAL float
@@ -126,12 +125,6 @@ static void floyd_clear(sparse_state *s)
 #define NEXTDOWN(t) nextafterf((t), -INFINITY)
 #define REAL_MAX FLT_MAX
 #include "sparse_source.c"
-#undef REAL
-#undef SFX
-#undef UKEY
-#undef FABS
-#undef NEXTDOWN
-#undef REAL_MAX
 
 #define REAL double
 #define SFX f64
@@ -140,12 +133,6 @@ static void floyd_clear(sparse_state *s)
 #define NEXTDOWN(t) nextafter((t), -INFINITY)
 #define REAL_MAX DBL_MAX
 #include "sparse_source.c"
-#undef REAL
-#undef SFX
-#undef UKEY
-#undef FABS
-#undef NEXTDOWN
-#undef REAL_MAX
 
 /* ---- init / release / size ----------------------------------------------- */
 

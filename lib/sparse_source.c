@@ -1,7 +1,7 @@
 /* sparse_source.c -- type-generic half of sparse.c, included once per
  * precision with REAL, SFX, UKEY (unsigned integer of REAL's width), FABS,
- * NEXTDOWN and REAL_MAX defined (GSL templates_on.h style).  Never compiled
- * on its own. */
+ * NEXTDOWN and REAL_MAX defined (GSL templates_on.h style), which it
+ * undefines at its end.  Never compiled on its own. */
 #define GC_CAT2(a, b) a##_##b
 #define GC_CAT(a, b) GC_CAT2(a, b)
 #define FN(name) GC_CAT(name, SFX)
@@ -105,7 +105,8 @@ static REAL FN(kth_largest)(REAL *a, size_t m, size_t k)
 }
 
 /* Exact top-K among candidate indices cand[0..c) (ascending, all finite,
- * c >= K): out receives K ascending indices.  Of the entries equal to the
+ * c >= K): out receives K ascending indices (out may be cand: the j-th
+ * output is written after cand[j] is read).  Of the entries equal to the
  * K-th magnitude, the lowest (ties low) or highest (ties high) indices
  * fill the remaining places. */
 static void FN(select_among)(const REAL *x, const uint32_t *cand, size_t c,
@@ -307,8 +308,12 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
     for (int it = 0; it < 10; it++) {
       if ((double) c > 1.3 * (double) ns) {
         /* I holds every |x_i| >= thr and more than ns of them, so its
-         * top-ns is the global top-ns (same tie rule) */
-        GC_TRY(FN(topk)(s, x, ns));
+         * top-ns is the global top-ns (same tie rule): select among I in
+         * place rather than scan x again, unless it outgrows the workspace */
+        if (c <= s->cand_cap)
+          FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag, s->idx);
+        else
+          GC_TRY(FN(topk)(s, x, ns));
         c = ns;
         break;
       } else if (c > ns) {
@@ -367,11 +372,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
-                             buf, cap, len));
-  size_t nnz = 0;
-  for (size_t j = 0; j < c; j++)
-    nnz += x[s->idx[j]] != 0;
-  info->nnz = nnz;
+                             buf, cap, len, &info->nnz));
   info->selected = c;
   info->loops = evals;
   return GC_SUCCESS;
@@ -401,3 +402,9 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef FN
 #undef GC_CAT
 #undef GC_CAT2
+#undef REAL
+#undef SFX
+#undef UKEY
+#undef FABS
+#undef NEXTDOWN
+#undef REAL_MAX

@@ -66,18 +66,15 @@ size_t gc__wire_delta_bytes(const uint32_t *idx, size_t c)
   return s;
 }
 
-int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes)
+/* The smallest index coding for c indices whose delta coding takes `delta`
+ * bytes (SIZE_MAX: not measured); ties go raw, delta, bitmap. */
+static int pick_coding(size_t n, size_t c, size_t delta, size_t *index_bytes)
 {
-  size_t raw = 4 * c, bitmap = (n + 7) / 8;
-  size_t best = raw;
+  size_t best = 4 * c, bitmap = (n + 7) / 8;
   int coding = GC__IDX_RAW;
-  /* delta is never larger than 5c; skip the O(c) walk when it cannot win */
-  if (c && bitmap > c) {
-    size_t delta = gc__wire_delta_bytes(idx, c);
-    if (delta < best) {
-      best = delta;
-      coding = GC__IDX_DELTA;
-    }
+  if (c && delta < best) {
+    best = delta;
+    coding = GC__IDX_DELTA;
   }
   if (bitmap < best) {
     best = bitmap;
@@ -85,6 +82,15 @@ int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes
   }
   *index_bytes = best;
   return coding;
+}
+
+int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes)
+{
+  /* delta is never smaller than c: skip the O(c) walk when it can neither
+   * beat nor tie the bitmap (on a tie delta wins; cuda/wire.cu mirrors
+   * this test) */
+  size_t delta = c && (n + 7) / 8 >= c ? gc__wire_delta_bytes(idx, c) : SIZE_MAX;
+  return pick_coding(n, c, delta, index_bytes);
 }
 
 size_t gc__wire_bound(size_t n, size_t c, size_t vbytes)
@@ -106,11 +112,53 @@ static uint32_t get_u32(const uint8_t *p)
   return v;
 }
 
-/* Validate the header and the index section of an explicit message; on
- * success *c, *coding and *vals (offset of the values) are set. */
-static int check_explicit(uint8_t type, size_t vbytes, const uint8_t *buf,
-                          size_t len, size_t n, size_t *c_out, int *coding_out,
-                          size_t *vals_out)
+static void put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding,
+                       size_t c)
+{
+  uint32_t c32 = (uint32_t) c;
+  buf[0] = type;
+  buf[1] = (uint8_t) vbytes;
+  buf[2] = (uint8_t) coding;
+  memcpy(buf + 3, &c32, 4);
+}
+
+/* Append the LEB128 code of g; returns the next free byte. */
+static uint8_t *put_leb(uint8_t *p, uint32_t g)
+{
+  while (g >= 128) {
+    *p++ = (uint8_t) (g | 0x80);
+    g >>= 7;
+  }
+  *p++ = (uint8_t) g;
+  return p;
+}
+
+/* Index section writers; the caller has chosen the coding. */
+static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
+                        size_t c)
+{
+  switch (coding) {
+  case GC__IDX_RAW:
+    memcpy(p, idx, 4 * c);
+    break;
+  case GC__IDX_DELTA:
+    for (size_t j = 0; j < c; j++)
+      p = put_leb(p, j ? idx[j] - idx[j - 1] - 1 : idx[j]);
+    break;
+  case GC__IDX_BITMAP:
+    memset(p, 0, (n + 7) / 8);
+    for (size_t j = 0; j < c; j++)
+      p[idx[j] >> 3] |= (uint8_t) (1u << (idx[j] & 7));
+    break;
+  default:
+    break;
+  }
+}
+
+/* The checks every message header gets: length, type (0: any explicit
+ * type) and value size. */
+static int check_header(uint8_t type, size_t vbytes, const uint8_t *buf,
+                        size_t len)
 {
   if (len < GC__WIRE_HDR)
     GC_ERRORF(GC_ECORRUPT, "sparse message truncated: %zu bytes, header needs %d",
@@ -121,6 +169,16 @@ static int check_explicit(uint8_t type, size_t vbytes, const uint8_t *buf,
   if (buf[1] != vbytes)
     GC_ERRORF(GC_ECORRUPT, "message carries %u-byte values, decoder expects %zu",
               buf[1], vbytes);
+  return GC_SUCCESS;
+}
+
+/* Validate the header and the index section of an explicit message; on
+ * success *c, *coding and *vals (offset of the values) are set. */
+static int check_explicit(uint8_t type, size_t vbytes, const uint8_t *buf,
+                          size_t len, size_t n, size_t *c_out, int *coding_out,
+                          size_t *vals_out)
+{
+  GC_TRY(check_header(type, vbytes, buf, len));
   size_t c = get_u32(buf + 3);
   if (c > n)
     GC_ERRORF(GC_ECORRUPT, "message count %zu exceeds the vector length %zu", c, n);
@@ -191,14 +249,7 @@ static int check_explicit(uint8_t type, size_t vbytes, const uint8_t *buf,
 int gc__wire_check_implicit(uint8_t type, size_t vbytes, const uint8_t *buf,
                             size_t len, size_t c)
 {
-  if (len < GC__WIRE_HDR)
-    GC_ERRORF(GC_ECORRUPT, "message truncated: %zu bytes, header needs %d",
-              len, GC__WIRE_HDR);
-  if (buf[0] != type)
-    GC_ERRORF(GC_ECORRUPT, "message type 0x%02x is not the expected 0x%02x", buf[0], type);
-  if (buf[1] != vbytes)
-    GC_ERRORF(GC_ECORRUPT, "message carries %u-byte values, decoder expects %zu",
-              buf[1], vbytes);
+  GC_TRY(check_header(type, vbytes, buf, len));
   if (buf[2] != GC__IDX_IMPLICIT)
     GC_ERRORF(GC_ECORRUPT, "index coding %u where implicit indices are expected", buf[2]);
   if (get_u32(buf + 3) != c)
@@ -217,11 +268,7 @@ size_t gc_sparse_max_bytes(size_t n, size_t nnz, int dtype)
 #define REAL float
 #define SFX f32
 #include "wire_source.c"
-#undef REAL
-#undef SFX
 
 #define REAL double
 #define SFX f64
 #include "wire_source.c"
-#undef REAL
-#undef SFX

@@ -1,61 +1,29 @@
 /* wire_source.c -- type-generic half of wire.c, included once per REAL
- * (float, double) with SFX (f32, f64), GSL templates_on.h style. */
+ * (float, double) with SFX (f32, f64), GSL templates_on.h style; both are
+ * undefined at the end. */
 #define GC_CAT2(a, b) a##_##b
 #define GC_CAT(a, b) GC_CAT2(a, b)
 #define FN(name) GC_CAT(name, SFX)
 
-/* Index section writers; the caller has chosen the coding. */
-static void FN(put_indices)(uint8_t *p, int coding, size_t n,
-                            const uint32_t *idx, size_t c)
-{
-  switch (coding) {
-  case GC__IDX_RAW:
-    memcpy(p, idx, 4 * c);
-    break;
-  case GC__IDX_DELTA: {
-    uint32_t prev = 0;
-    for (size_t j = 0; j < c; j++) {
-      uint32_t g = j ? idx[j] - prev - 1 : idx[j];
-      prev = idx[j];
-      while (g >= 128) {
-        *p++ = (uint8_t) (g | 0x80);
-        g >>= 7;
-      }
-      *p++ = (uint8_t) g;
-    }
-    break;
-  }
-  case GC__IDX_BITMAP:
-    memset(p, 0, (n + 7) / 8);
-    for (size_t j = 0; j < c; j++)
-      p[idx[j] >> 3] |= (uint8_t) (1u << (idx[j] & 7));
-    break;
-  default:
-    break;
-  }
-}
-
 int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const REAL *x, REAL factor,
-                        uint8_t *buf, size_t cap, size_t *len)
+                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz)
 {
-  size_t isec = 0;
+  size_t isec = 0, nz = 0;
   int coding = implicit ? GC__IDX_IMPLICIT : gc__wire_choose(n, idx, c, &isec);
   size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
   if (total > cap)
     GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  uint32_t c32 = (uint32_t) c;
-  buf[0] = type;
-  buf[1] = (uint8_t) sizeof(REAL);
-  buf[2] = (uint8_t) coding;
-  memcpy(buf + 3, &c32, 4);
-  FN(put_indices)(buf + GC__WIRE_HDR, coding, n, idx, c);
+  put_header(buf, type, sizeof(REAL), coding, c);
+  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c);
   uint8_t *v = buf + GC__WIRE_HDR + isec;
   for (size_t j = 0; j < c; j++) {
-    REAL val = x[idx[j]] * factor;
+    REAL xj = x[idx[j]], val = xj * factor;
+    nz += xj != 0;
     memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));
   }
   *len = total;
+  *nnz = nz;
   return GC_SUCCESS;
 }
 
@@ -117,27 +85,15 @@ int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
       last = i;
       c++;
     }
-  size_t raw = 4 * c, bitmap = (n + 7) / 8, isec = raw;
-  int coding = GC__IDX_RAW;
-  if (c && delta < isec) {
-    isec = delta;
-    coding = GC__IDX_DELTA;
-  }
-  if (bitmap < isec) {
-    isec = bitmap;
-    coding = GC__IDX_BITMAP;
-  }
+  size_t isec;
+  int coding = pick_coding(n, c, delta, &isec);
   size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
   if (total > cap)
     GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  uint32_t c32 = (uint32_t) c;
-  buf[0] = GC__WIRE_SPARSE;
-  buf[1] = (uint8_t) sizeof(REAL);
-  buf[2] = (uint8_t) coding;
-  memcpy(buf + 3, &c32, 4);
+  put_header(buf, GC__WIRE_SPARSE, sizeof(REAL), coding, c);
   uint8_t *p = buf + GC__WIRE_HDR, *v = p + isec;
   if (coding == GC__IDX_BITMAP)
-    memset(p, 0, bitmap);
+    memset(p, 0, isec);
   size_t j = 0;
   for (size_t i = 0; i < n; i++) {
     if (x[i] == 0)
@@ -147,12 +103,7 @@ int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
       memcpy(p, &i32, 4);
       p += 4;
     } else if (coding == GC__IDX_DELTA) {
-      uint32_t g = (uint32_t) (j ? i - last - 1 : i);
-      while (g >= 128) {
-        *p++ = (uint8_t) (g | 0x80);
-        g >>= 7;
-      }
-      *p++ = (uint8_t) g;
+      p = put_leb(p, (uint32_t) (j ? i - last - 1 : i));
     } else {
       p[i >> 3] |= (uint8_t) (1u << (i & 7));
     }
@@ -175,3 +126,5 @@ int FN(gc_sparse_decode_add)(const uint8_t *buf, size_t len, size_t n,
 #undef FN
 #undef GC_CAT
 #undef GC_CAT2
+#undef REAL
+#undef SFX

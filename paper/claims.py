@@ -6,12 +6,12 @@ nothing is inferred from absent data.
 """
 import math
 
-from render import Block, Doc, fmt, fixed
+from render import Block, Doc, fmt, fixed, NOT_RUN
 from tables import (gauss_share, rho_from_share, is_topk, is_gaussk,
                     is_gaussian_dist, is_real_gradient, mean)
 from thresholds import THRESHOLDS as TH
 
-HOLDS, PARTLY, FAILS, NOT_RUN = "holds", "partly", "fails", "not run"
+HOLDS, PARTLY, FAILS = "holds", "partly", "fails"
 
 
 def combine(parts):
@@ -149,8 +149,7 @@ def _topk_measurements(contraction_rows, runs):
     return out
 
 
-def claim_topk_bound(contraction_rows, runs):
-    ms = _topk_measurements(contraction_rows, runs)
+def claim_topk_bound(ms):
     if not ms:
         return ("no top-K contraction data", NOT_RUN)
     worst_margin, bad = None, []
@@ -169,8 +168,7 @@ def claim_topk_bound(contraction_rows, runs):
     return (txt, FAILS if len(bad) == len(ms) else PARTLY if bad else HOLDS)
 
 
-def claim_topk_gauss(contraction_rows, runs):
-    ms = _topk_measurements(contraction_rows, runs)
+def claim_topk_gauss(ms):
     real = [m for m in ms if m[4]]
     synth = [m for m in ms if not m[4] and is_gaussian_dist(m[0])]
     use = real or synth
@@ -280,12 +278,13 @@ CLAIMS = [
 def claims_doc(t1_rows, t2_facts, t5_pairs, t6, runs, bench_rows, timing,
                commands, files):
     th = dict(TH, low=TH["gaussk_count_low"], high=TH["gaussk_count_high"])
+    topk = _topk_measurements(t1_rows, runs)
     results = {
         "1": claim_accuracy(t5_pairs),
         "2": claim_support(t6["fits"]),
         "3": claim_counterexamples(t2_facts),
-        "4a": claim_topk_bound(t1_rows, runs),
-        "4b": claim_topk_gauss(t1_rows, runs),
+        "4a": claim_topk_bound(topk),
+        "4b": claim_topk_gauss(topk),
         "5a": claim_gaussk_count(t1_rows),
         "5b": claim_gaussk_speed(bench_rows, timing),
     }

@@ -7,9 +7,9 @@ NAME.tex, which says "not run", so paper.tex always compiles.
 """
 import os
 
-from inputs import commands_of
+from inputs import commands_of, COMMANDS
 from render import tex
-from tables import label_of
+from tables import label_of, pct_scale
 
 # gnuplot 5 lists its terminals in GPVAL_TERMINALS: prefer cairo, fall back
 # on libgd's png and the plain pdf terminal.
@@ -151,7 +151,7 @@ def fig_accuracy(fs, res):
     for i, run in enumerate(runs):
         accs = [(r["epoch"], r["test_acc"]) for r in run.log.rows
                 if r["epoch"] is not None and r["test_acc"] is not None]
-        scale = 100.0 if accs and max(a for _, a in accs) <= 1.0 else 1.0
+        scale = pct_scale([a for _, a in accs])
         rows = [(e, a * scale) for e, a in accs]
         title = "%s-%s P=%s %s" % (run.dataset, run.model, run.P, run.algo)
         series.append((title, rows))
@@ -201,7 +201,7 @@ def fig_support(fs, t6):
   set yrange [0:*]
   plot %s
 ''' % ", \\\n       ".join(plots)
-    cmds = ["gradcomp train ... --out DIR"] if any(ours.values()) else []
+    cmds = [COMMANDS["train_log"]] if any(ours.values()) else []
     files = ["paper/reference.csv"] if refs else []
     if not cmds:
         cmds = ["paper/reference.csv (theory.md 3)"]

@@ -109,9 +109,11 @@ def _sniff_header(path):
     return None
 
 
-def read_csv(path, kind, rel=None):
-    """Read a result CSV of a known kind; every row is checked."""
-    cols, types = SCHEMAS[kind]
+def read_csv(path, kind, rel=None, schema=None):
+    """Read a result CSV of a known kind (or of `schema`, a (columns, types)
+    pair like SCHEMAS' entries, for a file that is no result kind); every row
+    is checked."""
+    cols, types = schema or SCHEMAS[kind]
     rows, meta = [], []
     try:
         f = open(path, newline="", encoding="utf-8")

@@ -9,7 +9,7 @@ import os
 from fractions import Fraction
 from statistics import NormalDist
 
-from inputs import commands_of, finite, read_csv, InputError, SCHEMAS
+from inputs import commands_of, finite, read_csv, InputError
 from render import Block, Doc, fmt, fixed, signed, NOT_RUN
 from thresholds import THRESHOLDS as TH
 
@@ -97,10 +97,7 @@ def label_of(t):
 
 def table_contraction(res):
     files = res.files["contraction"]
-    rows = []
-    for t in files:
-        for r in t.rows:
-            rows.append(r)
+    rows = [r for t in files for r in t.rows]
     rows.sort(key=lambda r: (r["compressor"], r["distribution"],
                              r["density"] or 0, r["d"] or 0))
     body = []
@@ -341,10 +338,9 @@ def table_bounds(res):
 def load_reference(path):
     """paper/reference.csv: the reference numbers of theory.md 3 and 6."""
     cols = ("kind", "dataset", "model", "P", "algorithm", "value", "source")
-    SCHEMAS["reference"] = (cols, {"kind": "str", "dataset": "str",
-                                   "model": "str", "algorithm": "str",
-                                   "source": "str"})
-    t = read_csv(path, "reference")
+    t = read_csv(path, "reference", schema=(
+        cols, {"kind": "str", "dataset": "str", "model": "str",
+               "algorithm": "str", "source": "str"}))
     ref = {}
     for r in t.rows:
         if r["value"] is None or r["P"] is None:
@@ -354,14 +350,18 @@ def load_reference(path):
     return ref
 
 
+def pct_scale(accs):
+    """Factor to percent: the log may hold fractions or percent; every
+    accuracy <= 1 means fractions."""
+    return 100.0 if accs and max(accs) <= 1.0 else 1.0
+
+
 def final_accuracy_pct(run):
     accs = [r["test_acc"] for r in run.log.rows
             if r["test_acc"] is not None and math.isfinite(r["test_acc"])]
     if not accs:
         return None
-    # the log may hold fractions or percent; every accuracy <= 1 means fractions
-    scale = 100.0 if max(accs) <= 1.0 else 1.0
-    return accs[-1] * scale
+    return accs[-1] * pct_scale(accs)
 
 
 def epochs_of(run):
@@ -439,12 +439,12 @@ def table_communication(res, ref):
     th = TH
     runs = sorted(res.runs, key=lambda r: (r.dataset, r.model, r.P or 0,
                                            r.algo, r.rel))
-    per_run = []
+    per_run, support = [], {}
     for run in runs:
         steps = _run_steps(run)
         up = _run_bytes_per_step(run, "bytes_up")
         down = _run_bytes_per_step(run, "bytes_down")
-        s = mean(run.log.col("support_union_over_k"))
+        s = support[run] = mean(run.log.col("support_union_over_k"))
         per_run.append([run.rel, "%s-%s" % (run.dataset, run.model),
                         fmt(run.P), run.algo, fmt(steps), fmt(up), fmt(down),
                         fmt(down / run.P if (down is not None and run.P)
@@ -471,7 +471,7 @@ def table_communication(res, ref):
     # |S|/K against P: our bi runs (the reference logs bi runs), else uni
     series = {}
     for run in runs:
-        s = mean(run.log.col("support_union_over_k"))
+        s = support[run]
         if s is None or run.P is None or run.algo not in ("uni", "bi"):
             continue
         series.setdefault(("%s-%s" % (run.dataset, run.model), run.algo),

@@ -5,6 +5,7 @@
  * summation order).  GPU tests skip when no device is visible; the host-only
  * tests (argument errors, two-phase sizing, "no device") run everywhere. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,49 +159,44 @@ Test(cuda_compress, topk_ties_high) { gc_test_require_gpu(); sweep_sparse(gc_com
 Test(cuda_compress, randk) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk, GC_TIES_LOW); }
 Test(cuda_compress, randk_unbiased) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk_unbiased, GC_TIES_LOW); }
 
-Test(cuda_compress, gaussk)
+/* Every size and input against each value of one double parameter
+ * (`field`, an offsetof into gc_compressor_params, printed as `name`). */
+static void sweep_param(const gc_compressor_type *T, uint64_t seed, size_t field,
+                        const char *name, const double *vals, int nv)
 {
-  gc_test_require_gpu();
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     size_t n = sizes[s];
     float *x = malloc(n * sizeof *x);
     for (int kind = 0; kind < IN_COUNT; kind++) {
-      fill(x, n, kind, 2000 + n);
-      const double dens[] = {0.001, 0.01, 0.25};
-      for (int d = 0; d < 3; d++) {
+      fill(x, n, kind, seed + n);
+      for (int v = 0; v < nv; v++) {
         gc_compressor_params p;
         gc_compressor_params_default(&p);
-        p.density = dens[d];
+        *(double *) ((char *) &p + field) = vals[v];
         char what[64];
-        snprintf(what, sizeof what, "%s density=%g", in_name[kind], dens[d]);
-        compare(gc_compressor_gaussk, n, &p, x, 0, what);
+        snprintf(what, sizeof what, "%s %s=%g", in_name[kind], name, vals[v]);
+        compare(T, n, &p, x, 0, what);
       }
     }
     free(x);
   }
 }
 
+Test(cuda_compress, gaussk)
+{
+  gc_test_require_gpu();
+  const double dens[] = {0.001, 0.01, 0.25};
+  sweep_param(gc_compressor_gaussk, 2000, offsetof(gc_compressor_params, density), "density",
+              dens, 3);
+}
+
 Test(cuda_compress, threshold)
 {
   gc_test_require_gpu();
-  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-    size_t n = sizes[s];
-    float *x = malloc(n * sizeof *x);
-    for (int kind = 0; kind < IN_COUNT; kind++) {
-      fill(x, n, kind, 3000 + n);
-      /* 2.385 hits the ties exactly (strict >); 0.1 is not a float */
-      const double vs[] = {0.0, 0.1, 1.5, 2.385, 1e30};
-      for (int v = 0; v < 5; v++) {
-        gc_compressor_params p;
-        gc_compressor_params_default(&p);
-        p.threshold = vs[v];
-        char what[64];
-        snprintf(what, sizeof what, "%s v=%g", in_name[kind], vs[v]);
-        compare(gc_compressor_threshold, n, &p, x, 0, what);
-      }
-    }
-    free(x);
-  }
+  /* 2.385 hits the ties exactly (strict >); 0.1 is not a float */
+  const double vs[] = {0.0, 0.1, 1.5, 2.385, 1e30};
+  sweep_param(gc_compressor_threshold, 3000, offsetof(gc_compressor_params, threshold), "v",
+              vs, 5);
 }
 
 static void sweep_dense(const gc_compressor_type *T, double clip)

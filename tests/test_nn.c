@@ -41,7 +41,29 @@ static double probe(gc_nn *nn, const float *w, float *stats, const float *x,
   return f;
 }
 
-/* Check d/dw and d/dx of probe() at up to `maxc` coordinates each. */
+/* Compare grad[i] with the central difference of probe() in v[i] (v is w
+ * or x) at about 40 of the n coordinates. */
+static void fd_compare(gc_nn *nn, float *w, float *st, float *x, size_t B,
+                       const float *r, float *v, size_t n, const float *grad,
+                       const char *what, const char *var)
+{
+  const double h = 1e-2;
+  size_t step = n > 40 ? n / 40 : 1;
+  for (size_t i = 0; i < n; i += step) {
+    float keep = v[i];
+    v[i] = keep + (float) h;
+    double fp = probe(nn, w, st, x, B, r, 1);
+    v[i] = keep - (float) h;
+    double fm = probe(nn, w, st, x, B, r, 1);
+    v[i] = keep;
+    double fd = (fp - fm) / (2 * h);
+    cr_assert(fabs(fd - grad[i]) <= 5e-3 + 3e-2 * fabs(fd),
+              "%s: d/d%s[%zu]: backward %.6g, finite difference %.6g", what,
+              var, i, (double) grad[i], fd);
+  }
+}
+
+/* Check d/dw and d/dx of probe() at about 40 coordinates each. */
 static void fd_check(const gc_nn_layer *spec, size_t L, size_t B, double xscale,
                      int spread, const char *what)
 {
@@ -69,33 +91,8 @@ static void fd_check(const gc_nn_layer *spec, size_t L, size_t B, double xscale,
   fill_uniform(r, nout, 1.0, 8);
   probe(nn, w, st, x, B, r, 1);
   cr_assert_eq(gc_nn_backward(nn, w, r, g, dx), GC_SUCCESS);
-  const double h = 1e-2;
-  size_t step = d > 40 ? d / 40 : 1;
-  for (size_t i = 0; i < d; i += step) {
-    float keep = w[i];
-    w[i] = keep + (float) h;
-    double fp = probe(nn, w, st, x, B, r, 1);
-    w[i] = keep - (float) h;
-    double fm = probe(nn, w, st, x, B, r, 1);
-    w[i] = keep;
-    double fd = (fp - fm) / (2 * h);
-    cr_assert(fabs(fd - g[i]) <= 5e-3 + 3e-2 * fabs(fd),
-              "%s: d/dw[%zu]: backward %.6g, finite difference %.6g", what, i,
-              (double) g[i], fd);
-  }
-  step = nin > 40 ? nin / 40 : 1;
-  for (size_t i = 0; i < nin; i += step) {
-    float keep = x[i];
-    x[i] = keep + (float) h;
-    double fp = probe(nn, w, st, x, B, r, 1);
-    x[i] = keep - (float) h;
-    double fm = probe(nn, w, st, x, B, r, 1);
-    x[i] = keep;
-    double fd = (fp - fm) / (2 * h);
-    cr_assert(fabs(fd - dx[i]) <= 5e-3 + 3e-2 * fabs(fd),
-              "%s: d/dx[%zu]: backward %.6g, finite difference %.6g", what, i,
-              (double) dx[i], fd);
-  }
+  fd_compare(nn, w, st, x, B, r, w, d, g, what, "w");
+  fd_compare(nn, w, st, x, B, r, x, nin, dx, what, "x");
   free(w); free(g); free(x); free(dx); free(r); free(st);
   gc_nn_free(nn);
 }

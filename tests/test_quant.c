@@ -39,30 +39,26 @@ static gc_compressor *make(const char *name, size_t n, unsigned s,
   return c;
 }
 
-/* Encode x (f64) and decode into y = 0 + C(x); returns the length. */
-static size_t roundtrip64(gc_compressor *c, const double *x, uint32_t step,
-                          uint8_t *buf, double *y, gc_compress_info *info)
-{
-  size_t len = 0, n = gc_compressor_n(c);
-  cr_assert(eq(int, gc_compress_f64(c, x, step, buf, gc_compressor_max_bytes(c),
-                                    &len, info), GC_SUCCESS));
-  cr_assert(le(sz, len, gc_compressor_max_bytes(c)));
-  memset(y, 0, n * sizeof *y);
-  cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, step, 1.0, y), GC_SUCCESS));
-  return len;
-}
-
-static size_t roundtrip32(gc_compressor *c, const float *x, uint32_t step,
-                          uint8_t *buf, float *y, gc_compress_info *info)
-{
-  size_t len = 0, n = gc_compressor_n(c);
-  cr_assert(eq(int, gc_compress_f32(c, x, step, buf, gc_compressor_max_bytes(c),
-                                    &len, info), GC_SUCCESS));
-  cr_assert(le(sz, len, gc_compressor_max_bytes(c)));
-  memset(y, 0, n * sizeof *y);
-  cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, step, 1.0f, y), GC_SUCCESS));
-  return len;
-}
+/* Encode x and decode into y = 0 + C(x); returns the length.  roundtrip64
+ * (double) and roundtrip32 (float), one per precision. */
+#define DEFINE_ROUNDTRIP(BITS, SFX, REAL)                                    \
+  static size_t roundtrip##BITS(gc_compressor *c, const REAL *x,            \
+                                uint32_t step, uint8_t *buf, REAL *y,        \
+                                gc_compress_info *info)                      \
+  {                                                                          \
+    size_t len = 0, n = gc_compressor_n(c);                                  \
+    cr_assert(eq(int, gc_compress_##SFX(c, x, step, buf,                     \
+                                        gc_compressor_max_bytes(c), &len,    \
+                                        info), GC_SUCCESS));                 \
+    cr_assert(le(sz, len, gc_compressor_max_bytes(c)));                      \
+    memset(y, 0, n * sizeof *y);                                             \
+    cr_assert(eq(int, gc_decompress_add_##SFX(c, buf, len, step, (REAL) 1,   \
+                                              y), GC_SUCCESS));              \
+    return len;                                                              \
+  }
+DEFINE_ROUNDTRIP(64, f64, double)
+DEFINE_ROUNDTRIP(32, f32, float)
+#undef DEFINE_ROUNDTRIP
 
 /* QSGD: recover the levels from a decoded vector and the norms in the
  * message (decoded = sgn (REAL)(norm xi / s), computed in double), check

@@ -16,42 +16,30 @@
 
 static void quiet(void) { gc_set_error_handler_off(); }
 
-/* C(x) as a dense vector: encode, then decode-accumulate into zeros. */
-static int apply_f64(const gc_compressor_type *T, const gc_compressor_params *p,
-                     const double *x, size_t n, uint32_t step, double *y,
-                     gc_compress_info *info)
-{
-  gc_compressor *c = gc_compressor_alloc(T, n, p);
-  if (!c)
-    return -1;
-  size_t cap = gc_compressor_max_bytes(c), len;
-  uint8_t *buf = malloc(cap);
-  int st = gc_compress_f64(c, x, step, buf, cap, &len, info);
-  memset(y, 0, n * sizeof *y);
-  if (st == GC_SUCCESS)
-    st = gc_decompress_add_f64(c, buf, len, step, 1.0, y);
-  free(buf);
-  gc_compressor_free(c);
-  return st;
-}
-
-static int apply_f32(const gc_compressor_type *T, const gc_compressor_params *p,
-                     const float *x, size_t n, uint32_t step, float *y,
-                     gc_compress_info *info)
-{
-  gc_compressor *c = gc_compressor_alloc(T, n, p);
-  if (!c)
-    return -1;
-  size_t cap = gc_compressor_max_bytes(c), len;
-  uint8_t *buf = malloc(cap);
-  int st = gc_compress_f32(c, x, step, buf, cap, &len, info);
-  memset(y, 0, n * sizeof *y);
-  if (st == GC_SUCCESS)
-    st = gc_decompress_add_f32(c, buf, len, step, 1.0f, y);
-  free(buf);
-  gc_compressor_free(c);
-  return st;
-}
+/* C(x) as a dense vector: encode, then decode-accumulate into zeros.
+ * apply_f64 and apply_f32, one per precision. */
+#define DEFINE_APPLY(SFX, REAL)                                              \
+  static int apply_##SFX(const gc_compressor_type *T,                        \
+                         const gc_compressor_params *p, const REAL *x,       \
+                         size_t n, uint32_t step, REAL *y,                   \
+                         gc_compress_info *info)                             \
+  {                                                                          \
+    gc_compressor *c = gc_compressor_alloc(T, n, p);                         \
+    if (!c)                                                                  \
+      return -1;                                                             \
+    size_t cap = gc_compressor_max_bytes(c), len;                            \
+    uint8_t *buf = malloc(cap);                                              \
+    int st = gc_compress_##SFX(c, x, step, buf, cap, &len, info);            \
+    memset(y, 0, n * sizeof *y);                                             \
+    if (st == GC_SUCCESS)                                                    \
+      st = gc_decompress_add_##SFX(c, buf, len, step, (REAL) 1, y);          \
+    free(buf);                                                               \
+    gc_compressor_free(c);                                                   \
+    return st;                                                               \
+  }
+DEFINE_APPLY(f64, double)
+DEFINE_APPLY(f32, float)
+#undef DEFINE_APPLY
 
 static gc_compressor_params params_k(size_t k)
 {
@@ -519,4 +507,27 @@ Test(dgc, count_at_most_num_selects)
       cr_assert(info.loops >= 1 && info.loops <= 11);
     }
   free(x); free(y);
+}
+
+/* Index coding ties: 8 adjacent indices among n = 64 cost 8 bytes as delta
+ * varints and 8 as a bitmap; the documented order (raw, delta, bitmap)
+ * picks delta.  Offset 2 of the message is the coding byte. */
+Test(wire, delta_wins_a_tie_with_bitmap)
+{
+  float x[64] = { 0 };
+  for (size_t i = 20; i < 28; i++)
+    x[i] = 1.0f + (float) i;
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.k = 8;
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_topk, 64, &p);
+  uint8_t buf[256];
+  size_t len;
+  cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, sizeof buf, &len, NULL), GC_SUCCESS));
+  cr_assert(eq(u8, buf[2], 1), "coding %u: delta (1) must win the tie", buf[2]);
+  cr_assert(eq(sz, len, 7 + 8 + 8 * 4));
+  size_t nnz;
+  cr_assert(eq(int, gc_sparse_encode_dense_f32(x, 64, buf, sizeof buf, &len, &nnz), GC_SUCCESS));
+  cr_assert(eq(u8, buf[2], 1), "the exact sparse message uses the same rule");
+  gc_compressor_free(c);
 }

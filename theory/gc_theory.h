@@ -78,9 +78,10 @@ double gc_problem_gap(const gc_problem *p, const double *x);
 /* Exact gradient of f_w at x into g (length n). */
 void gc_problem_worker_grad(const gc_problem *p, size_t w, const double *x,
                             double *g);
-/* Stochastic gradient: exact + sigma * N(0,I) keyed by (seed, w, step). */
-void gc_problem_noisy_grad(const gc_problem *p, size_t w, uint32_t step,
-                           const double *x, double *g);
+/* Stochastic gradient of f_w: g (the exact gradient) += sigma * N(0,I)
+ * keyed by (seed, w, step); nothing when sigma = 0. */
+void gc_problem_add_noise(const gc_problem *p, size_t w, uint32_t step,
+                          double *g);
 /* Gradient of F at x. */
 void gc_problem_grad(const gc_problem *p, const double *x, double *g);
 

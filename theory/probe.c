@@ -28,12 +28,12 @@ struct gc_theory_run {
   int mem;
   double **grads;            /* P gradients at the current point          */
   double *E;                 /* E_t in model units                        */
+  double Enorm;              /* ||E_t||                                   */
   double *dprev;             /* server memory before the step             */
   double *macc, *msent;      /* mean accumulator, mean decoded message    */
   double *t1, *t2, *t3;      /* scratch                                   */
   gc_compressor *topk_up, *topk_down;
-  uint8_t *buf;
-  size_t bufcap;
+  uint8_t *buf;              /* messages of both reference TopK's         */
   size_t k, kd;
   double gamma, gamma_d;
   /* running summary */
@@ -44,14 +44,6 @@ struct gc_theory_run {
   size_t dup_cnt, ddown_cnt;
   double mem_excess, support_sum;
 };
-
-static size_t resolve_k(size_t n, const gc_compressor_params *p)
-{
-  if (p->k)
-    return p->k;
-  size_t k = (size_t) (p->density * (double) n);
-  return k ? k : 1;
-}
 
 static double norm2(const double *x, size_t n)
 {
@@ -71,14 +63,27 @@ static double dist2(const double *x, const double *y, size_t n)
   return s;
 }
 
-/* out = TopK(x) through the library's compressor (encode, then decode). */
-static int topk_apply(gc_theory_run *r, gc_compressor *c, const double *x,
-                      double *out)
+/* out = C(x) at `step` through the library's compressor (encode, then
+ * decode); buf holds gc_compressor_max_bytes(c). */
+static int roundtrip(gc_compressor *c, const double *x, uint32_t step,
+                     uint8_t *buf, double *out)
 {
   size_t len;
-  GC_TRY(gc_compress_f64(c, x, 0, r->buf, r->bufcap, &len, NULL));
-  memset(out, 0, r->n * sizeof *out);
-  return gc_decompress_add_f64(c, r->buf, len, 0, 1.0, out);
+  GC_TRY(gc_compress_f64(c, x, step, buf, gc_compressor_max_bytes(c), &len,
+                         NULL));
+  memset(out, 0, gc_compressor_n(c) * sizeof *out);
+  return gc_decompress_add_f64(c, buf, len, step, 1.0, out);
+}
+
+/* out = (1/P) sum_p v[p], summed in worker order. */
+static void mean_of(double *const *v, size_t P, size_t n, double *out)
+{
+  memset(out, 0, n * sizeof *out);
+  for (size_t p = 0; p < P; p++)
+    for (size_t i = 0; i < n; i++)
+      out[i] += v[p][i];
+  for (size_t i = 0; i < n; i++)
+    out[i] /= (double) P;
 }
 
 void gc_theory_run_free(gc_theory_run *r)
@@ -124,33 +129,29 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
   case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE: r->mem = MEM_GRAD; break;
   default: r->mem = MEM_OTHER; break;
   }
-  if (r->cfg.up_params.k > n || r->cfg.down_params.k > n) {
-    gc_errorf(__FILE__, __LINE__, GC_EINVAL, "k = %zu exceeds d = %zu",
-              r->cfg.up_params.k > n ? r->cfg.up_params.k : r->cfg.down_params.k, n);
-    free(r);
-    return NULL;
-  }
-  r->k = resolve_k(n, &r->cfg.up_params);
-  r->kd = resolve_k(n, &r->cfg.down_params);
-  r->gamma = sqrt(1.0 - (double) r->k / (double) n);
-  r->gamma_d = sqrt(1.0 - (double) r->kd / (double) n);
-  /* Reference TopK's for xi: magnitude top-K with the configured K and
-   * tie rule, whatever the uplink/downlink compressors are. */
+  /* Reference TopK's for xi: magnitude top-K with the configured K (or
+   * density) and tie rule, whatever the uplink/downlink compressors are.
+   * They resolve K and K_d (and reject K > d). */
   const gc_compressor_type *tk = gc_compressor_type_by_name("topk");
   gc_compressor_params pu, pd;
   gc_compressor_params_default(&pu);
-  pu.k = r->k;
+  pu.k = r->cfg.up_params.k;
+  pu.density = r->cfg.up_params.density;
   pu.ties = r->cfg.up_params.ties;
   gc_compressor_params_default(&pd);
-  pd.k = r->kd;
+  pd.k = r->cfg.down_params.k;
+  pd.density = r->cfg.down_params.density;
   pd.ties = r->cfg.down_params.ties;
   int ok = tk && (r->topk_up = gc_compressor_alloc(tk, n, &pu)) &&
            (r->topk_down = gc_compressor_alloc(tk, n, &pd));
   if (ok) {
+    r->k = gc_compressor_k(r->topk_up);
+    r->kd = gc_compressor_k(r->topk_down);
+    r->gamma = sqrt(1.0 - (double) r->k / (double) n);
+    r->gamma_d = sqrt(1.0 - (double) r->kd / (double) n);
     size_t a = gc_compressor_max_bytes(r->topk_up);
     size_t b = gc_compressor_max_bytes(r->topk_down);
-    r->bufcap = a > b ? a : b;
-    ok = (r->buf = malloc(r->bufcap)) &&
+    ok = (r->buf = malloc(a > b ? a : b)) &&
          (r->grads = calloc(P, sizeof *r->grads)) &&
          (r->E = calloc(n, sizeof *r->E)) &&
          (r->dprev = calloc(n, sizeof *r->dprev)) &&
@@ -162,7 +163,7 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
     for (size_t p = 0; ok && p < P; p++)
       ok = (r->grads[p] = calloc(n, sizeof **r->grads)) != NULL;
   }
-  if (!tk && ok)
+  if (!tk)
     gc_error("the topk compressor is not in this build", __FILE__, __LINE__,
              GC_EUNSUP);
   if (ok)
@@ -203,16 +204,18 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   const double *model = gc_sim_model(r->sim);
   const double *point = gc_sim_point(r->sim);
   rw.f_gap = gc_problem_gap(prob, model);
-  gc_problem_grad(prob, model, r->t1);
+  for (size_t p = 0; p < P; p++)
+    gc_problem_worker_grad(prob, p, point, r->grads[p]);
+  /* grad F at the model is the mean of the exact worker gradients, except
+   * for EF21-BC, whose workers' point is not the server's model. */
+  if (point == model)
+    mean_of(r->grads, P, n, r->t1);
+  else
+    gc_problem_grad(prob, model, r->t1);
   rw.grad_norm2 = norm2(r->t1, n);
   for (size_t p = 0; p < P; p++)
-    gc_problem_noisy_grad(prob, p, t, point, r->grads[p]);
-  memset(r->t2, 0, n * sizeof *r->t2);   /* gbar */
-  for (size_t p = 0; p < P; p++)
-    for (size_t i = 0; i < n; i++)
-      r->t2[i] += r->grads[p][i];
-  for (size_t i = 0; i < n; i++)
-    r->t2[i] /= (double) P;
+    gc_problem_add_noise(prob, p, t, r->grads[p]);
+  mean_of(r->grads, P, n, r->t2);   /* gbar */
   rw.gbar_norm2 = norm2(r->t2, n);
   double gnorm = sqrt(rw.gbar_norm2);
   const void *sm = gc_server_memory(gc_sim_server(r->sim));
@@ -220,7 +223,6 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     memcpy(r->dprev, sm, n * sizeof *r->dprev);
   else
     memset(r->dprev, 0, n * sizeof *r->dprev);
-  double Eprev = sqrt(norm2(r->E, n));
 
   int st = gc_sim_step(r->sim, (const void *const *) r->grads, lr);
   if (st != GC_SUCCESS)
@@ -285,15 +287,15 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   double num_bi_model = NAN, num_model = NAN;
   rw.xi = rw.xi_bi = NAN;
   if (r->mem == MEM_UNI || r->mem == MEM_BI || r->mem == MEM_GRAD) {
-    GC_TRY(topk_apply(r, r->topk_up, r->macc, r->t1));
+    GC_TRY(roundtrip(r->topk_up, r->macc, 0, r->buf, r->t1));
     num_model = c * sqrt(dist2(r->t1, r->msent, n));
     rw.xi = num_model / denom;
     for (size_t i = 0; i < n; i++) {
       r->t1[i] = r->dprev[i] + r->macc[i];
       r->t3[i] = r->dprev[i] + r->msent[i];
     }
-    GC_TRY(topk_apply(r, r->topk_down, r->t1, r->t2));
-    GC_TRY(topk_apply(r, r->topk_down, r->t3, r->t1));
+    GC_TRY(roundtrip(r->topk_down, r->t1, 0, r->buf, r->t2));
+    GC_TRY(roundtrip(r->topk_down, r->t3, 0, r->buf, r->t1));
     num_bi_model = c * sqrt(dist2(r->t2, r->t1, n));
     rw.xi_bi = num_bi_model / denom;
   }
@@ -325,8 +327,9 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       int down = r->mem != MEM_UNI;
       double g = down ? r->gamma_d : r->gamma;
       double num = down ? num_bi_model : num_model;
-      rw.mem_bound = g * Eprev + g * denom + num;
+      rw.mem_bound = g * r->Enorm + g * denom + num;
     }
+    r->Enorm = rw.mem_norm;
   }
 
   rw.bytes_up = gc_ledger_step_total(gc_sim_ledger(r->sim), t, GC_UP);
@@ -401,12 +404,8 @@ void gc_probe_csv_row(FILE *f, const gc_probe_row *w)
 int gc_theory_delta(gc_compressor *c, const double *x, uint32_t step,
                     uint8_t *buf, double *scratch, double *delta)
 {
-  size_t n = gc_compressor_n(c), len;
-  GC_TRY(gc_compress_f64(c, x, step, buf, gc_compressor_max_bytes(c), &len,
-                         NULL));
-  memset(scratch, 0, n * sizeof *scratch);
-  GC_TRY(gc_decompress_add_f64(c, buf, len, step, 1.0, scratch));
-  *delta = contraction(x, scratch, n);
+  GC_TRY(roundtrip(c, x, step, buf, scratch));
+  *delta = contraction(x, scratch, gc_compressor_n(c));
   return GC_SUCCESS;
 }
 

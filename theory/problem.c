@@ -171,43 +171,39 @@ done:
   return st;
 }
 
-double gc_problem_value(const gc_problem *p, const double *x)
+/* (x - c)^T A_w (x - c); r: 2n doubles of scratch. */
+static double quad_form(const gc_problem *p, size_t w, const double *x,
+                        const double *c, double *r)
 {
   size_t n = p->n;
-  double f = 0;
-  double *r = malloc(2 * n * sizeof *r);
+  for (size_t i = 0; i < n; i++)
+    r[i] = x[i] - c[i];
+  apply_a(p, w, r, r + n);
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += r[i] * r[n + i];
+  return s;
+}
+
+double gc_problem_value(const gc_problem *p, const double *x)
+{
+  double *r = malloc(2 * p->n * sizeof *r), s = 0;
   if (!r)
     return NAN;
-  for (size_t q = 0; q < p->workers; q++) {
-    for (size_t i = 0; i < n; i++)
-      r[i] = x[i] - p->b[q * n + i];
-    apply_a(p, q, r, r + n);
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-      s += r[i] * r[n + i];
-    f += 0.5 * s;
-  }
+  for (size_t q = 0; q < p->workers; q++)
+    s += quad_form(p, q, x, p->b + q * p->n, r);
   free(r);
-  return f / (double) p->workers;
+  return 0.5 * s / (double) p->workers;
 }
 
 double gc_problem_gap(const gc_problem *p, const double *x)
 {
   /* F(x) - F* = 1/2 e^T Abar e with e = x - x*, since grad F(x*) = 0. */
-  size_t n = p->n;
-  double *r = malloc(2 * n * sizeof *r);
+  double *r = malloc(2 * p->n * sizeof *r), s = 0;
   if (!r)
     return NAN;
-  for (size_t i = 0; i < n; i++)
-    r[i] = x[i] - p->xstar[i];
-  double s = 0;
-  for (size_t q = 0; q < p->workers; q++) {
-    apply_a(p, q, r, r + n);
-    double sq = 0;
-    for (size_t i = 0; i < n; i++)
-      sq += r[i] * r[n + i];
-    s += sq;
-  }
+  for (size_t q = 0; q < p->workers; q++)
+    s += quad_form(p, q, x, p->xstar, r);
   free(r);
   return 0.5 * s / (double) p->workers;
 }
@@ -236,10 +232,9 @@ void gc_problem_worker_grad(const gc_problem *p, size_t w, const double *x,
   }
 }
 
-void gc_problem_noisy_grad(const gc_problem *p, size_t w, uint32_t step,
-                           const double *x, double *g)
+void gc_problem_add_noise(const gc_problem *p, size_t w, uint32_t step,
+                          double *g)
 {
-  gc_problem_worker_grad(p, w, x, g);
   if (p->sigma > 0)
     for (size_t i = 0; i < p->n; i++)
       g[i] += p->sigma * gc_rng_normal(p->seed, (uint32_t) w, step, i);
