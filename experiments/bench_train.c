@@ -1,9 +1,11 @@
 /* bench_train.c -- `gradcomp bench train`: milliseconds per worker step
  * (forward + backward + top-K compression of the gradient at density
- * 0.001) of each reference model at batch 10 and 64, one thread.  When
- * `python3 -c "import torch"` works, the same models run in PyTorch (one
- * thread) in the same invocation and the ratio ours/torch is printed; it is
- * an optional peer, never a dependency.  Reports the OpenBLAS kernel. */
+ * 0.001) of each reference model at batch 10 and 64, one thread.  When a
+ * Python with torch is found ($GRADCOMP_PYTHON, else python3 on the PATH,
+ * else /usr/bin/python3, where Debian's python3-torch lives), the same
+ * models run in PyTorch (one thread) in the same invocation and the ratio
+ * ours/torch is printed; it is an optional peer, never a dependency.
+ * Reports the OpenBLAS kernel of both sides. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +35,10 @@ static const char torch_script[] =
   " 'fmnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,16,5,padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16,32,5,padding=2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1568,10), nn.LogSoftmax(1)),\n"
   " 'cifar-vgg19': vgg}\n"
   "name, B, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
+  "if name == '--info':\n"
+  "  a = torch.randn(64,64); a @ a\n"
+  "  libs = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'blas' in l})\n"
+  "  print('torch', torch.__version__, 'BLAS:', ' '.join(libs) or 'built in'); sys.exit()\n"
   "m = M[name](); m.train()\n"
   "shape = (B,3,32,32) if name=='cifar-vgg19' else (B,1,28,28)\n"
   "x = torch.randn(shape); y = torch.randint(0,10,(B,))\n"
@@ -46,24 +52,48 @@ static const char torch_script[] =
   "for _ in range(reps): step()\n"
   "print((time.perf_counter()-t)/reps*1e3)\n";
 
-static int have_torch(void)
+/* The first Python interpreter that imports torch, or NULL. */
+static const char *torch_python(void)
 {
-  return system("python3 -c 'import torch' >/dev/null 2>&1") == 0;
+  const char *env = getenv("GRADCOMP_PYTHON");
+  const char *cand[3] = { env, "python3", "/usr/bin/python3" };
+  for (int i = 0; i < 3; i++) {
+    char cmd[512];
+    if (!cand[i] || !*cand[i] || strchr(cand[i], '\''))
+      continue;
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", cand[i]);
+    if (system(cmd) == 0)
+      return cand[i];
+  }
+  return NULL;
 }
 
-static double torch_ms(const char *script, const char *model, size_t B, int reps)
+/* Run the torch script; its first output line, or "" on failure. */
+static void torch_run(const char *py, const char *script, const char *args,
+                      char *line, size_t cap)
 {
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 python3 %s %s %zu %d 2>/dev/null",
-           script, model, B, reps);
+  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 '%s' %s %s 2>/dev/null", py,
+           script, args);
+  line[0] = 0;
   FILE *p = popen(cmd, "r");
   if (!p)
-    return NAN;
-  double v = NAN;
-  if (fscanf(p, "%lf", &v) != 1)
-    v = NAN;
+    return;
+  if (!fgets(line, (int) cap, p))
+    line[0] = 0;
+  line[strcspn(line, "\n")] = 0;
   pclose(p);
-  return v;
+}
+
+static double torch_ms(const char *py, const char *script, const char *model,
+                       size_t B, int reps)
+{
+  char args[128], line[256];
+  snprintf(args, sizeof args, "%s %zu %d", model, B, reps);
+  torch_run(py, script, args, line, sizeof line);
+  char *end;
+  double v = strtod(line, &end);
+  return end == line ? NAN : v;
 }
 
 /* One worker step: forward, loss, backward, top-K message of the gradient. */
@@ -100,7 +130,8 @@ int gc_bench_train(int argc, char **argv)
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),
          ct ? ct : "unset: autodetected");
-  int torch = have_torch();
+  const char *py = torch_python();
+  int torch = py != NULL;
   char script[256] = "";
   if (torch) {
     snprintf(script, sizeof script, "/tmp/gc-bench-torch-%ld.py", (long) getpid());
@@ -110,8 +141,13 @@ int gc_bench_train(int argc, char **argv)
     if (f)
       fclose(f);
   }
-  if (!torch)
-    printf("# torch: not available\n");
+  if (torch) {
+    char info[512];
+    torch_run(py, script, "--info 0 0", info, sizeof info);
+    printf("# peer: %s, one thread: %s\n", py, info);
+  } else {
+    printf("# torch: not available (set GRADCOMP_PYTHON to a python with torch)\n");
+  }
   FILE *out = csv ? fopen(csv, "w") : NULL;
   if (csv && !out)
     return gc_cli_fail("bench train", 0, "cannot write %s", csv);
@@ -157,7 +193,7 @@ int gc_bench_train(int argc, char **argv)
       for (int r = 0; r < reps; r++)
         step(nn, w, st, x, y, B, g, c, buf, cap, (uint32_t) r + 1);
       double ms = (gc_cli_now() - t0) / reps * 1e3;
-      double tms = torch ? torch_ms(script, names[m], B, reps) : NAN;
+      double tms = torch ? torch_ms(py, script, names[m], B, reps) : NAN;
       char line[256];
       snprintf(line, sizeof line, "%s,%zu,%.3f,%.3f,%.3f\n", names[m], B, ms,
                tms, ms / tms);

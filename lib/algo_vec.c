@@ -7,6 +7,12 @@
 #include "gc_errno.h"
 #include "gc_npy.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* These O(d) passes run several times per worker step; GCC vectorises
+ * their flag reductions at -O3 only. */
+#pragma GCC optimize("O3")
+#endif
+
 void gc__vzero(int dt, void *y, size_t n) { memset(y, 0, n * (size_t) dt); }
 
 void gc__vcopy(int dt, void *y, const void *x, size_t n)

@@ -37,7 +37,14 @@
 
 enum { KIND_TOPK, KIND_RANDK, KIND_RANDKU, KIND_THRESHOLD, KIND_GAUSSK, KIND_DGC };
 
-enum { TOPK_SAMPLES = 32768, TOPK_SLACK = 16384 };
+enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384,
+       GAUSS_BLOCK = 1024 };
+
+/* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
+ * threshold: a sampled sigma is off by well under 1%, so 5% below still
+ * admits every entry above the exact threshold while keeping the
+ * candidates to about 1.8K for Gaussian data. */
+#define GAUSS_MARGIN 0.95
 
 typedef struct sparse_state {
   int kind;
@@ -55,6 +62,8 @@ typedef struct sparse_state {
   uint64_t *bits;          /* random-K membership, n bits, kept zero     */
   uint32_t *tmp;           /* random-K radix-sort scratch, k entries     */
   double gauss_z;          /* |Phi^{-1}(rho/2)|                          */
+  double *partials;        /* gaussk block sums, 2 * nblocks entries     */
+  size_t nblocks;
 } sparse_state;
 
 /* ---- type-independent helpers ------------------------------------------ */
@@ -116,6 +125,76 @@ static void floyd_sort(sparse_state *s)
   memcpy(s->idx, a, k * sizeof *a);
 }
 
+/* Sum of p[0..m) by an in-place pairwise tree (level by level, an odd
+ * last element carried up): a fixed order that a GPU reduction can
+ * reproduce bit for bit.  p is overwritten; 0 for m = 0. */
+static double pairwise_sum(double *p, size_t m)
+{
+  if (m == 0)
+    return 0;
+  while (m > 1) {
+    for (size_t i = 0; i < m / 2; i++)
+      p[i] = p[2 * i] + p[2 * i + 1];
+    if (m % 2)
+      p[m / 2] = p[m - 1];
+    m = (m + 1) / 2;
+  }
+  return p[0];
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* gauss_block_sums for float32 with SSE2: the same 16 lanes as the
+ * generic version (lane j of a1 is element j of the four vectors), so the
+ * result is bit-identical; written out because GCC leaves the generic loop
+ * scalar, at a third of the streaming bandwidth. */
+static void gauss_block_sums_sse2(const float *x, size_t lo, size_t hi,
+                                  float c0, float t0, double *p1, double *p2,
+                                  uint32_t *cand, size_t cap, size_t *c)
+{
+  const __m128 shift = _mm_set1_ps(c0), limit = _mm_set1_ps(t0);
+  const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 a1[4], a2[4];
+  for (int v = 0; v < 4; v++)
+    a1[v] = a2[v] = _mm_setzero_ps();
+  size_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+    __m128 over = _mm_setzero_ps();
+    for (int v = 0; v < 4; v++) {
+      __m128 xv = _mm_loadu_ps(x + i + 4 * v), d = _mm_sub_ps(xv, shift);
+      a1[v] = _mm_add_ps(a1[v], d);
+      a2[v] = _mm_add_ps(a2[v], _mm_mul_ps(d, d));
+      /* !(|x| <= t0): above t0, or NaN */
+      over = _mm_or_ps(over, _mm_cmpnle_ps(_mm_and_ps(xv, absmask), limit));
+    }
+    if (_mm_movemask_ps(over))
+      for (int j = 0; j < 16; j++)
+        if (!(fabsf(x[i + j]) <= t0) && (*c)++ < cap)
+          cand[*c - 1] = (uint32_t) (i + j);
+  }
+  float l1[16], l2[16];
+  for (int v = 0; v < 4; v++) {
+    _mm_storeu_ps(l1 + 4 * v, a1[v]);
+    _mm_storeu_ps(l2 + 4 * v, a2[v]);
+  }
+  for (; i < hi; i++) {
+    float d = x[i] - c0;
+    l1[0] += d;
+    l2[0] += d * d;
+    if (!(fabsf(x[i]) <= t0) && (*c)++ < cap)
+      cand[*c - 1] = (uint32_t) i;
+  }
+  double s1 = 0, s2 = 0;
+  for (int j = 0; j < 16; j++) {
+    s1 += (double) l1[j];
+    s2 += (double) l2[j];
+  }
+  *p1 = s1;
+  *p2 = s2;
+}
+#define GAUSS_BLOCK_SUMS gauss_block_sums_sse2
+#endif
+
 /* ---- the two precisions -------------------------------------------------- */
 
 #define REAL float
@@ -145,8 +224,9 @@ static void sparse_release(void *state)
   free(s->sample);
   free(s->bits);
   free(s->tmp);
+  free(s->partials);
   s->idx = s->cand = s->tmp = NULL;
-  s->mag = s->sample = NULL;
+  s->mag = s->sample = s->partials = NULL;
   s->bits = NULL;
 }
 
@@ -203,18 +283,26 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     s->tmp = malloc(k * sizeof *s->tmp);
     break;
   case KIND_THRESHOLD:
-  case KIND_GAUSSK:
     s->idx_cap = n;
     break;
+  case KIND_GAUSSK:
+    s->idx_cap = n;
+    s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
+    s->cand = malloc(s->cand_cap * sizeof *s->cand);
+    s->nblocks = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
+    s->partials = malloc((2 * s->nblocks + 1) * sizeof *s->partials);
+    break;
   }
-  if (kind == KIND_GAUSSK)
-    s->gauss_z = fabs(gsl_cdf_ugaussian_Pinv(s->rho / 2));
+  if (kind == KIND_GAUSSK)   /* z from the density asked for (theory.md 2.5) */
+    s->gauss_z = fabs(gsl_cdf_ugaussian_Pinv((p->k ? s->rho : p->density) / 2));
   s->idx = malloc((s->idx_cap ? s->idx_cap : 1) * sizeof *s->idx);
   int fail = !s->idx;
   if (kind == KIND_TOPK || kind == KIND_DGC)
     fail |= !s->cand || !s->mag || !s->sample;
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
+  if (kind == KIND_GAUSSK)
+    fail |= !s->cand || !s->partials;
   if (fail) {
     sparse_release(s);
     GC_ERRORF(GC_ENOMEM, "out of memory sizing the workspaces for n = %zu", n);

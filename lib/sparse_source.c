@@ -141,6 +141,30 @@ static UKEY FN(key)(REAL v)
   return u & ~((UKEY) 1 << (8 * sizeof(UKEY) - 1));   /* |v|, monotone */
 }
 
+/* k-th largest (k in 1..m) of the non-negative a[0..m): a histogram of
+ * the top key bits narrows it to one bucket, copied to scratch (cap
+ * entries) for the quickselect; a quickselect over all of a (reordered)
+ * when the bucket does not fit.  Same value as FN(kth_largest), at about
+ * two reads of a instead of several partitioning passes. */
+static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
+                                     REAL *scratch, size_t cap)
+{
+  enum { HB = 11, SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  uint32_t hist[1 << HB] = {0};
+  for (size_t j = 0; j < m; j++)
+    hist[FN(key)(a[j]) >> SH]++;
+  size_t b = (1 << HB) - 1, above = 0;
+  for (; above + hist[b] < k; b--)   /* stops: the counts sum to m >= k */
+    above += hist[b];
+  if (hist[b] > cap)
+    return FN(kth_largest)(a, m, k);
+  size_t nb = 0;
+  for (size_t j = 0; j < m; j++)
+    if (FN(key)(a[j]) >> SH == b)
+      scratch[nb++] = a[j];
+  return FN(kth_largest)(scratch, nb, k - above);
+}
+
 /* Exact top-K over the whole (finite) vector by an 8-bit radix select on
  * the magnitude bits: no workspace, a few passes.  The fallback when the
  * sampled threshold misleads. */
@@ -182,8 +206,12 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   size_t n = s->n, bad;
   REAL *mag = (REAL *) s->mag, t = -1;
   if (n > s->cand_cap) {
-    /* fixed stride, no RNG: the threshold admits ~1.2K + 4 sigma */
-    size_t m = s->sample_cap < TOPK_SAMPLES ? s->sample_cap : TOPK_SAMPLES;
+    /* fixed stride, no RNG: the threshold admits ~1.2K + 4 sigma.  A
+     * sample of n/16 (at least TOPK_MIN_SAMPLES) is plenty: its cost, not
+     * the scan, would otherwise dominate short vectors. */
+    size_t m = n / 16 > TOPK_MIN_SAMPLES ? n / 16 : TOPK_MIN_SAMPLES;
+    m = m < s->sample_cap ? m : s->sample_cap;
+    m = m < TOPK_SAMPLES ? m : TOPK_SAMPLES;
     size_t stride = n / m;
     REAL *smp = (REAL *) s->sample;
     for (size_t j = 0; j < m; j++) {
@@ -193,7 +221,8 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
     double e = (double) k / (double) n * (double) m;
     double r = ceil(1.2 * e + 4 * sqrt(e) + 4);
     size_t rank = r >= (double) m ? m : (size_t) r;
-    t = NEXTDOWN(FN(kth_largest)(smp, m, rank));   /* keep |x| >= sample */
+    /* keep |x| >= that sample */
+    t = NEXTDOWN(FN(kth_largest_bucketed)(smp, m, rank, mag, s->cand_cap));
   }
   size_t c = FN(scan)(x, n, t, s->cand, s->cand_cap, &bad);
   if (bad != SIZE_MAX)
@@ -216,36 +245,79 @@ static int FN(check_finite_at)(const REAL *x, const uint32_t *idx, size_t k)
   return GC_SUCCESS;
 }
 
+/* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK): 16 REAL
+ * lanes of shifted sums, lane j taking the entries lo + 16q + j and lane 0
+ * the tail, folded into double in lane order.  The same pass appends the
+ * indices with !(|x_i| <= t0) to cand (up to cap; *c counts them all), so
+ * that the first threshold evaluation rarely has to read x again.  This
+ * order is the definition the GPU twin reproduces. */
+#ifndef GAUSS_BLOCK_SUMS
+static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
+                                 REAL t0, double *p1, double *p2,
+                                 uint32_t *cand, size_t cap, size_t *c)
+{
+  REAL a1[16] = {0}, a2[16] = {0};
+  size_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+    int any = 0;
+    for (int j = 0; j < 16; j++) {
+      REAL d = x[i + j] - c0;
+      a1[j] += d;
+      a2[j] += d * d;
+      any |= !(FABS(x[i + j]) <= t0);
+    }
+    if (any)
+      for (int j = 0; j < 16; j++)
+        if (!(FABS(x[i + j]) <= t0) && (*c)++ < cap)
+          cand[*c - 1] = (uint32_t) (i + j);
+  }
+  for (; i < hi; i++) {
+    REAL d = x[i] - c0;
+    a1[0] += d;
+    a2[0] += d * d;
+    if (!(FABS(x[i]) <= t0) && (*c)++ < cap)
+      cand[*c - 1] = (uint32_t) i;
+  }
+  double s1 = 0, s2 = 0;
+  for (int j = 0; j < 16; j++) {
+    s1 += (double) a1[j];
+    s2 += (double) a2[j];
+  }
+  *p1 = s1;
+  *p2 = s2;
+}
+#define GAUSS_BLOCK_SUMS FN(gauss_block_sums)
+#endif
+
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx. */
 static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
                       unsigned *evals)
 {
   size_t n = s->n, k = s->k, bad;
-  /* shifted sums (the shift avoids cancellation): 16 REAL accumulators
-   * over blocks of 1024, so the loop vectorises, folded into double per
-   * block, so rounding stays at the block level */
-  REAL c0 = x[0];
-  double s1[1] = {0}, s2[1] = {0};
-  for (size_t lo = 0; lo < n; lo += 1024) {
-    size_t hi = n - lo < 1024 ? n : lo + 1024, i = lo;
-    REAL a1[16] = {0}, a2[16] = {0};
-    for (; i + 16 <= hi; i += 16)
-      for (int j = 0; j < 16; j++) {
-        REAL d = x[i + j] - c0;
-        a1[j] += d;
-        a2[j] += d * d;
-      }
-    for (; i < hi; i++) {
-      REAL d = x[i] - c0;
-      a1[0] += d;
-      a2[0] += d * d;
+  /* A pre-threshold t0 a little below the expected threshold, from a
+   * strided sample; t0 = REAL_MAX collects only non-finite entries. */
+  REAL t0 = REAL_MAX;
+  if (n >= 4 * TOPK_SAMPLES) {
+    size_t m = TOPK_SAMPLES, stride = n / m;
+    double m1 = 0, m2 = 0, s0 = (double) x[0];
+    for (size_t j = 0; j < m; j++) {
+      double v = (double) x[j * stride] - s0;
+      m1 += v;
+      m2 += v * v;
     }
-    for (int j = 0; j < 16; j++) {
-      s1[0] += (double) a1[j];
-      s2[0] += (double) a2[j];
-    }
+    double est_var = (m2 - m1 * m1 / (double) m) / (double) (m - 1);
+    double est = s0 + m1 / (double) m + s->gauss_z * sqrt(fmax(est_var, 0));
+    if (est > 0 && isfinite(est))
+      t0 = FN(strict_t)(GAUSS_MARGIN * est);
   }
-  double S1 = s1[0], S2 = s2[0];
+  REAL c0 = x[0];
+  double *p1 = s->partials, *p2 = s->partials + s->nblocks;
+  size_t nc = 0;
+  for (size_t b = 0; b < s->nblocks; b++) {
+    size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
+    GAUSS_BLOCK_SUMS(x, lo, hi, c0, t0, p1 + b, p2 + b, s->cand, s->cand_cap, &nc);
+  }
+  double S1 = pairwise_sum(p1, s->nblocks), S2 = pairwise_sum(p2, s->nblocks);
   if (!isfinite(S1) || !isfinite(S2)) {
     FN(scan)(x, n, REAL_MAX, NULL, 0, &bad);
     if (bad != SIZE_MAX)
@@ -258,10 +330,19 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
   size_t c = 0;
   unsigned ev = 0;
   for (unsigned loops = 0; loops < s->p.gauss_loops;) {
-    c = FN(scan)(x, n, FN(strict_t)(thr), s->idx, n, &bad);
+    REAL t = FN(strict_t)(thr);
+    if (nc <= s->cand_cap && t >= t0) {
+      /* every |x_i| > t >= t0 is among the candidates */
+      c = 0;
+      for (size_t j = 0; j < nc; j++)
+        if (!(FABS(x[s->cand[j]]) <= t))
+          s->idx[c++] = s->cand[j];
+    } else {
+      c = FN(scan)(x, n, t, s->idx, n, &bad);
+      if (bad != SIZE_MAX)   /* reachable only when the sums overflowed */
+        return FN(report_bad)(x, bad);
+    }
     ev++;
-    if (bad != SIZE_MAX)   /* reachable only when the sums overflowed */
-      return FN(report_bad)(x, bad);
     if ((double) c < 2.0 * (double) k / 3.0)
       thr *= 0.5;
     else if ((double) c > 4.0 * (double) k / 3.0)
@@ -291,6 +372,10 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
   }
   REAL *smp = (REAL *) s->sample;
   for (size_t j = 0; j < m; j++) {
+    /* one cache line per sample, and the hardware prefetcher stops at
+     * page boundaries: ask for lines well ahead */
+    if (j + 32 < m)
+      __builtin_prefetch(x + start + (j + 32) * stride);
     REAL a = FABS(x[start + j * stride]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
@@ -299,7 +384,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
     top = 1;
   if (top > m)
     top = m;
-  REAL thr = FN(kth_largest)(smp, m, top);
+  REAL thr = FN(kth_largest_bucketed)(smp, m, top, (REAL *) s->mag, s->cand_cap);
   size_t c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
@@ -408,3 +493,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef FABS
 #undef NEXTDOWN
 #undef REAL_MAX
+#undef GAUSS_BLOCK_SUMS

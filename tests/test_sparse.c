@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <criterion/new/assert.h>
@@ -471,6 +473,108 @@ Test(gaussk, reference_count)
     if (y[i] != 0)
       cr_assert(eq(dbl, y[i], x[i]));
   free(x); free(y);
+}
+
+/* The definition of Gaussian-k's statistics (lib/sparse_source.c, and the
+ * GPU twin): 16 float lanes per block of 1024, folded into double in lane
+ * order, block sums added by an in-place pairwise tree.  Written out
+ * plainly here, with a full scan per threshold evaluation. */
+static double tree_sum(double *p, size_t m)
+{
+  for (; m > 1; m = (m + 1) / 2) {
+    for (size_t i = 0; i < m / 2; i++)
+      p[i] = p[2 * i] + p[2 * i + 1];
+    if (m % 2)
+      p[m / 2] = p[m - 1];
+  }
+  return p[0];
+}
+
+static size_t gaussk_by_definition(const float *x, size_t n, double rho,
+                                   uint32_t *out)
+{
+  size_t nb = (n + 1023) / 1024, k = (size_t) floor(rho * (double) n);
+  double *p1 = malloc(nb * sizeof *p1), *p2 = malloc(nb * sizeof *p2);
+  float c0 = x[0];
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = 1024 * b, hi = n - lo < 1024 ? n : lo + 1024, i = lo;
+    float a1[16] = {0}, a2[16] = {0};
+    for (; i + 16 <= hi; i += 16)
+      for (int j = 0; j < 16; j++) {
+        float d = x[i + j] - c0;
+        a1[j] += d;
+        a2[j] += d * d;
+      }
+    for (; i < hi; i++) {
+      float d = x[i] - c0;
+      a1[0] += d;
+      a2[0] += d * d;
+    }
+    p1[b] = p2[b] = 0;
+    for (int j = 0; j < 16; j++) {
+      p1[b] += (double) a1[j];
+      p2[b] += (double) a2[j];
+    }
+  }
+  double S1 = tree_sum(p1, nb), S2 = tree_sum(p2, nb);
+  double mu = (double) c0 + S1 / (double) n;
+  double var = (S2 - S1 * S1 / (double) n) / (double) (n - 1);
+  double thr = mu + fabs(gsl_cdf_ugaussian_Pinv(rho / 2)) * sqrt(var > 0 ? var : 0);
+  size_t c = 0;
+  for (int loops = 0; loops < 3;) {
+    c = 0;
+    for (size_t i = 0; i < n; i++)
+      if ((double) fabsf(x[i]) > thr)
+        out[c++] = (uint32_t) i;
+    if ((double) c < 2.0 * (double) k / 3.0)
+      thr *= 0.5;
+    else if ((double) c > 4.0 * (double) k / 3.0)
+      thr *= 1.5;
+    else
+      break;
+    loops++;
+  }
+  free(p1);
+  free(p2);
+  return c;
+}
+
+Test(gaussk, float32_matches_its_definition)
+{
+  /* n large enough for the sampled pre-threshold; inputs where it holds
+   * (Gaussian), where the tails overflow the candidates (Student-t, 1
+   * degree of freedom), where the threshold must be halved (a few huge
+   * entries inflate sigma), and lengths with a ragged last block. */
+  const size_t ns[3] = {131072, 1000003, 3 * 1024 * 1024 + 5};
+  for (int shape = 0; shape < 3; shape++)
+    for (int in = 0; in < 3; in++) {
+      size_t n = ns[in];
+      float *x = malloc(n * sizeof *x), *y = calloc(n, sizeof *y);
+      uint32_t *want = malloc(n * sizeof *want);
+      for (size_t i = 0; i < n; i++) {
+        double g = gc_rng_normal(7 + (uint64_t) in, (uint32_t) shape, 0, i);
+        if (shape == 1)
+          g /= fabs(gc_rng_normal(7 + (uint64_t) in, 9, 0, i)) + 1e-3;
+        if (shape == 2 && i % 100003 == 5)
+          g = 3e4;
+        x[i] = (float) (0.01 + g);
+      }
+      size_t c = gaussk_by_definition(x, n, 0.001, want);
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = 0.001;
+      gc_compress_info info;
+      cr_assert(eq(int, apply_f32(gc_compressor_gaussk, &p, x, n, 0, y, &info), GC_SUCCESS));
+      cr_assert(eq(sz, info.selected, c), "shape %d, n %zu", shape, n);
+      size_t j = 0;
+      for (size_t i = 0; i < n; i++)
+        if (y[i] != 0) {
+          cr_assert(j < c && want[j] == i, "shape %d, n %zu: index %zu", shape, n, i);
+          cr_assert(eq(flt, y[i], x[i]));
+          j++;
+        }
+      free(x); free(y); free(want);
+    }
 }
 
 /* ---- property 11: DGC ---------------------------------------------------- */
