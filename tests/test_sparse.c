@@ -613,6 +613,106 @@ Test(dgc, count_at_most_num_selects)
   free(x); free(y);
 }
 
+/* DGC written out from theory.md 2.6 with the library's choices (num_selects
+ * = k, strided sample from a counter-RNG start, the sample's exact order
+ * statistic by sorting), for float32. */
+static const float *dgc_x;
+
+static int by_magnitude_desc(const void *a, const void *b)
+{
+  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
+  float u = fabsf(dgc_x[i]), v = fabsf(dgc_x[j]);
+  return u > v ? -1 : u < v ? 1 : (i > j) - (i < j);
+}
+
+static int by_index(const void *a, const void *b)
+{
+  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
+  return (i > j) - (i < j);
+}
+
+static int float_desc(const void *a, const void *b)
+{
+  float u = *(const float *) a, v = *(const float *) b;
+  return u > v ? -1 : u < v;
+}
+
+static size_t dgc_by_definition(const float *x, size_t n, size_t ns,
+                                const gc_compressor_params *p, uint32_t step,
+                                uint32_t *out)
+{
+  double rho = (double) ns / (double) n;
+  double m0 = fmax(ceil(p->sample_ratio * (double) n), ceil(2.0 / rho));
+  size_t stride = 1, start = 0, m = n;
+  if (m0 < (double) n) {
+    stride = n / (size_t) m0;
+    if (stride > 1) {
+      start = gc_rng_below(gc_rng_u32(p->seed, p->stream, step, 0), (uint32_t) stride);
+      m = (n - start + stride - 1) / stride;
+    }
+  }
+  float *smp = malloc(m * sizeof *smp);
+  for (size_t j = 0; j < m; j++)
+    smp[j] = fabsf(x[start + j * stride]);
+  qsort(smp, m, sizeof *smp, float_desc);
+  size_t top = (size_t) ceil(rho * (double) m);
+  float thr = smp[(top < 1 ? 1 : top > m ? m : top) - 1];
+  free(smp);
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++)
+    if (fabsf(x[i]) >= thr)
+      out[c++] = (uint32_t) i;
+  for (int it = 0; n > m && it < 10; it++) {
+    if ((double) c > 1.3 * (double) ns) {
+      dgc_x = x;
+      qsort(out, c, sizeof *out, by_magnitude_desc);
+      qsort(out, ns, sizeof *out, by_index);
+      c = ns;
+      break;
+    }
+    if (c > ns || (double) c >= 0.8 * (double) ns)
+      break;
+    thr = (float) (0.8 * thr);
+    c = 0;
+    for (size_t i = 0; i < n; i++)
+      if (fabsf(x[i]) >= thr)
+        out[c++] = (uint32_t) i;
+  }
+  return c < ns ? c : ns;
+}
+
+Test(dgc, float32_matches_its_definition)
+{
+  /* Gaussian input, heavy tails (the count overshoots and the exact top-k
+   * within I is taken) and a few outliers (the threshold is lowered). */
+  enum { N = 1000003 };
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  uint32_t *want = malloc(N * sizeof *want);
+  for (int shape = 0; shape < 3; shape++)
+    for (uint32_t step = 0; step < 3; step++) {
+      for (size_t i = 0; i < N; i++) {
+        double g = gc_rng_normal(11, (uint32_t) shape, step, i);
+        if (shape == 1)
+          g /= fabs(gc_rng_normal(12, 0, step, i)) + 1e-3;
+        x[i] = (float) (shape == 2 && i % 997 == 0 ? 100 * g : g);
+      }
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = 0.001;
+      size_t c = dgc_by_definition(x, N, 1000, &p, step, want);
+      gc_compress_info info;
+      cr_assert(eq(int, apply_f32(gc_compressor_dgc, &p, x, N, step, y, &info), GC_SUCCESS));
+      cr_assert(eq(sz, info.selected, c), "shape %d step %u", shape, step);
+      size_t j = 0;
+      for (size_t i = 0; i < N; i++)
+        if (y[i] != 0) {
+          cr_assert(j < c && want[j] == i, "shape %d step %u: index %zu", shape, step, i);
+          j++;
+        }
+    }
+  free(x); free(y); free(want);
+}
+
 /* Index coding ties: 8 adjacent indices among n = 64 cost 8 bytes as delta
  * varints and 8 as a bitmap; the documented order (raw, delta, bitmap)
  * picks delta.  Offset 2 of the message is the coding byte. */
