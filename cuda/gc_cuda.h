@@ -94,12 +94,29 @@ int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
                           gc_cuda_info *d_info, cudaStream_t stream);
 
 /* Gaussian-k (gc_compressor_gaussk, theory.md §2.5): threshold from the
- * mean and standard deviation, `loops` adjustments, keep |x_i| > thr.
+ * mean and standard deviation, `loops` >= 1 adjustments, keep |x_i| > thr.
+ * The shifted sums follow sparse_source.c's order exactly (16 float lanes
+ * per block of 1024, block partials in double, pairwise tree over the
+ * blocks), so thr and the selection are the CPU's bit for bit.
  * d_idx, d_val hold n.  d_info->loops = threshold evaluations. */
 int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
                        size_t n, size_t k, unsigned loops, uint32_t *d_idx,
                        float *d_val, gc_cuda_info *d_info,
                        cudaStream_t stream);
+
+/* DGC sampled threshold (gc_compressor_dgc, theory.md §2.6): the CPU's
+ * strided sample of |x| (start from gc_rng for (seed, rng_stream, step)),
+ * the exact rank-th largest sample as thr, I = {|x_i| >= thr}, at most ten
+ * adaptation rounds (thr <- (float)(0.8 thr) while |I| < 0.8 k; the exact
+ * top-k with tie rule `ties` when |I| > 1.3 k), then the first k of I in
+ * index order.  1 <= k <= n, 0 < sample_ratio <= 1.  d_idx, d_val hold k.
+ * d_info->loops = threshold evaluations; d_info->nnz is left 0 (the
+ * encoder counts it). */
+int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
+                    size_t n, size_t k, double sample_ratio, int ties,
+                    uint64_t seed, uint32_t rng_stream, uint32_t step,
+                    uint32_t *d_idx, float *d_val, gc_cuda_info *d_info,
+                    cudaStream_t stream);
 
 /* Random-k (gc_compressor_randk / _unbiased): the k distinct indices that
  * sparse.c's Floyd draw takes from gc_rng for (seed, rng_stream, step),
@@ -135,7 +152,12 @@ int gc_cuda_norms_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
  * (its type, n and parameters are read on the host when the call is
  * enqueued).  d_buf has room for cap >= gc_compressor_max_bytes(c) bytes;
  * d_info->len receives the message length, d_info->status GC_EDOM for
- * NaN/Inf input.  Returns GC_EUNSUP for a type without a GPU encoder. */
+ * NaN/Inf input (and for a QSGD bucket norm that overflows float).
+ * QSGD adds each bucket's sum of squares in index order, as the CPU does:
+ * buckets run in parallel, but one bucket (params.bucket == 0) is a chain
+ * of n dependent adds.  Bytes of d_buf past the message may be rewritten
+ * with their own value (QSGD ORs zero bits into the last word it touches).
+ * Returns GC_EUNSUP for a type without a GPU encoder. */
 int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp,
                          size_t *tmp_bytes, const float *d_x, uint32_t step,
                          uint8_t *d_buf, size_t cap, gc_cuda_info *d_info,

@@ -62,6 +62,9 @@ struct SelState {
   uint32_t bad;                /* NaN or Inf seen                         */
   uint32_t count;              /* last threshold count (gaussk, dgc)      */
   uint32_t done, loops;        /* threshold adaptation                    */
+  uint32_t rescan;             /* dgc: the next count pass is wanted      */
+  uint32_t radix_off;          /* radix passes return at once (dgc keeps
+                                  them off unless it needs an exact top-k) */
   double thr;                  /* current threshold (gaussk, dgc)         */
   double thr_sel;              /* threshold of the last evaluation        */
   uint64_t total;              /* packed totals of the tile scan          */
@@ -97,7 +100,7 @@ scan_tiles(uint64_t *tiles, size_t ntiles, uint64_t *total)
     *total = carry;
 }
 
-/* Second step of the fixed-grid double sums (gc_cuda_norms_f32, Gaussian-k):
+/* Second step of the fixed-grid double sums (gc_cuda_norms_f32):
  * *out[q] = the sum of the np per-block partials part[q * np ...], q < Q, in
  * one block and a fixed order; a null out[q] is skipped. */
 template <int Q>
@@ -117,6 +120,67 @@ sum_partials(const double *part, unsigned np, double *o0, double *o1, double *o2
     __syncthreads();
   }
 }
+/* ---- the pairwise tree of block partials --------------------------------
+ * Gaussian-k's mean/std and TernGrad's clip bound are sums over blocks of
+ * SUM_BLOCK entries whose partials p[0..m) are combined, exactly as the CPU
+ * combines them, by the level-by-level tree
+ *     while m > 1: p[i] = p[2i] + p[2i+1] (i < m/2), odd m carries p[m-1]
+ *     to p[m/2], m = (m+1)/2.
+ * An aligned group of 2^L partials is reduced by the first L levels as if
+ * it stood alone (an incomplete last group too: its pairs and carries fall
+ * at the same places), so the tree is evaluated in groups of TREE_GROUP per
+ * block and again over the group results: the same additions in the same
+ * order, whatever the grid. */
+enum { SUM_BLOCK = 1024, TREE_GROUP = 1024 };
+
+/* out[q * mo + g] = tree of in[q * m + g * TREE_GROUP ...] (at most
+ * TREE_GROUP of them), q < Q.  Level w adds s[a + w] into s[a] for a a
+ * multiple of 2w: the compacted tree above, with entries left in place. */
+template <int Q>
+__global__ void __launch_bounds__(TREE_GROUP / 2)
+tree_groups(const double *in, size_t m, double *out, size_t mo)
+{
+  __shared__ double s[Q][TREE_GROUP];
+  const size_t g0 = (size_t) blockIdx.x * TREE_GROUP;
+  const unsigned cnt = (unsigned) (m - g0 < TREE_GROUP ? m - g0 : TREE_GROUP);
+  for (int q = 0; q < Q; q++)
+    for (unsigned i = threadIdx.x; i < cnt; i += blockDim.x)
+      s[q][i] = in[q * m + g0 + i];
+  __syncthreads();
+  for (unsigned w = 1; w < cnt; w <<= 1) {
+    for (unsigned a = 2 * w * threadIdx.x; a + w < cnt; a += 2 * w * blockDim.x)
+      for (int q = 0; q < Q; q++)
+        s[q][a] = __dadd_rn(s[q][a], s[q][a + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    for (int q = 0; q < Q; q++)
+      out[q * mo + blockIdx.x] = s[q][0];
+}
+
+/* out[q] = the tree total of part[q * m .. q * m + m), q < Q.  part is
+ * overwritten; spare holds Q * ceil(m / TREE_GROUP) doubles. */
+template <int Q>
+int pairwise_total(double *part, double *spare, size_t m, double *out, cudaStream_t stream)
+{
+  double *src = part, *dst = spare;
+  while (m > TREE_GROUP) {
+    size_t mo = (m + TREE_GROUP - 1) / TREE_GROUP;
+    tree_groups<Q><<<(unsigned) mo, TREE_GROUP / 2, 0, stream>>>(src, m, dst, mo);
+    GC_CUDA_LAUNCHED();
+    double *t = src;
+    src = dst;
+    dst = t;
+    m = mo;
+  }
+  tree_groups<Q><<<1, TREE_GROUP / 2, 0, stream>>>(src, m, out, 1);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+/* Doubles of spare storage pairwise_total needs for m partials (per q). */
+static inline size_t tree_spare(size_t m) { return (m + TREE_GROUP - 1) / TREE_GROUP; }
+
 } /* namespace */
 
 #endif /* GC_CUDA_INTERNAL_CUH */

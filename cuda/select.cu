@@ -1,5 +1,6 @@
-/* select.cu -- exact top-k by multi-block radix select, hard threshold and
- * Gaussian-k, all ending in one deterministic stable compaction.
+/* select.cu -- exact top-k by multi-block radix select, hard threshold,
+ * Gaussian-k, random-k and DGC, all ending in one deterministic stable
+ * compaction.
  *
  * Top-k.  The k-th largest |x| is found without sorting: the 31-bit
  * magnitude key is cut into digits of 11, 11 and 10 bits; each pass builds a
@@ -18,6 +19,9 @@
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+
+#include <float.h>
+#include <math.h>
 
 #include <gsl/gsl_cdf.h>
 
@@ -45,7 +49,10 @@ __global__ void init_state(SelState *st, uint32_t k)
   st->count = 0;
   st->done = 0;
   st->loops = 0;
+  st->rescan = 0;
+  st->radix_off = 0;
   st->thr = 0;
+  st->thr_sel = 0;
   st->total = 0;
 }
 
@@ -57,6 +64,8 @@ histogram(const float *__restrict__ x, float *acc, const float *__restrict__ g,
           float alpha, size_t n, SelState *st, uint32_t *hist)
 {
   __shared__ uint32_t sh[BINS];
+  if (st->radix_off)
+    return;
   for (unsigned b = threadIdx.x; b < BINS; b += BLOCK)
     sh[b] = 0;
   __syncthreads();
@@ -95,6 +104,8 @@ __global__ void __launch_bounds__(256) pick_digit(SelState *st, const uint32_t *
 {
   typedef cub::BlockScan<uint32_t, 256> Scan;
   __shared__ typename Scan::TempStorage tmp;
+  if (st->radix_off)
+    return;
   const unsigned nb = 1u << pass_bits(PASS), per = BINS / 256;
   uint32_t h[BINS / 256], sum = 0;
   for (unsigned j = 0; j < per; j++) {
@@ -168,11 +179,12 @@ tile_count(const float *__restrict__ x, size_t n, Cls cls, const SelState *st,
 }
 
 /* Stable scatter: entries in blocked arrangement (thread t owns ITEMS
- * consecutive indices), so ranks follow the index order.  With ZERO the
+ * consecutive indices), so ranks follow the index order; only the first
+ * `limit` kept entries are written (DGC's truncation).  With ZERO the
  * selected entries of `zero` are cleared (error-feedback residual). */
 template <class Cls, bool ZERO>
 __global__ void __launch_bounds__(BLOCK)
-scatter(const float *x, size_t n, Cls cls, int ties, const SelState *st,
+scatter(const float *x, size_t n, Cls cls, int ties, uint64_t limit, const SelState *st,
         const uint64_t *tiles, uint32_t *d_idx, float *d_val, float *zero)
 {
   typedef cub::BlockLoad<float, BLOCK, ITEMS, cub::BLOCK_LOAD_TRANSPOSE> Load;
@@ -207,10 +219,10 @@ scatter(const float *x, size_t n, Cls cls, int ties, const SelState *st,
     if (!cl[j])
       continue;
     bool keep = cl[j] == 1 || (eq >= lo && eq < hi);
-    if (keep) {
-      /* kept ties before this entry: eq ranks in [lo, min(eq, hi)) */
-      uint64_t ties_before = eq <= lo ? 0 : (eq < hi ? eq : hi) - lo;
-      uint64_t out = gt + ties_before;
+    /* kept ties before this entry: eq ranks in [lo, min(eq, hi)) */
+    uint64_t ties_before = eq <= lo ? 0 : (eq < hi ? eq : hi) - lo;
+    uint64_t out = gt + ties_before;
+    if (keep && out < limit) {
       size_t i = base + (size_t) threadIdx.x * ITEMS + j;
       d_idx[out] = (uint32_t) i;
       d_val[out] = v[j];
@@ -319,14 +331,12 @@ int init_checked(const Scratch &s, const float *d_x, size_t n, cudaStream_t stre
   return GC_SUCCESS;
 }
 
-/* Radix select of the k-th key; with acc/g the pass-0 EF update. */
-int radix_select(const Scratch &s, const float *d_x, float *d_acc,
-                 const float *d_g, float alpha, size_t n, size_t k,
-                 cudaStream_t stream)
+/* The three radix passes from the state's prefix, mask and krem (they do
+ * nothing while st->radix_off is set); with acc/g the pass-0 EF update. */
+int radix_passes(const Scratch &s, const float *d_x, float *d_acc, const float *d_g,
+                 float alpha, size_t n, cudaStream_t stream)
 {
   unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
-  init_state<<<1, 1, 0, stream>>>(s.st, (uint32_t) k);
-  GC_CUDA_LAUNCHED();
   GC_CUDA_TRY(cudaMemsetAsync(s.hist, 0, 3 * BINS * sizeof(uint32_t), stream));
   const float *src = d_acc ? d_acc : d_x;
   if (d_acc)
@@ -347,8 +357,18 @@ int radix_select(const Scratch &s, const float *d_x, float *d_acc,
   return GC_SUCCESS;
 }
 
+/* Radix select of the k-th key from a fresh state. */
+int radix_select(const Scratch &s, const float *d_x, float *d_acc,
+                 const float *d_g, float alpha, size_t n, size_t k,
+                 cudaStream_t stream)
+{
+  init_state<<<1, 1, 0, stream>>>(s.st, (uint32_t) k);
+  GC_CUDA_LAUNCHED();
+  return radix_passes(s, d_x, d_acc, d_g, alpha, n, stream);
+}
+
 template <class Cls, bool ZERO>
-int compact(const Scratch &s, const float *d_x, size_t n, Cls cls, int ties,
+int compact(const Scratch &s, const float *d_x, size_t n, Cls cls, int ties, size_t limit,
             uint32_t *d_idx, float *d_val, float *zero, cudaStream_t stream)
 {
   size_t nt = tiles_of(n);
@@ -356,8 +376,8 @@ int compact(const Scratch &s, const float *d_x, size_t n, Cls cls, int ties,
   GC_CUDA_LAUNCHED();
   scan_tiles<<<1, 1024, 0, stream>>>(s.tiles, nt, &s.st->total);
   GC_CUDA_LAUNCHED();
-  scatter<Cls, ZERO><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, ties, s.st, s.tiles,
-                                                          d_idx, d_val, zero);
+  scatter<Cls, ZERO><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, ties, limit, s.st,
+                                                          s.tiles, d_idx, d_val, zero);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }
@@ -378,28 +398,33 @@ int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
     return GC_SUCCESS;
   GC_TRY(radix_select(s, d_x, d_acc, d_g, alpha, n, k, stream));
   if (d_acc)
-    GC_TRY((compact<TopkClass, true>(s, d_acc, n, TopkClass(), ties, d_idx, d_val, d_acc, stream)));
+    GC_TRY((compact<TopkClass, true>(s, d_acc, n, TopkClass(), ties, k, d_idx, d_val, d_acc,
+                                     stream)));
   else
-    GC_TRY((compact<TopkClass, false>(s, d_x, n, TopkClass(), ties, d_idx, d_val, nullptr, stream)));
+    GC_TRY((compact<TopkClass, false>(s, d_x, n, TopkClass(), ties, k, d_idx, d_val, nullptr,
+                                      stream)));
   finish_topk<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }
 
 /* ---- Gaussian-k --------------------------------------------------------
- * mean and std come from deterministic double sums shifted by x[0], as
- * sparse_source.c shifts them (shifted_partials below); the threshold loop
- * runs on the device: each round counts |x| > thr and a one-thread kernel
- * adjusts thr or marks the loop done, so the host never waits.  Rounds
- * after `done` return at once. */
+ * mean and std from the shifted sums S1 = sum (x_i - x_0), S2 = sum
+ * (x_i - x_0)^2 in sparse_source.c's order (gauss_partials below), so the
+ * threshold is the CPU's to the last bit; the threshold loop runs on the
+ * device: each round counts |x| > thr and a one-thread kernel adjusts thr
+ * or marks the loop done, so the host never waits.  Rounds after `done`
+ * return at once. */
 __global__ void gauss_init(SelState *st, const float *x, const double *sums, size_t n,
                            double absz)
 {
-  /* sparse_source.c: sums shifted by c0 = x[0], mu = c0 + S1/n,
-   * var = (S2 - S1^2/n)/(n-1); spelled with _rn so nothing is fused */
+  /* sparse_source.c: mu = c0 + S1/n, var = (S2 - S1^2/n)/(n-1); spelled
+   * with _rn so that nothing is fused */
   double S1 = sums[0], S2 = sums[1], c0 = x[0];
-  double mu = __dadd_rn(c0, S1 / (double) n);
-  double var = n > 1 ? __dsub_rn(S2, __dmul_rn(S1, S1) / (double) n) / (double) (n - 1) : 0.0;
+  double mu = __dadd_rn(c0, __ddiv_rn(S1, (double) n));
+  double var = n > 1 ? __ddiv_rn(__dsub_rn(S2, __ddiv_rn(__dmul_rn(S1, S1), (double) n)),
+                                 (double) (n - 1))
+                     : 0.0;
   double sigma = sqrt(var > 0 ? var : 0.0);
   st->thr = __dadd_rn(mu, __dmul_rn(absz, sigma));
   st->thr_sel = st->thr;
@@ -442,33 +467,193 @@ __global__ void gauss_adjust(SelState *st, uint32_t k)
     st->done = 1;
 }
 
-/* Shifted sums for Gaussian-k: S1 = sum (x_i - x_0), S2 = sum (x_i - x_0)^2
- * in double, per-block partials in a fixed grid, then one block
- * (sum_partials): the same formula as sparse_source.c, deterministic, though
- * the summation order is a tree instead of the CPU's 8 sequential lanes (see
- * gc_cuda_gaussk_f32). */
-enum { SUM_BLOCKS = 1024 };
+/* The partials of the shifted sums, one per block of SUM_BLOCK entries, as
+ * sparse_source.c forms them: 16 float lanes, lane j adding x[i+j] - c0 and
+ * its square (product and sum rounded apart: no FMA) for i = lo, lo+16, ...
+ * while a whole group of 16 fits; lane 0 then takes the tail in index
+ * order; the partial is ((0.0 + a[0]) + a[1]) + ... + a[15] in double.
+ * Here lane j of a block is thread j of a half-warp, which folds the lanes
+ * in that order through shuffles.  NaN/Inf in x sets st->bad. */
+enum { GAUSS_LANES = 16 };
 
 __global__ void __launch_bounds__(BLOCK)
-shifted_partials(const float *__restrict__ x, size_t n, double *part)
+gauss_partials(const float *__restrict__ x, size_t n, size_t nblk, double *part, SelState *st)
 {
-  typedef cub::BlockReduce<double, BLOCK> Reduce;
+  const size_t t = (size_t) blockIdx.x * BLOCK + threadIdx.x, b = t / GAUSS_LANES;
+  const unsigned j = (unsigned) (t % GAUSS_LANES);
+  const float c0 = x[0];
+  float a1 = 0.0f, a2 = 0.0f;
+  int bad = 0;
+  if (b < nblk) {
+    size_t lo = b * SUM_BLOCK, hi = n - lo < SUM_BLOCK ? n : lo + SUM_BLOCK;
+    size_t full = lo + (hi - lo) / GAUSS_LANES * GAUSS_LANES;
+    for (size_t i = lo + j; i < full; i += GAUSS_LANES) {
+      float v = x[i], d = __fsub_rn(v, c0);
+      bad |= mag_key(v) >= KEY_INF;
+      a1 = __fadd_rn(a1, d);
+      a2 = __fadd_rn(a2, __fmul_rn(d, d));
+    }
+    if (j == 0)
+      for (size_t i = full; i < hi; i++) {
+        float v = x[i], d = __fsub_rn(v, c0);
+        bad |= mag_key(v) >= KEY_INF;
+        a1 = __fadd_rn(a1, d);
+        a2 = __fadd_rn(a2, __fmul_rn(d, d));
+      }
+  }
+  /* every thread reaches the shuffles: lanes past nblk add zeros that
+   * nobody stores */
+  const unsigned first = threadIdx.x & 31 & ~(unsigned) (GAUSS_LANES - 1);
+  double p1 = 0.0, p2 = 0.0;
+  for (unsigned l = 0; l < GAUSS_LANES; l++) {
+    p1 = __dadd_rn(p1, (double) __shfl_sync(0xffffffffu, a1, first + l));
+    p2 = __dadd_rn(p2, (double) __shfl_sync(0xffffffffu, a2, first + l));
+  }
+  if (j == 0 && b < nblk) {
+    part[b] = p1;
+    part[nblk + b] = p2;
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&st->bad, 1u);
+}
+
+/* ---- DGC (theory.md §2.6, sparse_source.c FN(dgc)) ------------------------
+ * The host computes the sample geometry (stride, start from gc_rng, count,
+ * rank) exactly as the CPU; the device gathers the strided |x| (clamped to
+ * FLT_MAX as the CPU clamps them), radix-selects the rank-th largest sample
+ * (exact), counts |x| >= thr on the full vector, then runs the CPU's at most
+ * ten adaptation rounds as one-thread decisions between count passes.  When
+ * a round finds more than 1.3 ns candidates, the CPU takes the exact top-ns
+ * of I, which is the global top-ns with the same tie rule (I holds every
+ * |x_i| >= thr, and more than ns of them): the gated radix passes compute
+ * it.  The compaction keeps either that top-ns or the first ns of
+ * {|x| >= thr} in index order. */
+struct DgcSample {
+  size_t stride, start, m, top;
+  bool sampled;   /* n > m: the reference adapts only then */
+};
+
+DgcSample dgc_sample(size_t n, size_t k, double sample_ratio, uint64_t seed, uint32_t rs,
+                     uint32_t step)
+{
+  DgcSample d = {1, 0, n, 0, false};
+  double rho = (double) k / (double) n;
+  double m0 = fmax(ceil(sample_ratio * (double) n), ceil(2.0 / rho));
+  if (m0 < (double) n) {
+    d.stride = n / (size_t) m0;
+    if (d.stride > 1) {
+      d.start = gc_rng_below(gc_rng_u32(seed, rs, step, 0), (uint32_t) d.stride);
+      d.m = (n - d.start + d.stride - 1) / d.stride;
+    }
+  }
+  d.top = (size_t) ceil(rho * (double) d.m);
+  if (d.top < 1)
+    d.top = 1;
+  if (d.top > d.m)
+    d.top = d.m;
+  d.sampled = n > d.m;
+  return d;
+}
+
+__global__ void __launch_bounds__(BLOCK)
+dgc_gather(const float *__restrict__ x, size_t start, size_t stride, size_t m, float *smp)
+{
+  for (size_t j = (size_t) blockIdx.x * BLOCK + threadIdx.x; j < m;
+       j += (size_t) gridDim.x * BLOCK) {
+    float a = fabsf(x[start + j * stride]);
+    smp[j] = a <= FLT_MAX ? a : FLT_MAX;   /* NaN and Inf sort as FLT_MAX */
+  }
+}
+
+/* thr = the sample selection's key, a float; then the first count. */
+__global__ void dgc_start(SelState *st, const SelState *smp)
+{
+  st->thr = (double) __uint_as_float(smp->T);
+  st->count = 0;
+  st->rescan = 1;
+  st->loops = 1;
+  st->done = 0;
+  st->radix_off = 1;
+}
+
+/* |x_i| >= thr  <=>  !(|x_i| <= NEXTDOWN(thr)) for the CPU's thr >= 0,
+ * compared as magnitude keys.  CHECK (the first pass) also flags NaN/Inf;
+ * it must not read st->bad, which its own blocks are setting. */
+template <bool CHECK>
+__global__ void __launch_bounds__(BLOCK)
+dgc_count(const float *__restrict__ x, size_t n, SelState *st)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
   __shared__ typename Reduce::TempStorage tmp;
-  const double c0 = x[0];
-  double s1 = 0, s2 = 0;
+  if (!st->rescan || (!CHECK && st->bad))
+    return;
+  const uint32_t tkey = __float_as_uint((float) st->thr);
+  uint32_t c = 0;
+  int bad = 0;
   for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
        i += (size_t) gridDim.x * BLOCK) {
-    double d = __dsub_rn((double) x[i], c0);
-    s1 = __dadd_rn(s1, d);
-    s2 = __dadd_rn(s2, __dmul_rn(d, d));
+    uint32_t key = mag_key(x[i]);
+    if (CHECK)
+      bad |= key >= KEY_INF;
+    c += key >= tkey;
   }
-  double r = Reduce(tmp).Sum(s1);
-  if (threadIdx.x == 0)
-    part[blockIdx.x] = r;
-  __syncthreads();
-  r = Reduce(tmp).Sum(s2);
-  if (threadIdx.x == 0)
-    part[gridDim.x + blockIdx.x] = r;
+  uint32_t t = Reduce(tmp).Sum(c);
+  if (CHECK && __syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&st->bad, 1u);
+  if (threadIdx.x == 0 && t)
+    atomicAdd(&st->count, t);
+}
+
+/* One adaptation round of sparse_source.c FN(dgc), same tests in the same
+ * order; the exact top-ns arms the radix passes (prefix 0, krem = ns). */
+__global__ void dgc_adjust(SelState *st, uint32_t ns)
+{
+  st->rescan = 0;
+  if (st->bad || st->done)
+    return;
+  uint32_t c = st->count;
+  if ((double) c > 1.3 * (double) ns) {
+    st->radix_off = 0;
+    st->prefix = 0;
+    st->mask = 0;
+    st->krem = ns;
+    st->done = 1;
+  } else if (c > ns || !((double) c < 0.8 * (double) ns)) {
+    st->done = 1;
+  } else {
+    /* thr = (REAL) (0.8 * thr): the product in double, then to float */
+    float thr = (float) st->thr;
+    st->thr = (double) __double2float_rn(__dmul_rn(0.8, (double) thr));
+    st->count = 0;
+    st->rescan = 1;
+    st->loops++;
+  }
+}
+
+/* The exact top-ns when the radix passes ran, else |x| >= thr (the scatter
+ * keeps the first ns of those). */
+struct DgcClass {
+  __device__ int operator()(size_t, float v, const SelState &s) const
+  {
+    uint32_t key = mag_key(v);
+    if (!s.radix_off)
+      return key > s.T ? 1 : key == s.T ? 2 : 0;
+    return key >= __float_as_uint((float) s.thr) ? 1 : 0;
+  }
+};
+
+__global__ void finish_dgc(const SelState *st, uint32_t ns, gc_cuda_info *info)
+{
+  if (st->bad) {
+    info->status = GC_EDOM;
+    info->selected = info->nnz = 0;
+    return;
+  }
+  uint32_t c = st->radix_off ? (uint32_t) (st->total & 0xffffffffu) : ns;
+  info->status = GC_SUCCESS;
+  info->selected = c < ns ? c : ns;
+  info->nnz = 0;   /* counted by the encoder when it writes the values */
+  info->loops = st->loops;
 }
 
 /* ---- random-K: Floyd's algorithm in parallel -----------------------------
@@ -613,7 +798,8 @@ extern "C" int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float
     return GC_SUCCESS;
   GC_TRY(init_checked(s, d_x, n, stream));
   AboveClass cls = {v, false};
-  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
+  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, n, d_idx, d_val, nullptr,
+                                      stream)));
   finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
@@ -624,25 +810,30 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
                                   float *d_val, gc_cuda_info *d_info, cudaStream_t stream)
 {
   GC_TRY(check_nk(n, k, "gaussk"));
-  unsigned np = grid_for(n, BLOCK * 16, SUM_BLOCKS);
+  if (loops < 1)
+    GC_ERROR("gaussk: loops must be >= 1, as for gc_compressor_gaussk", GC_EINVAL);
+  size_t nblk = (n + SUM_BLOCK - 1) / SUM_BLOCK;
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
   double *sums = cv.take<double>(2);
-  double *part = cv.take<double>(2 * (size_t) np);
+  double *part = cv.take<double>(2 * nblk);
+  double *spare = cv.take<double>(2 * tree_spare(nblk));
   bool sizing;
   GC_TRY(finish_carve(cv, tmp_bytes, "gaussk", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  GC_TRY(init_checked(s, d_x, n, stream));
-  unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
-  shifted_partials<<<np, BLOCK, 0, stream>>>(d_x, n, part);
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
   GC_CUDA_LAUNCHED();
-  sum_partials<2><<<1, BLOCK, 0, stream>>>(part, np, sums, sums + 1, nullptr);
+  /* one thread per (block, lane): nblk * 16 <= 2^26 threads for n < 2^32 */
+  unsigned pgrid = (unsigned) ((nblk * GAUSS_LANES + BLOCK - 1) / BLOCK);
+  gauss_partials<<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
   GC_CUDA_LAUNCHED();
+  GC_TRY(pairwise_total<2>(part, spare, nblk, sums, stream));
   /* |z| exactly as sparse.c computes it: GSL on the host, rho = k/n */
   double absz = fabs(gsl_cdf_ugaussian_Pinv((double) k / (double) n / 2));
   gauss_init<<<1, 1, 0, stream>>>(s.st, d_x, sums, n, absz);
   GC_CUDA_LAUNCHED();
+  unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
   for (unsigned r = 0; r < loops; r++) {
     count_above<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
     GC_CUDA_LAUNCHED();
@@ -650,8 +841,59 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
     GC_CUDA_LAUNCHED();
   }
   AboveClass cls = {0.0, true};
-  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
+  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, n, d_idx, d_val, nullptr,
+                                      stream)));
   finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
+  GC_CUDA_LAUNCHED();
+  return GC_SUCCESS;
+}
+
+extern "C" int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x, size_t n,
+                               size_t k, double sample_ratio, int ties, uint64_t seed,
+                               uint32_t rng_stream, uint32_t step, uint32_t *d_idx,
+                               float *d_val, gc_cuda_info *d_info, cudaStream_t stream)
+{
+  GC_TRY(check_nk(n, k, "dgc"));
+  if (ties != GC_TIES_LOW && ties != GC_TIES_HIGH)
+    GC_ERROR("dgc: ties must be GC_TIES_LOW or GC_TIES_HIGH", GC_EINVAL);
+  if (!(sample_ratio > 0 && sample_ratio <= 1))
+    GC_ERRORF(GC_EINVAL, "dgc: sample ratio %g is outside (0,1]", sample_ratio);
+  const DgcSample ds = dgc_sample(n, k, sample_ratio, seed, rng_stream, step);
+  Carver cv(d_tmp);
+  Scratch s = carve(cv, n);
+  Scratch sample;   /* the radix select over the samples: no compaction */
+  sample.st = cv.take<SelState>(1);
+  sample.hist = cv.take<uint32_t>(3 * BINS);
+  sample.tiles = nullptr;
+  float *smp = cv.take<float>(ds.m);
+  bool sizing;
+  GC_TRY(finish_carve(cv, tmp_bytes, "dgc", &sizing));
+  if (sizing)
+    return GC_SUCCESS;
+  dgc_gather<<<grid_for(ds.m, BLOCK, 4096), BLOCK, 0, stream>>>(d_x, ds.start, ds.stride, ds.m,
+                                                                 smp);
+  GC_CUDA_LAUNCHED();
+  GC_TRY(radix_select(sample, smp, nullptr, nullptr, 0.f, ds.m, ds.top, stream));
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
+  dgc_start<<<1, 1, 0, stream>>>(s.st, sample.st);
+  GC_CUDA_LAUNCHED();
+  unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
+  dgc_count<true><<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
+  GC_CUDA_LAUNCHED();
+  if (ds.sampled) {
+    enum { DGC_ROUNDS = 10 };
+    for (int r = 0; r < DGC_ROUNDS; r++) {
+      dgc_adjust<<<1, 1, 0, stream>>>(s.st, (uint32_t) k);
+      GC_CUDA_LAUNCHED();
+      dgc_count<false><<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
+      GC_CUDA_LAUNCHED();
+    }
+    GC_TRY(radix_passes(s, d_x, nullptr, nullptr, 0.f, n, stream));
+  }
+  GC_TRY((compact<DgcClass, false>(s, d_x, n, DgcClass(), ties, k, d_idx, d_val, nullptr,
+                                    stream)));
+  finish_dgc<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }
@@ -689,7 +931,8 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
   GC_CUDA_LAUNCHED();
   if (ascending) {
     BitClass cls = {bits};
-    GC_TRY((compact<BitClass, false>(s, d_x, n, cls, GC_TIES_LOW, d_idx, d_val, nullptr, stream)));
+    GC_TRY((compact<BitClass, false>(s, d_x, n, cls, GC_TIES_LOW, k, d_idx, d_val, nullptr,
+                                     stream)));
   } else {
     gather_values<<<grid, BLOCK, 0, stream>>>(d_x, d_idx, k, s.st, d_val);
     GC_CUDA_LAUNCHED();

@@ -7,7 +7,8 @@
  * waits.  Grids are sized for the largest possible count; threads past the
  * actual count return.  Messages are written with byte stores: the value
  * and index sections start at odd offsets (7, 2, 6), so word stores would
- * be misaligned. */
+ * be misaligned.  The one exception is QSGD's bit stream, written in words
+ * from the stream start rounded down to 4 bytes (see qsgd_write). */
 #include <string.h>
 
 #include <cub/block/block_reduce.cuh>
@@ -25,8 +26,8 @@ namespace {
 /* lib/quant.c constants (private to quant.c, so repeated here; the tests
  * compare whole messages, which pins them).  The sparse layout's come from
  * lib/gc_wire.h. */
-enum { Q_HDR = 2, T_IDENTITY = 0xD0, T_SIGN = 0xD1, T_SCALED_SIGN = 0xD2, T_TERNGRAD = 0xD4,
-       T_FP16 = 0xD5, T_BF16 = 0xD6, PREC32 = 32 };
+enum { Q_HDR = 2, T_IDENTITY = 0xD0, T_SIGN = 0xD1, T_SCALED_SIGN = 0xD2, T_QSGD = 0xD3,
+       T_TERNGRAD = 0xD4, T_FP16 = 0xD5, T_BF16 = 0xD6, PREC32 = 32 };
 
 struct Plan {
   uint32_t c;
@@ -37,6 +38,7 @@ struct Plan {
   uint32_t nnz;
   uint32_t smax;     /* terngrad: max of the clipped |x| as float bits */
   float clipc;       /* terngrad clip bound */
+  uint64_t bits;     /* qsgd: length of the code stream in bits */
 };
 
 __device__ __forceinline__ void put_u32(uint8_t *p, uint32_t v)
@@ -213,6 +215,7 @@ __global__ void qplan_init(Plan *pl)
   pl->nnz = 0;
   pl->smax = 0;
   pl->clipc = __int_as_float(0x7f800000);   /* +inf: no clipping */
+  pl->bits = 0;
 }
 
 __global__ void qheader(uint8_t *buf, uint8_t tag)
@@ -318,14 +321,52 @@ tern_max(const float *__restrict__ x, size_t n, Plan *pl)
     atomicMax(&pl->smax, r);
 }
 
-/* Clip bound c = (float)(clip * sd) with sd the unbiased standard deviation
- * from gc_cuda_norms_f32's sums (tree order: see gc_cuda_compress_f32). */
-__global__ void tern_clip(Plan *pl, const double *sums, size_t n, double clip)
+/* TernGrad's clip statistics in quant_source.c's order: per block of
+ * SUM_BLOCK entries a sequential double sum from 0.0 in index order (of x_i,
+ * or with SQUARES of (x_i - mean)^2, mean = sum[0] / n), block partials
+ * combined by the pairwise tree (gc_cuda_internal.cuh).  One thread per
+ * block; each warp stages 32 x 32 tiles through shared memory so that the
+ * loads stay coalesced while every thread reads its own block in order. */
+template <bool SQUARES>
+__global__ void __launch_bounds__(BLOCK)
+tern_partials(const float *__restrict__ x, size_t n, const double *sum, size_t nblk,
+              double *part)
 {
-  double mean = sums[2] / (double) n;
-  double ss = sums[1] - (double) n * mean * mean;   /* sum (x - mean)^2 */
-  double sd = n > 1 ? sqrt((ss > 0 ? ss : 0) / (double) (n - 1)) : 0.0;
-  pl->clipc = (float) (clip * sd);
+  __shared__ float tile[BLOCK / 32][32][33];   /* 33: no bank conflicts */
+  const unsigned lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const size_t first = (size_t) blockIdx.x * BLOCK + 32 * w, mine = first + lane;
+  if (first >= nblk)   /* the whole warp: only warp barriers follow */
+    return;
+  const double mean = SQUARES ? __ddiv_rn(sum[0], (double) n) : 0.0;
+  double acc = 0.0;
+  for (unsigned off = 0; off < SUM_BLOCK; off += 32) {
+    for (unsigned r = 0; r < 32; r++) {
+      size_t i = (first + r) * SUM_BLOCK + off + lane;
+      tile[w][r][lane] = i < n ? x[i] : 0.0f;
+    }
+    __syncwarp();
+    size_t lo = mine * SUM_BLOCK + off;
+    for (unsigned j = 0; j < 32 && lo + j < n; j++) {
+      double v = (double) tile[w][lane][j];
+      if (SQUARES) {
+        double d = __dsub_rn(v, mean);
+        acc = __dadd_rn(acc, __dmul_rn(d, d));
+      } else {
+        acc = __dadd_rn(acc, v);
+      }
+    }
+    __syncwarp();
+  }
+  if (mine < nblk)
+    part[mine] = acc;
+}
+
+/* c = (float)(clip * sd), sd = sqrt(sum (x - mean)^2 / (n - 1)) as the CPU
+ * rounds it (torch.std's unbiased estimator). */
+__global__ void tern_clip(Plan *pl, const double *sq, size_t n, double clip)
+{
+  double sd = n > 1 ? sqrt(__ddiv_rn(*sq, (double) (n - 1))) : 0.0;
+  pl->clipc = __double2float_rn(__dmul_rn(clip, sd));
 }
 
 /* One thread per output byte = entries 4b..4b+3 = one Philox block. */
@@ -367,14 +408,199 @@ tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, ui
     put_u32(buf + Q_HDR, pl->smax);
 }
 
-/* Close a quantizer message: status, counts and the (fixed) length. */
+/* ---- QSGD ------------------------------------------------------------------
+ * quant_source.c FN(qsgd_encode): per bucket the norm amax * sqrt(ss), ss =
+ * sum (x_i / amax)^2 added in index order, rounded to float and sent; per
+ * entry the level xi (stochastic rounding with gc_rng keyed by the element)
+ * coded as gamma(xi + 1), then a sign bit when xi > 0, in one LSB-first bit
+ * stream after the norms.
+ * The CPU adds ss sequentially, so the GPU does too: one warp per bucket
+ * squares 32 entries at once and folds them into ss in order through
+ * shuffles.  Buckets run in parallel; a single bucket of n entries is a
+ * chain of n dependent adds, the price of bit-identical norms.
+ * Code lengths are summed per tile and scanned, so every code lands at the
+ * CPU's bit offset.  A block assembles its tile's bits in shared memory and
+ * stores whole words, with atomicOr only on the two words it may share with
+ * the neighbouring tiles (the stream is zeroed first). */
+enum { QSGD_MAX_CODE = 66,   /* gamma(2^32) + sign: levels s < 2^32 */
+       QSGD_TILE_WORDS = TILE * QSGD_MAX_CODE / 32 + 2 };
+
+__global__ void __launch_bounds__(BLOCK)
+qsgd_norms(const float *__restrict__ x, size_t n, size_t bucket, size_t nb, float *norms,
+           uint8_t *buf, Plan *pl)
+{
+  const unsigned lane = threadIdx.x & 31;
+  const size_t warps = (size_t) gridDim.x * (BLOCK / 32);
+  int bad = 0;
+  for (size_t b = ((size_t) blockIdx.x * BLOCK + threadIdx.x) / 32; b < nb; b += warps) {
+    size_t lo = b * bucket, hi = n - lo < bucket ? n : lo + bucket;
+    double amax = 0;
+    int nonfinite = 0;
+    for (size_t i = lo + lane; i < hi; i += 32) {
+      float v = x[i];
+      nonfinite |= mag_key(v) >= KEY_INF;
+      amax = fmax(amax, fabs((double) v));   /* a maximum: order-free */
+    }
+    for (int o = 16; o; o >>= 1)
+      amax = fmax(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    nonfinite = __any_sync(0xffffffffu, nonfinite);
+    float norm = 0.0f;
+    if (!nonfinite && amax > 0) {
+      double ss = 0.0;
+      for (size_t i0 = lo; i0 < hi; i0 += 32) {
+        size_t i = i0 + lane;
+        double t = i < hi ? __ddiv_rn((double) x[i], amax) : 0.0, t2 = __dmul_rn(t, t);
+        unsigned cnt = hi - i0 < 32 ? (unsigned) (hi - i0) : 32;
+        for (unsigned j = 0; j < cnt; j++)
+          ss = __dadd_rn(ss, __shfl_sync(0xffffffffu, t2, j));
+      }
+      norm = __double2float_rn(__dmul_rn(amax, sqrt(ss)));
+    }
+    /* a norm that overflows float is GC_EDOM on the CPU too */
+    nonfinite |= mag_key(norm) >= KEY_INF;
+    if (lane == 0) {
+      norms[b] = norm;
+      put_u32(buf + Q_HDR + 4 * b, __float_as_uint(norm));
+    }
+    bad |= nonfinite;
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(&pl->bad, 1u);
+}
+
+/* xi for one entry: r = |x| s / norm (norm as sent), xi = floor(r) + [u <
+ * (r - floor r) 2^32], at most s; 0 for a zero bucket. */
+__device__ __forceinline__ uint32_t qsgd_level(float v, float norm, unsigned s, uint32_t u)
+{
+  if (norm == 0.0f)
+    return 0;
+  double k = __ddiv_rn((double) s, (double) norm);
+  double r = __dmul_rn(fabs((double) v), k), l = floor(r);
+  uint64_t xi = (uint64_t) l + ((double) u < __dmul_rn(__dsub_rn(r, l), 4294967296.0));
+  return xi > s ? s : (uint32_t) xi;
+}
+
+/* Bits of gamma(xi + 1) and the sign bit. */
+__device__ __forceinline__ unsigned qsgd_code_bits(uint32_t xi)
+{
+  unsigned N = 63u - (unsigned) __clzll((long long) xi + 1);
+  return 2 * N + 1 + (xi != 0);
+}
+
+/* Per tile: code bits (low 32) and nonzero levels (high 32), the bits to
+ * tiles[] for the scan, the nonzeros to pl->nnz. */
+__global__ void __launch_bounds__(BLOCK)
+qsgd_lengths(const float *__restrict__ x, size_t n, size_t bucket, const float *norms,
+             unsigned s, uint64_t seed, uint32_t rs, uint32_t step, Plan *pl, uint64_t *tiles)
+{
+  typedef cub::BlockReduce<uint64_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const bool bad = pl->bad;
+  size_t base = (size_t) blockIdx.x * TILE;
+  uint64_t c = 0;
+  for (unsigned j = 0; j < ITEMS; j++) {
+    size_t i = base + (size_t) j * BLOCK + threadIdx.x;   /* coalesced */
+    if (!bad && i < n) {
+      uint32_t xi = qsgd_level(x[i], norms[i / bucket], s, gc_rng_u32(seed, rs, step, i));
+      c += qsgd_code_bits(xi) + ((uint64_t) (xi != 0) << 32);
+    }
+  }
+  uint64_t t = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0) {
+    tiles[blockIdx.x] = t & 0xffffffffu;
+    if (t >> 32)
+      atomicAdd(&pl->nnz, (uint32_t) (t >> 32));
+  }
+}
+
+__global__ void __launch_bounds__(BLOCK)
+qsgd_zero(uint8_t *stream, const Plan *pl, size_t cap)
+{
+  if (pl->bad)
+    return;
+  const size_t nbytes = (pl->bits + 7) / 8;
+  for (size_t b = (size_t) blockIdx.x * BLOCK + threadIdx.x; b < nbytes && b < cap;
+       b += (size_t) gridDim.x * BLOCK)
+    stream[b] = 0;
+}
+
+/* v < 2^nbits (nbits <= 32) into the bit array w at bit pos. */
+__device__ __forceinline__ void or_bits(uint32_t *w, uint64_t pos, uint32_t v, unsigned nbits)
+{
+  if (!v)
+    return;
+  unsigned sh = (unsigned) (pos & 31);
+  atomicOr(&w[pos >> 5], v << sh);
+  if (sh && sh + nbits > 32)
+    atomicOr(&w[(pos >> 5) + 1], v >> (32 - sh));
+}
+
+/* The codes of one tile: thread t owns the ITEMS consecutive entries from
+ * base, so a block scan of its bit counts gives each code's offset.  words
+ * is d_buf's stream start rounded down to 4 bytes; the stream begins at
+ * bit bit0 of it. */
+__global__ void __launch_bounds__(BLOCK)
+qsgd_write(const float *__restrict__ x, size_t n, size_t bucket, const float *norms,
+           unsigned s, uint64_t seed, uint32_t rs, uint32_t step, const Plan *pl,
+           const uint64_t *tiles, uint32_t *words, unsigned bit0)
+{
+  typedef cub::BlockScan<uint32_t, BLOCK> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ uint32_t sh[QSGD_TILE_WORDS];
+  if (pl->bad)
+    return;
+  const size_t base = (size_t) blockIdx.x * TILE + (size_t) threadIdx.x * ITEMS;
+  uint32_t xi[ITEMS], neg = 0, mine = 0;
+  for (unsigned q = 0; q < ITEMS; q += 4) {   /* one Philox block per 4 entries */
+    gc_rng4 r = gc_rng_block(seed, rs, step, (base + q) >> 2);
+    for (unsigned t = 0; t < 4; t++) {
+      size_t i = base + q + t;
+      xi[q + t] = 0;
+      if (i < n) {
+        float v = x[i];
+        xi[q + t] = qsgd_level(v, norms[i / bucket], s, r.v[t]);
+        neg |= (uint32_t) (v < 0) << (q + t);
+        mine += qsgd_code_bits(xi[q + t]);
+      }
+    }
+  }
+  uint32_t off, total;
+  Scan(tmp).ExclusiveSum(mine, off, total);
+  const uint64_t start = bit0 + tiles[blockIdx.x];   /* tiles: exclusive bit offsets */
+  const uint64_t w0 = start >> 5, w1 = (start + total - 1) >> 5;
+  const unsigned nw = (unsigned) (w1 - w0 + 1);
+  for (unsigned i = threadIdx.x; i < nw; i += BLOCK)
+    sh[i] = 0;
+  __syncthreads();
+  uint64_t pos = (start & 31) + off;
+  for (unsigned j = 0; j < ITEMS && base + j < n; j++) {
+    uint64_t v = (uint64_t) xi[j] + 1;
+    unsigned N = 63u - (unsigned) __clzll((long long) v);
+    or_bits(sh, pos + N, 1, 1);   /* N zeros, then the 1 */
+    if (N)
+      or_bits(sh, pos + N + 1, (uint32_t) (v & ((1ull << N) - 1)), N);
+    if (xi[j])
+      or_bits(sh, pos + 2 * N + 1, (neg >> j) & 1u, 1);
+    pos += 2 * N + 1 + (xi[j] != 0);
+  }
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < nw; i += BLOCK) {
+    if (i > 0 && i < nw - 1)
+      words[w0 + i] = sh[i];
+    else if (sh[i])
+      atomicOr(&words[w0 + i], sh[i]);
+  }
+}
+
+/* Close a quantizer message: status, counts and the length (the fixed part
+ * plus qsgd's code stream). */
 __global__ void qfinish(const Plan *pl, size_t n, uint64_t len, gc_cuda_info *info)
 {
   info->status = pl->bad ? GC_EDOM : GC_SUCCESS;
   info->selected = pl->bad ? 0 : (uint32_t) n;
   info->nnz = pl->bad ? 0 : pl->nnz;
   info->loops = 0;
-  info->len = pl->bad ? 0 : len;
+  info->len = pl->bad ? 0 : len + (pl->bits + 7) / 8;
 }
 
 __global__ void sign_bad_to_plan(const gc_cuda_info *info, Plan *pl)
@@ -383,16 +609,16 @@ __global__ void sign_bad_to_plan(const gc_cuda_info *info, Plan *pl)
   pl->nnz = (uint32_t) info->nnz;
 }
 
-enum Kind { K_NONE, K_TOPK, K_RANDK, K_RANDKU, K_THRESHOLD, K_GAUSSK, K_IDENTITY, K_SIGN,
-            K_SCALED_SIGN, K_TERNGRAD, K_FP16, K_BF16 };
+enum Kind { K_NONE, K_TOPK, K_RANDK, K_RANDKU, K_THRESHOLD, K_GAUSSK, K_DGC, K_IDENTITY,
+            K_SIGN, K_SCALED_SIGN, K_QSGD, K_TERNGRAD, K_FP16, K_BF16 };
 
 Kind kind_of(const gc_compressor_type *T)
 {
   static const struct { const char *name; Kind k; } tab[] = {
     {"topk", K_TOPK}, {"randk", K_RANDK}, {"randk-unbiased", K_RANDKU},
-    {"threshold", K_THRESHOLD}, {"gaussk", K_GAUSSK}, {"identity", K_IDENTITY},
-    {"sign", K_SIGN}, {"scaled-sign", K_SCALED_SIGN}, {"terngrad", K_TERNGRAD},
-    {"fp16", K_FP16}, {"bf16", K_BF16}};
+    {"threshold", K_THRESHOLD}, {"gaussk", K_GAUSSK}, {"dgc", K_DGC},
+    {"identity", K_IDENTITY}, {"sign", K_SIGN}, {"scaled-sign", K_SCALED_SIGN},
+    {"qsgd", K_QSGD}, {"terngrad", K_TERNGRAD}, {"fp16", K_FP16}, {"bf16", K_BF16}};
   for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
     if (!strcmp(T->name, tab[i].name))
       return tab[i].k;
@@ -415,6 +641,9 @@ int select_into(Kind kind, const gc_compressor_params *p, void *d_tmp, size_t *t
   case K_THRESHOLD:
     return gc_cuda_threshold_f32(d_tmp, tmp_bytes, d_x, n, p->threshold, idx, val, d_info,
                                  stream);
+  case K_DGC:
+    return gc_cuda_dgc_f32(d_tmp, tmp_bytes, d_x, n, k, p->sample_ratio, p->ties, p->seed,
+                           p->stream, step, idx, val, d_info, stream);
   default:
     return gc_cuda_gaussk_f32(d_tmp, tmp_bytes, d_x, n, k, p->gauss_loops, idx, val, d_info,
                               stream);
@@ -484,7 +713,8 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
   case K_RANDK:
   case K_RANDKU:
   case K_THRESHOLD:
-  case K_GAUSSK: {
+  case K_GAUSSK:
+  case K_DGC: {
     size_t cap_sel = (kind == K_THRESHOLD || kind == K_GAUSSK) ? n : k;
     uint32_t *idx = cv.take<uint32_t>(cap_sel);
     float *val = cv.take<float>(cap_sel);
@@ -495,7 +725,7 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
       GC_TRY(select_into(kind, p, sel_tmp, &sel_bytes, d_x, n, k, step, idx, val, d_info,
                          stream));
     static const uint8_t types[] = {0, GC__WIRE_TOPK, GC__WIRE_RANDK, GC__WIRE_RANDKU,
-                                    GC__WIRE_THRESHOLD, GC__WIRE_GAUSSK};
+                                    GC__WIRE_THRESHOLD, GC__WIRE_GAUSSK, GC__WIRE_DGC};
     /* randk-unbiased: factor (REAL)(n/k) as sparse_source.c rounds it */
     float factor = kind == K_RANDKU ? (float) ((double) n / (double) k) : 1.0f;
     GC_TRY(encode_sparse(cv, sizing, c, types[kind], kind == K_RANDKU, factor, idx, val,
@@ -506,14 +736,19 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
     Plan *pl = cv.take<Plan>(1);
     size_t nb_sign = (n + 7) / 8;
     double *wsum = kind == K_SCALED_SIGN ? cv.take<double>(n / 64 + 1) : nullptr;
-    size_t norm_bytes = 0;
-    double *sums = nullptr;
-    void *norm_tmp = nullptr;
+    /* terngrad's clip statistics: block partials and their tree */
+    const size_t nblk = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    double *sums = nullptr, *part = nullptr, *spare = nullptr;
     if (kind == K_TERNGRAD && p->clip > 0) {
-      GC_TRY(gc_cuda_norms_f32(NULL, &norm_bytes, d_x, n, NULL, NULL, NULL, stream));
-      sums = cv.take<double>(3);
-      norm_tmp = cv.take<char>(norm_bytes);
+      sums = cv.take<double>(2);
+      part = cv.take<double>(nblk);
+      spare = cv.take<double>(tree_spare(nblk));
     }
+    /* qsgd: bucket norms and per-tile code lengths */
+    const size_t bucket = p->bucket && p->bucket < n ? p->bucket : n;
+    const size_t nbuckets = (n + bucket - 1) / bucket;
+    float *norms = kind == K_QSGD ? cv.take<float>(nbuckets) : nullptr;
+    uint64_t *qtiles = kind == K_QSGD ? cv.take<uint64_t>(tiles_of(n)) : nullptr;
     if (sizing)
       break;
     unsigned grid = grid_for(n, BLOCK * 4, 8192);
@@ -559,10 +794,15 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
     case K_TERNGRAD:
       qheader<<<1, 1, 0, stream>>>(d_buf, T_TERNGRAD);
       GC_CUDA_LAUNCHED();
-      if (sums) {
-        GC_TRY(gc_cuda_norms_f32(norm_tmp, &norm_bytes, d_x, n, sums, sums + 1, sums + 2,
-                                 stream));
-        tern_clip<<<1, 1, 0, stream>>>(pl, sums, n, p->clip);
+      if (sums) {   /* sums[0] = sum x_i, sums[1] = sum (x_i - mean)^2 */
+        unsigned pgrid = (unsigned) ((nblk + BLOCK - 1) / BLOCK);
+        tern_partials<false><<<pgrid, BLOCK, 0, stream>>>(d_x, n, nullptr, nblk, part);
+        GC_CUDA_LAUNCHED();
+        GC_TRY(pairwise_total<1>(part, spare, nblk, sums, stream));
+        tern_partials<true><<<pgrid, BLOCK, 0, stream>>>(d_x, n, sums, nblk, part);
+        GC_CUDA_LAUNCHED();
+        GC_TRY(pairwise_total<1>(part, spare, nblk, sums + 1, stream));
+        tern_clip<<<1, 1, 0, stream>>>(pl, sums + 1, n, p->clip);
         GC_CUDA_LAUNCHED();
       }
       tern_max<<<grid, BLOCK, 0, stream>>>(d_x, n, pl);
@@ -572,6 +812,35 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
       GC_CUDA_LAUNCHED();
       len = Q_HDR + 4 + (2 * (uint64_t) n + 7) / 8;
       break;
+    case K_QSGD: {
+      const size_t off = Q_HDR + 4 * nbuckets, nt = tiles_of(n);
+      /* at most |gamma(s + 1)| + 1 bits per entry (quant.c's bound) */
+      unsigned N = 0;
+      while (N < 32 && ((uint64_t) p->levels + 1) >> (N + 1))
+        N++;
+      const size_t stream_cap = ((2 * (uint64_t) N + 2) * n + 7) / 8;
+      const uintptr_t at = (uintptr_t) (d_buf + off);
+      uint32_t *words = reinterpret_cast<uint32_t *>(at & ~(uintptr_t) 3);
+      qheader<<<1, 1, 0, stream>>>(d_buf, T_QSGD);
+      GC_CUDA_LAUNCHED();
+      qsgd_norms<<<grid_for(nbuckets, BLOCK / 32, 4096), BLOCK, 0, stream>>>(
+          d_x, n, bucket, nbuckets, norms, d_buf, pl);
+      GC_CUDA_LAUNCHED();
+      qsgd_lengths<<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, bucket, norms, p->levels,
+                                                        p->seed, p->stream, step, pl, qtiles);
+      GC_CUDA_LAUNCHED();
+      scan_tiles<<<1, 1024, 0, stream>>>(qtiles, nt, &pl->bits);
+      GC_CUDA_LAUNCHED();
+      qsgd_zero<<<grid_for(stream_cap, BLOCK, 4096), BLOCK, 0, stream>>>(d_buf + off, pl,
+                                                                         stream_cap);
+      GC_CUDA_LAUNCHED();
+      qsgd_write<<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, bucket, norms, p->levels, p->seed,
+                                                      p->stream, step, pl, qtiles, words,
+                                                      8 * (unsigned) (at & 3));
+      GC_CUDA_LAUNCHED();
+      len = off;   /* qfinish adds the code stream */
+      break;
+    }
     default:
       break;
     }

@@ -9,8 +9,11 @@
  *                 deterministic norm kernel) / median_s
  *   ratio_memcpy  median of a device-to-device copy of x / median_s
  * Both baselines are measured in the same run on the same buffer, so the
- * ratios compare like with like.  When PyTorch with CUDA is importable, a
- * torch.topk row on the same vector follows (optional, never required). */
+ * ratios compare like with like.  Every compressor with a GPU encoder
+ * (gc_cuda_supports: all but PowerSGD) gets a row, with the CPU bench's
+ * parameters where they matter (qsgd: s = 4, one bucket).  When PyTorch
+ * with CUDA is importable, a torch.topk row on the same vector follows
+ * (optional, never required). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +218,9 @@ int gc_bench_compress_cuda(int argc, char **argv)
     gc_compressor_params_default(&p);
     p.density = density;
     p.threshold = 3.0;   /* about 0.27% of N(0,1) entries */
+    /* qsgd as the CPU bench runs it: s = 4, one bucket of d entries, whose
+     * norm is a chain of d dependent adds on either device */
+    p.levels = 4;
     gc_compressor *c = gc_compressor_alloc(*T, d, &p);
     if (!c) {
       status = 1;

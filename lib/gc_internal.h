@@ -3,6 +3,7 @@
 #ifndef GC_INTERNAL_H
 #define GC_INTERNAL_H
 #include <stddef.h>
+#include <stdint.h>
 #include "gc_compressor.h"
 
 /* NULL-terminated family lists, one per family file. */
@@ -12,5 +13,38 @@ extern const gc_compressor_type *const gc__lowrank_types[];
 
 /* k from params: p->k if set, else max(1, floor(density * n)). */
 size_t gc__resolve_k(size_t n, const gc_compressor_params *p);
+
+/* Sums whose order a GPU can reproduce bit for bit (cuda/ mirrors it):
+ * block partials p[0..m) are combined by the pairwise tree
+ *     while m > 1: p[i] = p[2i] + p[2i+1] (i < m/2), an odd m carries
+ *     p[m-1] to p[m/2], m = (m+1)/2.
+ * The tree is evaluated as the partials stream in: neighbours of equal
+ * size merge at once (a binary counter), and what is left folds from the
+ * right at the end, which performs the tree's additions in its order.
+ * Start from gc__pairwise t = {0}; total of no partials: 0. */
+typedef struct gc__pairwise {
+  double v[64];      /* subtotals of 2^a, 2^b, ... partials, a > b > ... */
+  uint64_t count;
+  unsigned top;
+} gc__pairwise;
+
+static inline void gc__pairwise_push(gc__pairwise *t, double p)
+{
+  t->v[t->top++] = p;
+  for (uint64_t c = ++t->count; !(c & 1); c >>= 1) {
+    t->top--;
+    t->v[t->top - 1] += t->v[t->top];
+  }
+}
+
+static inline double gc__pairwise_total(const gc__pairwise *t)
+{
+  if (t->top == 0)
+    return 0;
+  double s = t->v[t->top - 1];
+  for (unsigned i = t->top - 1; i-- > 0;)
+    s = t->v[i] + s;
+  return s;
+}
 
 #endif /* GC_INTERNAL_H */

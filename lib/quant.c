@@ -182,6 +182,11 @@ static uint64_t sign_word_f32(const float *x, unsigned *bad)
 #define HAVE_SIGN_WORD_F32 1
 #endif
 
+/* TernGrad's clip bound sums blocks of SUM_BLOCK entries sequentially
+ * from 0.0 (so a vector of one block sums exactly as a plain loop) and
+ * combines them with gc__pairwise: an order the GPU twin reproduces. */
+enum { SUM_BLOCK = 1024 };
+
 #define CONCAT2(a, b) a##_##b
 #define CONCAT(a, b) CONCAT2(a, b)
 #define FUNC(name) CONCAT(name, SFX)

@@ -379,6 +379,25 @@ static int FUNC(qsgd_decode)(const void *st, const uint8_t *buf, size_t len,
 
 /* ---- terngrad ----------------------------------------------------------- */
 
+/* sum_i x_i, or with `squares` sum_i (x_i - mean)^2, in double in the
+ * blocked pairwise order of quant.c (n >= 1). */
+static double FUNC(block_sum)(const REAL *x, size_t n, int squares, double mean)
+{
+  gc__pairwise t = {{0}, 0, 0};
+  for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
+    size_t hi = n - lo < SUM_BLOCK ? n : lo + SUM_BLOCK;
+    double p = 0;
+    if (squares)
+      for (size_t i = lo; i < hi; i++)
+        p += ((double) x[i] - mean) * ((double) x[i] - mean);
+    else
+      for (size_t i = lo; i < hi; i++)
+        p += (double) x[i];
+    gc__pairwise_push(&t, p);
+  }
+  return gc__pairwise_total(&t);
+}
+
 static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
                                  uint8_t *buf, size_t cap, size_t *len,
                                  gc_compress_info *info)
@@ -391,12 +410,8 @@ static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
    * A NaN or Inf makes c meaningless but is caught in the max pass. */
   REAL c = (REAL) INFINITY;
   if (q->clip > 0) {
-    double mean = 0, var = 0;
-    for (size_t i = 0; i < n; i++)
-      mean += (double) x[i];
-    mean /= (double) n;
-    for (size_t i = 0; i < n; i++)
-      var += ((double) x[i] - mean) * ((double) x[i] - mean);
+    double mean = FUNC(block_sum)(x, n, 0, 0.0) / (double) n;
+    double var = FUNC(block_sum)(x, n, 1, mean);
     c = (REAL) (q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0));
   }
   REAL s = 0;

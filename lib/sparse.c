@@ -62,8 +62,6 @@ typedef struct sparse_state {
   uint64_t *bits;          /* random-K membership, n bits, kept zero     */
   uint32_t *tmp;           /* random-K radix-sort scratch, k entries     */
   double gauss_z;          /* |Phi^{-1}(rho/2)|                          */
-  double *partials;        /* gaussk block sums, 2 * nblocks entries     */
-  size_t nblocks;
 } sparse_state;
 
 /* ---- type-independent helpers ------------------------------------------ */
@@ -123,23 +121,6 @@ static void floyd_sort(sparse_state *s)
   }
   /* three passes: the sorted data ended in tmp */
   memcpy(s->idx, a, k * sizeof *a);
-}
-
-/* Sum of p[0..m) by an in-place pairwise tree (level by level, an odd
- * last element carried up): a fixed order that a GPU reduction can
- * reproduce bit for bit.  p is overwritten; 0 for m = 0. */
-static double pairwise_sum(double *p, size_t m)
-{
-  if (m == 0)
-    return 0;
-  while (m > 1) {
-    for (size_t i = 0; i < m / 2; i++)
-      p[i] = p[2 * i] + p[2 * i + 1];
-    if (m % 2)
-      p[m / 2] = p[m - 1];
-    m = (m + 1) / 2;
-  }
-  return p[0];
 }
 
 #if defined(__SSE2__)
@@ -224,9 +205,8 @@ static void sparse_release(void *state)
   free(s->sample);
   free(s->bits);
   free(s->tmp);
-  free(s->partials);
   s->idx = s->cand = s->tmp = NULL;
-  s->mag = s->sample = s->partials = NULL;
+  s->mag = s->sample = NULL;
   s->bits = NULL;
 }
 
@@ -289,8 +269,6 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     s->idx_cap = n;
     s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
     s->cand = malloc(s->cand_cap * sizeof *s->cand);
-    s->nblocks = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
-    s->partials = malloc((2 * s->nblocks + 1) * sizeof *s->partials);
     break;
   }
   if (kind == KIND_GAUSSK)   /* z from the density asked for (theory.md 2.5) */
@@ -302,7 +280,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
-    fail |= !s->cand || !s->partials;
+    fail |= !s->cand;
   if (fail) {
     sparse_release(s);
     GC_ERRORF(GC_ENOMEM, "out of memory sizing the workspaces for n = %zu", n);

@@ -311,13 +311,16 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
       t0 = FN(strict_t)(GAUSS_MARGIN * est);
   }
   REAL c0 = x[0];
-  double *p1 = s->partials, *p2 = s->partials + s->nblocks;
+  gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
   size_t nc = 0;
-  for (size_t b = 0; b < s->nblocks; b++) {
-    size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
-    GAUSS_BLOCK_SUMS(x, lo, hi, c0, t0, p1 + b, p2 + b, s->cand, s->cand_cap, &nc);
+  for (size_t lo = 0; lo < n; lo += GAUSS_BLOCK) {
+    size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
+    double p1, p2;
+    GAUSS_BLOCK_SUMS(x, lo, hi, c0, t0, &p1, &p2, s->cand, s->cand_cap, &nc);
+    gc__pairwise_push(&sum1, p1);
+    gc__pairwise_push(&sum2, p2);
   }
-  double S1 = pairwise_sum(p1, s->nblocks), S2 = pairwise_sum(p2, s->nblocks);
+  double S1 = gc__pairwise_total(&sum1), S2 = gc__pairwise_total(&sum2);
   if (!isfinite(S1) || !isfinite(S2)) {
     FN(scan)(x, n, REAL_MAX, NULL, 0, &bad);
     if (bad != SIZE_MAX)

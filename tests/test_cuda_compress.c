@@ -57,26 +57,33 @@ static void fill(float *x, size_t n, int kind, uint64_t seed)
 
 /* ---- one comparison ------------------------------------------------------ */
 
-/* Compress x with the CPU library and with the GPU; assert the same status,
- * the same message bytes and the same counts. */
-static void compare(const gc_compressor_type *T, size_t n, const gc_compressor_params *p,
-                    const float *h_x, uint32_t step, const char *what)
+enum { GUARD = 8, GUARD_BYTE = 0xA5 };
+
+/* Compress x with the CPU library and with the GPU, the device message
+ * written `misalign` bytes into its allocation; assert the same status, the
+ * same message bytes and the same counts, and that no byte of the
+ * allocation outside the message changed.  Returns the CPU's info. */
+static gc_compress_info compare_at(const gc_compressor_type *T, size_t n,
+                                   const gc_compressor_params *p, const float *h_x,
+                                   uint32_t step, unsigned misalign, const char *what)
 {
   gc_compressor *c = gc_compressor_alloc(T, n, p);
   cr_assert(c != NULL, "%s: alloc %s n=%zu", what, T->name, n);
   size_t cap = gc_compressor_max_bytes(c), len = 0;
-  uint8_t *ref = malloc(cap), *got = malloc(cap);
+  uint8_t *ref = malloc(cap), *got = malloc(cap + GUARD);
   cr_assert(ref && got);
   gc_compress_info info = {0, 0, 0};
   int st = gc_compress_f32(c, h_x, step, ref, cap, &len, &info);
 
   float *d_x;
-  uint8_t *d_buf;
+  uint8_t *d_alloc, *d_buf;
   gc_cuda_info *d_info, h_info;
   void *d_tmp = NULL;
   size_t tmp = 0;
   GC_TEST_CUDA(cudaMalloc((void **) &d_x, n * sizeof *d_x));
-  GC_TEST_CUDA(cudaMalloc((void **) &d_buf, cap));
+  GC_TEST_CUDA(cudaMalloc((void **) &d_alloc, cap + GUARD));
+  GC_TEST_CUDA(cudaMemset(d_alloc, GUARD_BYTE, cap + GUARD));
+  d_buf = d_alloc + misalign;
   GC_TEST_CUDA(cudaMalloc((void **) &d_info, sizeof *d_info));
   GC_TEST_CUDA(cudaMemcpy(d_x, h_x, n * sizeof *d_x, cudaMemcpyHostToDevice));
   cr_assert(eq(int, gc_cuda_compress_f32(c, NULL, &tmp, d_x, step, d_buf, cap, d_info, 0),
@@ -88,28 +95,43 @@ static void compare(const gc_compressor_type *T, size_t n, const gc_compressor_p
   cr_assert(eq(int, gst, st), "%s: %s n=%zu: GPU status %d, CPU %d", what, T->name, n, gst, st);
   if (st == GC_SUCCESS) {
     cr_assert(eq(u64, h_info.len, (uint64_t) len), "%s: %s n=%zu: length", what, T->name, n);
-    GC_TEST_CUDA(cudaMemcpy(got, d_buf, len, cudaMemcpyDeviceToHost));
+    GC_TEST_CUDA(cudaMemcpy(got, d_alloc, cap + GUARD, cudaMemcpyDeviceToHost));
+    const uint8_t *msg = got + misalign;
     size_t first = len;
     for (size_t i = 0; i < len && first == len; i++)
-      if (got[i] != ref[i])
+      if (msg[i] != ref[i])
         first = i;
     cr_assert(first == len, "%s: %s n=%zu: messages differ first at byte %zu of %zu "
               "(gpu 0x%02x, cpu 0x%02x)", what, T->name, n, first, len,
-              first < len ? got[first] : 0, first < len ? ref[first] : 0);
+              first < len ? msg[first] : 0, first < len ? ref[first] : 0);
+    size_t changed = cap + GUARD;
+    for (size_t i = 0; i < cap + GUARD && changed == cap + GUARD; i++)
+      if ((i < misalign || i >= misalign + len) && got[i] != GUARD_BYTE)
+        changed = i;
+    cr_assert(changed == cap + GUARD, "%s: %s n=%zu: byte %zu outside the message (at %u, "
+              "%zu bytes) changed", what, T->name, n, changed, misalign, len);
     cr_assert(eq(u32, h_info.selected, (uint32_t) info.selected), "%s: selected", what);
     cr_assert(eq(u32, h_info.nnz, (uint32_t) info.nnz), "%s: nnz", what);
     /* the GPU message decodes (and, being identical, to the same vector) */
     float *y = calloc(n, sizeof *y);
-    cr_assert(eq(int, gc_decompress_add_f32(c, got, len, step, 1.0f, y), GC_SUCCESS));
+    cr_assert(eq(int, gc_decompress_add_f32(c, msg, len, step, 1.0f, y), GC_SUCCESS));
     free(y);
   }
   cudaFree(d_tmp);
   cudaFree(d_info);
-  cudaFree(d_buf);
+  cudaFree(d_alloc);
   cudaFree(d_x);
   free(ref);
   free(got);
   gc_compressor_free(c);
+  return info;
+}
+
+static gc_compress_info compare(const gc_compressor_type *T, size_t n,
+                                const gc_compressor_params *p, const float *h_x,
+                                uint32_t step, const char *what)
+{
+  return compare_at(T, n, p, h_x, step, 0, what);
 }
 
 static const size_t sizes[] = {1, 2, 7, 255, 256, 4097, 65537, 100003};
@@ -158,6 +180,48 @@ Test(cuda_compress, topk_ties_low) { gc_test_require_gpu(); sweep_sparse(gc_comp
 Test(cuda_compress, topk_ties_high) { gc_test_require_gpu(); sweep_sparse(gc_compressor_topk, GC_TIES_HIGH); }
 Test(cuda_compress, randk) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk, GC_TIES_LOW); }
 Test(cuda_compress, randk_unbiased) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk_unbiased, GC_TIES_LOW); }
+Test(cuda_compress, dgc_ties_low) { gc_test_require_gpu(); sweep_sparse(gc_compressor_dgc, GC_TIES_LOW); }
+Test(cuda_compress, dgc_ties_high) { gc_test_require_gpu(); sweep_sparse(gc_compressor_dgc, GC_TIES_HIGH); }
+
+/* DGC's paths: no sampling (ratio 1), the adaptation rounds (thr <- 0.8
+ * thr while |I| < 0.8 ns), the exact top-ns when |I| > 1.3 ns, and the
+ * truncation to the first ns.  The step moves the strided sample's start;
+ * a periodic staircase biases a strided sample, so thresholds are re-tried
+ * (the CPU's evaluation count shows that this sweep reaches them). */
+Test(cuda_compress, dgc_paths)
+{
+  gc_test_require_gpu();
+  const double ratios[] = {0.001, 0.01, 0.2, 1.0}, dens[] = {0.01, 0.3};
+  unsigned most_evals = 0;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind <= IN_COUNT; kind++) {
+      if (kind == IN_COUNT)   /* the staircase */
+        for (size_t i = 0; i < n; i++)
+          x[i] = (float) (i % 7) + 1.0f;
+      else
+        fill(x, n, kind, 6000 + n);
+      for (int r = 0; r < 4; r++)
+        for (int d = 0; d < 2; d++)
+          for (uint32_t step = 0; step < 3; step++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            p.density = dens[d];
+            p.sample_ratio = ratios[r];
+            p.seed = 11;
+            p.stream = 1;
+            char what[96];
+            snprintf(what, sizeof what, "%s ratio=%g density=%g step=%u",
+                     kind < IN_COUNT ? in_name[kind] : "staircase", ratios[r], dens[d], step);
+            gc_compress_info info = compare(gc_compressor_dgc, n, &p, x, step, what);
+            most_evals = info.loops > most_evals ? info.loops : most_evals;
+          }
+    }
+    free(x);
+  }
+  cr_assert(most_evals > 1, "no case re-tried DGC's threshold");
+}
 
 /* Every size and input against each value of one double parameter
  * (`field`, an offsetof into gc_compressor_params, printed as `name`). */
@@ -188,6 +252,54 @@ Test(cuda_compress, gaussk)
   const double dens[] = {0.001, 0.01, 0.25};
   sweep_param(gc_compressor_gaussk, 2000, offsetof(gc_compressor_params, density), "density",
               dens, 3);
+}
+
+/* Lengths that reach every case of the blocked sums behind Gaussian-k's
+ * mean/std and TernGrad's clip bound (blocks of 1024, pairwise tree over
+ * the blocks): the tail alone (1), one block with a tail (1023), a block of
+ * one entry (1025), an odd number of blocks (16*1024 + 17), and 3073 blocks
+ * (3*1024*1024 + 5: odd at several tree levels, and more blocks than one
+ * GPU tree pass takes). */
+static const size_t sum_sizes[] = {1, 1023, 1025, 16 * 1024 + 17, 3 * 1024 * 1024 + 5};
+
+/* The inputs of fill(), plus data far from 0 (1000 + N(0,1)), where the
+ * sums' shift by x[0] matters. */
+static const char *fill_sums(float *x, size_t n, int kind, uint64_t seed)
+{
+  if (kind < IN_COUNT) {
+    fill(x, n, kind, seed);
+    return in_name[kind];
+  }
+  gc_test_fill_normal_f32(x, n, seed);
+  for (size_t i = 0; i < n; i++)
+    x[i] += 1000.0f;
+  return "offset";
+}
+
+Test(cuda_compress, gaussk_sum_orders)
+{
+  gc_test_require_gpu();
+  const double dens[] = {0.001, 0.01, 0.25};
+  const unsigned loops[] = {3, 5};
+  for (size_t s = 0; s < sizeof sum_sizes / sizeof sum_sizes[0]; s++) {
+    size_t n = sum_sizes[s];
+    float *x = malloc(n * sizeof *x);
+    cr_assert(x != NULL);
+    for (int kind = 0; kind <= IN_COUNT; kind++) {
+      const char *name = fill_sums(x, n, kind, 7000 + n);
+      for (int d = 0; d < 3; d++)
+        for (int l = 0; l < 2; l++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[d];
+          p.gauss_loops = loops[l];
+          char what[96];
+          snprintf(what, sizeof what, "%s density=%g loops=%u", name, dens[d], loops[l]);
+          compare(gc_compressor_gaussk, n, &p, x, 0, what);
+        }
+    }
+    free(x);
+  }
 }
 
 Test(cuda_compress, threshold)
@@ -224,9 +336,106 @@ Test(cuda_compress, scaled_sign) { gc_test_require_gpu(); sweep_dense(gc_compres
 Test(cuda_compress, fp16) { gc_test_require_gpu(); sweep_dense(gc_compressor_fp16, 0); }
 Test(cuda_compress, bf16) { gc_test_require_gpu(); sweep_dense(gc_compressor_bf16, 0); }
 Test(cuda_compress, terngrad) { gc_test_require_gpu(); sweep_dense(gc_compressor_terngrad, 0); }
-/* clip > 0: the GPU's std is a tree sum; equal to the CPU's float bound
- * unless the two double values straddle a float (documented in wire.cu). */
+/* clip > 0: the std follows quant_source.c's blocked order, so the bound
+ * (and every code) is exact too. */
 Test(cuda_compress, terngrad_clipped) { gc_test_require_gpu(); sweep_dense(gc_compressor_terngrad, 2.5); }
+
+Test(cuda_compress, terngrad_clipped_sum_orders)
+{
+  gc_test_require_gpu();
+  for (size_t s = 0; s < sizeof sum_sizes / sizeof sum_sizes[0]; s++) {
+    size_t n = sum_sizes[s];
+    float *x = malloc(n * sizeof *x);
+    cr_assert(x != NULL);
+    for (int kind = 0; kind <= IN_COUNT; kind++) {
+      const char *name = fill_sums(x, n, kind, 8000 + n);
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.seed = 5;
+      p.stream = 2;
+      p.clip = kind % 2 ? 1.0 : 2.5;   /* 1.0 clips many entries */
+      for (uint32_t step = 0; step < 2; step++)
+        compare(gc_compressor_terngrad, n, &p, x, step, name);
+    }
+    free(x);
+  }
+}
+
+/* QSGD: levels, buckets (0 = one bucket of n, the sequential norm chain;
+ * 1 and 7 leave all-zero buckets among the signed zeros) and steps. */
+Test(cuda_compress, qsgd)
+{
+  gc_test_require_gpu();
+  const unsigned levels[] = {1, 4, 255};
+  const size_t buckets[] = {0, 1, 7, 512};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    float *x = malloc(n * sizeof *x);
+    for (int kind = 0; kind < IN_COUNT; kind++) {
+      fill(x, n, kind, 5000 + n);
+      for (int l = 0; l < 3; l++)
+        for (int b = 0; b < 4; b++)
+          for (uint32_t step = 0; step < 2; step++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            p.levels = levels[l];
+            p.bucket = buckets[b];
+            p.seed = 5;
+            p.stream = 2;
+            char what[96];
+            snprintf(what, sizeof what, "%s s=%u bucket=%zu step=%u", in_name[kind], levels[l],
+                     buckets[b], step);
+            compare(gc_compressor_qsgd, n, &p, x, step, what);
+          }
+    }
+    free(x);
+  }
+}
+
+/* The longest code: with s = 2^32 - 1 an entry that is its bucket's whole
+ * norm gets xi = s, coded as gamma(2^32) (65 bits) and a sign.  Device
+ * buffers 0-3 bytes past an aligned address move the bit stream against
+ * the words it is written in.  A norm beyond FLT_MAX is GC_EDOM on both
+ * sides, in the first bucket or a later one. */
+Test(cuda_compress, qsgd_edges)
+{
+  gc_test_require_gpu();
+  const size_t ns[] = {1, 5, 4097, 65537};
+  const size_t buckets[] = {1, 2, 3, 0};
+  const unsigned levels[] = {4294967295u, 4};
+  for (int t = 0; t < 4; t++) {
+    size_t n = ns[t];
+    float *x = malloc(n * sizeof *x);
+    gc_test_fill_normal_f32(x, n, 31 + n);
+    for (int l = 0; l < 2; l++)
+      for (int b = 0; b < 4; b++)
+        for (unsigned mis = 0; mis < 4; mis++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.levels = levels[l];
+          p.bucket = buckets[b];
+          p.seed = 9;
+          char what[96];
+          snprintf(what, sizeof what, "s=%u bucket=%zu misalign=%u", levels[l], buckets[b], mis);
+          compare_at(gc_compressor_qsgd, n, &p, x, 1, mis, what);
+        }
+    free(x);
+  }
+  const float big[] = {1.0f, -2.0f, 3.0e38f, -3.0e38f, 0.5f, 0.25f};
+  for (size_t bucket = 0; bucket < 4; bucket += 2) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.bucket = bucket;   /* 0: one bucket; 2: the second of three overflows */
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_qsgd, 6, &p);
+    size_t cap = gc_compressor_max_bytes(c), len;
+    uint8_t *buf = malloc(cap);
+    cr_assert(eq(int, gc_compress_f32(c, big, 0, buf, cap, &len, NULL), GC_EDOM),
+              "the CPU rejects an overflowing norm (bucket %zu)", bucket);
+    free(buf);
+    gc_compressor_free(c);
+    compare(gc_compressor_qsgd, 6, &p, big, 0, "overflowing norm");
+  }
+}
 
 /* fp16/bf16 at the rounding edges: halfway cases, subnormals, overflow. */
 Test(cuda_compress, half_edges)
@@ -322,10 +531,16 @@ Test(cuda_compress_big, topk_1e7_1e8)
       compare(gc_compressor_topk, n, &p, x, 0, "big normal");
       compare(gc_compressor_threshold, n, &p, x, 0, "big normal");
       compare(gc_compressor_randk, n, &p, x, 1, "big normal");
+      compare(gc_compressor_dgc, n, &p, x, 2, "big normal");
     }
     gc_compressor_params p;
     gc_compressor_params_default(&p);
     compare(gc_compressor_gaussk, n, &p, x, 0, "big normal");
+    p.levels = 4;
+    p.bucket = 512;
+    compare(gc_compressor_qsgd, n, &p, x, 0, "big normal");
+    p.clip = 2.5;
+    compare(gc_compressor_terngrad, n, &p, x, 0, "big normal");
     compare(gc_compressor_sign, n, &p, x, 0, "big normal");
     compare(gc_compressor_scaled_sign, n, &p, x, 0, "big normal");
     compare(gc_compressor_bf16, n, &p, x, 0, "big normal");
@@ -362,8 +577,19 @@ Test(cuda_host, argument_errors)
                GC_EINVAL));
   cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 11, 3, NULL, NULL, NULL, 0),
                GC_EINVAL));
+  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 3, 0, NULL, NULL, NULL, 0),
+               GC_EINVAL));
   cr_assert(eq(int, gc_cuda_randk_f32(NULL, &tmp, NULL, 10, 0, 1, 0, 0, 1, NULL, NULL, NULL, 0),
                GC_EINVAL));
+  const struct { size_t n, k; double ratio; int ties, want; } dgc[] = {
+    {10, 0, 0.01, GC_TIES_LOW, GC_EINVAL}, {10, 11, 0.01, GC_TIES_LOW, GC_EINVAL},
+    {10, 3, 0.01, 7, GC_EINVAL}, {10, 3, 0.0, GC_TIES_LOW, GC_EINVAL},
+    {10, 3, 1.5, GC_TIES_LOW, GC_EINVAL}, {10, 3, NAN, GC_TIES_LOW, GC_EINVAL},
+    {0, 1, 0.01, GC_TIES_LOW, GC_EBADLEN}};
+  for (size_t i = 0; i < sizeof dgc / sizeof dgc[0]; i++)
+    cr_assert(eq(int, gc_cuda_dgc_f32(NULL, &tmp, NULL, dgc[i].n, dgc[i].k, dgc[i].ratio,
+                                      dgc[i].ties, 1, 0, 0, NULL, NULL, NULL, 0),
+                 dgc[i].want), "dgc case %zu", i);
 }
 
 /* d_tmp == NULL only sizes: a positive size, no device needed, and the
@@ -387,4 +613,15 @@ Test(cuda_host, two_phase_sizing)
   cr_assert(gc_cuda_supports(gc_compressor_topk));
   cr_assert(gc_cuda_supports(gc_compressor_randk_unbiased));
   cr_assert(gc_cuda_supports(gc_compressor_bf16));
+}
+
+/* Issue #4: every registered compressor has a GPU encoder, except those
+ * that need layer shapes (PowerSGD works per layer, not on one vector). */
+Test(cuda_host, every_vector_compressor_has_a_gpu_encoder)
+{
+  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++)
+    if (!((*t)->flags & GC_COMP_NEEDS_SHAPE))
+      cr_assert(gc_cuda_supports(*t), "no GPU encoder for '%s'", (*t)->name);
+  cr_assert(gc_cuda_supports(gc_compressor_dgc));
+  cr_assert(gc_cuda_supports(gc_compressor_qsgd));
 }
