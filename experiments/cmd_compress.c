@@ -19,8 +19,11 @@ static void usage(FILE *out)
           "usage: gradcomp compress --list\n"
           "       gradcomp compress NAME [--k K | --density R] [--levels S] [--bucket B]\n"
           "                [--threshold V] [--clip C] [--seed N] [--step T] [--ties low|high]\n"
+          "                [--rank R --shape ROWSxCOLS]\n"
           "                --in x.npy --out y.npy [--stats]\n"
           "Reads a 1-D float32/float64 .npy, writes the decoded C(x) in the same dtype.\n"
+          "Shaped compressors (powersgd) need --shape: the first ROWS*COLS entries are\n"
+          "one row-major matrix, any rest is sent raw; --rank R (2) is its rank.\n"
           "--stats prints: bytes=<wire bytes> rel_err=<|x-C(x)|^2/|x|^2> nnz=<count>\n");
 }
 
@@ -65,7 +68,8 @@ int gc_cmd_compress(int argc, char **argv)
   gc_compressor_params p;
   gc_compressor_params_default(&p);
   const char *name = NULL, *in = NULL, *out = NULL;
-  int stats = 0, have_k = 0, have_density = 0;
+  int stats = 0, have_k = 0, have_density = 0, have_shape = 0;
+  gc_segment shape = {0, 0, 0};
   uint64_t step64 = 0, u;
   if (argc < 2) {
     usage(stderr);
@@ -143,6 +147,29 @@ int gc_cmd_compress(int argc, char **argv)
         p.ties = GC_TIES_HIGH;
       else
         return gc_cli_fail(CMD, 0, "--ties: '%s' is not low or high", val);
+    } else if (!strcmp(a, "--rank")) {
+      NEED_VALUE();
+      if (gc_cli_u64(CMD, a, val, &u))
+        return 1;
+      if (u < 1 || u > 0xffffffffu)
+        return gc_cli_fail(CMD, 0, "--rank: r = %s must be >= 1", val);
+      p.rank = (unsigned) u;
+    } else if (!strcmp(a, "--shape")) {
+      NEED_VALUE();
+      char *end;
+      unsigned long long rows = strtoull(val, &end, 10), cols = 0;
+      if (end != val && (*end == 'x' || *end == 'X')) {
+        const char *c2 = end + 1;
+        cols = strtoull(c2, &end, 10);
+        if (end == c2)
+          cols = 0;
+      }
+      if (*end || rows == 0 || cols == 0 || val[0] == '-')
+        return gc_cli_fail(CMD, 0, "--shape: '%s' is not ROWSxCOLS with "
+                           "positive integers (e.g. 64x784)", val);
+      shape.rows = (size_t) rows;
+      shape.cols = (size_t) cols;
+      have_shape = 1;
     } else if (!strcmp(a, "--in")) {
       NEED_VALUE();
       in = val;
@@ -167,6 +194,16 @@ int gc_cmd_compress(int argc, char **argv)
     return unknown(name);
   if (have_k && have_density)
     return gc_cli_fail(CMD, 0, "give either --k or --density, not both");
+  if ((T->flags & GC_COMP_NEEDS_SHAPE) && !have_shape)
+    return gc_cli_fail(CMD, 0, "%s needs layer shapes: give --shape ROWSxCOLS "
+                       "(the first ROWS*COLS entries as a row-major matrix)", name);
+  if (have_shape && !(T->flags & GC_COMP_NEEDS_SHAPE))
+    return gc_cli_fail(CMD, 0, "--shape is only for shaped compressors "
+                       "(needs-shape in --list); %s takes a plain vector", name);
+  if (have_shape) {
+    p.segments = &shape;
+    p.nsegments = 1;
+  }
   if (!in)
     return gc_cli_fail(CMD, 0, "missing --in x.npy");
   if (!out && !stats)

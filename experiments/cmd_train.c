@@ -23,12 +23,17 @@ static const char usage[] =
   "  --momentum M        DGC momentum correction (0)\n"
   "  --algorithm sgd|uni|bi|downlink|doublesqueeze|ef21     (bi)\n"
   "  --compressor NAME   (topk)  --density R (0.001)  --density-down R (= R)\n"
+  "  --rank R            PowerSGD rank (2): --compressor powersgd sends each\n"
+  "                      weight matrix as a rank-R factor pair, biases raw\n"
   "  --seed S (0)  --threads T (all; never changes results)\n"
   "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
   "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
   "Writes DIR/log.csv (one row per epoch), DIR/config.json and a checkpoint\n"
-  "every epoch.  time_compress is the time inside gc_sim_step (compression,\n"
-  "aggregation, apply); time_aggregate the dense averaging outside it.\n";
+  "every epoch (--resume continues from it bit-identically).  Times in\n"
+  "seconds: time_compute = forward + backward; time_compress = the workers'\n"
+  "side of the step (error feedback, compression, applying the downlink);\n"
+  "time_aggregate = the server's side (decoding, averaging, downlink\n"
+  "compression) + averaging the BatchNorm statistics.\n";
 
 /* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
 static const struct { const char *model; size_t P; double lr[3]; } tuned[] = {
@@ -94,6 +99,17 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     else if (!strcmp(a, "--compressor")) { NEED(); c->compressor = v; }
     else if (!strcmp(a, "--density")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density)) return 2; }
     else if (!strcmp(a, "--density-down")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density_down)) return 2; }
+    else if (!strcmp(a, "--rank")) {
+      NEED();
+      uint64_t r;
+      if (gc_cli_u64(cmd, a, v, &r))
+        return 2;
+      if (r < 1 || r > 0xffffffffu) {
+        fprintf(stderr, "gradcomp train: --rank: %s must be at least 1\n", v);
+        return 2;
+      }
+      c->rank = (unsigned) r;
+    }
     else if (!strcmp(a, "--seed")) { NEED(); if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
     else if (!strcmp(a, "--threads")) { NEED(); if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
     else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
@@ -205,10 +221,12 @@ int gc_cmd_train(int argc, char **argv)
   if (!o.lr_set)
     o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
   if (!o.c.quiet)
-    fprintf(stderr, "gradcomp train: %s on %s, P=%zu, %s/%s rho=%g, lr=%g,"
+    fprintf(stderr, "gradcomp train: %s on %s, P=%zu, %s/%s %s=%g, lr=%g,"
             " B=%zu, %zu epochs -> %s\n", model, o.c.dataset, o.c.workers,
-            o.c.algorithm, o.c.compressor, o.c.density, o.c.lr, o.c.batch,
-            o.c.epochs, o.c.out);
+            o.c.algorithm, o.c.compressor,
+            strcmp(o.c.compressor, "powersgd") ? "rho" : "rank",
+            strcmp(o.c.compressor, "powersgd") ? o.c.density : (double) o.c.rank,
+            o.c.lr, o.c.batch, o.c.epochs, o.c.out);
   gc_train_result res;
   st = gc_train_run(&o.c, &res);
   free_config(cav, cac, store);

@@ -133,6 +133,15 @@ int gc_algo_config_check(const gc_algo_config *cfg)
   if (down_coding(cfg->kind) == DOWN_COMP && !cfg->down)
     GC_ERRORF(GC_EINVAL, "algorithm %s needs a downlink compressor",
               gc_algo_name(cfg->kind));
+  if (up_coding(cfg->kind) == UP_COMP && (cfg->up->flags & GC_COMP_NEEDS_SHAPE)
+      && !(cfg->up_params.segments && cfg->up_params.nsegments))
+    GC_ERRORF(GC_EINVAL, "algorithm: uplink compressor %s needs layer shapes"
+              " (up_params.segments)", cfg->up->name);
+  if (down_coding(cfg->kind) == DOWN_COMP &&
+      (cfg->down->flags & GC_COMP_NEEDS_SHAPE) &&
+      !(cfg->down_params.segments && cfg->down_params.nsegments))
+    GC_ERRORF(GC_EINVAL, "algorithm: downlink compressor %s needs layer shapes"
+              " (down_params.segments)", cfg->down->name);
   if (!(cfg->momentum >= 0.0 && cfg->momentum < 1.0))
     GC_ERROR("algorithm: momentum must lie in [0,1)", GC_EINVAL);
   if (cfg->ef21_init != GC_EF21_INIT_COMPRESSED &&
@@ -144,8 +153,10 @@ int gc_algo_config_check(const gc_algo_config *cfg)
 static gc_compressor *alloc_up(const gc_algo_config *cfg, size_t rank)
 {
   gc_compressor_params p = cfg->up_params;
-  /* shared-seed random-K: every rank draws the same index set */
-  if (cfg->kind != GC_ALGO_ALLREDUCE_RANDK)
+  /* shared-seed random-K: every rank draws the same index set; PowerSGD
+   * (shaped types): every rank starts from the same Q */
+  if (cfg->kind != GC_ALGO_ALLREDUCE_RANDK &&
+      !(cfg->up->flags & GC_COMP_NEEDS_SHAPE))
     p.stream = (uint32_t) rank;
   return gc_compressor_alloc(cfg->up, cfg->n, &p);
 }
@@ -507,6 +518,103 @@ static size_t ring_bytes(size_t m, size_t P, size_t p, size_t vb)
   size_t c1 = (p + 1) % P, c2 = (p + 2) % P;
   size_t n1 = m / P + (c1 < m % P), n2 = m / P + (c2 < m % P);
   return (2 * m - n1 - n2) * vb;
+}
+
+/* ---- checkpoints ------------------------------------------------------- */
+
+/* One walk over an object's persistent state serves size, save and load,
+ * so the three cannot drift apart: with out set each part is copied there,
+ * with in set it is restored from there, and the size is always summed. */
+typedef struct state_walk {
+  uint8_t *out;
+  const uint8_t *in;
+  size_t bytes;
+} state_walk;
+
+static void walk_raw(state_walk *sw, void *field, size_t len)
+{
+  if (sw->out)
+    memcpy(sw->out + sw->bytes, field, len);
+  if (sw->in)
+    memcpy(field, sw->in + sw->bytes, len);
+  sw->bytes += len;
+}
+
+static void walk_ef(state_walk *sw, gc_ef *e)
+{
+  if (!e)
+    return;
+  if (sw->out)
+    gc_ef_state_save(e, sw->out + sw->bytes);
+  if (sw->in)
+    gc_ef_state_load(e, sw->in + sw->bytes);
+  sw->bytes += gc_ef_state_bytes(e);
+}
+
+static void walk_compressor(state_walk *sw, gc_compressor *c)
+{
+  if (!c)
+    return;
+  if (sw->out)
+    gc_compressor_state_save(c, sw->out + sw->bytes);
+  if (sw->in)
+    gc_compressor_state_load(c, sw->in + sw->bytes);
+  sw->bytes += gc_compressor_state_bytes(c);
+}
+
+/* The worker's lr and scratch vectors are rewritten by every step before
+ * they are read; the downlink decoder keeps nothing between messages. */
+static size_t worker_walk(gc_worker *w, uint8_t *out, const uint8_t *in)
+{
+  state_walk sw = { out, in, 0 };
+  walk_raw(&sw, &w->started, sizeof w->started);
+  walk_ef(&sw, w->ef);
+  walk_compressor(&sw, w->up);
+  return sw.bytes;
+}
+
+static size_t server_walk(gc_server *s, uint8_t *out, const uint8_t *in)
+{
+  state_walk sw = { out, in, 0 };
+  size_t bytes = s->cfg.n * (size_t) s->cfg.dtype;
+  walk_raw(&sw, &s->started, sizeof s->started);
+  walk_ef(&sw, s->ef);
+  walk_compressor(&sw, s->down);
+  void *vecs[3] = { s->h, s->x, s->w };
+  for (int i = 0; i < 3; i++)
+    if (vecs[i])
+      walk_raw(&sw, vecs[i], bytes);
+  return sw.bytes;
+}
+
+size_t gc_worker_state_bytes(const gc_worker *w)
+{
+  return worker_walk((gc_worker *) w, NULL, NULL);
+}
+
+void gc_worker_state_save(const gc_worker *w, void *buf)
+{
+  worker_walk((gc_worker *) w, buf, NULL);   /* reads w only */
+}
+
+void gc_worker_state_load(gc_worker *w, const void *buf)
+{
+  worker_walk(w, NULL, buf);
+}
+
+size_t gc_server_state_bytes(const gc_server *s)
+{
+  return server_walk((gc_server *) s, NULL, NULL);
+}
+
+void gc_server_state_save(const gc_server *s, void *buf)
+{
+  server_walk((gc_server *) s, buf, NULL);   /* reads s only */
+}
+
+void gc_server_state_load(gc_server *s, const void *buf)
+{
+  server_walk(s, NULL, buf);
 }
 
 int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,

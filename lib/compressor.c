@@ -11,6 +11,7 @@ struct gc_compressor {
   const gc_compressor_type *type;
   size_t n;
   gc_compressor_params params;
+  gc_segment *segments;   /* the instance's copy of params.segments */
   void *state;
 };
 
@@ -23,6 +24,7 @@ void gc_compressor_params_default(gc_compressor_params *p)
   p->ties = GC_TIES_LOW;
   p->gauss_loops = 3;
   p->sample_ratio = 0.01;
+  p->rank = 2;
 }
 
 const gc_compressor_type *const *gc_compressor_types(void)
@@ -67,13 +69,26 @@ gc_compressor *gc_compressor_alloc(const gc_compressor_type *T, size_t n,
     c->params = *p;
   else
     gc_compressor_params_default(&c->params);
+  /* The caller's segment array need not outlive this call. */
+  if (c->params.segments && c->params.nsegments) {
+    size_t bytes = c->params.nsegments * sizeof *c->segments;
+    if (bytes / sizeof *c->segments != c->params.nsegments ||
+        !(c->segments = malloc(bytes))) {
+      free(c);
+      GC_ERROR_NULL("out of memory for the segment list", GC_ENOMEM);
+    }
+    memcpy(c->segments, c->params.segments, bytes);
+    c->params.segments = c->segments;
+  }
   c->state = calloc(1, T->state_size ? T->state_size : 1);
   if (!c->state) {
+    free(c->segments);
     free(c);
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
   }
   if (T->init(c->state, n, &c->params) != GC_SUCCESS) {
     free(c->state);   /* init frees what it took before failing */
+    free(c->segments);
     free(c);
     return NULL;
   }
@@ -87,6 +102,7 @@ void gc_compressor_free(gc_compressor *c)
   if (c->type->release)
     c->type->release(c->state);
   free(c->state);
+  free(c->segments);
   free(c);
 }
 
@@ -100,6 +116,23 @@ size_t gc_compressor_k(const gc_compressor *c)
   if (!(c->type->flags & GC_COMP_SPARSE))
     return 0;
   return gc__resolve_k(c->n, &c->params);
+}
+
+size_t gc_compressor_state_bytes(const gc_compressor *c)
+{
+  return c->type->state_bytes ? c->type->state_bytes(c->state) : 0;
+}
+
+void gc_compressor_state_save(const gc_compressor *c, void *buf)
+{
+  if (c->type->state_save)
+    c->type->state_save(c->state, buf);
+}
+
+void gc_compressor_state_load(gc_compressor *c, const void *buf)
+{
+  if (c->type->state_load)
+    c->type->state_load(c->state, buf);
 }
 
 int gc_compress_f32(gc_compressor *c, const float *x, uint32_t step,

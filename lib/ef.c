@@ -89,6 +89,33 @@ void gc_ef_reset(gc_ef *e)
 }
 
 gc_ef_kind gc_ef_kind_of(const gc_ef *e) { return e->kind; }
+
+/* Only mem and mom outlive a step: acc, sent and clip are rewritten by
+ * every gc_ef_step before they are read. */
+size_t gc_ef_state_bytes(const gc_ef *e)
+{
+  return ((e->mem != NULL) + (e->mom != NULL)) * e->n * (size_t) e->dt;
+}
+
+void gc_ef_state_save(const gc_ef *e, void *buf)
+{
+  size_t bytes = e->n * (size_t) e->dt;
+  uint8_t *b = buf;
+  if (e->mem)
+    memcpy(b, e->mem, bytes), b += bytes;
+  if (e->mom)
+    memcpy(b, e->mom, bytes);
+}
+
+void gc_ef_state_load(gc_ef *e, const void *buf)
+{
+  size_t bytes = e->n * (size_t) e->dt;
+  const uint8_t *b = buf;
+  if (e->mem)
+    memcpy(e->mem, b, bytes), b += bytes;
+  if (e->mom)
+    memcpy(e->mom, b, bytes);
+}
 const void *gc_ef_memory(const gc_ef *e) { return e->mem; }
 const void *gc_ef_momentum(const gc_ef *e) { return e->mom; }
 const void *gc_ef_accumulator(const gc_ef *e) { return e->acc; }

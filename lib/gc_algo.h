@@ -46,9 +46,16 @@ typedef struct gc_algo_config {
   const gc_compressor_type *up;     /* uplink compressor (worker side)     */
   gc_compressor_params up_params;   /* stream is set to the worker rank,
                                        except allreduce-randk (all ranks
-                                       keep up_params.stream: shared set) */
+                                       keep up_params.stream: shared set)
+                                       and shaped types (PowerSGD: the
+                                       same first Q on every rank)       */
   const gc_compressor_type *down;   /* downlink compressor (server side)   */
   gc_compressor_params down_params;
+  /* Shaped compressors (GC_COMP_NEEDS_SHAPE, PowerSGD) read the layer
+   * shapes from up_params.segments / down_params.segments (set both); the
+   * arrays are the caller's and must stay valid while the config is used
+   * to allocate (gc_sim_alloc, gc_worker_alloc, gc_server_alloc,
+   * gc_algo_max_*_bytes).  gc_algo_config_check names a missing list. */
   /* Added by the algo module (gc_algo_config_default sets them): */
   int ef21_init;        /* EF21/EF21-BC h_i^0: GC_EF21_INIT_COMPRESSED
                            (h^0 = C(g(x0)), default) or _GRADIENT (g(x0),
@@ -144,13 +151,23 @@ const void *gc_server_sent(const gc_server *s);          /* decoded downlink  */
  * unidirectional server broadcasts.  It equals |union supp m^p| unless
  * entries cancel exactly (possible in dyadic toys such as cycle9). */
 size_t gc_server_support_union(const gc_server *s);
-/* Added: |S| is the number of nonzeros of the aggregate (1/P) sum m^p,
- * which equals |union supp m^p| unless values cancel exactly.
- * The probes are exactly the quantities of theory.md 4.2-4.4: acc^p =
+/* The probes are exactly the quantities of theory.md 4.2-4.4: acc^p =
  * eps^p + lr g^p before compression (DoubleSqueeze: g^p + eps^p; EF21:
  * g^p - h_i), the worker memory after the step, the server memory after
  * the step (bi: delta; downlink-only and DoubleSqueeze: delta in gradient
  * units; EF21: h).  So E_t = (1/P) sum eps^p (+ delta for bi). */
+
+/* Checkpoints: everything a worker or the server carries from one step to
+ * the next (memories, DGC momentum, EF21 h, the EF21-BC model, compressor
+ * warm starts, whether the first step was taken), as bytes.  save writes
+ * *_state_bytes() bytes; load reads as many into an object allocated
+ * with the same configuration, which then continues bit-identically. */
+size_t gc_worker_state_bytes(const gc_worker *w);
+void gc_worker_state_save(const gc_worker *w, void *buf);
+void gc_worker_state_load(gc_worker *w, const void *buf);
+size_t gc_server_state_bytes(const gc_server *s);
+void gc_server_state_save(const gc_server *s, void *buf);
+void gc_server_state_load(gc_server *s, const void *buf);
 
 /* ---- the in-process transport ----------------------------------------- */
 typedef struct gc_sim gc_sim;
@@ -164,9 +181,19 @@ const void *gc_sim_model(const gc_sim *s);
 /* One synchronous step from the P gradients grads[p] (each length n). */
 int gc_sim_step(gc_sim *s, const void *const *grads, double lr);
 uint32_t gc_sim_steps_done(const gc_sim *s);
+/* The whole simulation state (step count, x, every worker and the server)
+ * for checkpoints; load returns GC_EBADLEN when len is not
+ * gc_sim_state_bytes(s) of a simulator with the same configuration. */
+size_t gc_sim_state_bytes(const gc_sim *s);
+void gc_sim_state_save(const gc_sim *s, void *buf);
+int gc_sim_state_load(gc_sim *s, const void *buf, size_t len);
 gc_worker *gc_sim_worker(gc_sim *s, size_t p);
 gc_server *gc_sim_server(gc_sim *s);
 const gc_ledger *gc_sim_ledger(const gc_sim *s);
+/* Wall seconds spent so far inside gc_sim_step on the workers' side (error
+ * feedback, compression, encoding, applying the downlink) and the
+ * server's (decoding, aggregation, downlink compression). */
+void gc_sim_times(const gc_sim *s, double *worker_s, double *server_s);
 
 #ifdef __cplusplus
 }

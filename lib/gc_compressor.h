@@ -10,7 +10,10 @@
  * Determinism: a message is a pure function of (x, params, step).  Random
  * compressors draw from gc_rng.h keyed by (params.seed, params.stream, step,
  * element index), never by thread, so CPU, GPU and any thread count give the
- * same bytes.  Index limit: n < 2^32. */
+ * same bytes.  One exception keeps state between calls: PowerSGD's warm
+ * start (lowrank.c), whose message is a pure function of (x, params) and
+ * the inputs of the instance's earlier compress calls.  Index limit:
+ * n < 2^32. */
 #ifndef GC_COMPRESSOR_H
 #define GC_COMPRESSOR_H
 #include <stddef.h>
@@ -20,6 +23,14 @@ extern "C" {
 #endif
 
 enum { GC_TIES_LOW = 0, GC_TIES_HIGH = 1 };   /* which index wins equal |x| */
+
+/* A slice of the vector with a layer shape (PowerSGD): the rows*cols
+ * entries x[offset .. offset + rows*cols) hold a row-major rows x cols
+ * matrix (a linear weight out x in; a conv weight out x (in*kh*kw); a bias
+ * or BatchNorm vector 1 x len). */
+typedef struct gc_segment {
+  size_t offset, rows, cols;
+} gc_segment;
 
 /* Parameters; gc_compressor_params_default() fills sensible defaults and
  * each type reads only the fields it needs. */
@@ -35,6 +46,11 @@ typedef struct gc_compressor_params {
   int ties;               /* GC_TIES_LOW (default) or GC_TIES_HIGH         */
   unsigned gauss_loops;   /* Gaussian-k threshold adjustments (3; 5 = gaussian2) */
   double sample_ratio;    /* DGC sampling ratio (default 0.01)             */
+  unsigned rank;          /* PowerSGD rank r >= 1 (default 2)              */
+  const gc_segment *segments; /* layer shapes (GC_COMP_NEEDS_SHAPE types):  */
+  size_t nsegments;       /* any order, non-overlapping, inside [0, n);
+                             gc_compressor_alloc copies the array, so it
+                             need not outlive the call (default NULL, 0)  */
 } gc_compressor_params;
 
 void gc_compressor_params_default(gc_compressor_params *p);
@@ -76,6 +92,11 @@ typedef struct gc_compressor_type {
                     uint32_t step, float scale, float *y);
   int (*decode_f64)(const void *state, const uint8_t *buf, size_t len,
                     uint32_t step, double scale, double *y);
+  /* What an instance carries from one call to the next (PowerSGD's warm
+   * start), for checkpoints; all three NULL for stateless types. */
+  size_t (*state_bytes)(const void *state);
+  void (*state_save)(const void *state, void *buf);
+  void (*state_load)(void *state, const void *buf);
 } gc_compressor_type;
 
 /* The registry.  Each family file defines its types and a NULL-terminated
@@ -87,7 +108,10 @@ typedef struct gc_compressor gc_compressor;   /* opaque instance */
 
 /* Allocate an instance for vectors of length n.  Returns NULL after
  * reporting GC_EINVAL (n == 0, n >= 2^32, k > n, density outside (0,1],
- * levels < 1, negative threshold, ...) or GC_ENOMEM. */
+ * levels < 1, negative threshold, a GC_COMP_NEEDS_SHAPE type without
+ * segments, rank 0 or above a segment's min(rows, cols), segments that
+ * overlap or leave [0, n), ...) or GC_ENOMEM.  The segments are copied:
+ * gc_compressor_get_params() points at the instance's copy. */
 gc_compressor *gc_compressor_alloc(const gc_compressor_type *T, size_t n,
                                    const gc_compressor_params *p);
 void gc_compressor_free(gc_compressor *c);          /* NULL is a no-op */
@@ -97,6 +121,14 @@ size_t gc_compressor_n(const gc_compressor *c);
 size_t gc_compressor_k(const gc_compressor *c);     /* resolved k (0 if unused) */
 const gc_compressor_params *gc_compressor_get_params(const gc_compressor *c);
 size_t gc_compressor_max_bytes(const gc_compressor *c);
+
+/* The state an instance carries between calls, for checkpoints: 0 bytes
+ * for stateless types.  save writes gc_compressor_state_bytes(c) bytes;
+ * load reads as many into an instance allocated with the same type, n
+ * and parameters, which then continues bit-identically. */
+size_t gc_compressor_state_bytes(const gc_compressor *c);
+void gc_compressor_state_save(const gc_compressor *c, void *buf);
+void gc_compressor_state_load(gc_compressor *c, const void *buf);
 
 /* Compress x (length n) at iteration `step` into buf (capacity cap bytes;
  * gc_compressor_max_bytes() always suffices).  *len receives the message
@@ -149,6 +181,7 @@ extern const gc_compressor_type *const gc_compressor_sign;
 extern const gc_compressor_type *const gc_compressor_scaled_sign;
 extern const gc_compressor_type *const gc_compressor_fp16;
 extern const gc_compressor_type *const gc_compressor_bf16;
+extern const gc_compressor_type *const gc_compressor_powersgd;
 
 #ifdef __cplusplus
 }

@@ -86,6 +86,14 @@ const void *gc_ef_momentum(const gc_ef *e);
 const void *gc_ef_accumulator(const gc_ef *e);
 const void *gc_ef_sent(const gc_ef *e);
 
+/* The state a memory carries from one step to the next (the memory, and
+ * DGC's momentum u), for checkpoints: save writes gc_ef_state_bytes(e)
+ * bytes to buf; load reads as many into a memory of the same kind, n and
+ * dtype. */
+size_t gc_ef_state_bytes(const gc_ef *e);
+void gc_ef_state_save(const gc_ef *e, void *buf);
+void gc_ef_state_load(gc_ef *e, const void *buf);
+
 /* EF21 with GC_EF21_INIT_GRADIENT: set h = g (the caller sends g densely).
  * Returns GC_EDOM for a non-finite g, GC_EINVAL for another kind. */
 int gc_ef_ef21_set(gc_ef *e, const void *g);

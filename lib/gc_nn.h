@@ -124,6 +124,7 @@ typedef struct gc_train_config {
   const char *algorithm;    /* sgd uni bi downlink doublesqueeze ef21      */
   const char *compressor;   /* uplink and downlink type name (topk)        */
   double density, density_down;
+  unsigned rank;            /* PowerSGD rank r (2)                         */
   uint64_t seed;
   size_t threads;           /* 0: OpenMP default                           */
   const char *out;          /* run folder                                  */

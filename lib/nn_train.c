@@ -13,6 +13,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -45,6 +46,7 @@ void gc_train_config_default(gc_train_config *c)
   c->compressor = "topk";
   c->density = 0.001;
   c->density_down = 0;        /* 0: same as density */
+  c->rank = 2;
   c->out = "runs/train";
 }
 
@@ -63,6 +65,8 @@ typedef struct run {
   float *x0;
   gc_sim *sim;
   gc_algo_config acfg;
+  gc_segment *segs;           /* layer shapes for shaped compressors     */
+  size_t nsegs;
   size_t d, ns, K, Kd;
   /* probes */
   gc_compressor *probe_up, *probe_down;
@@ -84,6 +88,7 @@ static void run_free(run *r)
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
   free(r->loss); free(r->x0);
   gc_sim_free(r->sim);
+  free(r->segs);
   gc_compressor_free(r->probe_up);
   gc_compressor_free(r->probe_down);
   free(r->pa); free(r->pb); free(r->pc); free(r->pd); free(r->pbuf);
@@ -117,10 +122,11 @@ static double density_down(const gc_train_config *c)
 /* The fields that must agree between a checkpoint and a resumed run. */
 static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
 {
-  snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%llu|%zu",
-           c->dataset, model_of(c), c->workers, c->noniid, c->batch, c->lr,
-           c->momentum, c->algorithm, c->compressor, c->density,
-           density_down(c), (unsigned long long) c->seed, c->train_subset);
+  snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%u|%llu"
+           "|%zu|%zu", c->dataset, model_of(c), c->workers, c->noniid,
+           c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
+           c->density, density_down(c), c->rank, (unsigned long long) c->seed,
+           c->train_subset, c->test_subset);
 }
 
 static int write_config_json(const run *r, const char *dir)
@@ -140,7 +146,8 @@ static int write_config_json(const run *r, const char *dir)
     "  \"epochs\": %zu,\n  \"steps_per_epoch\": %zu,\n  \"lr\": %.17g,\n"
     "  \"momentum\": %.17g,\n  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n"
     "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
-    "  \"k_down\": %zu,\n  \"seed\": %llu,\n  \"threads\": %zu,\n"
+    "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
+    "  \"threads\": %zu,\n"
     "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
     "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
     "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
@@ -149,7 +156,7 @@ static int write_config_json(const run *r, const char *dir)
     PACKAGE_VERSION, c->dataset, model_of(c), r->d, c->workers,
     c->noniid ? "noniid" : "iid", c->batch, c->epochs,
     (r->off[1] - r->off[0]) / c->batch, c->lr, c->momentum, c->algorithm,
-    c->compressor, c->density, density_down(c), r->K, r->Kd,
+    c->compressor, c->density, density_down(c), r->K, r->Kd, c->rank,
     (unsigned long long) c->seed, r->T, c->max_steps,
     c->train_subset, c->test_subset, r->train.n, r->test.n,
     c->config_file ? c->config_file : "", gc_nn_blas_core(),
@@ -162,81 +169,95 @@ static int write_config_json(const run *r, const char *dir)
   return st;
 }
 
-/* ---- checkpoint: one flat float32 .npy (x, stats, worker memories, server
- * memory) named by epoch, then a json that commits it. */
+/* ---- checkpoint: the BN statistics and the whole simulator state
+ * (gc_sim_state_save: x, memories, momentum, EF21 state, warm starts, the
+ * step count) in one binary file named by epoch, then a json that commits
+ * it.  File: "GCCKPT1\n", u64 payload length, u32 CRC-32 of the payload,
+ * payload = stats (ns float32) + simulator state. */
 
-/* Segment i of the checkpoint, in file order: x, the BN statistics, each
- * worker's memory, the server memory (absent memories are skipped); NULL
- * past the last.  One list serves save and load, so their layouts cannot
- * drift.  Restoring writes through gc_sim_point and the memory probes,
- * const views of the live state: gc_algo.h has no setters yet. */
-static float *ckpt_seg(run *r, size_t i, size_t *len)
-{
-  gc_sim *s = r->sim;
-  size_t P = r->c->workers;
-  *len = i == 1 ? r->ns : r->d;
-  if (i == 0)
-    return (float *) gc_sim_point(s);
-  if (i == 1)
-    return r->stats;
-  i -= 2;
-  if (gc_worker_memory(gc_sim_worker(s, 0))) {
-    if (i < P)
-      return (float *) gc_worker_memory(gc_sim_worker(s, i));
-    i -= P;
-  }
-  return i == 0 ? (float *) gc_server_memory(gc_sim_server(s)) : NULL;
-}
-
-static size_t ckpt_len(run *r)
-{
-  size_t n = 0, len;
-  for (size_t i = 0; ckpt_seg(r, i, &len); i++)
-    n += len;
-  return n;
-}
-
-/* Gather the state into buf (save) or scatter buf into it (restore). */
-static void ckpt_copy(run *r, float *buf, int restore)
-{
-  size_t len;
-  float *v;
-  for (size_t i = 0; (v = ckpt_seg(r, i, &len)); i++, buf += len) {
-    if (restore)
-      memcpy(v, buf, len * sizeof *buf);
-    else
-      memcpy(buf, v, len * sizeof *buf);
-  }
-}
+static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
+enum { CKPT_HDR = 8 + 8 + 4 };
 
 static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
                      uint64_t down)
 {
   char name[64], path[4200], old[4200], fp[512], text[1400];
-  snprintf(name, sizeof name, "checkpoint-e%zu.npy", epoch);
+  snprintf(name, sizeof name, "checkpoint-e%zu.bin", epoch);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  size_t n = ckpt_len(r);
-  float *buf = malloc(n * sizeof *buf);
+  size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
+  uint64_t n = sb + simb;
+  uint8_t *buf = malloc(n ? n : 1), hdr[CKPT_HDR];
   if (!buf)
     GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
-  ckpt_copy(r, buf, 0);
-  int st = gc_npy_write(path, GC_F32, 1, &n, buf);
+  memcpy(buf, r->stats, sb);
+  gc_sim_state_save(r->sim, buf + sb);
+  uint32_t crc = (uint32_t) crc32_z(0L, buf, n);
+  memcpy(hdr, ckpt_magic, 8);
+  memcpy(hdr + 8, &n, 8);
+  memcpy(hdr + 16, &crc, 4);
+  const void *parts[2] = { hdr, buf };
+  size_t lens[2] = { CKPT_HDR, n };
+  int st = gc__write_atomic(path, parts, lens, 2);
   free(buf);
   GC_TRY(st);
   fingerprint(r->c, fp, sizeof fp);
   snprintf(text, sizeof text,
            "{\n  \"epoch\": %zu,\n  \"steps\": %zu,\n  \"file\": \"%s\",\n"
-           "  \"length\": %zu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
-           "  \"fingerprint\": \"%s\"\n}\n", epoch, steps, name, n,
-           (unsigned long long) up, (unsigned long long) down, fp);
+           "  \"length\": %llu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
+           "  \"fingerprint\": \"%s\"\n}\n", epoch, steps, name,
+           (unsigned long long) n, (unsigned long long) up,
+           (unsigned long long) down, fp);
   GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
   GC_TRY(write_atomic(path, text));
   if (epoch > 0) {
-    snprintf(name, sizeof name, "checkpoint-e%zu.npy", epoch - 1);
+    snprintf(name, sizeof name, "checkpoint-e%zu.bin", epoch - 1);
     if (path_in(old, sizeof old, r->c->out, name) == GC_SUCCESS)
       remove(old);
   }
   return GC_SUCCESS;
+}
+
+/* Read a checkpoint file written by ckpt_save into r (stats and sim). */
+static int ckpt_read(run *r, const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
+  uint8_t hdr[CKPT_HDR];
+  uint64_t n;
+  uint32_t crc;
+  size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
+  if (fread(hdr, 1, CKPT_HDR, f) != CKPT_HDR || memcmp(hdr, ckpt_magic, 8)) {
+    fclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint", path);
+  }
+  memcpy(&n, hdr + 8, 8);
+  memcpy(&crc, hdr + 16, 4);
+  if (n != sb + simb) {
+    fclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: %llu bytes of state, expected %zu for this"
+              " configuration", path, (unsigned long long) n, sb + simb);
+  }
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) {
+    fclose(f);
+    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
+  }
+  size_t got = fread(buf, 1, n, f);
+  int extra = fgetc(f) != EOF;
+  fclose(f);
+  const char *why = got != n || extra ? "truncated or with trailing bytes"
+                    : (uint32_t) crc32_z(0L, buf, n) != crc
+                        ? "checksum mismatch (the file is damaged)" : NULL;
+  int st = GC_EFORMAT;
+  if (why) {
+    gc_errorf(__FILE__, __LINE__, st, "%s: %s", path, why);
+  } else {
+    memcpy(r->stats, buf, sb);
+    st = gc_sim_state_load(r->sim, buf + sb, simb);
+  }
+  free(buf);
+  return st;
 }
 
 static int json_u64(const char *text, const char *key, unsigned long long *v)
@@ -272,18 +293,9 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
     GC_ERRORF(GC_EINVAL, "%s: the checkpoint belongs to another configuration"
               " (resume with the same options)", path);
   char name[64];
-  snprintf(name, sizeof name, "checkpoint-e%llu.npy", e);
+  snprintf(name, sizeof name, "checkpoint-e%llu.bin", e);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  gc_array a;
-  memset(&a, 0, sizeof a);
-  GC_TRY(gc_npy_read(path, &a));
-  size_t n = ckpt_len(r), count = a.count;
-  if (a.dtype != GC_F32 || count != n) {
-    gc_array_free(&a);
-    GC_ERRORF(GC_EFORMAT, "%s: %zu values, expected %zu float32", path, count, n);
-  }
-  ckpt_copy(r, a.data, 1);
-  gc_array_free(&a);
+  GC_TRY(ckpt_read(r, path));
   *epoch = e;
   *steps = s;
   *up = bu;
@@ -411,6 +423,29 @@ static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n)
 
 /* ---- setup -------------------------------------------------------------- */
 
+/* The model's layer shapes for shaped compressors (PowerSGD): each linear
+ * weight out x in and conv weight out x (in k k) as a matrix, each bias and
+ * BatchNorm gamma/beta as a 1 x len vector. */
+static int build_segments(run *r)
+{
+  const gc_nn *nn = r->nets[0];
+  size_t L = gc_nn_nlayers(nn), m = 0;
+  if (!(r->segs = malloc((2 * L + 1) * sizeof *r->segs)))
+    GC_ERROR("out of memory for the layer shapes", GC_ENOMEM);
+  for (size_t i = 0; i < L; i++) {
+    const gc_nn_layer *y = gc_nn_layer_at(nn, i);
+    if (y->nw) {
+      int mat = (y->kind == GC_NN_LINEAR || y->kind == GC_NN_CONV) && y->out_c;
+      size_t rows = mat ? y->out_c : 1;
+      r->segs[m++] = (gc_segment){ y->woff, rows, y->nw / rows };
+    }
+    if (y->nb)
+      r->segs[m++] = (gc_segment){ y->boff, 1, y->nb };
+  }
+  r->nsegs = m;
+  return GC_SUCCESS;
+}
+
 static int setup(run *r)
 {
   const gc_train_config *c = r->c;
@@ -494,12 +529,21 @@ static int setup(run *r)
   if (!T_up)
     GC_ERRORF(GC_EINVAL, "unknown compressor '%s' (see gradcomp compress --list)",
               c->compressor);
-  if (T_up->flags & GC_COMP_NEEDS_SHAPE)
-    GC_ERRORF(GC_EUNSUP, "compressor '%s' needs layer shapes, which the"
-              " algorithm layer does not pass yet", c->compressor);
   a->up = a->down = T_up;
   gc_compressor_params_default(&a->up_params);
   gc_compressor_params_default(&a->down_params);
+  a->up_params.rank = a->down_params.rank = c->rank;
+  if (T_up->flags & GC_COMP_NEEDS_SHAPE) {
+    GC_TRY(build_segments(r));
+    a->up_params.segments = a->down_params.segments = r->segs;
+    a->up_params.nsegments = a->down_params.nsegments = r->nsegs;
+    /* one trial instance, so that a bad rank is reported by name rather
+     * than as the simulator's allocation failure */
+    gc_compressor *trial = gc_compressor_alloc(T_up, d, &a->up_params);
+    if (!trial)
+      return GC_EINVAL;
+    gc_compressor_free(trial);
+  }
   a->up_params.density = c->density;
   a->up_params.seed = a->down_params.seed = c->seed;
   a->down_params.density = density_down(c);
@@ -522,19 +566,6 @@ static int setup(run *r)
   return GC_SUCCESS;
 }
 
-static int can_resume(const run *r)
-{
-  gc_algo_kind k = r->acfg.kind;
-  const gc_compressor_type *t = r->acfg.up;
-  if (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC || r->c->momentum > 0 ||
-      (t && (t->flags & GC_COMP_RANDOM)))
-    GC_ERRORF(GC_EUNSUP, "--resume supports sgd/uni/bi/downlink/doublesqueeze"
-              " with deterministic compressors and no momentum: the other"
-              " states (EF21 h, DGC momentum, the RNG step) cannot be restored"
-              " through gc_algo.h yet");
-  return GC_SUCCESS;
-}
-
 /* ---- the loop ------------------------------------------------------------- */
 
 int gc_train_run(const gc_train_config *c, gc_train_result *res)
@@ -553,8 +584,6 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     return GC_EIO;
   }
   if ((st = setup(&R)) != GC_SUCCESS)
-    goto done;
-  if (c->resume && (st = can_resume(&R)) != GC_SUCCESS)
     goto done;
 
   size_t P = c->workers, B = c->batch, d = R.d, ns = R.ns, dim = R.train.dim;
@@ -599,7 +628,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   size_t tn = 0;
 
   for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
-    double t0 = now(), tcomp = 0, tsim = 0, tagg = 0;
+    double t0 = now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
+    gc_sim_times(R.sim, &w0, &s0);
     double lsum = 0, usum = 0, xsum = 0, csum = 0;
     size_t xn = 0, cn = 0, done_here = 0;
     memcpy(R.order, R.idx, R.train.n * sizeof *R.order);
@@ -668,7 +698,6 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       }
       double tc = now();
       st = gc_sim_step(R.sim, gp, c->lr);
-      double td = now();
       if (st != GC_SUCCESS) {
         if (st == GC_EDIVERGE || st == GC_EDOM) {
           gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
@@ -691,8 +720,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         }
       }
       tcomp += tb - ta;
-      tagg += tc - tb;
-      tsim += td - tc;
+      tstats += tc - tb;
       steps++;
       done_here++;
       progress(c, e, s + 1, spe);
@@ -709,12 +737,13 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     down_total += downe;
     gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
     double ttot = now() - t0;
+    gc_sim_times(R.sim, &w1, &s1);
     fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f\n",
             e + 1, steps, lsum / (double) done_here, acc,
             (unsigned long long) upe, (unsigned long long) downe,
             usum / (double) done_here / (double) R.K,
             xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
-            tcomp, tsim, tagg, ttot);
+            tcomp, w1 - w0, s1 - s0 + tstats, ttot);
     fflush(log);
     if (!c->quiet)
       fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",

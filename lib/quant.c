@@ -204,7 +204,8 @@ enum { SUM_BLOCK = 1024 };
 #define QUANT_TYPE(var, nm, sum, fl, initf, maxf, fn)                       \
   static const gc_compressor_type var##_type = {                            \
     nm, sum, fl, sizeof(qstate), initf, NULL, maxf,                         \
-    fn##_encode_f32, fn##_encode_f64, fn##_decode_f32, fn##_decode_f64 };   \
+    fn##_encode_f32, fn##_encode_f64, fn##_decode_f32, fn##_decode_f64,     \
+    NULL, NULL, NULL };                                                     \
   const gc_compressor_type *const gc_compressor_##var = &var##_type;
 
 QUANT_TYPE(identity, "identity", "no compression: 32 (64) bits per entry",

@@ -1,8 +1,10 @@
 /* sim.c -- the in-process transport: P workers and one server in a loop,
  * one model copy x (all workers hold the same one), every message recorded
  * in the ledger.  Message buffers are sized once at allocation. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gc_algo.h"
 #include "gc_algo_vec.h"
@@ -20,7 +22,15 @@ struct gc_sim {
   size_t *uplen;         /* [P]                                      */
   uint8_t *down;
   uint32_t steps;
+  double worker_s, server_s;   /* wall time inside the two sides */
 };
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
 
 void gc_sim_free(gc_sim *s)
 {
@@ -85,12 +95,15 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
 {
   size_t P = s->cfg.workers;
   uint32_t t = s->steps;
+  double t0 = now();
   for (size_t p = 0; p < P; p++)
     GC_TRY(gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
                           s->upcap, &s->uplen[p]));
+  double t1 = now();
   size_t downlen;
   GC_TRY(gc_server_step(s->s, s->up, s->uplen, lr, t, s->down, s->downcap,
                         &downlen));
+  double t2 = now();
   /* Every worker would apply the same bytes to the same copy: apply once.
    * gc_worker_apply touches only x, so worker 0 stands for all. */
   GC_TRY(gc_worker_apply(s->w[0], s->down, downlen, t, s->x));
@@ -99,8 +112,59 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
     GC_ERRORF(GC_EDIVERGE, "the iterate diverged at step %u (index %zu)",
               (unsigned) t, bad);
   GC_TRY(gc_algo_record_step(&s->cfg, s->ledger, t, s->uplen, downlen));
+  s->worker_s += (t1 - t0) + (now() - t2);
+  s->server_s += t2 - t1;
   s->steps++;
   return GC_SUCCESS;
+}
+
+/* Layout: steps (u32), x, each worker's state, the server's state. */
+size_t gc_sim_state_bytes(const gc_sim *s)
+{
+  size_t bytes = sizeof s->steps + s->cfg.n * (size_t) s->cfg.dtype;
+  for (size_t p = 0; p < s->cfg.workers; p++)
+    bytes += gc_worker_state_bytes(s->w[p]);
+  return bytes + gc_server_state_bytes(s->s);
+}
+
+void gc_sim_state_save(const gc_sim *s, void *buf)
+{
+  uint8_t *b = buf;
+  size_t xb = s->cfg.n * (size_t) s->cfg.dtype;
+  memcpy(b, &s->steps, sizeof s->steps);
+  b += sizeof s->steps;
+  memcpy(b, s->x, xb);
+  b += xb;
+  for (size_t p = 0; p < s->cfg.workers; p++) {
+    gc_worker_state_save(s->w[p], b);
+    b += gc_worker_state_bytes(s->w[p]);
+  }
+  gc_server_state_save(s->s, b);
+}
+
+int gc_sim_state_load(gc_sim *s, const void *buf, size_t len)
+{
+  if (len != gc_sim_state_bytes(s))
+    GC_ERRORF(GC_EBADLEN, "simulator state of %zu bytes, expected %zu for"
+              " this configuration", len, gc_sim_state_bytes(s));
+  const uint8_t *b = buf;
+  size_t xb = s->cfg.n * (size_t) s->cfg.dtype;
+  memcpy(&s->steps, b, sizeof s->steps);
+  b += sizeof s->steps;
+  memcpy(s->x, b, xb);
+  b += xb;
+  for (size_t p = 0; p < s->cfg.workers; p++) {
+    gc_worker_state_load(s->w[p], b);
+    b += gc_worker_state_bytes(s->w[p]);
+  }
+  gc_server_state_load(s->s, b);
+  return GC_SUCCESS;
+}
+
+void gc_sim_times(const gc_sim *s, double *worker_s, double *server_s)
+{
+  *worker_s = s->worker_s;
+  *server_s = s->server_s;
 }
 
 uint32_t gc_sim_steps_done(const gc_sim *s) { return s->steps; }

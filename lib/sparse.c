@@ -320,7 +320,7 @@ static size_t sparse_max_bytes(const void *state)
   static const gc_compressor_type var##_type = {                           \
     nm, sum, (fl) | GC_COMP_SPARSE, sizeof(sparse_state), initf,           \
     sparse_release, sparse_max_bytes, sparse_encode_f32, sparse_encode_f64, \
-    sparse_decode_f32, sparse_decode_f64 };                                \
+    sparse_decode_f32, sparse_decode_f64, NULL, NULL, NULL };              \
   const gc_compressor_type *const gc_compressor_##var = &var##_type;
 
 SPARSE_TYPE(topk, "topk",

@@ -100,11 +100,12 @@ TC_CODEC(f64, double)
 static const gc_compressor_type tc_topk_type = {
   "test-topk", "exact top-K (test only)",
   GC_COMP_BIASED | GC_COMP_SPARSE | GC_COMP_CONTRACTIVE, sizeof(tc_state),
-  tc_init, tc_release, tc_max, tc_enc_f32, tc_enc_f64, tc_dec_f32, tc_dec_f64 };
+  tc_init, tc_release, tc_max, tc_enc_f32, tc_enc_f64, tc_dec_f32, tc_dec_f64,
+  NULL, NULL, NULL };
 static const gc_compressor_type tc_ident_type = {
   "test-identity", "identity (test only)", GC_COMP_CONTRACTIVE,
   sizeof(tc_state), tc_ident_init, tc_release, tc_max, tc_enc_f32,
-  tc_enc_f64, tc_dec_f32, tc_dec_f64 };
+  tc_enc_f64, tc_dec_f32, tc_dec_f64, NULL, NULL, NULL };
 
 /* The registry's topk when present, else the test one. */
 static inline const gc_compressor_type *tc_topk(void)

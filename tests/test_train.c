@@ -169,39 +169,88 @@ Test(train, threads_do_not_change_results)
     c.out = b;
     c.threads = 2;
     cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
-    same_files(a, b, "checkpoint-e2.npy", 0);
+    same_files(a, b, "checkpoint-e2.bin", 0);
     same_files(a, b, "log.csv", 1);
   }
 }
 
-Test(train, resume_equals_uninterrupted)
+/* Run 3 epochs whole, and 1 epoch then --resume to 3: the checkpoints
+ * and logs must agree bit for bit.  The checkpoint carries every state a
+ * method keeps (memories, DGC momentum, EF21 h, PowerSGD warm starts). */
+static void check_resume(const char *tag, const char *algo,
+                         const char *compressor, double momentum)
 {
-  need_mnist();
-  char a[600], b[600];
-  snprintf(a, sizeof a, "%s", gc_test_tmp("full"));
-  snprintf(b, sizeof b, "%s", gc_test_tmp("resumed"));
+  char a[600], b[600], name[64];
+  snprintf(name, sizeof name, "full-%s", tag);
+  snprintf(a, sizeof a, "%s", gc_test_tmp(name));
+  snprintf(name, sizeof name, "resumed-%s", tag);
+  snprintf(b, sizeof b, "%s", gc_test_tmp(name));
   gc_train_config c;
   base(&c, a);
   c.workers = 3;
-  c.algorithm = "bi";
+  c.algorithm = algo;
+  c.compressor = compressor;
+  c.momentum = momentum;
   c.density = 0.01;
   c.lr = 0.1;
   c.train_subset = 600;
   c.test_subset = 200;
   c.epochs = 3;
-  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s: %s", tag, gc_last_error());
   c.out = b;
   c.epochs = 1;
-  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s: %s", tag, gc_last_error());
   c.epochs = 3;
   c.resume = 1;
-  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
-  same_files(a, b, "checkpoint-e3.npy", 0);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s: %s", tag, gc_last_error());
+  same_files(a, b, "checkpoint-e3.bin", 0);
   same_files(a, b, "log.csv", 1);
-  /* another configuration refuses the checkpoint */
-  c.lr = 0.2;
+}
+
+Test(train, resume_equals_uninterrupted)
+{
+  need_mnist();
+  check_resume("bi", "bi", "topk", 0);
+  check_resume("ef21", "ef21", "topk", 0);
+  check_resume("momentum", "uni", "topk", 0.9);
+  check_resume("powersgd", "bi", "powersgd", 0);
+  check_resume("randk", "doublesqueeze", "randk", 0);
+}
+
+Test(train, resume_refuses_foreign_or_damaged_checkpoints)
+{
+  need_mnist();
+  char a[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("damaged"));
+  gc_train_config c;
+  base(&c, a);
+  c.workers = 2;
+  c.algorithm = "bi";
+  c.density = 0.01;
+  c.lr = 0.1;
+  c.train_subset = 400;
+  c.test_subset = 100;
+  c.epochs = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
   gc_set_error_handler_off();
+  c.epochs = 2;
+  c.resume = 1;
+  c.lr = 0.2;   /* another configuration */
   cr_assert_eq(gc_train_run(&c, NULL), GC_EINVAL);
+  cr_assert(strstr(gc_last_error(), "another configuration"), "%s", gc_last_error());
+  c.lr = 0.1;
+  char p[700];
+  snprintf(p, sizeof p, "%s/checkpoint-e1.bin", a);
+  FILE *f = fopen(p, "r+b");
+  cr_assert_not_null(f);
+  fseek(f, 100, SEEK_SET);
+  int ch = fgetc(f);
+  fseek(f, 100, SEEK_SET);
+  fputc(ch ^ 1, f);
+  fclose(f);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "checksum"), "%s", gc_last_error());
+  cr_assert(strstr(gc_last_error(), "checkpoint-e1.bin"), "%s", gc_last_error());
 }
 
 Test(train, divergence_stops_and_keeps_rows)
