@@ -11,4 +11,9 @@
 int gc__write_atomic(const char *path, const void *const *parts,
                      const size_t *lens, size_t nparts);
 
+/* mkdir -p: create dir and any missing parents (mode 0777 & ~umask).
+ * Returns GC_SUCCESS (also when it exists as a directory) or GC_EIO with
+ * a message naming the folder that could not be made. */
+int gc__mkdir_p(const char *dir);
+
 #endif /* GC_IO_H */

@@ -578,11 +578,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   int st = GC_SUCCESS;
   FILE *log = NULL;
   char path[4200];
-  if (mkdir(c->out, 0777) != 0 && errno != EEXIST) {
-    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot create: %s", c->out,
-              strerror(errno));
-    return GC_EIO;
-  }
+  if ((st = gc__mkdir_p(c->out)) != GC_SUCCESS)
+    return st;
   if ((st = setup(&R)) != GC_SUCCESS)
     goto done;
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gc_errno.h"
@@ -279,4 +280,33 @@ void gc_array_free(gc_array *a)
   free(a->data);
   a->data = NULL;
   a->count = 0;
+}
+
+int gc__mkdir_p(const char *dir)
+{
+  size_t len = strlen(dir);
+  char *p = malloc(len + 1);
+  if (!p)
+    GC_ERROR("out of memory", GC_ENOMEM);
+  memcpy(p, dir, len + 1);
+  /* each prefix ending before a '/', then the whole path */
+  for (size_t i = 1; i <= len; i++) {
+    if (i < len && p[i] != '/')
+      continue;
+    char c = p[i];
+    p[i] = '\0';
+    struct stat sb;
+    int ok = mkdir(p, 0777) == 0 ||
+             (errno == EEXIST && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode));
+    if (!ok) {
+      int e = errno == EEXIST ? ENOTDIR : errno;
+      gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot create: %s", p,
+                strerror(e));
+      free(p);
+      return GC_EIO;
+    }
+    p[i] = c;
+  }
+  free(p);
+  return GC_SUCCESS;
 }

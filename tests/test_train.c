@@ -221,7 +221,8 @@ Test(train, resume_refuses_foreign_or_damaged_checkpoints)
 {
   need_mnist();
   char a[600];
-  snprintf(a, sizeof a, "%s", gc_test_tmp("damaged"));
+  /* a run folder whose parents do not exist yet is created with them */
+  snprintf(a, sizeof a, "%s/nested/run", gc_test_tmp("damaged"));
   gc_train_config c;
   base(&c, a);
   c.workers = 2;
