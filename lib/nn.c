@@ -9,6 +9,13 @@
 #include "gc_nn.h"
 #include "gc_rng.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* The element-wise layers (ReLU, bias, pooling, BatchNorm) are plain loops
+ * that GCC vectorises at -O3 only; results do not change (no reassociation
+ * without -ffast-math). */
+#pragma GCC optimize("O3")
+#endif
+
 struct gc_nn {
   size_t L, maxB, d, nstats;
   int loss;
@@ -19,7 +26,8 @@ struct gc_nn {
   float **bnc;          /* BN: per-channel mean and inverse std (2*C)    */
   uint32_t **amax;      /* max-pool: argmax within the example input     */
   float *g0, *g1;       /* ping-pong gradient buffers                    */
-  float *col, *dcol;    /* conv scratch, one image                       */
+  float *col, *dcol;    /* conv scratch: im2col of a chunk of images     */
+  float *ochunk;        /* conv scratch: a chunk's outputs or gradients  */
   float *dloss;         /* d loss / d output from gc_nn_loss             */
   size_t B;             /* examples of the last forward                  */
   int train;
@@ -47,7 +55,7 @@ void gc_nn_free(gc_nn *nn)
   }
   free(nn->act); free(nn->aux); free(nn->bnc); free(nn->amax);
   free(nn->asz); free(nn->ly);
-  free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->dloss);
+  free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->ochunk); free(nn->dloss);
   free(nn);
 }
 
@@ -118,6 +126,20 @@ static int plan(gc_nn *nn)
   return GC_SUCCESS;
 }
 
+/* Images per convolution GEMM: as many as keep the im2col matrix and the
+ * chunk's outputs under COL_BUDGET floats (16 MB).  One GEMM over a chunk
+ * replaces one small GEMM per image, whose call overhead dominates the
+ * small convolutions of the reference models. */
+enum { COL_BUDGET = 1 << 16 };
+
+static size_t conv_chunk(const gc_nn_layer *y, size_t max_batch)
+{
+  size_t HW = y->out_h * y->out_w, K = y->in_c * y->ksize * y->ksize;
+  size_t per = (K > y->out_c ? K : y->out_c) * HW;
+  size_t b = COL_BUDGET / per;
+  return b < 1 ? 1 : b > max_batch ? max_batch : b;
+}
+
 gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
                    size_t max_batch)
 {
@@ -144,7 +166,7 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
     gc_nn_free(nn);
     return NULL;
   }
-  size_t maxa, maxcol = 0;
+  size_t maxa, maxcol = 0, maxo = 0;
   nn->asz[0] = nn->ly[0].in_c * nn->ly[0].in_h * nn->ly[0].in_w;
   maxa = nn->asz[0];
   int ok = 1;
@@ -169,9 +191,10 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
       ok &= nn->amax[l] != NULL;
     }
     if (y->kind == GC_NN_CONV) {
-      size_t c = y->in_c * y->ksize * y->ksize * y->out_h * y->out_w;
-      if (c > maxcol)
-        maxcol = c;
+      size_t b = conv_chunk(y, max_batch), HW = y->out_h * y->out_w;
+      size_t c = y->in_c * y->ksize * y->ksize * HW * b, o = y->out_c * HW * b;
+      maxcol = c > maxcol ? c : maxcol;
+      maxo = o > maxo ? o : maxo;
     }
   }
   nn->g0 = malloc(max_batch * maxa * sizeof(float));
@@ -180,7 +203,8 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
   if (maxcol) {
     nn->col = malloc(maxcol * sizeof(float));
     nn->dcol = malloc(maxcol * sizeof(float));
-    ok &= nn->col && nn->dcol;
+    nn->ochunk = malloc(maxo * sizeof(float));
+    ok &= nn->col && nn->dcol && nn->ochunk;
   }
   if (!ok || !nn->g0 || !nn->g1 || !nn->dloss) {
     gc_nn_free(nn);
@@ -216,14 +240,95 @@ void gc_nn_init(const gc_nn *nn, float *w, float *stats, uint64_t seed)
 
 /* ---- layers --------------------------------------------------------------- */
 
-static void im2col(const float *in, const gc_nn_layer *y, float *col)
+/* Reductions in a fixed order: within one call, 16 float lanes (entry i
+ * to lane i mod 16), folded into the caller's 16 double lanes at its end;
+ * the double lanes are summed in order by lanes_total.  A sequential
+ * double sum would be latency bound; this vectorises, keeps each float
+ * partial short (one image's channel), and is the same for any thread
+ * count. */
+enum { LANES = 16 };
+
+static void fold(double acc[LANES], const float part[LANES])
+{
+  for (int j = 0; j < LANES; j++)
+    acc[j] += (double) part[j];
+}
+
+static void lanes_sum(double acc[LANES], const float *p, size_t n)
+{
+  float part[LANES] = {0};
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++)
+      part[j] += p[i + j];
+  for (; i < n; i++)
+    part[i % LANES] += p[i];
+  fold(acc, part);
+}
+
+static void lanes_sq(double acc[LANES], const float *p, size_t n, float mean)
+{
+  float part[LANES] = {0};
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      float d = p[i + j] - mean;
+      part[j] += d * d;
+    }
+  for (; i < n; i++) {
+    float d = p[i] - mean;
+    part[i % LANES] += d * d;
+  }
+  fold(acc, part);
+}
+
+static void lanes_dot(double acc[LANES], const float *a, const float *b,
+                      size_t n)
+{
+  float part[LANES] = {0};
+  size_t i = 0;
+  for (; i + LANES <= n; i += LANES)
+    for (int j = 0; j < LANES; j++)
+      part[j] += a[i + j] * b[i + j];
+  for (; i < n; i++)
+    part[i % LANES] += a[i] * b[i];
+  fold(acc, part);
+}
+
+static double lanes_total(const double acc[LANES])
+{
+  double t = 0;
+  for (int j = 0; j < LANES; j++)
+    t += acc[j];
+  return t;
+}
+
+/* The output columns ow whose input column ow + kj - pad lies inside
+ * [0, W): [*lo, *hi).  Splitting the row there leaves contiguous runs that
+ * copy and add without per-element bounds tests. */
+static void valid_cols(long kj, long pad, size_t W, size_t Wo, size_t *lo,
+                       size_t *hi)
+{
+  long a = pad - kj, b = (long) W + pad - kj;   /* ow in [a, b) */
+  *lo = a < 0 ? 0 : (size_t) a > Wo ? Wo : (size_t) a;
+  *hi = b < 0 ? 0 : (size_t) b > Wo ? Wo : (size_t) b;
+  if (*hi < *lo)
+    *hi = *lo;
+}
+
+/* Rows of the im2col matrix are ld floats apart (ld >= Ho Wo), so that
+ * the images of a chunk sit side by side. */
+static void im2col(const float *in, const gc_nn_layer *y, float *col,
+                   size_t ld)
 {
   size_t k = y->ksize, H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
   long pad = (long) y->pad;
   for (size_t c = 0; c < y->in_c; c++)
     for (size_t ki = 0; ki < k; ki++)
       for (size_t kj = 0; kj < k; kj++) {
-        float *row = col + ((c * k + ki) * k + kj) * Ho * Wo;
+        float *row = col + ((c * k + ki) * k + kj) * ld;
+        size_t lo, hi;
+        valid_cols((long) kj, pad, W, Wo, &lo, &hi);
         for (size_t oh = 0; oh < Ho; oh++) {
           long ih = (long) (oh + ki) - pad;
           float *r = row + oh * Wo;
@@ -231,16 +336,17 @@ static void im2col(const float *in, const gc_nn_layer *y, float *col)
             memset(r, 0, Wo * sizeof *r);
             continue;
           }
-          const float *src = in + (c * H + (size_t) ih) * W;
-          for (size_t ow = 0; ow < Wo; ow++) {
-            long iw = (long) (ow + kj) - pad;
-            r[ow] = (iw < 0 || iw >= (long) W) ? 0.0f : src[iw];
-          }
+          /* input column of ow = lo is lo + kj - pad >= 0 */
+          const float *src = in + (c * H + (size_t) ih) * W + (lo + kj - (size_t) pad);
+          memset(r, 0, lo * sizeof *r);
+          memcpy(r + lo, src, (hi - lo) * sizeof *r);
+          memset(r + hi, 0, (Wo - hi) * sizeof *r);
         }
       }
 }
 
-static void col2im(const float *col, const gc_nn_layer *y, float *in)
+static void col2im(const float *col, const gc_nn_layer *y, float *in,
+                   size_t ld)
 {
   size_t k = y->ksize, H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
   long pad = (long) y->pad;
@@ -248,18 +354,17 @@ static void col2im(const float *col, const gc_nn_layer *y, float *in)
   for (size_t c = 0; c < y->in_c; c++)
     for (size_t ki = 0; ki < k; ki++)
       for (size_t kj = 0; kj < k; kj++) {
-        const float *row = col + ((c * k + ki) * k + kj) * Ho * Wo;
+        const float *row = col + ((c * k + ki) * k + kj) * ld;
+        size_t lo, hi;
+        valid_cols((long) kj, pad, W, Wo, &lo, &hi);
         for (size_t oh = 0; oh < Ho; oh++) {
           long ih = (long) (oh + ki) - pad;
           if (ih < 0 || ih >= (long) H)
             continue;
-          float *dst = in + (c * H + (size_t) ih) * W;
-          const float *r = row + oh * Wo;
-          for (size_t ow = 0; ow < Wo; ow++) {
-            long iw = (long) (ow + kj) - pad;
-            if (iw >= 0 && iw < (long) W)
-              dst[iw] += r[ow];
-          }
+          float *dst = in + (c * H + (size_t) ih) * W + (lo + kj - (size_t) pad);
+          const float *r = row + oh * Wo + lo;
+          for (size_t j = 0; j < hi - lo; j++)
+            dst[j] += r[j];
         }
       }
 }
@@ -269,16 +374,22 @@ static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
 {
   size_t K = y->in_c * y->ksize * y->ksize, HW = y->out_h * y->out_w;
   size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * HW;
+  size_t chunk = conv_chunk(y, nn->maxB);
   const float *W = w + y->woff, *b = w + y->boff;
-  for (size_t n = 0; n < B; n++) {
-    float *o = out + n * osz;
-    for (size_t c = 0; c < y->out_c; c++)
-      for (size_t i = 0; i < HW; i++)
-        o[c * HW + i] = b[c];
-    im2col(in + n * isz, y, nn->col);
+  for (size_t n0 = 0; n0 < B; n0 += chunk) {
+    size_t nb = B - n0 < chunk ? B - n0 : chunk, ld = nb * HW;
+    for (size_t j = 0; j < nb; j++)
+      im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) y->out_c,
-                (int) HW, (int) K, 1.0f, W, (int) K, nn->col, (int) HW, 1.0f,
-                o, (int) HW);
+                (int) ld, (int) K, 1.0f, W, (int) K, nn->col, (int) ld, 0.0f,
+                nn->ochunk, (int) ld);
+    for (size_t j = 0; j < nb; j++)
+      for (size_t c = 0; c < y->out_c; c++) {
+        const float *r = nn->ochunk + c * ld + j * HW;
+        float *o = out + (n0 + j) * osz + c * HW;
+        for (size_t i = 0; i < HW; i++)
+          o[i] = r[i] + b[c];
+      }
   }
 }
 
@@ -288,26 +399,32 @@ static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
 {
   size_t K = y->in_c * y->ksize * y->ksize, HW = y->out_h * y->out_w;
   size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * HW;
+  size_t chunk = conv_chunk(y, nn->maxB);
   float *dW = grad + y->woff, *db = grad + y->boff;
   memset(dW, 0, y->nw * sizeof *dW);
   memset(db, 0, y->nb * sizeof *db);
-  for (size_t n = 0; n < B; n++) {
-    const float *g = dout + n * osz;
-    for (size_t c = 0; c < y->out_c; c++) {
-      float s = 0;
-      for (size_t i = 0; i < HW; i++)
-        s += g[c * HW + i];
-      db[c] += s;
-    }
-    im2col(in + n * isz, y, nn->col);
+  for (size_t n0 = 0; n0 < B; n0 += chunk) {
+    size_t nb = B - n0 < chunk ? B - n0 : chunk, ld = nb * HW;
+    /* the chunk's output gradients side by side: out_c x (nb HW) */
+    for (size_t j = 0; j < nb; j++)
+      for (size_t c = 0; c < y->out_c; c++) {
+        const float *g = dout + (n0 + j) * osz + c * HW;
+        double acc[LANES] = {0};
+        lanes_sum(acc, g, HW);
+        db[c] += (float) lanes_total(acc);
+        memcpy(nn->ochunk + c * ld + j * HW, g, HW * sizeof *g);
+      }
+    for (size_t j = 0; j < nb; j++)
+      im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) y->out_c,
-                (int) K, (int) HW, 1.0f, g, (int) HW, nn->col, (int) HW, 1.0f,
-                dW, (int) K);
+                (int) K, (int) ld, 1.0f, nn->ochunk, (int) ld, nn->col,
+                (int) ld, 1.0f, dW, (int) K);
     if (din) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) K, (int) HW,
-                  (int) y->out_c, 1.0f, w + y->woff, (int) K, g, (int) HW,
-                  0.0f, nn->dcol, (int) HW);
-      col2im(nn->dcol, y, din + n * isz);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) K, (int) ld,
+                  (int) y->out_c, 1.0f, w + y->woff, (int) K, nn->ochunk,
+                  (int) ld, 0.0f, nn->dcol, (int) ld);
+      for (size_t j = 0; j < nb; j++)
+        col2im(nn->dcol + j * HW, y, din + (n0 + j) * isz, ld);
     }
   }
 }
@@ -351,17 +468,32 @@ static void maxpool_fwd(const gc_nn_layer *y, const float *in, float *out,
     for (size_t c = 0; c < y->in_c; c++) {
       const float *src = in + (n * y->in_c + c) * H * W;
       size_t obase = (n * y->in_c + c) * Ho * Wo;
-      for (size_t oh = 0; oh < Ho; oh++)
+      for (size_t oh = 0; oh < Ho; oh++) {
+        const float *r0 = src + 2 * oh * W, *r1 = r0 + W;
+        float *o = out + obase + oh * Wo;
+        uint32_t *am = amax + obase + oh * Wo;
+        uint32_t base = (uint32_t) (c * H * W + 2 * oh * W);
         for (size_t ow = 0; ow < Wo; ow++) {
-          /* first maximum in row-major order wins, as in PyTorch */
-          size_t best = (2 * oh) * W + 2 * ow;
-          size_t cand[3] = { best + 1, best + W, best + W + 1 };
-          for (int j = 0; j < 3; j++)
-            if (src[cand[j]] > src[best] || isnan(src[cand[j]]))
-              best = cand[j];
-          out[obase + oh * Wo + ow] = src[best];
-          amax[obase + oh * Wo + ow] = (uint32_t) (c * H * W + best);
+          /* first maximum in row-major order wins, NaN propagates, as in
+           * PyTorch; selects rather than branches */
+          float m = r0[2 * ow], v;
+          uint32_t at = base + (uint32_t) (2 * ow), t;
+          v = r0[2 * ow + 1];
+          t = v > m || v != v;
+          m = t ? v : m;
+          at = t ? base + (uint32_t) (2 * ow + 1) : at;
+          v = r1[2 * ow];
+          t = v > m || v != v;
+          m = t ? v : m;
+          at = t ? base + (uint32_t) (W + 2 * ow) : at;
+          v = r1[2 * ow + 1];
+          t = v > m || v != v;
+          m = t ? v : m;
+          at = t ? base + (uint32_t) (W + 2 * ow + 1) : at;
+          o[ow] = m;
+          am[ow] = at;
         }
+      }
     }
 }
 
@@ -386,18 +518,13 @@ static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
   for (size_t c = 0; c < C; c++) {
     double mean, var;
     if (train) {
-      double s = 0, s2 = 0;
-      for (size_t n = 0; n < B; n++) {
-        const float *p = in + (n * C + c) * HW;
-        for (size_t i = 0; i < HW; i++)
-          s += p[i];
-      }
-      mean = s / m;
-      for (size_t n = 0; n < B; n++) {
-        const float *p = in + (n * C + c) * HW;
-        for (size_t i = 0; i < HW; i++)
-          s2 += (p[i] - mean) * (p[i] - mean);
-      }
+      double a1[LANES] = {0}, a2[LANES] = {0};
+      for (size_t n = 0; n < B; n++)
+        lanes_sum(a1, in + (n * C + c) * HW, HW);
+      mean = lanes_total(a1) / m;
+      for (size_t n = 0; n < B; n++)
+        lanes_sq(a2, in + (n * C + c) * HW, HW, (float) mean);
+      double s2 = lanes_total(a2);
       var = s2 / m;
       if (stats) {
         float *rm = stats + y->soff, *rv = stats + y->soff + C;
@@ -410,13 +537,14 @@ static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
       var = stats[y->soff + C + c];
     }
     double inv = 1.0 / sqrt(var + bn_eps);
-    mi[c] = (float) mean;
-    mi[C + c] = (float) inv;
-    for (size_t n = 0; n < B; n++) {
+    float mf = (float) mean, invf = (float) inv;
+    mi[c] = mf;
+    mi[C + c] = invf;
+    for (size_t n = 0; n < B; n++) {   /* float, so that it vectorises */
       const float *p = in + (n * C + c) * HW;
       float *xh = xhat + (n * C + c) * HW, *o = out + (n * C + c) * HW;
       for (size_t i = 0; i < HW; i++) {
-        xh[i] = (float) ((p[i] - mean) * inv);
+        xh[i] = (p[i] - mf) * invf;
         o[i] = gamma[c] * xh[i] + beta[c];
       }
     }
@@ -431,25 +559,26 @@ static void bn_bwd(gc_nn *nn, size_t l, const float *w, const float *dout,
   const float *gamma = w + y->woff, *xhat = nn->aux[l], *mi = nn->bnc[l];
   double m = (double) (B * HW);
   for (size_t c = 0; c < C; c++) {
-    double dg = 0, db = 0;
+    double adg[LANES] = {0}, adb[LANES] = {0};
     for (size_t n = 0; n < B; n++) {
       const float *g = dout + (n * C + c) * HW, *xh = xhat + (n * C + c) * HW;
-      for (size_t i = 0; i < HW; i++) {
-        dg += (double) g[i] * xh[i];
-        db += g[i];
-      }
+      lanes_dot(adg, g, xh, HW);
+      lanes_sum(adb, g, HW);
     }
+    double dg = lanes_total(adg), db = lanes_total(adb);
     grad[y->woff + c] = (float) dg;
     grad[y->boff + c] = (float) db;
     if (!din)
       continue;
     double k = gamma[c] * mi[C + c] / m;
+    /* d = k (m g - db - xhat dg), with the constants folded into floats */
+    float km = (float) (k * m), kdb = (float) (k * db), kdg = (float) (k * dg);
     for (size_t n = 0; n < B; n++) {
       const float *g = dout + (n * C + c) * HW, *xh = xhat + (n * C + c) * HW;
       float *d = din + (n * C + c) * HW;
       if (nn->train)
         for (size_t i = 0; i < HW; i++)
-          d[i] = (float) (k * (m * g[i] - db - xh[i] * dg));
+          d[i] = km * g[i] - kdb - kdg * xh[i];
       else   /* running statistics are constants */
         for (size_t i = 0; i < HW; i++)
           d[i] = gamma[c] * mi[C + c] * g[i];
@@ -579,8 +708,10 @@ int gc_nn_backward(gc_nn *nn, const float *w, const float *dout, float *grad,
       break;
     case GC_NN_RELU:
       if (din)
-        for (size_t i = 0; i < n; i++)
-          din[i] = out[i] > 0 ? g[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+          float gi = g[i];   /* loaded either way: the select vectorises */
+          din[i] = out[i] > 0 ? gi : 0.0f;
+        }
       break;
     case GC_NN_DROPOUT:
       if (din)
