@@ -112,17 +112,32 @@ int gc_bench_train(int argc, char **argv)
 {
   const char *csv = NULL, *only = NULL;
   double budget = 1.0;   /* seconds per entry, roughly */
+  int peer = 1;          /* run the PyTorch twins when torch is found */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--csv") && i + 1 < argc)
       csv = argv[++i];
     else if (!strcmp(argv[i], "--model") && i + 1 < argc)
       only = argv[++i];
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: gradcomp bench train [--csv FILE] [--model NAME]"
+             " [--seconds S] [--no-peer]\n"
+             "Milliseconds per worker step (forward + backward + top-K at"
+             " density 0.001) of\neach reference model at batch 10 and 64,"
+             " one thread, about S seconds each\n(default 1).  When a Python"
+             " with torch is found ($GRADCOMP_PYTHON, python3,\n"
+             "/usr/bin/python3) the same models run there in the same"
+             " invocation and the\nratio ours/torch is printed; --no-peer"
+             " skips them.  CSV columns:\nmodel,batch,ms_per_step,"
+             "torch_ms_per_step,ratio\n");
+      return 0;
+    } else if (!strcmp(argv[i], "--no-peer"))
+      peer = 0;
     else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
       if (gc_cli_double("bench train", "--seconds", argv[++i], &budget))
         return 2;
     } else {
       fprintf(stderr, "usage: gradcomp bench train [--csv FILE] [--model NAME]"
-              " [--seconds S]\n");
+              " [--seconds S] [--no-peer]\n");
       return 2;
     }
   }
@@ -130,7 +145,7 @@ int gc_bench_train(int argc, char **argv)
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),
          ct ? ct : "unset: autodetected");
-  const char *py = torch_python();
+  const char *py = peer ? torch_python() : NULL;
   int torch = py != NULL;
   char script[256] = "";
   if (torch) {
