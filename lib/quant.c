@@ -90,6 +90,41 @@ static uint16_t to_bf16_f64(double v)
   return gc__bf16_from_double(v);
 }
 
+/* float32 -> IEEE half with F16C, 8 at a time, when the CPU has it:
+ * round to nearest even, one rounding, so bit-identical to
+ * gc__half_from_double((double) x) (float -> double is exact).  Writes
+ * little-endian halves and returns how many it converted (n rounded down
+ * to a multiple of 8; 0 without F16C).  The scalar conversion runs at a
+ * thirtieth of the streaming bandwidth. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c")))
+static size_t halves_f16c(const float *x, size_t n, uint8_t *out)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *) (out + 2 * i), h);
+  }
+  return i;
+}
+
+static size_t halves_fast(const float *x, size_t n, uint8_t *out)
+{
+  static int have = -1;
+  if (have < 0)
+    have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return have ? halves_f16c(x, n, out) : 0;
+}
+#else
+static size_t halves_fast(const float *x, size_t n, uint8_t *out)
+{
+  (void) x; (void) n; (void) out;
+  return 0;
+}
+#endif
+
 static int base_init(void *state, size_t n, const gc_compressor_params *p)
 {
   qstate *q = state;

@@ -493,16 +493,32 @@ static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
   buf[0] = bf ? TAG_BF16 : TAG_FP16;
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
+  /* finiteness first, so that the conversion loops below stay simple
+   * enough to vectorise (or to use F16C) */
   unsigned bad = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint16_t h = bf ? FUNC(to_bf16)(x[i]) : gc__half_from_double((double) x[i]);
+  for (size_t i = 0; i < n; i++)
     bad |= !FUNC(isfin)(x[i]);
-    nnz += (h & 0x7fffu) != 0;
-    p[2 * i] = (uint8_t) h;
-    p[2 * i + 1] = (uint8_t) (h >> 8);
-  }
   if (bad)
     return FUNC(check_finite)(x, n, who);
+  size_t i = 0;
+#if PREC == 32
+  if (!bf)
+    i = halves_fast(x, n, p);
+#endif
+  if (bf)
+    for (; i < n; i++) {
+      uint16_t h = FUNC(to_bf16)(x[i]);
+      p[2 * i] = (uint8_t) h;
+      p[2 * i + 1] = (uint8_t) (h >> 8);
+    }
+  else
+    for (; i < n; i++) {
+      uint16_t h = gc__half_from_double((double) x[i]);
+      p[2 * i] = (uint8_t) h;
+      p[2 * i + 1] = (uint8_t) (h >> 8);
+    }
+  for (size_t j = 0; j < n; j++)   /* nonzero halves (either sign of 0 is 0) */
+    nnz += ((p[2 * j] | (p[2 * j + 1] & 0x7fu)) != 0);
   *len = need;
   info->nnz = nnz;
   info->selected = n;

@@ -14,6 +14,7 @@
 #include "gc_bitio.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
+#include "gc_rng.h"
 #include "gc_test.h"
 
 static void quiet(void) { gc_set_error_handler_off(); }
@@ -433,6 +434,33 @@ Test(quant, fp16_bf16_special_values)
   for (int i = 0; i < N; i++)
     cr_assert(eq(flt, yf[i], (float) b[i]), "bf16 f32 %d", i);
   gc_compressor_free(c);
+}
+
+/* The float32 fp16 encoder may convert 8 at a time with F16C; its halves
+ * must equal the float64 encoder's (always the scalar exact rounding) on
+ * finite floats of every exponent, including halfway cases and overflow. */
+Test(quant, fp16_float32_fast_path_rounds_exactly)
+{
+  enum { N = 4099 };
+  float *xf = malloc(N * sizeof *xf);
+  double *x = malloc(N * sizeof *x);
+  for (size_t i = 0; i < N; i++) {
+    uint32_t u = gc_rng_u32(5, 0, 0, i), e = 0x67 + (u >> 24) % 0x2c;
+    u = (u & 0x80000000u) | (e << 23) | (u & 0x7fffffu);
+    if (i % 7 == 0)
+      u = (u & 0xffffe000u) | 0x1000u;   /* exactly halfway between halves */
+    memcpy(&xf[i], &u, sizeof u);
+    x[i] = xf[i];
+  }
+  gc_compressor *c = make("fp16", N, 1, 0, 0, 0);
+  size_t cap = gc_compressor_max_bytes(c), l32, l64;
+  uint8_t *b32 = malloc(cap), *b64 = malloc(cap);
+  cr_assert(eq(int, gc_compress_f32(c, xf, 0, b32, cap, &l32, NULL), GC_SUCCESS));
+  cr_assert(eq(int, gc_compress_f64(c, x, 0, b64, cap, &l64, NULL), GC_SUCCESS));
+  cr_assert(eq(sz, l32, l64));
+  cr_assert(memcmp(b32 + 2, b64 + 2, l32 - 2) == 0, "float32 halves differ");
+  gc_compressor_free(c);
+  free(xf); free(x); free(b32); free(b64);
 }
 
 /* ---- zero vectors, determinism ----------------------------------------- */
