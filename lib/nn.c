@@ -341,9 +341,13 @@ static void im2col(const float *in, const gc_nn_layer *y, float *col,
           }
           /* input column of ow = lo is lo + kj - pad >= 0 */
           const float *src = in + (c * H + (size_t) ih) * W + (lo + kj - (size_t) pad);
-          memset(r, 0, lo * sizeof *r);
+          /* the padding runs are 0 or 1 entries for most kj: skip the
+           * calls rather than pay for empty ones */
+          if (lo)
+            memset(r, 0, lo * sizeof *r);
           memcpy(r + lo, src, (hi - lo) * sizeof *r);
-          memset(r + hi, 0, (Wo - hi) * sizeof *r);
+          if (hi < Wo)
+            memset(r + hi, 0, (Wo - hi) * sizeof *r);
         }
       }
 }
