@@ -140,18 +140,18 @@ static void gauss_block_sums_sse2(const float *x, size_t lo, size_t hi,
     a1[v] = a2[v] = _mm_setzero_ps();
   size_t i = lo;
   for (; i + 16 <= hi; i += 16) {
-    __m128 over = _mm_setzero_ps();
+    unsigned over = 0;
     for (int v = 0; v < 4; v++) {
       __m128 xv = _mm_loadu_ps(x + i + 4 * v), d = _mm_sub_ps(xv, shift);
       a1[v] = _mm_add_ps(a1[v], d);
       a2[v] = _mm_add_ps(a2[v], _mm_mul_ps(d, d));
       /* !(|x| <= t0): above t0, or NaN */
-      over = _mm_or_ps(over, _mm_cmpnle_ps(_mm_and_ps(xv, absmask), limit));
+      over |= (unsigned) _mm_movemask_ps(
+                  _mm_cmpnle_ps(_mm_and_ps(xv, absmask), limit)) << (4 * v);
     }
-    if (_mm_movemask_ps(over))
-      for (int j = 0; j < 16; j++)
-        if (!(fabsf(x[i + j]) <= t0) && (*c)++ < cap)
-          cand[*c - 1] = (uint32_t) (i + j);
+    for (; over; over &= over - 1)
+      if ((*c)++ < cap)
+        cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
   }
   float l1[16], l2[16];
   for (int v = 0; v < 4; v++) {
@@ -174,6 +174,52 @@ static void gauss_block_sums_sse2(const float *x, size_t lo, size_t hi,
   *p2 = s2;
 }
 #define GAUSS_BLOCK_SUMS gauss_block_sums_sse2
+
+/* scan (sparse_source.c) for float32 with SSE2: a 16-bit mask per block
+ * of 16 entries, whose set bits are appended in order, so that a dense
+ * selection (density 0.01 and up) does not fall into the scalar loop in
+ * every other block.  A block holding a non-finite entry is redone by the
+ * scalar rule, which finds the first one. */
+static size_t scan_sse2(const float *x, size_t n, float t, uint32_t *out,
+                        size_t cap, size_t *bad)
+{
+  const __m128 limit = _mm_set1_ps(t), big = _mm_set1_ps(FLT_MAX);
+  const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  size_t c = 0, i = 0;
+  for (; i + 16 <= n; i += 16) {
+    unsigned over = 0;
+    __m128 nonfinite = _mm_setzero_ps();
+    for (int v = 0; v < 4; v++) {
+      __m128 a = _mm_and_ps(_mm_loadu_ps(x + i + 4 * v), absmask);
+      over |= (unsigned) _mm_movemask_ps(_mm_cmpnle_ps(a, limit)) << (4 * v);
+      nonfinite = _mm_or_ps(nonfinite, _mm_cmpnle_ps(a, big));
+    }
+    if (!over)
+      continue;
+    if (_mm_movemask_ps(nonfinite))
+      break;   /* the scalar tail below finds it */
+    for (; over; over &= over - 1) {
+      if (c < cap)
+        out[c] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+      c++;
+    }
+  }
+  for (; i < n; i++) {
+    float a = fabsf(x[i]);
+    if (!(a <= t)) {
+      if (!(a <= FLT_MAX)) {
+        *bad = i;
+        return c;
+      }
+      if (c < cap)
+        out[c] = (uint32_t) i;
+      c++;
+    }
+  }
+  *bad = SIZE_MAX;
+  return c;
+}
+#define SCAN_FAST scan_sse2
 #endif
 
 /* ---- the two precisions -------------------------------------------------- */

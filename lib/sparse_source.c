@@ -15,6 +15,9 @@ enum { FN(SCAN_BLOCK) = 32 };
 static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
                        size_t cap, size_t *bad)
 {
+#ifdef SCAN_FAST
+  return SCAN_FAST(x, n, t, out, cap, bad);
+#endif
   enum { B = FN(SCAN_BLOCK) };
   size_t c = 0;
   for (size_t i = 0; i < n; i += B) {
@@ -497,3 +500,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef NEXTDOWN
 #undef REAL_MAX
 #undef GAUSS_BLOCK_SUMS
+#undef SCAN_FAST
