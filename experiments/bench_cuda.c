@@ -71,8 +71,9 @@ static void usage(FILE *out)
  * or a negative value when PyTorch with CUDA is not usable. */
 static double torch_topk(const float *h_x, size_t d, size_t k, int reps)
 {
-  if (system("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'"
-             " >/dev/null 2>&1") != 0)
+  const char *py = gc_cli_python_with(
+      "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)");
+  if (!py)
     return -1;
   char path[64];
   snprintf(path, sizeof path, "/tmp/gc-bench-cuda-%ld.f32", (long) getpid());
@@ -87,7 +88,7 @@ static double torch_topk(const float *h_x, size_t d, size_t k, int reps)
   }
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
-           "python3 -c \"import torch\n"
+           "'%s' -c \"import torch\n"
            "x = torch.from_file('%s', size=%zu, dtype=torch.float32).cuda()\n"
            "ts = []\n"
            "for r in range(%d):\n"
@@ -95,7 +96,7 @@ static double torch_topk(const float *h_x, size_t d, size_t k, int reps)
            "    a.record(); torch.topk(x.abs(), %zu, sorted=False); b.record(); b.synchronize()\n"
            "    ts.append(a.elapsed_time(b) * 1e-3)\n"
            "ts = sorted(ts[1:]); print(ts[len(ts) // 2])\"",
-           path, d, reps + 1, k);
+           py, path, d, reps + 1, k);
   FILE *p = popen(cmd, "r");
   double s = -1;
   if (p) {

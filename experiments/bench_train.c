@@ -52,22 +52,6 @@ static const char torch_script[] =
   "for _ in range(reps): step()\n"
   "print((time.perf_counter()-t)/reps*1e3)\n";
 
-/* The first Python interpreter that imports torch, or NULL. */
-static const char *torch_python(void)
-{
-  const char *env = getenv("GRADCOMP_PYTHON");
-  const char *cand[3] = { env, "python3", "/usr/bin/python3" };
-  for (int i = 0; i < 3; i++) {
-    char cmd[512];
-    if (!cand[i] || !*cand[i] || strchr(cand[i], '\''))
-      continue;
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", cand[i]);
-    if (system(cmd) == 0)
-      return cand[i];
-  }
-  return NULL;
-}
-
 /* Run the torch script; its first output line, or "" on failure. */
 static void torch_run(const char *py, const char *script, const char *args,
                       char *line, size_t cap)
@@ -145,7 +129,7 @@ int gc_bench_train(int argc, char **argv)
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),
          ct ? ct : "unset: autodetected");
-  const char *py = peer ? torch_python() : NULL;
+  const char *py = peer ? gc_cli_python_with("import torch") : NULL;
   int torch = py != NULL;
   char script[256] = "";
   if (torch) {

@@ -126,3 +126,18 @@ double gc_cli_now(void)
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
 }
+
+const char *gc_cli_python_with(const char *code)
+{
+  const char *env = getenv("GRADCOMP_PYTHON");
+  const char *cand[3] = { env, "python3", "/usr/bin/python3" };
+  for (int i = 0; i < 3; i++) {
+    char cmd[1024];
+    if (!cand[i] || !*cand[i] || strchr(cand[i], '\''))
+      continue;
+    snprintf(cmd, sizeof cmd, "'%s' -c \"%s\" >/dev/null 2>&1", cand[i], code);
+    if (system(cmd) == 0)
+      return cand[i];
+  }
+  return NULL;
+}

@@ -26,6 +26,11 @@ int gc_cli_ties(const char *cmd, const char *text, int *ties);
  * and quiet == 0.  Call with i == n to finish the line. */
 void gc_cli_progress(const char *label, size_t i, size_t n, int quiet);
 double gc_cli_now(void);   /* monotonic seconds */
+/* The first Python interpreter for which `-c code` exits 0: $GRADCOMP_PYTHON,
+ * then python3 on the PATH, then /usr/bin/python3 (where Debian's
+ * python3-torch lives when python3 is some other install); NULL if none.
+ * For the optional PyTorch peers of the benchmarks. */
+const char *gc_cli_python_with(const char *code);
 
 /* The option loop of commands whose options all take one value
  * ("--name value"):

@@ -153,9 +153,15 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
   if (gc_compressor_n(c) != n)
     GC_ERRORF(GC_EBADLEN, "compressor length %zu differs from memory %zu",
               gc_compressor_n(c), n);
-  /* The input is checked before any state changes (DGC and EF21 update
-   * their memories in place); the accumulator below only for overflow. */
-  size_t bad = gc__vfirst_nonfinite(dt, g, n);
+  /* A bad input must leave the state as it was.  DGC updates u and v
+   * before its accumulator exists, and NONE's scaling checks nothing, so
+   * they test g first.  The other kinds build the accumulator in a pass
+   * that flags non-finite results, and a finite memory plus a multiple of
+   * g is finite only when g is: testing g again would be one more read of
+   * it per step. */
+  size_t bad = n;
+  if (e->kind == GC_EF_DGC || e->kind == GC_EF_NONE)
+    bad = gc__vfirst_nonfinite(dt, g, n);
   if (bad < n)
     GC_ERRORF(GC_EDOM, "non-finite gradient at index %zu", bad);
   switch (e->kind) {
@@ -196,9 +202,13 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
     bad = gc__vadd_scaled(dt, e->acc, g, -1.0, e->mem, n);
     break;
   }
-  if (bad < n)
+  if (bad < n) {
+    size_t gbad = gc__vfirst_nonfinite(dt, g, n);
+    if (gbad < n)
+      GC_ERRORF(GC_EDOM, "non-finite gradient at index %zu", gbad);
     GC_ERRORF(GC_EDOM, "error-feedback accumulator overflowed at index %zu",
               bad);
+  }
   GC_TRY(gc__encode(dt, c, e->acc, step, buf, cap, len, info));
   gc__vzero(dt, e->sent, n);
   GC_TRY(gc__decode(dt, c, buf, *len, step, 1.0, e->sent));

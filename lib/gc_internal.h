@@ -6,6 +6,16 @@
 #include <stdint.h>
 #include "gc_compressor.h"
 
+/* The precision templates (sparse_source.c, quant_source.c, wire_source.c,
+ * lowrank_source.c) are included once per REAL with SFX = f32 or f64;
+ * FN(encode) names encode_f32 or encode_f64 there. */
+#define GC__CAT2(a, b) a##_##b
+#define GC__CAT(a, b) GC__CAT2(a, b)
+#define FN(name) GC__CAT(name, SFX)
+
+/* Monotonic wall-clock seconds, for the timing columns. */
+double gc__now(void);
+
 /* NULL-terminated family lists, one per family file. */
 extern const gc_compressor_type *const gc__sparse_types[];
 extern const gc_compressor_type *const gc__quant_types[];

@@ -258,10 +258,6 @@ static size_t lr_max_bytes(const void *state)
   return HDR + 8 * ((const lrstate *) state)->nvalues;
 }
 
-#define CONCAT2(a, b) a##_##b
-#define CONCAT(a, b) CONCAT2(a, b)
-#define FUNC(name) CONCAT(name, SFX)
-
 #define REAL float
 #define SFX f32
 #define PREC 32

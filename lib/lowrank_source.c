@@ -7,7 +7,7 @@
 
 #define W ((size_t) sizeof(REAL))
 
-static double FUNC(norm)(const REAL *v, size_t len)
+static double FN(norm)(const REAL *v, size_t len)
 {
   double ss = 0;
   for (size_t i = 0; i < len; i++)
@@ -19,12 +19,12 @@ static double FUNC(norm)(const REAL *v, size_t len)
  * order 0..r-1: classical Gram-Schmidt in double, run twice per column.
  * keep[j] = 0 marks a column that was (numerically) dependent or zero and
  * is now zero.  Returns nonzero when a norm overflowed. */
-static int FUNC(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
+static int FN(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
 {
   const double drop = sqrt((double) EPS);
   for (size_t j = 0; j < r; j++) {
     REAL *v = p + j * rows;
-    double n0 = FUNC(norm)(v, rows);
+    double n0 = FN(norm)(v, rows);
     if (!isfinite(n0))
       return 1;
     for (int pass = 0; pass < 2; pass++)
@@ -38,7 +38,7 @@ static int FUNC(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
         for (size_t i = 0; i < rows; i++)
           v[i] = (REAL) ((double) v[i] - d * (double) u[i]);
       }
-    double nn = FUNC(norm)(v, rows);
+    double nn = FN(norm)(v, rows);
     if (nn > drop * n0) {
       double inv = 1.0 / nn;
       for (size_t i = 0; i < rows; i++)
@@ -52,7 +52,7 @@ static int FUNC(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
   return 0;
 }
 
-static int FUNC(all_finite)(const REAL *v, size_t len)
+static int FN(all_finite)(const REAL *v, size_t len)
 {
   for (size_t i = 0; i < len; i++)
     if (!isfinite(v[i]))
@@ -63,7 +63,7 @@ static int FUNC(all_finite)(const REAL *v, size_t len)
 /* Rows of the r x len block v (stored column by column) with a nonzero
  * entry in some column: for P^ the nonzero rows of C(M), for Q its
  * nonzero columns. */
-static size_t FUNC(nonzero_lines)(const REAL *v, size_t len, size_t r)
+static size_t FN(nonzero_lines)(const REAL *v, size_t len, size_t r)
 {
   size_t c = 0;
   for (size_t i = 0; i < len; i++) {
@@ -75,7 +75,7 @@ static size_t FUNC(nonzero_lines)(const REAL *v, size_t len, size_t r)
   return c;
 }
 
-static int FUNC(psgd_encode)(void *state, const REAL *x, uint32_t step,
+static int FN(psgd_encode)(void *state, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
                              gc_compress_info *info)
 {
@@ -110,21 +110,21 @@ static int FUNC(psgd_encode)(void *state, const REAL *x, uint32_t step,
     /* P^T = Q^T M^T: r x rows, one column of P per row */
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int) r, (int) rows,
          (int) cols, 1, qw, (int) cols, M, (int) cols, 0, pw, (int) rows);
-    if (!FUNC(all_finite)(pw, r * rows) ||
-        FUNC(orthonormalise)(pw, rows, r, keep))
+    if (!FN(all_finite)(pw, r * rows) ||
+        FN(orthonormalise)(pw, rows, r, keep))
       GC_ERRORF(GC_EDOM, "powersgd: M Q overflowed for the %zu x %zu matrix "
                 "at offset %zu", rows, cols, k->off);
     /* Q^T = P^^T M: r x cols */
     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) r, (int) cols,
          (int) rows, 1, pw, (int) rows, M, (int) cols, 0, qn, (int) cols);
-    if (!FUNC(all_finite)(qn, r * cols))
+    if (!FN(all_finite)(qn, r * cols))
       GC_ERRORF(GC_EDOM, "powersgd: M^T P overflowed for the %zu x %zu "
                 "matrix at offset %zu", rows, cols, k->off);
     memcpy(out, pw, W * r * rows);
     out += W * r * rows;
     memcpy(out, qn, W * r * cols);
     out += W * r * cols;
-    nnz += FUNC(nonzero_lines)(pw, rows, r) * FUNC(nonzero_lines)(qn, cols, r);
+    nnz += FN(nonzero_lines)(pw, rows, r) * FN(nonzero_lines)(qn, cols, r);
   }
   /* Success: only now does the warm start move (unit columns; a dropped
    * or zero column keeps its previous direction). */
@@ -134,7 +134,7 @@ static int FUNC(psgd_encode)(void *state, const REAL *x, uint32_t step,
       continue;
     for (size_t j = 0; j < r; j++) {
       const REAL *c = qnew + k->qoff + j * k->cols;
-      double nc = FUNC(norm)(c, k->cols);
+      double nc = FN(norm)(c, k->cols);
       if (!s->keep[k->m * r + j] || !(nc > 0) || !isfinite(nc))
         continue;
       double *q = s->q + k->qoff + j * k->cols;
@@ -153,7 +153,7 @@ static int FUNC(psgd_encode)(void *state, const REAL *x, uint32_t step,
   return GC_SUCCESS;
 }
 
-static int FUNC(psgd_decode)(const void *state, const uint8_t *buf,
+static int FN(psgd_decode)(const void *state, const uint8_t *buf,
                              size_t len, uint32_t step, REAL scale, REAL *y)
 {
   const lrstate *s = state;

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 #ifdef _OPENMP
@@ -25,13 +24,6 @@
 #include "gc_io.h"
 #include "gc_nn.h"
 #include "gc_npy.h"
-
-static double now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
 
 void gc_train_config_default(gc_train_config *c)
 {
@@ -625,7 +617,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   size_t tn = 0;
 
   for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
-    double t0 = now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
+    double t0 = gc__now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
     gc_sim_times(R.sim, &w0, &s0);
     double lsum = 0, usum = 0, xsum = 0, csum = 0;
     size_t xn = 0, cn = 0, done_here = 0;
@@ -639,7 +631,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       if (c->max_steps && steps >= c->max_steps)
         break;
       const float *x = gc_sim_point(R.sim);
-      double ta = now();
+      double ta = gc__now();
       #pragma omp parallel for schedule(static) num_threads((int) R.T)
       for (size_t p = 0; p < P; p++) {
         size_t t = 0;
@@ -660,7 +652,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         R.loss[p] = gc_nn_loss(net, yb);
         gc_nn_backward(net, x, NULL, R.grads + p * d, NULL);
       }
-      double tb = now();
+      double tb = gc__now();
       double l = 0;
       for (size_t p = 0; p < P; p++)
         l += R.loss[p];
@@ -693,7 +685,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           memcpy(dprev, m, d * sizeof *dprev);
         }
       }
-      double tc = now();
+      double tc = gc__now();
       st = gc_sim_step(R.sim, gp, c->lr);
       if (st != GC_SUCCESS) {
         if (st == GC_EDIVERGE || st == GC_EDOM) {
@@ -733,7 +725,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     up_total += upe;
     down_total += downe;
     gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
-    double ttot = now() - t0;
+    double ttot = gc__now() - t0;
     gc_sim_times(R.sim, &w1, &s1);
     fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f\n",
             e + 1, steps, lsum / (double) done_here, acc,

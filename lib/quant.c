@@ -222,10 +222,6 @@ static uint64_t sign_word_f32(const float *x, unsigned *bad)
  * combines them with gc__pairwise: an order the GPU twin reproduces. */
 enum { SUM_BLOCK = 1024 };
 
-#define CONCAT2(a, b) a##_##b
-#define CONCAT(a, b) CONCAT2(a, b)
-#define FUNC(name) CONCAT(name, SFX)
-
 #define REAL float
 #define SFX f32
 #define PREC 32

@@ -6,30 +6,49 @@
 
 #define W ((size_t) sizeof(REAL))
 
+/* A compressor that is one flavour of a shared codec (sign and scaled
+ * sign; fp16 and bf16), which ignores the step: its two entry points call
+ * family_common_encode / _decode with the flavour flag. */
+#define FLAVOUR(name, family, flag)                                          \
+  static int FN(name##_encode)(void *st, const REAL *x, uint32_t step,       \
+                               uint8_t *buf, size_t cap, size_t *len,        \
+                               gc_compress_info *info)                       \
+  {                                                                          \
+    (void) step;                                                             \
+    return FN(family##_common_encode)(st, x, buf, cap, len, info, flag);     \
+  }                                                                          \
+  static int FN(name##_decode)(const void *st, const uint8_t *buf,           \
+                               size_t len, uint32_t step, REAL scale,        \
+                               REAL *y)                                      \
+  {                                                                          \
+    (void) step;                                                             \
+    return FN(family##_common_decode)(st, buf, len, scale, y, flag);         \
+  }
+
 /* GC_EDOM naming the first NaN or Inf, else GC_SUCCESS.  Only for error
  * paths: each encoder ORs an integer test of the exponent field
- * (FUNC(isfin)) into a pass over x it makes anyway, and calls this to name
+ * (FN(isfin)) into a pass over x it makes anyway, and calls this to name
  * the culprit. */
-static int FUNC(check_finite)(const REAL *x, size_t n, const char *who)
+static int FN(check_finite)(const REAL *x, size_t n, const char *who)
 {
   for (size_t i = 0; i < n; i++)
-    if (!FUNC(isfin)(x[i]))
+    if (!FN(isfin)(x[i]))
       GC_ERRORF(GC_EDOM, "%s: x[%zu] = %g is not finite", who, i, (double) x[i]);
   return GC_SUCCESS;
 }
 
 /* GC_ENOSPACE when cap < need; a non-finite x takes precedence (GC_EDOM),
  * as it does when the buffer is large enough. */
-static int FUNC(check_cap)(const REAL *x, size_t n, size_t cap, size_t need,
+static int FN(check_cap)(const REAL *x, size_t n, size_t cap, size_t need,
                            const char *who)
 {
   if (cap >= need)
     return GC_SUCCESS;
-  GC_TRY(FUNC(check_finite)(x, n, who));
+  GC_TRY(FN(check_finite)(x, n, who));
   GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
 }
 
-static int FUNC(check_header)(const uint8_t *buf, size_t len, int tag,
+static int FN(check_header)(const uint8_t *buf, size_t len, int tag,
                               const char *who)
 {
   if (len < HDR)
@@ -44,7 +63,7 @@ static int FUNC(check_header)(const uint8_t *buf, size_t len, int tag,
   return GC_SUCCESS;
 }
 
-static int FUNC(check_len)(size_t len, size_t want, const char *who)
+static int FN(check_len)(size_t len, size_t want, const char *who)
 {
   if (len != want)
     GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes, expected %zu (%s)",
@@ -52,7 +71,7 @@ static int FUNC(check_len)(size_t len, size_t want, const char *who)
   return GC_SUCCESS;
 }
 
-static REAL FUNC(load)(const uint8_t *p)
+static REAL FN(load)(const uint8_t *p)
 {
   REAL v;
   memcpy(&v, p, W);
@@ -60,31 +79,31 @@ static REAL FUNC(load)(const uint8_t *p)
 }
 
 /* A scale or norm read from a message must be finite and >= 0. */
-static int FUNC(check_scale)(REAL v, const char *who)
+static int FN(check_scale)(REAL v, const char *who)
 {
-  if (!(v >= 0) || !FUNC(isfin)(v))
+  if (!(v >= 0) || !FN(isfin)(v))
     GC_ERRORF(GC_ECORRUPT, "%s: invalid scale %g in message", who, (double) v);
   return GC_SUCCESS;
 }
 
 /* ---- identity --------------------------------------------------------- */
 
-static int FUNC(identity_encode)(void *st, const REAL *x, uint32_t step,
+static int FN(identity_encode)(void *st, const REAL *x, uint32_t step,
                                  uint8_t *buf, size_t cap, size_t *len,
                                  gc_compress_info *info)
 {
   const qstate *q = st;
   size_t n = q->n, need = HDR + W * n;
   (void) step;
-  GC_TRY(FUNC(check_cap)(x, n, cap, need, "identity"));
+  GC_TRY(FN(check_cap)(x, n, cap, need, "identity"));
   size_t nnz = 0;
   unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     nnz += x[i] != 0;
-    bad |= !FUNC(isfin)(x[i]);
+    bad |= !FN(isfin)(x[i]);
   }
   if (bad)
-    return FUNC(check_finite)(x, n, "identity");
+    return FN(check_finite)(x, n, "identity");
   buf[0] = TAG_IDENTITY;
   buf[1] = PREC;
   memcpy(buf + HDR, x, W * n);
@@ -95,17 +114,17 @@ static int FUNC(identity_encode)(void *st, const REAL *x, uint32_t step,
   return GC_SUCCESS;
 }
 
-static int FUNC(identity_decode)(const void *st, const uint8_t *buf,
+static int FN(identity_decode)(const void *st, const uint8_t *buf,
                                  size_t len, uint32_t step, REAL scale, REAL *y)
 {
   const qstate *q = st;
   size_t n = q->n;
   (void) step;
-  GC_TRY(FUNC(check_header)(buf, len, TAG_IDENTITY, "identity"));
-  GC_TRY(FUNC(check_len)(len, HDR + W * n, "identity"));
+  GC_TRY(FN(check_header)(buf, len, TAG_IDENTITY, "identity"));
+  GC_TRY(FN(check_len)(len, HDR + W * n, "identity"));
   const uint8_t *p = buf + HDR;
   for (size_t i = 0; i < n; i++)
-    y[i] += scale * FUNC(load)(p + W * i);
+    y[i] += scale * FN(load)(p + W * i);
   return GC_SUCCESS;
 }
 
@@ -115,7 +134,7 @@ static int FUNC(identity_decode)(const void *st, const uint8_t *buf,
  * ceil(n/8) bytes, 64 per word; when l1 is given also sum |x_i| in double.
  * Returns nonzero when some entry is NaN or Inf.  One pass over x: the
  * sign compressors should run at streaming bandwidth. */
-static unsigned FUNC(sign_pack)(const REAL *x, size_t n, uint8_t *out,
+static unsigned FN(sign_pack)(const REAL *x, size_t n, uint8_t *out,
                                 double *l1)
 {
   unsigned bad = 0;
@@ -130,7 +149,7 @@ static unsigned FUNC(sign_pack)(const REAL *x, size_t n, uint8_t *out,
 #else
     for (unsigned j = 0; j < 64; j++) {
       bits |= (uint64_t) (xw[j] < 0) << j;
-      b |= !FUNC(isfin)(xw[j]);
+      b |= !FN(isfin)(xw[j]);
     }
 #endif
     if (l1) {   /* four partial sums: independent chains pipeline */
@@ -149,7 +168,7 @@ static unsigned FUNC(sign_pack)(const REAL *x, size_t n, uint8_t *out,
     uint64_t bits = 0;
     for (size_t j = 0; j < rest; j++) {
       bits |= (uint64_t) (xw[j] < 0) << j;
-      bad |= !FUNC(isfin)(xw[j]);
+      bad |= !FN(isfin)(xw[j]);
       acc += fabs((double) xw[j]);
     }
     for (size_t k = 0; k < (rest + 7) / 8; k++)
@@ -161,7 +180,7 @@ static unsigned FUNC(sign_pack)(const REAL *x, size_t n, uint8_t *out,
 }
 
 /* The padding bits above entry n in the last byte must be zero. */
-static int FUNC(check_pad)(uint8_t last, size_t nbits, const char *who)
+static int FN(check_pad)(uint8_t last, size_t nbits, const char *who)
 {
   unsigned used = (unsigned) (nbits % 8);
   if (used && (last >> used))
@@ -169,16 +188,16 @@ static int FUNC(check_pad)(uint8_t last, size_t nbits, const char *who)
   return GC_SUCCESS;
 }
 
-static int FUNC(sign_common_encode)(const qstate *q, const REAL *x,
+static int FN(sign_common_encode)(const qstate *q, const REAL *x,
                                     uint8_t *buf, size_t cap, size_t *len,
                                     gc_compress_info *info, int scaled)
 {
   size_t n = q->n, off = HDR + (scaled ? W : 0), need = off + (n + 7) / 8;
   const char *who = scaled ? "scaled-sign" : "sign";
-  GC_TRY(FUNC(check_cap)(x, n, cap, need, who));
+  GC_TRY(FN(check_cap)(x, n, cap, need, who));
   double l1 = 0;
-  if (FUNC(sign_pack)(x, n, buf + off, scaled ? &l1 : NULL))
-    return FUNC(check_finite)(x, n, who);
+  if (FN(sign_pack)(x, n, buf + off, scaled ? &l1 : NULL))
+    return FN(check_finite)(x, n, who);
   buf[0] = scaled ? TAG_SCALED_SIGN : TAG_SIGN;
   buf[1] = PREC;
   REAL sc = 1;
@@ -193,18 +212,18 @@ static int FUNC(sign_common_encode)(const qstate *q, const REAL *x,
   return GC_SUCCESS;
 }
 
-static int FUNC(sign_common_decode)(const qstate *q, const uint8_t *buf,
+static int FN(sign_common_decode)(const qstate *q, const uint8_t *buf,
                                     size_t len, REAL scale, REAL *y, int scaled)
 {
   size_t n = q->n, off = HDR + (scaled ? W : 0), need = off + (n + 7) / 8;
   const char *who = scaled ? "scaled-sign" : "sign";
-  GC_TRY(FUNC(check_header)(buf, len, scaled ? TAG_SCALED_SIGN : TAG_SIGN, who));
-  GC_TRY(FUNC(check_len)(len, need, who));
-  GC_TRY(FUNC(check_pad)(buf[len - 1], n, who));
+  GC_TRY(FN(check_header)(buf, len, scaled ? TAG_SCALED_SIGN : TAG_SIGN, who));
+  GC_TRY(FN(check_len)(len, need, who));
+  GC_TRY(FN(check_pad)(buf[len - 1], n, who));
   REAL a = scale;
   if (scaled) {
-    REAL sc = FUNC(load)(buf + HDR);
-    GC_TRY(FUNC(check_scale)(sc, who));
+    REAL sc = FN(load)(buf + HDR);
+    GC_TRY(FN(check_scale)(sc, who));
     a = scale * sc;
   }
   const uint8_t *p = buf + off;
@@ -220,42 +239,14 @@ static int FUNC(sign_common_decode)(const qstate *q, const uint8_t *buf,
   return GC_SUCCESS;
 }
 
-static int FUNC(sign_encode)(void *st, const REAL *x, uint32_t step,
-                             uint8_t *buf, size_t cap, size_t *len,
-                             gc_compress_info *info)
-{
-  (void) step;
-  return FUNC(sign_common_encode)(st, x, buf, cap, len, info, 0);
-}
-
-static int FUNC(sign_decode)(const void *st, const uint8_t *buf, size_t len,
-                             uint32_t step, REAL scale, REAL *y)
-{
-  (void) step;
-  return FUNC(sign_common_decode)(st, buf, len, scale, y, 0);
-}
-
-static int FUNC(scaled_sign_encode)(void *st, const REAL *x, uint32_t step,
-                                    uint8_t *buf, size_t cap, size_t *len,
-                                    gc_compress_info *info)
-{
-  (void) step;
-  return FUNC(sign_common_encode)(st, x, buf, cap, len, info, 1);
-}
-
-static int FUNC(scaled_sign_decode)(const void *st, const uint8_t *buf,
-                                    size_t len, uint32_t step, REAL scale,
-                                    REAL *y)
-{
-  (void) step;
-  return FUNC(sign_common_decode)(st, buf, len, scale, y, 1);
-}
+FLAVOUR(sign, sign, 0)
+FLAVOUR(scaled_sign, sign, 1)
 
 /* ---- qsgd --------------------------------------------------------------- */
 
 /* ||x[lo,hi)||_2 without overflow: scale by the largest magnitude.  *bad
  * is set (and 0 returned) when some entry is NaN or Inf. */
-static double FUNC(bucket_norm)(const REAL *x, size_t lo, size_t hi,
+static double FN(bucket_norm)(const REAL *x, size_t lo, size_t hi,
                                 unsigned *bad)
 {
   double amax = 0, ss = 0;
@@ -263,7 +254,7 @@ static double FUNC(bucket_norm)(const REAL *x, size_t lo, size_t hi,
   for (size_t i = lo; i < hi; i++) {
     double a = fabs((double) x[i]);
     amax = a > amax ? a : amax;
-    b |= !FUNC(isfin)(x[i]);
+    b |= !FN(isfin)(x[i]);
   }
   *bad = b;
   if (b || amax == 0)
@@ -275,14 +266,14 @@ static double FUNC(bucket_norm)(const REAL *x, size_t lo, size_t hi,
   return amax * sqrt(ss);
 }
 
-static int FUNC(qsgd_encode)(void *st, const REAL *x, uint32_t step,
+static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
                              gc_compress_info *info)
 {
   const qstate *q = st;
   size_t n = q->n, B = q->bucket, off = HDR + W * q->nb, nnz = 0;
   double s = (double) q->s;
-  GC_TRY(FUNC(check_cap)(x, n, cap, off, "qsgd"));
+  GC_TRY(FN(check_cap)(x, n, cap, off, "qsgd"));
   buf[0] = TAG_QSGD;
   buf[1] = PREC;
   gc__bw w;
@@ -290,10 +281,10 @@ static int FUNC(qsgd_encode)(void *st, const REAL *x, uint32_t step,
   for (size_t b = 0; b < q->nb; b++) {
     size_t lo = b * B, hi = lo + B < n ? lo + B : n;
     unsigned bad;
-    REAL norm = (REAL) FUNC(bucket_norm)(x, lo, hi, &bad);
+    REAL norm = (REAL) FN(bucket_norm)(x, lo, hi, &bad);
     if (bad)   /* the earlier buckets are finite: this names x[lo, hi) */
-      return FUNC(check_finite)(x, n, "qsgd");
-    if (!FUNC(isfin)(norm))
+      return FN(check_finite)(x, n, "qsgd");
+    if (!FN(isfin)(norm))
       GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", b, PREC);
     memcpy(buf + HDR + W * b, &norm, W);
     if (norm == 0) {                     /* every level 0: gamma(1) = "1" */
@@ -331,7 +322,7 @@ static int FUNC(qsgd_encode)(void *st, const REAL *x, uint32_t step,
 
 /* Parse a qsgd message; with y == NULL only validate.  Decoders call it
  * twice so y is untouched when the message is invalid. */
-static int FUNC(qsgd_parse)(const qstate *q, const uint8_t *buf, size_t len,
+static int FN(qsgd_parse)(const qstate *q, const uint8_t *buf, size_t len,
                             REAL scale, REAL *y)
 {
   size_t n = q->n, B = q->bucket, off = HDR + W * q->nb;
@@ -342,9 +333,9 @@ static int FUNC(qsgd_parse)(const qstate *q, const uint8_t *buf, size_t len,
   gc__br_init(&r, buf + off, len - off);
   for (size_t b = 0; b < q->nb; b++) {
     size_t lo = b * B, hi = lo + B < n ? lo + B : n;
-    double norm = (double) FUNC(load)(buf + HDR + W * b);
+    double norm = (double) FN(load)(buf + HDR + W * b);
     if (!y)
-      GC_TRY(FUNC(check_scale)((REAL) norm, "qsgd"));
+      GC_TRY(FN(check_scale)((REAL) norm, "qsgd"));
     for (size_t i = lo; i < hi; i++) {
       uint64_t v, sg = 0;
       if (gc__br_gamma(&r, &v) != 0)
@@ -368,20 +359,20 @@ static int FUNC(qsgd_parse)(const qstate *q, const uint8_t *buf, size_t len,
   return GC_SUCCESS;
 }
 
-static int FUNC(qsgd_decode)(const void *st, const uint8_t *buf, size_t len,
+static int FN(qsgd_decode)(const void *st, const uint8_t *buf, size_t len,
                              uint32_t step, REAL scale, REAL *y)
 {
   (void) step;
-  GC_TRY(FUNC(check_header)(buf, len, TAG_QSGD, "qsgd"));
-  GC_TRY(FUNC(qsgd_parse)(st, buf, len, scale, NULL));
-  return FUNC(qsgd_parse)(st, buf, len, scale, y);
+  GC_TRY(FN(check_header)(buf, len, TAG_QSGD, "qsgd"));
+  GC_TRY(FN(qsgd_parse)(st, buf, len, scale, NULL));
+  return FN(qsgd_parse)(st, buf, len, scale, y);
 }
 
 /* ---- terngrad ----------------------------------------------------------- */
 
 /* sum_i x_i, or with `squares` sum_i (x_i - mean)^2, in double in the
  * blocked pairwise order of quant.c (n >= 1). */
-static double FUNC(block_sum)(const REAL *x, size_t n, int squares, double mean)
+static double FN(block_sum)(const REAL *x, size_t n, int squares, double mean)
 {
   gc__pairwise t = {{0}, 0, 0};
   for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
@@ -398,32 +389,32 @@ static double FUNC(block_sum)(const REAL *x, size_t n, int squares, double mean)
   return gc__pairwise_total(&t);
 }
 
-static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
+static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
                                  uint8_t *buf, size_t cap, size_t *len,
                                  gc_compress_info *info)
 {
   const qstate *q = st;
   size_t n = q->n, need = HDR + W + (2 * n + 7) / 8, nnz = 0;
-  GC_TRY(FUNC(check_cap)(x, n, cap, need, "terngrad"));
+  GC_TRY(FN(check_cap)(x, n, cap, need, "terngrad"));
   /* Clip to +-c std(x) (unbiased 1/(n-1) estimator, as torch.std); the
    * bound is rounded to REAL first so clamped entries equal s exactly.
    * A NaN or Inf makes c meaningless but is caught in the max pass. */
   REAL c = (REAL) INFINITY;
   if (q->clip > 0) {
-    double mean = FUNC(block_sum)(x, n, 0, 0.0) / (double) n;
-    double var = FUNC(block_sum)(x, n, 1, mean);
+    double mean = FN(block_sum)(x, n, 0, 0.0) / (double) n;
+    double var = FN(block_sum)(x, n, 1, mean);
     c = (REAL) (q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0));
   }
   REAL s = 0;
   unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     REAL a = (REAL) fabs((double) x[i]);
-    bad |= !FUNC(isfin)(x[i]);
+    bad |= !FN(isfin)(x[i]);
     a = a < c ? a : c;
     s = a > s ? a : s;
   }
   if (bad)
-    return FUNC(check_finite)(x, n, "terngrad");
+    return FN(check_finite)(x, n, "terngrad");
   buf[0] = TAG_TERNGRAD;
   buf[1] = PREC;
   memcpy(buf + HDR, &s, W);
@@ -455,17 +446,17 @@ static int FUNC(terngrad_encode)(void *st, const REAL *x, uint32_t step,
   return GC_SUCCESS;
 }
 
-static int FUNC(terngrad_decode)(const void *st, const uint8_t *buf,
+static int FN(terngrad_decode)(const void *st, const uint8_t *buf,
                                  size_t len, uint32_t step, REAL scale, REAL *y)
 {
   const qstate *q = st;
   size_t n = q->n, need = HDR + W + (2 * n + 7) / 8;
   (void) step;
-  GC_TRY(FUNC(check_header)(buf, len, TAG_TERNGRAD, "terngrad"));
-  GC_TRY(FUNC(check_len)(len, need, "terngrad"));
-  GC_TRY(FUNC(check_pad)(buf[len - 1], 2 * n, "terngrad"));
-  REAL s = FUNC(load)(buf + HDR);
-  GC_TRY(FUNC(check_scale)(s, "terngrad"));
+  GC_TRY(FN(check_header)(buf, len, TAG_TERNGRAD, "terngrad"));
+  GC_TRY(FN(check_len)(len, need, "terngrad"));
+  GC_TRY(FN(check_pad)(buf[len - 1], 2 * n, "terngrad"));
+  REAL s = FN(load)(buf + HDR);
+  GC_TRY(FN(check_scale)(s, "terngrad"));
   const uint8_t *p = buf + HDR + W;
   for (size_t k = 0; k < (2 * n + 7) / 8; k++) {
     /* code 2 (binary 10) in any of the four slots is invalid */
@@ -483,13 +474,13 @@ static int FUNC(terngrad_decode)(const void *st, const uint8_t *buf,
 
 /* ---- fp16 and bf16 ----------------------------------------------------- */
 
-static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
+static int FN(half_common_encode)(const qstate *q, const REAL *x,
                                     uint8_t *buf, size_t cap, size_t *len,
                                     gc_compress_info *info, int bf)
 {
   size_t n = q->n, need = HDR + 2 * n, nnz = 0;
   const char *who = bf ? "bf16" : "fp16";
-  GC_TRY(FUNC(check_cap)(x, n, cap, need, who));
+  GC_TRY(FN(check_cap)(x, n, cap, need, who));
   buf[0] = bf ? TAG_BF16 : TAG_FP16;
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
@@ -497,9 +488,9 @@ static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
    * enough to vectorise (or to use F16C) */
   unsigned bad = 0;
   for (size_t i = 0; i < n; i++)
-    bad |= !FUNC(isfin)(x[i]);
+    bad |= !FN(isfin)(x[i]);
   if (bad)
-    return FUNC(check_finite)(x, n, who);
+    return FN(check_finite)(x, n, who);
   size_t i = 0;
 #if PREC == 32
   if (!bf)
@@ -507,7 +498,7 @@ static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
 #endif
   if (bf)
     for (; i < n; i++) {
-      uint16_t h = FUNC(to_bf16)(x[i]);
+      uint16_t h = FN(to_bf16)(x[i]);
       p[2 * i] = (uint8_t) h;
       p[2 * i + 1] = (uint8_t) (h >> 8);
     }
@@ -526,14 +517,14 @@ static int FUNC(half_common_encode)(const qstate *q, const REAL *x,
   return GC_SUCCESS;
 }
 
-static int FUNC(half_common_decode)(const qstate *q, const uint8_t *buf,
+static int FN(half_common_decode)(const qstate *q, const uint8_t *buf,
                                     size_t len, REAL scale, REAL *y, int bf)
 {
   size_t n = q->n;
   const char *who = bf ? "bf16" : "fp16";
   unsigned eb = bf ? 8 : 5, mb = bf ? 7 : 10;
-  GC_TRY(FUNC(check_header)(buf, len, bf ? TAG_BF16 : TAG_FP16, who));
-  GC_TRY(FUNC(check_len)(len, HDR + 2 * n, who));
+  GC_TRY(FN(check_header)(buf, len, bf ? TAG_BF16 : TAG_FP16, who));
+  GC_TRY(FN(check_len)(len, HDR + 2 * n, who));
   const uint8_t *p = buf + HDR;
   for (size_t i = 0; i < n; i++) {
     uint16_t h = (uint16_t) (p[2 * i] | (p[2 * i + 1] << 8));
@@ -547,36 +538,10 @@ static int FUNC(half_common_decode)(const qstate *q, const uint8_t *buf,
   return GC_SUCCESS;
 }
 
-static int FUNC(fp16_encode)(void *st, const REAL *x, uint32_t step,
-                             uint8_t *buf, size_t cap, size_t *len,
-                             gc_compress_info *info)
-{
-  (void) step;
-  return FUNC(half_common_encode)(st, x, buf, cap, len, info, 0);
-}
+FLAVOUR(fp16, half, 0)
+FLAVOUR(bf16, half, 1)
 
-static int FUNC(fp16_decode)(const void *st, const uint8_t *buf, size_t len,
-                             uint32_t step, REAL scale, REAL *y)
-{
-  (void) step;
-  return FUNC(half_common_decode)(st, buf, len, scale, y, 0);
-}
-
-static int FUNC(bf16_encode)(void *st, const REAL *x, uint32_t step,
-                             uint8_t *buf, size_t cap, size_t *len,
-                             gc_compress_info *info)
-{
-  (void) step;
-  return FUNC(half_common_encode)(st, x, buf, cap, len, info, 1);
-}
-
-static int FUNC(bf16_decode)(const void *st, const uint8_t *buf, size_t len,
-                             uint32_t step, REAL scale, REAL *y)
-{
-  (void) step;
-  return FUNC(half_common_decode)(st, buf, len, scale, y, 1);
-}
-
+#undef FLAVOUR
 #undef W
 #undef REAL
 #undef SFX

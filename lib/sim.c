@@ -9,6 +9,7 @@
 #include "gc_algo.h"
 #include "gc_algo_vec.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
 
 struct gc_sim {
   gc_algo_config cfg;
@@ -25,7 +26,7 @@ struct gc_sim {
   double worker_s, server_s;   /* wall time inside the two sides */
 };
 
-static double now(void)
+double gc__now(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -95,15 +96,15 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
 {
   size_t P = s->cfg.workers;
   uint32_t t = s->steps;
-  double t0 = now();
+  double t0 = gc__now();
   for (size_t p = 0; p < P; p++)
     GC_TRY(gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
                           s->upcap, &s->uplen[p]));
-  double t1 = now();
+  double t1 = gc__now();
   size_t downlen;
   GC_TRY(gc_server_step(s->s, s->up, s->uplen, lr, t, s->down, s->downcap,
                         &downlen));
-  double t2 = now();
+  double t2 = gc__now();
   /* Every worker would apply the same bytes to the same copy: apply once.
    * gc_worker_apply touches only x, so worker 0 stands for all. */
   GC_TRY(gc_worker_apply(s->w[0], s->down, downlen, t, s->x));
@@ -112,52 +113,56 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
     GC_ERRORF(GC_EDIVERGE, "the iterate diverged at step %u (index %zu)",
               (unsigned) t, bad);
   GC_TRY(gc_algo_record_step(&s->cfg, s->ledger, t, s->uplen, downlen));
-  s->worker_s += (t1 - t0) + (now() - t2);
+  s->worker_s += (t1 - t0) + (gc__now() - t2);
   s->server_s += t2 - t1;
   s->steps++;
   return GC_SUCCESS;
 }
 
-/* Layout: steps (u32), x, each worker's state, the server's state. */
+/* Layout: steps (u32), x, each worker's state, the server's state.  One
+ * walk serves size, save (out set) and load (in set), as in algo.c. */
+static size_t sim_walk(gc_sim *s, uint8_t *out, const uint8_t *in)
+{
+  size_t at = 0, xb = s->cfg.n * (size_t) s->cfg.dtype;
+  void *raw[2] = { &s->steps, s->x };
+  size_t len[2] = { sizeof s->steps, xb };
+  for (int i = 0; i < 2; at += len[i++]) {
+    if (out)
+      memcpy(out + at, raw[i], len[i]);
+    if (in)
+      memcpy(raw[i], in + at, len[i]);
+  }
+  for (size_t p = 0; p < s->cfg.workers; p++) {
+    if (out)
+      gc_worker_state_save(s->w[p], out + at);
+    if (in)
+      gc_worker_state_load(s->w[p], in + at);
+    at += gc_worker_state_bytes(s->w[p]);
+  }
+  if (out)
+    gc_server_state_save(s->s, out + at);
+  if (in)
+    gc_server_state_load(s->s, in + at);
+  return at + gc_server_state_bytes(s->s);
+}
+
 size_t gc_sim_state_bytes(const gc_sim *s)
 {
-  size_t bytes = sizeof s->steps + s->cfg.n * (size_t) s->cfg.dtype;
-  for (size_t p = 0; p < s->cfg.workers; p++)
-    bytes += gc_worker_state_bytes(s->w[p]);
-  return bytes + gc_server_state_bytes(s->s);
+  return sim_walk((gc_sim *) s, NULL, NULL);
 }
 
 void gc_sim_state_save(const gc_sim *s, void *buf)
 {
-  uint8_t *b = buf;
-  size_t xb = s->cfg.n * (size_t) s->cfg.dtype;
-  memcpy(b, &s->steps, sizeof s->steps);
-  b += sizeof s->steps;
-  memcpy(b, s->x, xb);
-  b += xb;
-  for (size_t p = 0; p < s->cfg.workers; p++) {
-    gc_worker_state_save(s->w[p], b);
-    b += gc_worker_state_bytes(s->w[p]);
-  }
-  gc_server_state_save(s->s, b);
+  sim_walk((gc_sim *) s, buf, NULL);   /* reads s only */
 }
 
 int gc_sim_state_load(gc_sim *s, const void *buf, size_t len)
 {
-  if (len != gc_sim_state_bytes(s))
+  size_t want = gc_sim_state_bytes(s);
+  if (len != want)
     GC_ERRORF(GC_EBADLEN, "simulator state of %zu bytes, expected %zu for"
-              " this configuration", len, gc_sim_state_bytes(s));
-  const uint8_t *b = buf;
-  size_t xb = s->cfg.n * (size_t) s->cfg.dtype;
-  memcpy(&s->steps, b, sizeof s->steps);
-  b += sizeof s->steps;
-  memcpy(s->x, b, xb);
-  b += xb;
-  for (size_t p = 0; p < s->cfg.workers; p++) {
-    gc_worker_state_load(s->w[p], b);
-    b += gc_worker_state_bytes(s->w[p]);
-  }
-  gc_server_state_load(s->s, b);
+              " this configuration", len, want);
+  sim_walk(s, NULL, buf);
   return GC_SUCCESS;
 }
 

@@ -125,13 +125,15 @@ static void floyd_sort(sparse_state *s)
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-/* gauss_block_sums for float32 with SSE2: the same 16 lanes as the
- * generic version (lane j of a1 is element j of the four vectors), so the
- * result is bit-identical; written out because GCC leaves the generic loop
- * scalar, at a third of the streaming bandwidth. */
-static void gauss_block_sums_sse2(const float *x, size_t lo, size_t hi,
-                                  float c0, float t0, double *p1, double *p2,
-                                  uint32_t *cand, size_t cap, size_t *c)
+/* The full 16-entry groups of gauss_block_sums (sparse_source.c) for
+ * float32 with SSE2: the same 16 lanes (lane j of a1 is element j % 4 of
+ * vector j / 4), so the result is bit-identical; written out because GCC
+ * leaves the generic loop scalar, at a third of the streaming bandwidth.
+ * Returns where the groups end. */
+static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
+                                float c0, float t0, float l1[16],
+                                float l2[16], uint32_t *cand, size_t cap,
+                                size_t *c)
 {
   const __m128 shift = _mm_set1_ps(c0), limit = _mm_set1_ps(t0);
   const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
@@ -153,39 +155,26 @@ static void gauss_block_sums_sse2(const float *x, size_t lo, size_t hi,
       if ((*c)++ < cap)
         cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
   }
-  float l1[16], l2[16];
   for (int v = 0; v < 4; v++) {
     _mm_storeu_ps(l1 + 4 * v, a1[v]);
     _mm_storeu_ps(l2 + 4 * v, a2[v]);
   }
-  for (; i < hi; i++) {
-    float d = x[i] - c0;
-    l1[0] += d;
-    l2[0] += d * d;
-    if (!(fabsf(x[i]) <= t0) && (*c)++ < cap)
-      cand[*c - 1] = (uint32_t) i;
-  }
-  double s1 = 0, s2 = 0;
-  for (int j = 0; j < 16; j++) {
-    s1 += (double) l1[j];
-    s2 += (double) l2[j];
-  }
-  *p1 = s1;
-  *p2 = s2;
+  return i;
 }
-#define GAUSS_BLOCK_SUMS gauss_block_sums_sse2
+#define GAUSS_GROUPS gauss_groups_sse2
 
-/* scan (sparse_source.c) for float32 with SSE2: a 16-bit mask per block
- * of 16 entries, whose set bits are appended in order, so that a dense
- * selection (density 0.01 and up) does not fall into the scalar loop in
- * every other block.  A block holding a non-finite entry is redone by the
- * scalar rule, which finds the first one. */
-static size_t scan_sse2(const float *x, size_t n, float t, uint32_t *out,
-                        size_t cap, size_t *bad)
+/* The leading part of scan (sparse_source.c) for float32 with SSE2: a
+ * 16-bit mask per block of 16 entries, whose set bits are appended in
+ * order, so that a dense selection (density 0.01 and up) does not fall
+ * into the scalar loop in every other block.  Stops before the last
+ * partial block or before a block holding a non-finite entry, and returns
+ * where scan's general loop must go on (*c counts what it found). */
+static size_t scan_prefix_sse2(const float *x, size_t n, float t,
+                               uint32_t *out, size_t cap, size_t *c)
 {
   const __m128 limit = _mm_set1_ps(t), big = _mm_set1_ps(FLT_MAX);
   const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  size_t c = 0, i = 0;
+  size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     unsigned over = 0;
     __m128 nonfinite = _mm_setzero_ps();
@@ -197,29 +186,16 @@ static size_t scan_sse2(const float *x, size_t n, float t, uint32_t *out,
     if (!over)
       continue;
     if (_mm_movemask_ps(nonfinite))
-      break;   /* the scalar tail below finds it */
+      break;
     for (; over; over &= over - 1) {
-      if (c < cap)
-        out[c] = (uint32_t) (i + (size_t) __builtin_ctz(over));
-      c++;
+      if (*c < cap)
+        out[*c] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+      (*c)++;
     }
   }
-  for (; i < n; i++) {
-    float a = fabsf(x[i]);
-    if (!(a <= t)) {
-      if (!(a <= FLT_MAX)) {
-        *bad = i;
-        return c;
-      }
-      if (c < cap)
-        out[c] = (uint32_t) i;
-      c++;
-    }
-  }
-  *bad = SIZE_MAX;
-  return c;
+  return i;
 }
-#define SCAN_FAST scan_sse2
+#define SCAN_PREFIX scan_prefix_sse2
 #endif
 
 /* ---- the two precisions -------------------------------------------------- */

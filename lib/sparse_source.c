@@ -2,25 +2,23 @@
  * precision with REAL, SFX, UKEY (unsigned integer of REAL's width), FABS,
  * NEXTDOWN and REAL_MAX defined (GSL templates_on.h style), which it
  * undefines at its end.  Never compiled on its own. */
-#define GC_CAT2(a, b) a##_##b
-#define GC_CAT(a, b) GC_CAT2(a, b)
-#define FN(name) GC_CAT(name, SFX)
 
 enum { FN(SCAN_BLOCK) = 32 };
 
 /* Count the i with !(|x_i| <= t), i.e. |x_i| > t or x_i NaN, storing the
  * first `cap` of them (ascending) in out.  t must be <= REAL_MAX, so every
  * non-finite x_i is counted; the first one stops the scan with *bad = i.
- * Blocks are tested with a vectorisable OR before the rare scalar append. */
+ * Blocks are tested with a vectorisable OR before the rare scalar append;
+ * SCAN_PREFIX, where a precision has one, takes the leading blocks. */
 static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
                        size_t cap, size_t *bad)
 {
-#ifdef SCAN_FAST
-  return SCAN_FAST(x, n, t, out, cap, bad);
-#endif
   enum { B = FN(SCAN_BLOCK) };
-  size_t c = 0;
-  for (size_t i = 0; i < n; i += B) {
+  size_t c = 0, i = 0;
+#ifdef SCAN_PREFIX
+  i = SCAN_PREFIX(x, n, t, out, cap, &c);
+#endif
+  for (; i < n; i += B) {
     size_t m = n - i < B ? n - i : B;
     if (m == B) {
       int any = 0;
@@ -253,14 +251,17 @@ static int FN(check_finite_at)(const REAL *x, const uint32_t *idx, size_t k)
  * the tail, folded into double in lane order.  The same pass appends the
  * indices with !(|x_i| <= t0) to cand (up to cap; *c counts them all), so
  * that the first threshold evaluation rarely has to read x again.  This
- * order is the definition the GPU twin reproduces. */
-#ifndef GAUSS_BLOCK_SUMS
+ * order is the definition the GPU twin reproduces; GAUSS_GROUPS, where a
+ * precision has one, takes the full groups of 16. */
 static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
                                  REAL t0, double *p1, double *p2,
                                  uint32_t *cand, size_t cap, size_t *c)
 {
   REAL a1[16] = {0}, a2[16] = {0};
   size_t i = lo;
+#ifdef GAUSS_GROUPS
+  i = GAUSS_GROUPS(x, lo, hi, c0, t0, a1, a2, cand, cap, c);
+#endif
   for (; i + 16 <= hi; i += 16) {
     int any = 0;
     for (int j = 0; j < 16; j++) {
@@ -289,8 +290,6 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
   *p1 = s1;
   *p2 = s2;
 }
-#define GAUSS_BLOCK_SUMS FN(gauss_block_sums)
-#endif
 
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx. */
 static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
@@ -319,7 +318,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
   for (size_t lo = 0; lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
-    GAUSS_BLOCK_SUMS(x, lo, hi, c0, t0, &p1, &p2, s->cand, s->cand_cap, &nc);
+    FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, s->cand_cap, &nc);
     gc__pairwise_push(&sum1, p1);
     gc__pairwise_push(&sum2, p2);
   }
@@ -490,14 +489,11 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
   return GC_SUCCESS;
 }
 
-#undef FN
-#undef GC_CAT
-#undef GC_CAT2
 #undef REAL
 #undef SFX
 #undef UKEY
 #undef FABS
 #undef NEXTDOWN
 #undef REAL_MAX
-#undef GAUSS_BLOCK_SUMS
-#undef SCAN_FAST
+#undef GAUSS_GROUPS
+#undef SCAN_PREFIX

@@ -37,6 +37,7 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_npy.h"
 #include "gc_wire.h"
 

@@ -1,9 +1,6 @@
 /* wire_source.c -- type-generic half of wire.c, included once per REAL
  * (float, double) with SFX (f32, f64), GSL templates_on.h style; both are
  * undefined at the end. */
-#define GC_CAT2(a, b) a##_##b
-#define GC_CAT(a, b) GC_CAT2(a, b)
-#define FN(name) GC_CAT(name, SFX)
 
 int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const REAL *x, REAL factor,
@@ -123,8 +120,5 @@ int FN(gc_sparse_decode_add)(const uint8_t *buf, size_t len, size_t n,
   return FN(gc__wire_decode_add)(0, buf, len, n, scale, y);
 }
 
-#undef FN
-#undef GC_CAT
-#undef GC_CAT2
 #undef REAL
 #undef SFX

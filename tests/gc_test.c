@@ -4,11 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
 
+#include "gc_errno.h"
 #include "gc_rng.h"
 #include "gc_test.h"
 
@@ -117,4 +120,67 @@ int gc_test_run(const char *cmd, char *out, size_t cap)
   }
   int st = pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+double gc_test_sq_norm(const double *x, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i] * x[i];
+  return s;
+}
+
+double gc_test_sq_dist(const double *x, const double *y, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += (x[i] - y[i]) * (x[i] - y[i]);
+  return s;
+}
+
+#define DEFINE_ROUNDTRIP(SFX, REAL)                                          \
+  size_t gc_test_roundtrip_##SFX(gc_compressor *c, const REAL *x,            \
+                                 uint32_t step, uint8_t *buf, REAL *y,       \
+                                 gc_compress_info *info)                     \
+  {                                                                          \
+    size_t cap = gc_compressor_max_bytes(c), len = 0;                        \
+    uint8_t *scratch = buf ? NULL : malloc(cap);                             \
+    uint8_t *b = buf ? buf : scratch;                                        \
+    cr_assert(eq(int, gc_compress_##SFX(c, x, step, b, cap, &len, info),     \
+                 GC_SUCCESS), "%s", gc_last_error());                        \
+    cr_assert(le(sz, len, cap));                                             \
+    memset(y, 0, gc_compressor_n(c) * sizeof *y);                            \
+    cr_assert(eq(int, gc_decompress_add_##SFX(c, b, len, step, (REAL) 1, y), \
+                 GC_SUCCESS), "%s", gc_last_error());                        \
+    free(scratch);                                                           \
+    return len;                                                              \
+  }
+DEFINE_ROUNDTRIP(f64, double)
+DEFINE_ROUNDTRIP(f32, float)
+#undef DEFINE_ROUNDTRIP
+
+const char *gc_test_data_dir(void)
+{
+  static _Thread_local char dir[1024];
+  const char *env = getenv("GRADCOMP_DATA");
+  snprintf(dir, sizeof dir, "%s", env && *env ? env : gc_test_srcdir("data"));
+  return dir;
+}
+
+int gc_test_have_dataset(const char *set)
+{
+  char p[1200];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s/train-images-idx3-ubyte", gc_test_data_dir(), set);
+  if (stat(p, &sb) == 0)
+    return 1;
+  snprintf(p, sizeof p, "%s/%s/train-images-idx3-ubyte.gz", gc_test_data_dir(), set);
+  return stat(p, &sb) == 0;
+}
+
+const char *gc_test_need_dataset(const char *set)
+{
+  if (!gc_test_have_dataset(set))
+    cr_skip_test("%s not found in %s (run tools/get-data)", set, gc_test_data_dir());
+  return gc_test_data_dir();
 }

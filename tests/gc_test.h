@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gc_compressor.h"
+
 /* x[i] = distinct magnitudes with random signs in random order (seeded),
  * so that selection results are unique. */
 void gc_test_fill_distinct(float *x, size_t n, uint64_t seed);
@@ -24,5 +26,26 @@ const char *gc_test_srcdir(const char *rel);
 /* Run a shell command, capture stdout+stderr (up to cap bytes) and return
  * the exit status (or -1). */
 int gc_test_run(const char *cmd, char *out, size_t cap);
+
+/* ||x||^2 and ||x - y||^2, summed in index order. */
+double gc_test_sq_norm(const double *x, size_t n);
+double gc_test_sq_dist(const double *x, const double *y, size_t n);
+
+/* y = C(x) through the wire: encode x at `step` into buf (at least
+ * gc_compressor_max_bytes(c) bytes, or NULL for a scratch buffer),
+ * asserting success and a length within that bound, then decode-add into
+ * y = 0.  Returns the message length; info may be NULL. */
+size_t gc_test_roundtrip_f64(gc_compressor *c, const double *x, uint32_t step,
+                             uint8_t *buf, double *y, gc_compress_info *info);
+size_t gc_test_roundtrip_f32(gc_compressor *c, const float *x, uint32_t step,
+                             uint8_t *buf, float *y, gc_compress_info *info);
+
+/* The data folder: $GRADCOMP_DATA, else <srcdir>/data. */
+const char *gc_test_data_dir(void);
+/* Whether it holds <set>/train-images-idx3-ubyte, raw or gzip'd. */
+int gc_test_have_dataset(const char *set);
+/* Skip the running test (naming tools/get-data) unless <set> is there;
+ * returns the data folder. */
+const char *gc_test_need_dataset(const char *set);
 
 #endif /* GC_TEST_H */

@@ -513,23 +513,7 @@ Test(algo, names_and_config_errors, .init = quiet)
   gc_sim_free(NULL);
 }
 
-static double norm(const double *x, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += x[i] * x[i];
-  return sqrt(s);
-}
-
-/* y = C(x) through a compressor (decoded). */
-static void apply_c(gc_compressor *c, const double *x, double *y, uint32_t t)
-{
-  uint8_t buf[4096];
-  size_t len;
-  memset(y, 0, D * sizeof *y);
-  cr_assert(eq(int, gc_compress_f64(c, x, t, buf, sizeof buf, &len, NULL),
-               GC_SUCCESS));
-  cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, t, 1.0, y), GC_SUCCESS));
-}
+static double norm(const double *x, size_t n) { return sqrt(gc_test_sq_norm(x, n)); }
 
 /* 7.13: ||E_{t+1}|| <= g ||E_t|| + (g + xi_t) lr ||gbar_t||, with xi_t of
  * 4.2 for uni (g = gamma) and xi_bi,t of 4.4 for bi (g = gamma_d), both
@@ -572,8 +556,8 @@ Test(algo, memory_recursion, .init = quiet)
           En[i] += ((const double *) gc_worker_memory(gc_sim_worker(s, p)))[i] / P;
         if (bi) En[i] += ((const double *) gc_server_memory(gc_sim_server(s)))[i];
       }
-      apply_c(Cd, a, t1, t);
-      if (bi) apply_c(Cd, mt, t2, t);
+      gc_test_roundtrip_f64(Cd, a, t, NULL, t1, NULL);
+      if (bi) gc_test_roundtrip_f64(Cd, mt, t, NULL, t2, NULL);
       else memcpy(t2, mt, sizeof t2);   /* uni: mean of the local top-Ks */
       double diff[D];
       for (size_t i = 0; i < D; i++) diff[i] = t1[i] - t2[i];

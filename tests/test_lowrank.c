@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -48,34 +47,6 @@ static gc_compressor *mk(size_t n, const gc_segment *seg, size_t ns,
   return gc_compressor_alloc(gc_compressor_powersgd, n, &p);
 }
 
-/* y = C(x) through the wire; returns the message length. */
-static size_t round_f64(gc_compressor *c, const double *x, double *y,
-                        size_t n)
-{
-  size_t cap = gc_compressor_max_bytes(c), len = 0;
-  uint8_t *buf = malloc(cap);
-  cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, cap, &len, NULL), GC_SUCCESS),
-            "%s", gc_last_error());
-  memset(y, 0, n * sizeof *y);
-  cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, 0, 1.0, y), GC_SUCCESS),
-            "%s", gc_last_error());
-  free(buf);
-  return len;
-}
-
-static size_t round_f32(gc_compressor *c, const float *x, float *y, size_t n)
-{
-  size_t cap = gc_compressor_max_bytes(c), len = 0;
-  uint8_t *buf = malloc(cap);
-  cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, NULL), GC_SUCCESS),
-            "%s", gc_last_error());
-  memset(y, 0, n * sizeof *y);
-  cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, 0, 1.0f, y), GC_SUCCESS),
-            "%s", gc_last_error());
-  free(buf);
-  return len;
-}
-
 /* M = A B^T (rows x cols, rank k) with standard normal A, B. */
 static void low_rank(double *M, size_t rows, size_t cols, size_t k,
                      uint64_t seed)
@@ -101,21 +72,7 @@ static double dct(size_t m, size_t t, size_t i)
   return s * cos(3.14159265358979323846 * ((double) i + 0.5) * (double) t / (double) m);
 }
 
-static double sq(const double *x, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += x[i] * x[i];
-  return s;
-}
 
-static double sq_diff(const double *x, const double *y, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += (x[i] - y[i]) * (x[i] - y[i]);
-  return s;
-}
 
 /* Closed-form message length (lowrank.c): H = 6, then per compressed
  * matrix r (rows + cols) values, and every other entry raw. */
@@ -178,10 +135,10 @@ Test(powersgd, exact_low_rank_is_reproduced)
     gc_compressor *c = mk(N, &seg, 1, 3, 5), *cf = mk(N, &seg, 1, 3, 5);
     cr_assert(c && cf, "%s", gc_last_error());
     for (int call = 0; call < 2; call++) {
-      round_f64(c, M, Y, N);
-      double rel = sqrt(sq_diff(M, Y, N) / sq(M, N));
+      gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
+      double rel = sqrt(gc_test_sq_dist(M, Y, N) / gc_test_sq_norm(M, N));
       cr_assert(rel <= 1e-12, "float64 rank %zu call %d: rel err %g", k, call, rel);
-      round_f32(cf, Mf, Yf, N);
+      gc_test_roundtrip_f32(cf, Mf, 0, NULL, Yf, NULL);
       double e = 0, m = 0;
       for (size_t i = 0; i < N; i++) {
         e += ((double) Mf[i] - Yf[i]) * ((double) Mf[i] - Yf[i]);
@@ -216,13 +173,13 @@ Test(powersgd, warm_start_converges_to_best_rank_r)
   }
   gc_compressor *c = mk(N, &seg, 1, 2, 11);
   cr_assert_not_null(c, "%s", gc_last_error());
-  round_f64(c, M, Y, N);
-  double first = sq_diff(M, Y, N);
+  gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
+  double first = gc_test_sq_dist(M, Y, N);
   cr_assert(first > opt * (1 + 1e-3), "first call %g vs optimum %g", first, opt);
   double e = first;
   for (int k = 1; k < 60; k++) {
-    round_f64(c, M, Y, N);
-    double e2 = sq_diff(M, Y, N);
+    gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
+    double e2 = gc_test_sq_dist(M, Y, N);
     cr_assert(e2 <= e * (1 + 1e-12) + 1e-15, "call %d: error rose %g -> %g", k, e, e2);
     e = e2;
   }
@@ -246,13 +203,13 @@ Test(powersgd, projection_and_contraction)
     gc_test_fill_normal(M, N, 200 + (uint64_t) call);
     for (size_t i = 0; i < N; i++)
       Mf[i] = (float) M[i];
-    round_f64(c, M, Y, N);
-    double m2 = sq(M, N), c2 = sq(Y, N), e2 = sq_diff(M, Y, N);
+    gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
+    double m2 = gc_test_sq_norm(M, N), c2 = gc_test_sq_norm(Y, N), e2 = gc_test_sq_dist(M, Y, N);
     cr_assert(e2 <= m2, "call %d: %g > %g", call, e2, m2);
     cr_assert(c2 > 0, "call %d: nothing sent", call);
     cr_assert(fabs(m2 - c2 - e2) <= 1e-12 * m2, "call %d: %g - %g != %g", call,
               m2, c2, e2);
-    round_f32(cf, Mf, Yf, N);
+    gc_test_roundtrip_f32(cf, Mf, 0, NULL, Yf, NULL);
     double mf = 0, cfs = 0, ef = 0;
     for (size_t i = 0; i < N; i++) {
       mf += (double) Mf[i] * Mf[i];
@@ -276,12 +233,12 @@ Test(powersgd, zero_matrix_keeps_the_subspace)
   gc_segment seg = { 0, R, C };
   double *M = calloc(N, sizeof *M), *Y = malloc(N * sizeof *Y);
   gc_compressor *c = mk(N, &seg, 1, 2, 9);
-  round_f64(c, M, Y, N);
+  gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
   for (size_t i = 0; i < N; i++)
     cr_assert(Y[i] == 0.0, "entry %zu", i);
   low_rank(M, R, C, 2, 77);
-  round_f64(c, M, Y, N);
-  cr_assert(sqrt(sq_diff(M, Y, N) / sq(M, N)) <= 1e-12);
+  gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
+  cr_assert(sqrt(gc_test_sq_dist(M, Y, N) / gc_test_sq_norm(M, N)) <= 1e-12);
   gc_compressor_free(c);
   free(M); free(Y);
 }
@@ -301,8 +258,8 @@ Test(powersgd, wire_size_is_the_closed_form)
     size_t want64 = closed_form(TOY_N, toy, TOY_NS, r, 8);
     size_t want32 = closed_form(TOY_N, toy, TOY_NS, r, 4);
     cr_assert(eq(sz, gc_compressor_max_bytes(c), want64), "r=%u", r);
-    cr_assert(eq(sz, round_f64(c, x, y, TOY_N), want64), "r=%u", r);
-    cr_assert(eq(sz, round_f32(c, xf, yf, TOY_N), want32), "r=%u", r);
+    cr_assert(eq(sz, gc_test_roundtrip_f64(c, x, 0, NULL, y, NULL), want64), "r=%u", r);
+    cr_assert(eq(sz, gc_test_roundtrip_f32(c, xf, 0, NULL, yf, NULL), want32), "r=%u", r);
     gc_compressor_free(c);
   }
   /* by hand at r = 2: 2 (20+30) + 2 (5+20) + 48 raw = 198 values */
@@ -332,8 +289,8 @@ Test(powersgd, raw_segments_are_exact)
     xf[i] = (float) x[i] * 2.385f;
   gc_compressor *c = mk(TOY_N, toy, TOY_NS, 2, 1);
   for (int call = 0; call < 2; call++) {
-    round_f64(c, x, y, TOY_N);
-    round_f32(c, xf, yf, TOY_N);
+    gc_test_roundtrip_f64(c, x, 0, NULL, y, NULL);
+    gc_test_roundtrip_f32(c, xf, 0, NULL, yf, NULL);
     for (size_t i = 0; i < TOY_N; i++) {
       if (in_compressed(i))
         continue;
@@ -532,7 +489,7 @@ Test(powersgd, segments_are_copied)
   cr_assert(eq(sz, p->segments[1].rows, 20));
   double x[TOY_N], y[TOY_N];
   gc_test_fill_normal(x, TOY_N, 3);
-  cr_assert(eq(sz, round_f64(c, x, y, TOY_N), closed_form(TOY_N, toy, TOY_NS, 2, 8)));
+  cr_assert(eq(sz, gc_test_roundtrip_f64(c, x, 0, NULL, y, NULL), closed_form(TOY_N, toy, TOY_NS, 2, 8)));
   gc_compressor_free(c);
 }
 
@@ -589,7 +546,7 @@ Test(powersgd, error_feedback_through_gc_sim)
     }
   }
   cr_assert(eq(u64, gc_ledger_total(gc_sim_ledger(s), GC_UP), 300 * P * per));
-  double e2 = sq_diff(gc_sim_point(s), b, D), b2 = sq(b, D);
+  double e2 = gc_test_sq_dist(gc_sim_point(s), b, D), b2 = gc_test_sq_norm(b, D);
   cr_assert(e2 <= 1e-12 * b2, "not converged: |x-b|^2 = %g (|b|^2 = %g)", e2, b2);
   gc_sim_free(s);
 
@@ -605,7 +562,7 @@ Test(powersgd, error_feedback_through_gc_sim)
     cr_assert(eq(int, gc_sim_step(s, gp, 0.2), GC_SUCCESS), "%s", gc_last_error());
   }
   cr_assert(eq(u64, gc_ledger_total(gc_sim_ledger(s), GC_DOWN), 300 * P * per));
-  e2 = sq_diff(gc_sim_point(s), b, D);
+  e2 = gc_test_sq_dist(gc_sim_point(s), b, D);
   cr_assert(e2 <= 1e-12 * b2, "bi not converged: |x-b|^2 = %g", e2);
   gc_sim_free(s);
 }
@@ -638,28 +595,12 @@ Test(powersgd, gradcomp_compress_needs_a_shape)
 
 /* ---- (g) training -------------------------------------------------------- */
 
-static char datadir[1024];
-
-static void need_mnist(void)
-{
-  const char *env = getenv("GRADCOMP_DATA");
-  struct stat sb;
-  char p[1200];
-  snprintf(datadir, sizeof datadir, "%s", env && *env ? env : gc_test_srcdir("data"));
-  snprintf(p, sizeof p, "%s/mnist/train-images-idx3-ubyte", datadir);
-  if (stat(p, &sb) == 0)
-    return;
-  snprintf(p, sizeof p, "%s/mnist/train-images-idx3-ubyte.gz", datadir);
-  if (stat(p, &sb) != 0)
-    cr_skip_test("MNIST not found in %s (run tools/get-data)", datadir);
-}
-
 static void train_config(gc_train_config *c, const char *out)
 {
   gc_train_config_default(c);
   c->dataset = "mnist";
   c->model = "mnist-mlp";
-  c->data_dir = datadir;
+  c->data_dir = gc_test_data_dir();
   c->quiet = 1;
   c->out = out;
   c->workers = 2;
@@ -676,7 +617,7 @@ static void train_config(gc_train_config *c, const char *out)
  * biases raw, worker error feedback, 300 steps. */
 Test(powersgd, mnist_mlp_learns)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   char out[600], path[700];
   snprintf(out, sizeof out, "%s", gc_test_tmp("psgd-train"));
   gc_train_config c;
@@ -710,7 +651,7 @@ Test(powersgd, mnist_mlp_learns)
 
 Test(powersgd, train_rejects_a_rank_too_large, .init = quiet)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   char out[600];
   snprintf(out, sizeof out, "%s", gc_test_tmp("psgd-rank"));
   gc_train_config c;

@@ -40,26 +40,6 @@ static gc_compressor *make(const char *name, size_t n, unsigned s,
   return c;
 }
 
-/* Encode x and decode into y = 0 + C(x); returns the length.  roundtrip64
- * (double) and roundtrip32 (float), one per precision. */
-#define DEFINE_ROUNDTRIP(BITS, SFX, REAL)                                    \
-  static size_t roundtrip##BITS(gc_compressor *c, const REAL *x,            \
-                                uint32_t step, uint8_t *buf, REAL *y,        \
-                                gc_compress_info *info)                      \
-  {                                                                          \
-    size_t len = 0, n = gc_compressor_n(c);                                  \
-    cr_assert(eq(int, gc_compress_##SFX(c, x, step, buf,                     \
-                                        gc_compressor_max_bytes(c), &len,    \
-                                        info), GC_SUCCESS));                 \
-    cr_assert(le(sz, len, gc_compressor_max_bytes(c)));                      \
-    memset(y, 0, n * sizeof *y);                                             \
-    cr_assert(eq(int, gc_decompress_add_##SFX(c, buf, len, step, (REAL) 1,   \
-                                              y), GC_SUCCESS));              \
-    return len;                                                              \
-  }
-DEFINE_ROUNDTRIP(64, f64, double)
-DEFINE_ROUNDTRIP(32, f32, float)
-#undef DEFINE_ROUNDTRIP
 
 /* QSGD: recover the levels from a decoded vector and the norms in the
  * message (decoded = sgn (REAL)(norm xi / s), computed in double), check
@@ -107,9 +87,9 @@ Test(quant, identity_exact_and_sized)
     gc_test_fill_normal_f32(xf, n, 3);
     gc_compressor *c = make("identity", n, 1, 0, 0, 0);
     gc_compress_info info;
-    cr_assert(eq(sz, roundtrip64(c, x, 0, buf, y, &info), 2 + 8 * n));
+    cr_assert(eq(sz, gc_test_roundtrip_f64(c, x, 0, buf, y, &info), 2 + 8 * n));
     cr_assert(eq(int, memcmp(x, y, n * 8), 0));
-    cr_assert(eq(sz, roundtrip32(c, xf, 0, buf, yf, &info), 2 + 4 * n));
+    cr_assert(eq(sz, gc_test_roundtrip_f32(c, xf, 0, buf, yf, &info), 2 + 4 * n));
     cr_assert(eq(int, memcmp(xf, yf, n * 4), 0));
     cr_assert(eq(sz, info.nnz, n));
     gc_compressor_free(c);
@@ -142,9 +122,9 @@ Test(quant, wire_size_is_closed_form)
             size_t len;
             gc_compress_info info;
             if (w == 8) {
-              len = roundtrip64(c, x, 9, buf, y, &info);
+              len = gc_test_roundtrip_f64(c, x, 9, buf, y, &info);
             } else {
-              len = roundtrip32(c, xf, 9, buf, yf, &info);
+              len = gc_test_roundtrip_f32(c, xf, 9, buf, yf, &info);
               for (size_t i = 0; i < n; i++)
                 y[i] = yf[i];
             }
@@ -183,7 +163,7 @@ Test(quant, qsgd_max_bytes_is_attained)
     size_t cap = gc_compressor_max_bytes(c);
     uint8_t *buf = malloc(cap);
     gc_compress_info info;
-    cr_assert(eq(sz, roundtrip64(c, x, 0, buf, y, &info), cap), "s=%u", ss[a]);
+    cr_assert(eq(sz, gc_test_roundtrip_f64(c, x, 0, buf, y, &info), cap), "s=%u", ss[a]);
     /* |x_i| = norm and xi = s: y_i = (norm s)/s, within one rounding */
     gc_test_assert_close(y, x, n, 0, 2.3e-16, "qsgd bucket 1");
     gc_compressor_free(c);
@@ -215,7 +195,7 @@ Test(quant, qsgd_unbiased_variance_nnz)
     double e1 = 0, e2 = 0, z1 = 0, z2 = 0;
     for (uint32_t r = 0; r < R; r++) {
       gc_compress_info info;
-      roundtrip64(c, x, r, buf, y, &info);
+      gc_test_roundtrip_f64(c, x, r, buf, y, &info);
       double err = 0;
       size_t nnz = 0;
       for (int i = 0; i < D; i++) {
@@ -267,7 +247,7 @@ Test(quant, terngrad_unbiased_and_variance)
   double e1 = 0, e2 = 0;
   for (uint32_t r = 0; r < R; r++) {
     gc_compress_info info;
-    roundtrip64(c, x, r, buf, y, &info);
+    gc_test_roundtrip_f64(c, x, r, buf, y, &info);
     double err = 0;
     for (int i = 0; i < D; i++) {
       cr_assert(y[i] == 0 || y[i] == s || y[i] == -s, "outputs in {-s,0,s}");
@@ -302,7 +282,7 @@ Test(quant, terngrad_clipping)
   gc_compressor *c = make("terngrad", D, 1, 0, 2.5, 5);
   uint8_t buf[256];
   gc_compress_info info;
-  roundtrip64(c, x, 0, buf, y, &info);
+  gc_test_roundtrip_f64(c, x, 0, buf, y, &info);
   double s;
   memcpy(&s, buf + 2, 8);
   cr_assert(eq(dbl, s, cl));
@@ -320,9 +300,9 @@ Test(quant, sign_of_zero_is_plus_one)
   gc_compressor *c = make("sign", 5, 1, 0, 0, 0);
   uint8_t buf[16];
   gc_compress_info info;
-  cr_assert(eq(sz, roundtrip64(c, x, 0, buf, y, &info), 3));
+  cr_assert(eq(sz, gc_test_roundtrip_f64(c, x, 0, buf, y, &info), 3));
   cr_assert(eq(u8, buf[2], 0x14));
-  cr_assert(eq(sz, roundtrip32(c, xf, 0, buf, yf, &info), 3));
+  cr_assert(eq(sz, gc_test_roundtrip_f32(c, xf, 0, buf, yf, &info), 3));
   for (int i = 0; i < 5; i++) {
     cr_assert(eq(dbl, y[i], want[i]));
     cr_assert(eq(flt, yf[i], (float) want[i]));
@@ -343,7 +323,7 @@ Test(quant, scaled_sign_error_identity)
     gc_compressor *c = make("scaled-sign", n, 1, 0, 0, 0);
     uint8_t *buf = malloc(gc_compressor_max_bytes(c));
     gc_compress_info info;
-    roundtrip64(c, x, 0, buf, y, &info);
+    gc_test_roundtrip_f64(c, x, 0, buf, y, &info);
     double l1 = 0, l2 = 0, err = 0;
     for (size_t i = 0; i < n; i++) {
       l1 += fabs(x[i]);
@@ -366,7 +346,7 @@ Test(quant, scaled_sign_error_identity)
   gc_compressor *c = make("scaled-sign", 8, 1, 0, 0, 0);
   uint8_t buf[32];
   gc_compress_info info;
-  roundtrip64(c, x, 0, buf, y, &info);
+  gc_test_roundtrip_f64(c, x, 0, buf, y, &info);
   double err = 0;
   for (int i = 0; i < 8; i++)
     err += (y[i] - x[i]) * (y[i] - x[i]);
@@ -388,7 +368,7 @@ Test(quant, qsgd_elias_beats_naive_on_gaussian)
     /* f32 messages: the naive count assumes a 32-bit norm */
     float *xf = malloc(D * 4), *yf = malloc(D * 4);
     for (int i = 0; i < D; i++) xf[i] = (float) x[i];
-    size_t len = roundtrip32(c, xf, 0, buf, yf, &info);
+    size_t len = gc_test_roundtrip_f32(c, xf, 0, buf, yf, &info);
     unsigned lg = 0;
     while ((1u << lg) < s + 1) lg++;
     double naive = 32.0 + D * (1.0 + lg);
@@ -418,19 +398,19 @@ Test(quant, fp16_bf16_special_values)
   uint8_t buf[64];
   gc_compress_info info;
   gc_compressor *c = make("fp16", N, 1, 0, 0, 0);
-  roundtrip64(c, x, 0, buf, y, &info);
+  gc_test_roundtrip_f64(c, x, 0, buf, y, &info);
   for (int i = 0; i < N; i++) {
     cr_assert(eq(dbl, y[i], h[i]), "fp16 %d: %a vs %a", i, y[i], h[i]);
   }
-  roundtrip32(c, xf, 0, buf, yf, &info);
+  gc_test_roundtrip_f32(c, xf, 0, buf, yf, &info);
   for (int i = 0; i < N; i++)
     cr_assert(eq(flt, yf[i], (float) h[i]), "fp16 f32 %d", i);
   gc_compressor_free(c);
   c = make("bf16", N, 1, 0, 0, 0);
-  roundtrip64(c, x, 0, buf, y, &info);
+  gc_test_roundtrip_f64(c, x, 0, buf, y, &info);
   for (int i = 0; i < N; i++)
     cr_assert(eq(dbl, y[i], b[i]), "bf16 %d: %a vs %a", i, y[i], b[i]);
-  roundtrip32(c, xf, 0, buf, yf, &info);
+  gc_test_roundtrip_f32(c, xf, 0, buf, yf, &info);
   for (int i = 0; i < N; i++)
     cr_assert(eq(flt, yf[i], (float) b[i]), "bf16 f32 %d", i);
   gc_compressor_free(c);
@@ -473,7 +453,7 @@ Test(quant, zero_vector_is_a_valid_message)
     gc_compressor *c = make(quant_names[q], D, 4, 8, 2.5, 1);
     uint8_t *buf = malloc(gc_compressor_max_bytes(c));
     gc_compress_info info;
-    roundtrip64(c, x, 3, buf, y, &info);
+    gc_test_roundtrip_f64(c, x, 3, buf, y, &info);
     for (int i = 0; i < D; i++) {
       if (!strcmp(quant_names[q], "sign"))
         cr_assert(eq(dbl, y[i], 1.0));

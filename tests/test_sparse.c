@@ -18,7 +18,7 @@
 
 static void quiet(void) { gc_set_error_handler_off(); }
 
-/* C(x) as a dense vector: encode, then decode-accumulate into zeros.
+/* C(x) as a dense vector, from a compressor made for the call.
  * apply_f64 and apply_f32, one per precision. */
 #define DEFINE_APPLY(SFX, REAL)                                              \
   static int apply_##SFX(const gc_compressor_type *T,                        \
@@ -29,15 +29,9 @@ static void quiet(void) { gc_set_error_handler_off(); }
     gc_compressor *c = gc_compressor_alloc(T, n, p);                         \
     if (!c)                                                                  \
       return -1;                                                             \
-    size_t cap = gc_compressor_max_bytes(c), len;                            \
-    uint8_t *buf = malloc(cap);                                              \
-    int st = gc_compress_##SFX(c, x, step, buf, cap, &len, info);            \
-    memset(y, 0, n * sizeof *y);                                             \
-    if (st == GC_SUCCESS)                                                    \
-      st = gc_decompress_add_##SFX(c, buf, len, step, (REAL) 1, y);          \
-    free(buf);                                                               \
+    gc_test_roundtrip_##SFX(c, x, step, NULL, y, info);                      \
     gc_compressor_free(c);                                                   \
-    return st;                                                               \
+    return GC_SUCCESS;                                                       \
   }
 DEFINE_APPLY(f64, double)
 DEFINE_APPLY(f32, float)
@@ -52,22 +46,6 @@ static gc_compressor_params params_k(size_t k)
 }
 
 static double sq(double v) { return v * v; }
-
-static double err2(const double *x, const double *y, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += sq(x[i] - y[i]);
-  return s;
-}
-
-static double norm2(const double *x, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += x[i] * x[i];
-  return s;
-}
 
 /* Check the top-K contract on y = TopK(x): exactly k nonzero positions
  * carrying x's values, and min kept |x| >= max dropped |x|. */
@@ -106,7 +84,7 @@ Test(topk, contraction_several_distributions)
       gc_compressor_params p = params_k(k);
       cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
       /* exact bound; 1e-12 slack for the summation order */
-      cr_assert(err2(x, y, N) <= (1 - (double) k / N) * norm2(x, N) * (1 + 1e-12),
+      cr_assert(gc_test_sq_dist(x, y, N) <= (1 - (double) k / N) * gc_test_sq_norm(x, N) * (1 + 1e-12),
                 "dist %d k %zu", dist, k);
     }
   }
@@ -122,7 +100,7 @@ Test(topk, contraction_equality_for_equal_magnitudes)
     x[i] = 2.385 * ((gc_rng_u32(3, 0, 0, i) & 1) ? 1 : -1);
   gc_compressor_params p = params_k(K);
   cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
-  double lhs = err2(x, y, N), rhs = (1 - (double) K / N) * norm2(x, N);
+  double lhs = gc_test_sq_dist(x, y, N), rhs = (1 - (double) K / N) * gc_test_sq_norm(x, N);
   cr_assert(fabs(lhs - rhs) <= 1e-12 * rhs, "%.17g vs %.17g", lhs, rhs);
   for (size_t i = 0; i < N; i++)   /* all tied: indices 0..K-1 win */
     cr_assert(eq(int, y[i] != 0, i < K), "index %zu", i);
@@ -282,7 +260,7 @@ Test(topk, gaussian_share)
     gc_compressor_params_default(&p);
     p.density = rhos[r];
     cr_assert(eq(int, apply_f64(gc_compressor_topk, &p, x, N, 0, y, NULL), GC_SUCCESS));
-    double share = err2(x, y, N) / norm2(x, N), t = taus[r];
+    double share = gc_test_sq_dist(x, y, N) / gc_test_sq_norm(x, N), t = taus[r];
     double want = 1 - rhos[r] - 2 * t * exp(-t * t / 2) / sqrt(2 * 3.14159265358979323846);
     /* statistical: the tolerance of property 3 at d = 1e5 */
     cr_assert(fabs(share - want) <= 0.002, "rho %g: %g vs %g", rhos[r], share, want);
@@ -304,7 +282,7 @@ Test(randk, unscaled_expected_error)
   gc_compressor *c = gc_compressor_alloc(gc_compressor_randk, N, &p);
   size_t cap = gc_compressor_max_bytes(c), len;
   uint8_t *buf = malloc(cap);
-  double s = 0, s2 = 0, nx = norm2(x, N);
+  double s = 0, s2 = 0, nx = gc_test_sq_norm(x, N);
   for (uint32_t t = 0; t < M; t++) {
     memset(y, 0, sizeof y);
     cr_assert(eq(int, gc_compress_f64(c, x, t, buf, cap, &len, NULL), GC_SUCCESS));
@@ -313,7 +291,7 @@ Test(randk, unscaled_expected_error)
     for (size_t i = 0; i < N; i++)
       kept += y[i] != 0;
     cr_assert(eq(sz, kept, K));
-    double e = err2(x, y, N) / nx;
+    double e = gc_test_sq_dist(x, y, N) / nx;
     s += e;
     s2 += e * e;
   }
@@ -334,7 +312,7 @@ Test(randk, unbiased_mean_and_variance)
   gc_compressor *c = gc_compressor_alloc(gc_compressor_randk_unbiased, N, &p);
   size_t cap = gc_compressor_max_bytes(c), len;
   uint8_t *buf = malloc(cap);
-  double s = 0, s2 = 0, nx = norm2(x, N);
+  double s = 0, s2 = 0, nx = gc_test_sq_norm(x, N);
   for (uint32_t t = 0; t < M; t++) {
     memset(y, 0, sizeof y);
     cr_assert(eq(int, gc_compress_f64(c, x, t, buf, cap, &len, NULL), GC_SUCCESS));
@@ -342,7 +320,7 @@ Test(randk, unbiased_mean_and_variance)
     cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, t, 1.0, y), GC_SUCCESS));
     for (size_t i = 0; i < N; i++)
       mean[i] += y[i] / M;
-    double e = err2(x, y, N) / nx;
+    double e = gc_test_sq_dist(x, y, N) / nx;
     s += e;
     s2 += e * e;
   }
@@ -391,7 +369,7 @@ Test(threshold, bound_and_small_vectors_vanish)
   p.threshold = 1.25;
   gc_compress_info info;
   cr_assert(eq(int, apply_f64(gc_compressor_threshold, &p, x, N, 0, y, &info), GC_SUCCESS));
-  cr_assert(err2(x, y, N) <= (N - info.nnz) * sq(p.threshold));
+  cr_assert(gc_test_sq_dist(x, y, N) <= (N - info.nnz) * sq(p.threshold));
   for (size_t i = 0; i < N; i++)
     cr_assert(eq(int, y[i] != 0, fabs(x[i]) > 1.25));
   x[3] = 1.25;   /* strict: |x| == v is dropped */

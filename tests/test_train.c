@@ -8,40 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "gc_errno.h"
 #include "gc_nn.h"
 #include "gc_test.h"
-
-static char datadir[1024];
-
-/* Whether datadir/<set>/ holds the training images, raw or gzip'd. */
-static int have_set(const char *set)
-{
-  char p[1200];
-  struct stat sb;
-  snprintf(p, sizeof p, "%s/%s/train-images-idx3-ubyte", datadir, set);
-  if (stat(p, &sb) == 0)
-    return 1;
-  snprintf(p, sizeof p, "%s/%s/train-images-idx3-ubyte.gz", datadir, set);
-  return stat(p, &sb) == 0;
-}
-
-static void need_mnist(void)
-{
-  const char *env = getenv("GRADCOMP_DATA");
-  snprintf(datadir, sizeof datadir, "%s", env && *env ? env : gc_test_srcdir("data"));
-  if (!have_set("mnist"))
-    cr_skip_test("MNIST not found in %s (run tools/get-data)", datadir);
-}
 
 static void base(gc_train_config *c, const char *out)
 {
   gc_train_config_default(c);
   c->dataset = "mnist";
   c->model = "mnist-mlp";
-  c->data_dir = datadir;
+  c->data_dir = gc_test_data_dir();
   c->quiet = 1;
   c->out = out;
 }
@@ -123,7 +100,7 @@ static gc_train_result learn(const char *name, const char *algo,
 
 Test(train, mnist_mlp_learns)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   /* 300 steps of 2 x 10 examples */
   gc_train_result r = learn("learn", "sgd", 0.001, 6000);
   cr_assert_eq(r.steps_done, 300);
@@ -132,7 +109,7 @@ Test(train, mnist_mlp_learns)
 
 Test(train, uni_topk_learns)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   gc_train_result r = learn("uni", "uni", 0.01, 8000);   /* 400 steps */
   cr_assert_geq(r.test_acc, 0.80, "uni top-K at 1%%: accuracy %g", r.test_acc);
 }
@@ -141,12 +118,12 @@ Test(train, uni_topk_learns)
  * and batch-norm: one thread and two threads give the same bytes. */
 Test(train, threads_do_not_change_results)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   static const struct { const char *model, *ds; size_t sub; } m[] = {
     { "mnist-mlp", "mnist", 800 }, { "mnist-cnn", "mnist", 160 },
     { "fmnist-cnn", "fmnist", 400 } };
   for (size_t i = 0; i < 3; i++) {
-    if (!have_set(m[i].ds))
+    if (!gc_test_have_dataset(m[i].ds))
       continue;
     char a[600], b[600], name[64];
     snprintf(name, sizeof name, "t1-%zu", i);
@@ -209,7 +186,7 @@ static void check_resume(const char *tag, const char *algo,
 
 Test(train, resume_equals_uninterrupted)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   check_resume("bi", "bi", "topk", 0);
   check_resume("ef21", "ef21", "topk", 0);
   check_resume("momentum", "uni", "topk", 0.9);
@@ -219,7 +196,7 @@ Test(train, resume_equals_uninterrupted)
 
 Test(train, resume_refuses_foreign_or_damaged_checkpoints)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   char a[600];
   /* a run folder whose parents do not exist yet is created with them */
   snprintf(a, sizeof a, "%s/nested/run", gc_test_tmp("damaged"));
@@ -256,7 +233,7 @@ Test(train, resume_refuses_foreign_or_damaged_checkpoints)
 
 Test(train, divergence_stops_and_keeps_rows)
 {
-  need_mnist();
+  gc_test_need_dataset("mnist");
   char a[600];
   snprintf(a, sizeof a, "%s", gc_test_tmp("diverge"));
   gc_train_config c;
