@@ -125,6 +125,14 @@ int gc_bench_train(int argc, char **argv)
       return 2;
     }
   }
+  if (only && !gc_nn_model_dataset(only)) {
+    fprintf(stderr, "gradcomp bench train: unknown model '%s'; the models are:",
+            only);
+    for (const char *const *n = gc_nn_model_names(); *n; n++)
+      fprintf(stderr, " %s", *n);
+    fputc('\n', stderr);
+    return 2;
+  }
   gc_nn_blas_single_thread();
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),

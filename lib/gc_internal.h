@@ -57,4 +57,32 @@ static inline double gc__pairwise_total(const gc__pairwise *t)
   return s;
 }
 
+/* 3x3 stride-1 convolution by Winograd F(2x2, 3x3) (winograd.c), for the
+ * layers of nn.c where it applies: out[n][o] (B x O x Ho x Wo, Ho = H +
+ * 2 pad - 2) = sum over c of the zero-padded in[n][c] (B x C x H x W)
+ * correlated with filter (o, c), plus bias[o] (bias may be NULL).  U is
+ * the transformed filter, 16 x O x C, from gc__wino3_filter.  With
+ * turned != 0, U is the transform of a layer with O inputs and C outputs
+ * and the convolution runs its kernel turned 180 degrees with channels
+ * swapped: that is the layer's input gradient, computed from dout with
+ * pad 2 - pad.  Scratch sizes (floats) come from gc__wino3_sizes for the
+ * largest batch; M must start zeroed (calloc), bias holds O + 3 floats. */
+typedef struct gc__wino3_scratch {
+  float *V, *M, *work, *bias;
+} gc__wino3_scratch;
+int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c);
+int gc__wino3_pays(size_t B, size_t Ho, size_t Wo);   /* for this batch? */
+size_t gc__wino3_chunk(size_t Ho, size_t Wo, size_t max_batch);
+void gc__wino3_filter(const float *w, size_t O, size_t C, float *U);
+void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
+                    size_t pad, const float *U, int turned, size_t O,
+                    const float *bias, float *out, const gc__wino3_scratch *s);
+/* dW (O x C x 3 x 3) of the same convolution from its input and dout, by
+ * F(3x3, 2x2); Mw is scratch of 16 O C floats (the filter buffer). */
+void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
+                     size_t H, size_t W, size_t pad, size_t O, float *dW,
+                     float *Mw, const gc__wino3_scratch *s);
+void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
+                     size_t max_batch, size_t *nV, size_t *nM, size_t *nwork);
+
 #endif /* GC_INTERNAL_H */

@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_nn.h"
 #include "gc_rng.h"
 
@@ -28,6 +29,8 @@ struct gc_nn {
   float *g0, *g1;       /* ping-pong gradient buffers                    */
   float *col, *dcol;    /* conv scratch: im2col of a chunk of images     */
   float *ochunk;        /* conv scratch: a chunk's outputs or gradients  */
+  float *wino_U;        /* Winograd layers: the transformed filter       */
+  gc__wino3_scratch wino;
   float *dloss;         /* d loss / d output from gc_nn_loss             */
   size_t B;             /* examples of the last forward                  */
   int train;
@@ -56,6 +59,8 @@ void gc_nn_free(gc_nn *nn)
   free(nn->act); free(nn->aux); free(nn->bnc); free(nn->amax);
   free(nn->asz); free(nn->ly);
   free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->ochunk); free(nn->dloss);
+  free(nn->wino_U); free(nn->wino.V); free(nn->wino.M); free(nn->wino.work);
+  free(nn->wino.bias);
   free(nn);
 }
 
@@ -134,6 +139,20 @@ static int plan(gc_nn *nn)
  * `gradcomp bench train`: VGG-19 at batch 64 went from 2.6 s to 2.2 s. */
 enum { COL_BUDGET = 1 << 16, CHUNK_COLS = 2048 };
 
+/* 3x3 convolutions with enough channels go through Winograd (winograd.c):
+ * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
+ * weight gradient, 2.25x fewer multiplies each.  VGG-19 at batch 64 on `gradcomp
+ * bench train`: see the commit that brought it. */
+static int wino_applies(const gc_nn_layer *y)
+{
+  return gc__wino3_applies(y->ksize, y->pad, y->in_c, y->out_c);
+}
+
+static int wino_pays(const gc_nn_layer *y, size_t B)
+{
+  return wino_applies(y) && gc__wino3_pays(B, y->out_h, y->out_w);
+}
+
 static size_t conv_chunk(const gc_nn_layer *y, size_t max_batch)
 {
   size_t HW = y->out_h * y->out_w, K = y->in_c * y->ksize * y->ksize;
@@ -170,6 +189,7 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
     return NULL;
   }
   size_t maxa, maxcol = 0, maxo = 0;
+  size_t maxU = 0, maxV = 0, maxM = 0, maxwork = 0, maxchan = 0;
   nn->asz[0] = nn->ly[0].in_c * nn->ly[0].in_h * nn->ly[0].in_w;
   maxa = nn->asz[0];
   int ok = 1;
@@ -198,6 +218,22 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
       size_t c = y->in_c * y->ksize * y->ksize * HW * b, o = y->out_c * HW * b;
       maxcol = c > maxcol ? c : maxcol;
       maxo = o > maxo ? o : maxo;
+      if (!wino_applies(y))
+        continue;
+      /* forward, and the input gradient: a convolution of dout */
+      size_t U = 16 * y->in_c * y->out_c, v[2], m[2], k[2];
+      gc__wino3_sizes(y->in_c, y->in_h, y->in_w, y->pad, y->out_c, max_batch,
+                      v, m, k);
+      gc__wino3_sizes(y->out_c, y->out_h, y->out_w, 2 - y->pad, y->in_c,
+                      max_batch, v + 1, m + 1, k + 1);
+      for (size_t i = 0; i < 2; i++) {
+        maxV = v[i] > maxV ? v[i] : maxV;
+        maxM = m[i] > maxM ? m[i] : maxM;
+        maxwork = k[i] > maxwork ? k[i] : maxwork;
+      }
+      maxU = U > maxU ? U : maxU;
+      maxchan = y->in_c > maxchan ? y->in_c : maxchan;
+      maxchan = y->out_c > maxchan ? y->out_c : maxchan;
     }
   }
   nn->g0 = malloc(max_batch * maxa * sizeof(float));
@@ -208,6 +244,15 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
     nn->dcol = malloc(maxcol * sizeof(float));
     nn->ochunk = malloc(maxo * sizeof(float));
     ok &= nn->col && nn->dcol && nn->ochunk;
+  }
+  if (maxU) {
+    nn->wino_U = malloc(maxU * sizeof(float));
+    nn->wino.V = malloc(maxV * sizeof(float));
+    nn->wino.M = calloc(maxM, sizeof(float));
+    nn->wino.work = malloc(maxwork * sizeof(float));
+    nn->wino.bias = malloc((maxchan + 3) * sizeof(float));
+    ok &= nn->wino_U && nn->wino.V && nn->wino.M && nn->wino.work &&
+          nn->wino.bias;
   }
   if (!ok || !nn->g0 || !nn->g1 || !nn->dloss) {
     gc_nn_free(nn);
@@ -383,6 +428,12 @@ static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * HW;
   size_t chunk = conv_chunk(y, nn->maxB);
   const float *W = w + y->woff, *b = w + y->boff;
+  if (wino_pays(y, B)) {
+    gc__wino3_filter(W, y->out_c, y->in_c, nn->wino_U);
+    gc__wino3_conv(in, B, y->in_c, y->in_h, y->in_w, y->pad, nn->wino_U, 0,
+                   y->out_c, b, out, &nn->wino);
+    return;
+  }
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, ld = nb * HW;
     for (size_t j = 0; j < nb; j++)
@@ -400,6 +451,20 @@ static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   }
 }
 
+/* The bias gradient of a conv layer: per image and channel, summed in
+ * image order (the same order whichever path computes the rest). */
+static void conv_bias_grad(const gc_nn_layer *y, const float *dout, size_t n0,
+                           size_t nb, float *db)
+{
+  size_t HW = y->out_h * y->out_w, osz = y->out_c * HW;
+  for (size_t j = 0; j < nb; j++)
+    for (size_t c = 0; c < y->out_c; c++) {
+      double acc[LANES] = {0};
+      lanes_sum(acc, dout + (n0 + j) * osz + c * HW, HW);
+      db[c] += (float) lanes_total(acc);
+    }
+}
+
 static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
                      const float *in, const float *dout, float *din,
                      float *grad, size_t B)
@@ -408,19 +473,27 @@ static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * HW;
   size_t chunk = conv_chunk(y, nn->maxB);
   float *dW = grad + y->woff, *db = grad + y->boff;
-  memset(dW, 0, y->nw * sizeof *dW);
   memset(db, 0, y->nb * sizeof *db);
+  if (wino_pays(y, B)) {
+    conv_bias_grad(y, dout, 0, B, db);
+    gc__wino3_wgrad(in, dout, B, y->in_c, y->in_h, y->in_w, y->pad, y->out_c,
+                    dW, nn->wino_U, &nn->wino);
+    if (din) {   /* din = dout correlated with the turned kernel */
+      gc__wino3_filter(w + y->woff, y->out_c, y->in_c, nn->wino_U);
+      gc__wino3_conv(dout, B, y->out_c, y->out_h, y->out_w, 2 - y->pad,
+                     nn->wino_U, 1, y->in_c, NULL, din, &nn->wino);
+    }
+    return;
+  }
+  memset(dW, 0, y->nw * sizeof *dW);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, ld = nb * HW;
+    conv_bias_grad(y, dout, n0, nb, db);
     /* the chunk's output gradients side by side: out_c x (nb HW) */
     for (size_t j = 0; j < nb; j++)
-      for (size_t c = 0; c < y->out_c; c++) {
-        const float *g = dout + (n0 + j) * osz + c * HW;
-        double acc[LANES] = {0};
-        lanes_sum(acc, g, HW);
-        db[c] += (float) lanes_total(acc);
-        memcpy(nn->ochunk + c * ld + j * HW, g, HW * sizeof *g);
-      }
+      for (size_t c = 0; c < y->out_c; c++)
+        memcpy(nn->ochunk + c * ld + j * HW, dout + (n0 + j) * osz + c * HW,
+               HW * sizeof *dout);
     for (size_t j = 0; j < nb; j++)
       im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) y->out_c,

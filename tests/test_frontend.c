@@ -178,3 +178,13 @@ Test(frontend, bad_inputs_named)
     cr_assert(strstr(out, word) != NULL, "'%s' should name '%s': %s", args, word, out);
   }
 }
+
+/* A misspelt model is an error that lists the models, not an empty table. */
+Test(frontend, bench_train_unknown_model)
+{
+  char out[4096];
+  int st = run(out, sizeof out, "%s bench train --model vgg19 --no-peer", gradcomp);
+  cr_assert(st == 2, "exit %d\n%s", st, out);
+  cr_assert(strstr(out, "unknown model 'vgg19'") && strstr(out, "cifar-vgg19"),
+            "%s", out);
+}

@@ -4,11 +4,13 @@
  * float32 forwards: with h = 1e-2 and O(1) values the FD error is about
  * (float rounding of f)/h + h^2 |f'''|, hence atol 5e-3, rtol 3e-2. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_nn.h"
 #include "gc_rng.h"
 
@@ -114,6 +116,129 @@ Test(nn, conv_grad)
   gc_nn_layer c[] = { { .kind = GC_NN_CONV, .in_c = 3, .in_h = 5, .in_w = 4,
                         .out_c = 2, .ksize = 3, .pad = 0 } };
   fd_check(c, 1, 2, 1.0, 0, "conv3x3 no pad");
+}
+
+/* 3x3 convolutions with 64 or more channels on each side take Winograd's
+ * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
+ * weight gradient (lib/winograd.c).  All three are compared with the direct sums in
+ * double, within a few float roundings of the sum of |terms|, for odd and
+ * even output sizes and every padding it takes; then the usual finite
+ * differences.  Winograd is taken only where the batch has enough tiles
+ * (gc__wino3_pays): each check uses the smallest such batch, plus extra. */
+static size_t wino_batch(size_t H, size_t W, size_t pad, size_t extra)
+{
+  size_t B = 1, Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  while (!gc__wino3_pays(B, Ho, Wo))
+    cr_assert(++B < 1000, "Winograd never pays for %zux%zu", Ho, Wo);
+  return B + extra;
+}
+
+static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
+                              size_t pad, size_t extra)
+{
+  size_t B = wino_batch(H, W, pad, extra);
+  gc_nn_layer s[] = { { .kind = GC_NN_CONV, .in_c = C, .in_h = H, .in_w = W,
+                        .out_c = O, .ksize = 3, .pad = pad } };
+  gc_nn *nn = gc_nn_alloc(s, 1, GC_LOSS_NLL, B);
+  cr_assert(nn != NULL);
+  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2, d = gc_nn_nparams(nn);
+  size_t nin = B * C * H * W, nout = B * O * Ho * Wo;
+  float *w = malloc(d * sizeof *w), *g = malloc(d * sizeof *g);
+  float *x = malloc(nin * sizeof *x), *dx = malloc(nin * sizeof *dx);
+  float *r = malloc(nout * sizeof *r);
+  gc_nn_init(nn, w, NULL, 21);
+  fill_uniform(x, nin, 1.0, 22);
+  fill_uniform(r, nout, 1.0, 23);
+  const float *out = gc_nn_forward(nn, w, NULL, x, B, 1, 5, 1, 3);
+  cr_assert(out != NULL);
+  const float *K = w + gc_nn_layer_at(nn, 0)->woff;
+  const float *bias = w + gc_nn_layer_at(nn, 0)->boff;
+  for (size_t n = 0; n < B; n++)
+    for (size_t o = 0; o < O; o++)
+      for (size_t i = 0; i < Ho; i++)
+        for (size_t j = 0; j < Wo; j++) {
+          double sum = bias[o], mag = fabs(bias[o]);
+          for (size_t c = 0; c < C; c++)
+            for (size_t a = 0; a < 3; a++)
+              for (size_t b = 0; b < 3; b++) {
+                long ii = (long) (i + a) - (long) pad, jj = (long) (j + b) - (long) pad;
+                if (ii < 0 || jj < 0 || ii >= (long) H || jj >= (long) W)
+                  continue;
+                double t = (double) K[((o * C + c) * 3 + a) * 3 + b] *
+                           x[((n * C + c) * H + (size_t) ii) * W + (size_t) jj];
+                sum += t;
+                mag += fabs(t);
+              }
+          float got = out[((n * O + o) * Ho + i) * Wo + j];
+          cr_assert(fabs(got - sum) <= 8 * FLT_EPSILON * mag,
+                    "C %zu O %zu %zux%zu pad %zu: out[%zu][%zu][%zu][%zu] = %.9g, "
+                    "direct %.9g", C, O, H, W, pad, n, o, i, j, (double) got, sum);
+        }
+  cr_assert_eq(gc_nn_backward(nn, w, r, g, dx), GC_SUCCESS);
+  for (size_t n = 0; n < B; n++)
+    for (size_t c = 0; c < C; c++)
+      for (size_t i = 0; i < H; i++)
+        for (size_t j = 0; j < W; j++) {
+          double sum = 0, mag = 0;
+          for (size_t o = 0; o < O; o++)
+            for (size_t a = 0; a < 3; a++)
+              for (size_t b = 0; b < 3; b++) {
+                long oi = (long) (i + pad) - (long) a, oj = (long) (j + pad) - (long) b;
+                if (oi < 0 || oj < 0 || oi >= (long) Ho || oj >= (long) Wo)
+                  continue;
+                double t = (double) K[((o * C + c) * 3 + a) * 3 + b] *
+                           r[((n * O + o) * Ho + (size_t) oi) * Wo + (size_t) oj];
+                sum += t;
+                mag += fabs(t);
+              }
+          float got = dx[((n * C + c) * H + i) * W + j];
+          cr_assert(fabs(got - sum) <= 8 * FLT_EPSILON * mag,
+                    "C %zu O %zu %zux%zu pad %zu: dx[%zu][%zu][%zu][%zu] = %.9g, "
+                    "direct %.9g", C, O, H, W, pad, n, c, i, j, (double) got, sum);
+        }
+  const float *dK = g + gc_nn_layer_at(nn, 0)->woff;
+  for (size_t o = 0; o < O; o++)
+    for (size_t c = 0; c < C; c++)
+      for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 3; b++) {
+          double sum = 0, mag = 0;
+          for (size_t n = 0; n < B; n++)
+            for (size_t i = 0; i < Ho; i++)
+              for (size_t j = 0; j < Wo; j++) {
+                long ii = (long) (i + a) - (long) pad, jj = (long) (j + b) - (long) pad;
+                if (ii < 0 || jj < 0 || ii >= (long) H || jj >= (long) W)
+                  continue;
+                double t = (double) r[((n * O + o) * Ho + i) * Wo + j] *
+                           x[((n * C + c) * H + (size_t) ii) * W + (size_t) jj];
+                sum += t;
+                mag += fabs(t);
+              }
+          float got = dK[((o * C + c) * 3 + a) * 3 + b];
+          cr_assert(fabs(got - sum) <= 8 * FLT_EPSILON * mag,
+                    "C %zu O %zu %zux%zu pad %zu: dW[%zu][%zu][%zu][%zu] = %.9g, "
+                    "direct %.9g", C, O, H, W, pad, o, c, a, b, (double) got, sum);
+        }
+  free(w); free(g); free(x); free(dx); free(r);
+  gc_nn_free(nn);
+}
+
+Test(nn, winograd_conv_matches_direct_sums)
+{
+  for (size_t pad = 0; pad <= 2; pad++) {
+    direct_conv_check(64, 65, 7, 6, pad, 1);   /* odd and even outputs */
+    direct_conv_check(66, 64, 2, 3, pad == 0 ? 1 : pad, 0);   /* tiny planes */
+  }
+  direct_conv_check(64, 64, 8, 8, 1, 70);   /* several passes of tiles */
+}
+
+Test(nn, winograd_conv_grad)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_CONV, .in_c = 64, .in_h = 5, .in_w = 4,
+                        .out_c = 64, .ksize = 3, .pad = 1 } };
+  fd_check(a, 1, wino_batch(5, 4, 1, 0), 1.0, 0, "winograd conv3x3 pad 1");
+  gc_nn_layer b[] = { { .kind = GC_NN_CONV, .in_c = 64, .in_h = 6, .in_w = 5,
+                        .out_c = 66, .ksize = 3, .pad = 0 } };
+  fd_check(b, 1, wino_batch(6, 5, 0, 0), 1.0, 0, "winograd conv3x3 no pad");
 }
 
 Test(nn, pool_relu_grad)

@@ -1,0 +1,340 @@
+/* winograd.c -- 3x3 stride-1 convolutions by Winograd's minimal filtering
+ * F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+ * Networks", 2016).  Each 2x2 output tile of each (out, in) channel pair
+ * costs 16 multiplies instead of the 36 of im2col + GEMM, and those 16
+ * are 16 GEMMs of (tiles x C) by (C x O): BLAS still does the work.
+ *
+ *   V = B^T d B   (4x4 input tile d, tiles 2 apart, so they overlap)
+ *   U = G g G^T   (3x3 filter g)
+ *   Y = A^T M A   (M = U .* V summed over channels, by the GEMMs)
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+ *   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+ *   A^T = [1 1 1 0; 0 1 -1 -1]
+ * Every constant is 0, +-1 or +-1/2, so the transforms round little: the
+ * result differs from the direct sum by a few float ulps of its terms
+ * (tests/test_nn.c compares both).  The order of every sum is fixed, so
+ * results do not depend on the thread count.
+ *
+ * The transforms work channel-last: a pass copies a chunk of images into
+ * a zero-bordered (image, row, column, channel) buffer, so that every
+ * transform step is an add or subtract of whole channel vectors, the same
+ * for a 32x32 plane as for a 2x2 one. */
+#include <string.h>
+#include <cblas.h>
+
+#include "gc_internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")   /* the transforms are plain loops to vectorise */
+#endif
+
+/* Columns of the 16 GEMMs per pass: wide enough that BLAS runs near its
+ * peak, small enough that V and M stay a few MB. */
+enum { WINO_COLS = 1024 };
+
+int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
+{
+  /* Below 64 channels the GEMMs' inner dimension is too short to pay for
+   * the transforms: MNIST-CNN's 32 -> 64 layer ran 10% slower than with
+   * im2col, VGG-19's 64 -> 64 layers ran faster. */
+  return ksize == 3 && pad <= 2 && in_c >= 64 && out_c >= 64;
+}
+
+int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
+{
+  /* The filter transform costs about as much as 16 tiles' GEMM columns
+   * save over im2col (measured on VGG-19's 512-channel layers): below 64
+   * tiles in the batch, im2col is as fast or faster. */
+  return B * ((Ho + 1) / 2) * ((Wo + 1) / 2) >= 64;
+}
+
+size_t gc__wino3_chunk(size_t Ho, size_t Wo, size_t max_batch)
+{
+  size_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
+  size_t b = (WINO_COLS + tiles - 1) / tiles;
+  return b > max_batch ? max_batch : b;
+}
+
+/* Four floats as one value (GCC and Clang vector extension): the
+ * transforms below are adds and subtracts along the channels, 4 at a
+ * time.  Channel counts are rounded up to a multiple of 4 in the
+ * channel-last buffers (the extra channels are zero and never reach the
+ * output), so no loop has a tail. */
+typedef float vf __attribute__((vector_size(16)));
+static inline vf load4(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void store4(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static size_t round4(size_t n) { return (n + 3) & ~(size_t) 3; }
+
+void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
+{
+  size_t OC = O * C;
+  for (size_t o = 0; o < O; o++)
+    for (size_t c = 0; c < C; c += 4) {
+      /* 4 filters side by side: lane k holds filter (o, c + k) */
+      size_t n = C - c < 4 ? C - c : 4;
+      float tap[9][4] = {{0}};
+      for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < 9; i++)
+          tap[i][k] = w[(o * C + c + k) * 9 + i];
+      vf f[9], t[4][3], u[16];
+      for (size_t i = 0; i < 9; i++)
+        f[i] = load4(tap[i]);
+      for (size_t j = 0; j < 3; j++) {   /* t = G f */
+        vf a = f[j], b = f[3 + j], e = f[6 + j];
+        t[0][j] = a;
+        t[1][j] = 0.5f * (a + b + e);
+        t[2][j] = 0.5f * (a - b + e);
+        t[3][j] = e;
+      }
+      for (size_t i = 0; i < 4; i++) {   /* U = t G^T */
+        vf a = t[i][0], b = t[i][1], e = t[i][2];
+        u[4 * i] = a;
+        u[4 * i + 1] = 0.5f * (a + b + e);
+        u[4 * i + 2] = 0.5f * (a - b + e);
+        u[4 * i + 3] = e;
+      }
+      float *dst = U + o * C + c;
+      for (size_t xi = 0; xi < 16; xi++) {
+        if (n == 4)
+          store4(dst + xi * OC, u[xi]);
+        else
+          memcpy(dst + xi * OC, &u[xi], n * sizeof(float));
+      }
+    }
+}
+
+/* Input chunk (nb images, C x H x W each) -> xp, nb x Hp x Wp x Cp with a
+ * zero border of pad (and the rows and columns that complete the last
+ * tiles).  The inner loop reads along a row and writes Cp apart: the W
+ * lines it writes stay in L1 while 16 channels fill them. */
+static void to_padded_channel_last(const float *in, size_t nb, size_t C,
+                                   size_t H, size_t W, size_t pad, size_t Hp,
+                                   size_t Wp, float *restrict xp)
+{
+  size_t Cp = round4(C);
+  memset(xp, 0, nb * Hp * Wp * Cp * sizeof *xp);
+  for (size_t j = 0; j < nb; j++)
+    for (size_t h = 0; h < H; h++) {
+      float *dst = xp + ((j * Hp + h + pad) * Wp + pad) * Cp;
+      for (size_t c = 0; c < C; c++) {
+        const float *src = in + ((j * C + c) * H + h) * W;
+        for (size_t w = 0; w < W; w++)
+          dst[w * Cp + c] = src[w];
+      }
+    }
+}
+
+/* V[xi][t][0..Cp) = (B^T d B)[xi] for the tile whose 4x4 patch starts at
+ * x (rows `row` floats apart, columns Cp apart). */
+static void input_tile(const float *x, size_t row, size_t Cp, float *V,
+                       size_t xi_stride)
+{
+  for (size_t c = 0; c < Cp; c += 4) {
+    vf u[4][4];
+    for (size_t q = 0; q < 4; q++) {   /* u = B^T d, column by column */
+      const float *p = x + q * Cp + c;
+      vf d0 = load4(p), d1 = load4(p + row), d2 = load4(p + 2 * row),
+         d3 = load4(p + 3 * row);
+      u[0][q] = d0 - d2;
+      u[1][q] = d1 + d2;
+      u[2][q] = d2 - d1;
+      u[3][q] = d1 - d3;
+    }
+    for (size_t i = 0; i < 4; i++) {   /* V = u B */
+      float *v = V + 4 * i * xi_stride + c;
+      store4(v, u[i][0] - u[i][2]);
+      store4(v + xi_stride, u[i][1] + u[i][2]);
+      store4(v + 2 * xi_stride, u[i][2] - u[i][1]);
+      store4(v + 3 * xi_stride, u[i][1] - u[i][3]);
+    }
+  }
+}
+
+/* The 2x2 outputs (A^T m A)[r][s] + bias of one tile, from M[xi][t][0..Op),
+ * into y (rows `row` floats apart, columns Op apart).  bias has Op
+ * entries. */
+static void output_tile(const float *m, size_t xi_stride, size_t Op,
+                        const float *bias, float *y, size_t row)
+{
+  for (size_t o = 0; o < Op; o += 4) {
+    vf s0[4], s1[4];   /* A^T m, column by column */
+    for (size_t k = 0; k < 4; k++) {
+      const float *p = m + k * xi_stride + o;
+      vf a = load4(p), b = load4(p + 4 * xi_stride),
+         e = load4(p + 8 * xi_stride), f = load4(p + 12 * xi_stride);
+      s0[k] = a + b + e;
+      s1[k] = b - e - f;
+    }
+    vf b0 = load4(bias + o);
+    store4(y + o, s0[0] + s0[1] + s0[2] + b0);
+    store4(y + Op + o, s0[1] - s0[2] - s0[3] + b0);
+    store4(y + row + o, s1[0] + s1[1] + s1[2] + b0);
+    store4(y + row + Op + o, s1[1] - s1[2] - s1[3] + b0);
+  }
+}
+
+/* Channel-last chunk output (nb x Hy x Wy x Op) -> out (nb x O x Ho x
+ * Wo), dropping the row and column an odd size adds. */
+static void from_channel_last(const float *restrict y, size_t nb, size_t O,
+                              size_t Hy, size_t Wy, size_t Ho, size_t Wo,
+                              float *restrict out)
+{
+  size_t Op = round4(O);
+  for (size_t j = 0; j < nb; j++)
+    for (size_t h = 0; h < Ho; h++) {
+      const float *src = y + (j * Hy + h) * Wy * Op;
+      for (size_t o = 0; o < O; o++) {
+        float *dst = out + ((j * O + o) * Ho + h) * Wo;
+        for (size_t w = 0; w < Wo; w++)
+          dst[w] = src[w * Op + o];
+      }
+    }
+}
+
+/* The kernel of the input gradient is the forward kernel with channels
+ * swapped and turned 180 degrees.  Turning g reverses G's columns, which
+ * swaps G's rows 0 and 3, so its transform is U with rows and columns 0
+ * and 3 swapped: U[turn[xi]] read transposed, and no transform of its own. */
+static const size_t turn[16] = { 15, 13, 14, 12, 7, 5, 6, 4,
+                                 11, 9, 10, 8, 3, 1, 2, 0 };
+
+void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
+                    size_t pad, const float *U, int turned, size_t O,
+                    const float *bias, float *out, const gc__wino3_scratch *s)
+{
+  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
+  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), Op = round4(O);
+  size_t chunk = gc__wino3_chunk(Ho, Wo, B);
+  memset(s->bias, 0, Op * sizeof *s->bias);
+  if (bias)
+    memcpy(s->bias, bias, O * sizeof *bias);
+  for (size_t n0 = 0; n0 < B; n0 += chunk) {
+    size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
+    to_padded_channel_last(in + n0 * C * H * W, nb, C, H, W, pad, Hp, Wp,
+                           s->work);
+    for (size_t j = 0; j < nb; j++)
+      for (size_t ti = 0; ti < th; ti++)
+        for (size_t tj = 0; tj < tw; tj++)
+          input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
+                     Cp, s->V + ((j * th + ti) * tw + tj) * Cp, T * Cp);
+    /* M[xi] (T x O) = V[xi] (T x C) times U[xi] transposed (O x C); the
+     * padding columns of M are never written and stay zero */
+    for (size_t xi = 0; xi < 16; xi++)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, turned ? CblasNoTrans : CblasTrans,
+                  (int) T, (int) O, (int) C, 1.0f, s->V + xi * T * Cp, (int) Cp,
+                  U + (turned ? turn[xi] : xi) * O * C, turned ? (int) O : (int) C,
+                  0.0f, s->M + xi * T * Op, (int) Op);
+    for (size_t j = 0; j < nb; j++)
+      for (size_t ti = 0; ti < th; ti++)
+        for (size_t tj = 0; tj < tw; tj++)
+          output_tile(s->M + ((j * th + ti) * tw + tj) * Op, T * Op, Op, s->bias,
+                      s->work + ((j * 2 * th + 2 * ti) * 2 * tw + 2 * tj) * Op,
+                      2 * tw * Op);
+    from_channel_last(s->work, nb, O, 2 * th, 2 * tw, Ho, Wo,
+                      out + n0 * O * Ho * Wo);
+  }
+}
+
+/* The weight gradient by F(3x3, 2x2), the transpose of F(2x2, 3x3):
+ *   dW[o][c] = G^T (sum over tiles of (A h A^T) .* (B^T d B)) G
+ * with h the 2x2 tile of dout[o] and d the same 4x4 input patch as the
+ * forward pass (a tile of outputs sees exactly that patch).  The sum over
+ * tiles is 16 GEMMs of (O x tiles) by (tiles x C), accumulated across the
+ * chunks in Mw (16 x O x C); A = (A^T)^T, 4 x 2. */
+static void grad_tile(const float *h, size_t row, size_t Op, float *H,
+                      size_t xi_stride)
+{
+  for (size_t o = 0; o < Op; o += 4) {
+    vf h00 = load4(h + o), h01 = load4(h + Op + o), h10 = load4(h + row + o),
+       h11 = load4(h + row + Op + o);
+    vf r[4][2] = { { h00, h01 }, { h00 + h10, h01 + h11 },
+                   { h00 - h10, h01 - h11 }, { -h10, -h11 } };   /* A h */
+    for (size_t i = 0; i < 4; i++) {   /* (A h) A^T */
+      float *p = H + 4 * i * xi_stride + o;
+      store4(p, r[i][0]);
+      store4(p + xi_stride, r[i][0] + r[i][1]);
+      store4(p + 2 * xi_stride, r[i][0] - r[i][1]);
+      store4(p + 3 * xi_stride, -r[i][1]);
+    }
+  }
+}
+
+/* dW[o][c][3][3] = G^T Mw[.][o][c] G, 4 filters at a time along c. */
+static void grad_untransform(const float *Mw, size_t O, size_t C, float *dW)
+{
+  size_t OC = O * C;
+  for (size_t o = 0; o < O; o++)
+    for (size_t c = 0; c < C; c += 4) {
+      size_t n = C - c < 4 ? C - c : 4;
+      vf m[16], t[3][4];
+      for (size_t xi = 0; xi < 16; xi++) {
+        float lane[4] = {0};
+        memcpy(lane, Mw + xi * OC + o * C + c, n * sizeof(float));
+        m[xi] = load4(lane);
+      }
+      for (size_t j = 0; j < 4; j++) {   /* t = G^T m */
+        vf a = m[j], b = m[4 + j], e = m[8 + j], f = m[12 + j];
+        t[0][j] = a + 0.5f * (b + e);
+        t[1][j] = 0.5f * (b - e);
+        t[2][j] = 0.5f * (b + e) + f;
+      }
+      float out[9][4];
+      for (size_t i = 0; i < 3; i++) {   /* t G */
+        vf a = t[i][0], b = t[i][1], e = t[i][2], f = t[i][3];
+        store4(out[3 * i], a + 0.5f * (b + e));
+        store4(out[3 * i + 1], 0.5f * (b - e));
+        store4(out[3 * i + 2], 0.5f * (b + e) + f);
+      }
+      for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < 9; i++)
+          dW[(o * C + c + k) * 9 + i] = out[i][k];
+    }
+}
+
+void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
+                     size_t H, size_t W, size_t pad, size_t O, float *dW,
+                     float *Mw, const gc__wino3_scratch *s)
+{
+  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
+  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), Op = round4(O);
+  size_t chunk = gc__wino3_chunk(Ho, Wo, B);
+  for (size_t n0 = 0; n0 < B; n0 += chunk) {
+    size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
+    to_padded_channel_last(in + n0 * C * H * W, nb, C, H, W, pad, Hp, Wp,
+                           s->work);
+    for (size_t j = 0; j < nb; j++)
+      for (size_t ti = 0; ti < th; ti++)
+        for (size_t tj = 0; tj < tw; tj++)
+          input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
+                     Cp, s->V + ((j * th + ti) * tw + tj) * Cp, T * Cp);
+    /* dout, zero-completed to 2 th x 2 tw, channel-last */
+    to_padded_channel_last(dout + n0 * O * Ho * Wo, nb, O, Ho, Wo, 0, 2 * th,
+                           2 * tw, s->work);
+    for (size_t j = 0; j < nb; j++)
+      for (size_t ti = 0; ti < th; ti++)
+        for (size_t tj = 0; tj < tw; tj++)
+          grad_tile(s->work + ((j * 2 * th + 2 * ti) * 2 * tw + 2 * tj) * Op,
+                    2 * tw * Op, Op, s->M + ((j * th + ti) * tw + tj) * Op,
+                    T * Op);
+    for (size_t xi = 0; xi < 16; xi++)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) O, (int) C,
+                  (int) T, 1.0f, s->M + xi * T * Op, (int) Op,
+                  s->V + xi * T * Cp, (int) Cp, n0 ? 1.0f : 0.0f,
+                  Mw + xi * O * C, (int) C);
+  }
+  grad_untransform(Mw, O, C, dW);
+}
+
+void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
+                     size_t max_batch, size_t *nV, size_t *nM, size_t *nwork)
+{
+  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2;
+  size_t nb = gc__wino3_chunk(Ho, Wo, max_batch), T = nb * th * tw;
+  size_t xp = nb * (2 * th + 2) * (2 * tw + 2) * round4(C), y = 4 * T * round4(O);
+  *nV = 16 * round4(C) * T;
+  *nM = 16 * round4(O) * T;
+  *nwork = xp > y ? xp : y;   /* the padded input, then the outputs */
+}
