@@ -66,7 +66,7 @@ static inline double gc__pairwise_total(const gc__pairwise *t)
  * and the convolution runs its kernel turned 180 degrees with channels
  * swapped: that is the layer's input gradient, computed from dout with
  * pad 2 - pad.  Scratch sizes (floats) come from gc__wino3_sizes for the
- * largest batch; M must start zeroed (calloc), bias holds O + 3 floats. */
+ * largest batch; bias holds O + 3 floats. */
 typedef struct gc__wino3_scratch {
   float *V, *M, *work, *bias;
 } gc__wino3_scratch;

@@ -25,7 +25,7 @@
 #include "gc_internal.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")   /* the transforms are plain loops to vectorise */
+#pragma GCC optimize("O3")   /* inlines the per-tile transform helpers */
 #endif
 
 /* Columns of the 16 GEMMs per pass: wide enough that BLAS runs near its
@@ -42,9 +42,10 @@ int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
 
 int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
 {
-  /* The filter transform costs about as much as 16 tiles' GEMM columns
-   * save over im2col (measured on VGG-19's 512-channel layers): below 64
-   * tiles in the batch, im2col is as fast or faster. */
+  /* The filter transform is paid per call, the savings per tile.  On
+   * VGG-19's 512-channel layers at batch 10, 2x2 planes (10 tiles) ran 2x
+   * slower than im2col and 4x4 planes (40 tiles) about even; at batch 64
+   * (64 tiles and more) Winograd was faster on every layer. */
   return B * ((Ho + 1) / 2) * ((Wo + 1) / 2) >= 64;
 }
 
@@ -58,8 +59,8 @@ size_t gc__wino3_chunk(size_t Ho, size_t Wo, size_t max_batch)
 /* Four floats as one value (GCC and Clang vector extension): the
  * transforms below are adds and subtracts along the channels, 4 at a
  * time.  Channel counts are rounded up to a multiple of 4 in the
- * channel-last buffers (the extra channels are zero and never reach the
- * output), so no loop has a tail. */
+ * channel-last buffers (the extra channels never reach the output), so no
+ * loop has a tail. */
 typedef float vf __attribute__((vector_size(16)));
 static inline vf load4(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
 static inline void store4(float *p, vf v) { memcpy(p, &v, sizeof v); }
@@ -150,6 +151,21 @@ static void input_tile(const float *x, size_t row, size_t Cp, float *V,
   }
 }
 
+/* V (16 x T x Cp, T = nb th tw) for a chunk of nb images, through the
+ * padded channel-last copy in s->work. */
+static void input_tiles(const float *in, size_t nb, size_t C, size_t H,
+                        size_t W, size_t pad, size_t th, size_t tw,
+                        const gc__wino3_scratch *s)
+{
+  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), T = nb * th * tw;
+  to_padded_channel_last(in, nb, C, H, W, pad, Hp, Wp, s->work);
+  for (size_t j = 0; j < nb; j++)
+    for (size_t ti = 0; ti < th; ti++)
+      for (size_t tj = 0; tj < tw; tj++)
+        input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
+                   Cp, s->V + ((j * th + ti) * tw + tj) * Cp, T * Cp);
+}
+
 /* The 2x2 outputs (A^T m A)[r][s] + bias of one tile, from M[xi][t][0..Op),
  * into y (rows `row` floats apart, columns Op apart).  bias has Op
  * entries. */
@@ -204,22 +220,17 @@ void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
 {
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
-  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), Op = round4(O);
+  size_t Cp = round4(C), Op = round4(O);
   size_t chunk = gc__wino3_chunk(Ho, Wo, B);
   memset(s->bias, 0, Op * sizeof *s->bias);
   if (bias)
     memcpy(s->bias, bias, O * sizeof *bias);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
-    to_padded_channel_last(in + n0 * C * H * W, nb, C, H, W, pad, Hp, Wp,
-                           s->work);
-    for (size_t j = 0; j < nb; j++)
-      for (size_t ti = 0; ti < th; ti++)
-        for (size_t tj = 0; tj < tw; tj++)
-          input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
-                     Cp, s->V + ((j * th + ti) * tw + tj) * Cp, T * Cp);
-    /* M[xi] (T x O) = V[xi] (T x C) times U[xi] transposed (O x C); the
-     * padding columns of M are never written and stay zero */
+    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
+    /* M[xi] (T x O) = V[xi] (T x C) times U[xi] transposed (O x C); what
+     * the padding columns of M hold lands in padding channels of the
+     * output buffer, which are never copied out */
     for (size_t xi = 0; xi < 16; xi++)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, turned ? CblasNoTrans : CblasTrans,
                   (int) T, (int) O, (int) C, 1.0f, s->V + xi * T * Cp, (int) Cp,
@@ -298,17 +309,11 @@ void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
 {
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
-  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), Op = round4(O);
+  size_t Cp = round4(C), Op = round4(O);
   size_t chunk = gc__wino3_chunk(Ho, Wo, B);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
-    to_padded_channel_last(in + n0 * C * H * W, nb, C, H, W, pad, Hp, Wp,
-                           s->work);
-    for (size_t j = 0; j < nb; j++)
-      for (size_t ti = 0; ti < th; ti++)
-        for (size_t tj = 0; tj < tw; tj++)
-          input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
-                     Cp, s->V + ((j * th + ti) * tw + tj) * Cp, T * Cp);
+    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
     /* dout, zero-completed to 2 th x 2 tw, channel-last */
     to_padded_channel_last(dout + n0 * O * Ho * Wo, nb, O, Ho, Wo, 0, 2 * th,
                            2 * tw, s->work);
