@@ -86,6 +86,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+  gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
   size_t steps = 2000, rows = 14;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
@@ -106,7 +107,7 @@ int main(int argc, char **argv)
   if (args.exit >= 0)
     return args.exit;
   if (steps < 30 || steps > 10000000)
-    return gc_cli_fail(CMD, 0, "--steps must be in [30, 1e7]");
+    return gc_cli_usage_error(CMD, "--steps must be in [30, 1e7]");   /* 1 = not reproduced */
   if (rows > steps)
     rows = steps;
   size_t rec = (size_t) steps * GC_CYCLE9_REC;

@@ -94,6 +94,7 @@ static void fmt_vec(char *buf, size_t cap, const double *v, size_t n)
 
 int main(int argc, char **argv)
 {
+  gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
   size_t limit = 1500, examples = 3;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
@@ -114,7 +115,7 @@ int main(int argc, char **argv)
   if (args.exit >= 0)
     return args.exit;
   if (limit == 0)
-    return gc_cli_fail(CMD, 0, "--limit must be at least 1");
+    return gc_cli_usage_error(CMD, "--limit must be at least 1");   /* 1 = not reproduced */
   FILE *f = NULL;
   if (csv) {
     if (!(f = fopen(csv, "w")))

@@ -98,10 +98,14 @@ int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
  * The shifted sums follow sparse_source.c's order exactly (16 float lanes
  * per block of 1024, block partials in double, pairwise tree over the
  * blocks), so thr and the selection are the CPU's bit for bit.
- * d_idx, d_val hold n.  d_info->loops = threshold evaluations. */
+ * rho (0 < rho <= 1) is the density the initial z = |Phi^-1(rho/2)| is
+ * drawn from, as sparse.c draws it: params.density when k was derived from
+ * it (k = floor(density n), which can differ from rho n), (double) k / n
+ * when params.k is set.  1 <= k <= n.  d_idx, d_val hold n.
+ * d_info->loops = threshold evaluations. */
 int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
-                       size_t n, size_t k, unsigned loops, uint32_t *d_idx,
-                       float *d_val, gc_cuda_info *d_info,
+                       size_t n, size_t k, double rho, unsigned loops,
+                       uint32_t *d_idx, float *d_val, gc_cuda_info *d_info,
                        cudaStream_t stream);
 
 /* DGC sampled threshold (gc_compressor_dgc, theory.md §2.6): the CPU's
@@ -122,24 +126,16 @@ int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
  * sparse.c's Floyd draw takes from gc_rng for (seed, rng_stream, step),
  * computed in parallel, ascending (randk) or in draw order (ascending == 0:
  * randk-unbiased, whose values travel in draw order); d_val[j] =
- * d_x[d_idx[j]] (the n/k factor is applied by the encoder). */
+ * d_x[d_idx[j]] (the n/k factor is applied by the encoder).  d_idx, d_val
+ * hold k.  Only these k entries of x are read, so, as on the CPU, only they
+ * are checked: NaN/Inf among them gives d_info->status = GC_EDOM. */
 int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
                       size_t n, size_t k, uint64_t seed, uint32_t rng_stream,
                       uint32_t step, int ascending, uint32_t *d_idx,
                       float *d_val, gc_cuda_info *d_info, cudaStream_t stream);
 
-/* ---- elementwise quantizers ------------------------------------------ */
+/* ---- norms ------------------------------------------------------------- */
 
-/* Sign bits as quant.c packs them, LSB first within a byte: bit i set iff
- * x_i < 0 (sign(0) = sign(-0) = +1, as in GRACE).  d_bits holds ceil(n/8)
- * bytes; padding bits are zero. */
-int gc_cuda_sign_f32(const float *d_x, size_t n, uint8_t *d_bits,
-                     gc_cuda_info *d_info, cudaStream_t stream);
-/* Round to nearest even: IEEE binary16 and bfloat16 (NaN stays NaN). */
-int gc_cuda_fp16_f32(const float *d_x, size_t n, uint16_t *d_h,
-                     cudaStream_t stream);
-int gc_cuda_bf16_f32(const float *d_x, size_t n, uint16_t *d_h,
-                     cudaStream_t stream);
 /* Deterministic sum of |x_i| and of x_i^2 in double: fixed per-block
  * partial sums in a fixed order, so the result does not depend on timing
  * (it can differ from a sequential CPU sum in the last bits). */

@@ -40,6 +40,18 @@ __device__ __forceinline__ uint32_t mag_key(float x)
 }
 enum : uint32_t { KEY_INF = 0x7f800000u };
 
+/* NaN or Inf (the CPU's !(|x| <= REAL_MAX)), as an integer test. */
+__device__ __forceinline__ bool nonfinite(float x) { return mag_key(x) >= KEY_INF; }
+
+/* OR a block's NaN/Inf finding into *flag: one atomic per block that saw
+ * one.  A barrier: every thread of the block must call it, with its own
+ * `bad`, and the flag may be read only by a later kernel. */
+__device__ __forceinline__ void flag_block_nonfinite(int bad, uint32_t *flag)
+{
+  if (__syncthreads_or(bad) && threadIdx.x == 0)
+    atomicOr(flag, 1u);
+}
+
 static inline unsigned grid_for(size_t n, unsigned per_block, unsigned cap)
 {
   size_t g = (n + per_block - 1) / per_block;

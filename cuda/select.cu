@@ -1,6 +1,6 @@
 /* select.cu -- exact top-k by multi-block radix select, hard threshold,
- * Gaussian-k, random-k and DGC, all ending in one deterministic stable
- * compaction.
+ * Gaussian-k and DGC, all ending in one deterministic stable compaction,
+ * and random-k (Floyd's draw in parallel, x read at the k picks only).
  *
  * Top-k.  The k-th largest |x| is found without sorting: the 31-bit
  * magnitude key is cut into digits of 11, 11 and 10 bits; each pass builds a
@@ -23,6 +23,8 @@
 #include <float.h>
 #include <math.h>
 
+#include <type_traits>
+
 #include <gsl/gsl_cdf.h>
 
 #include "gc_cuda_internal.cuh"
@@ -37,23 +39,13 @@ enum { BINS = 2048, HIST_CAP = 2048 /* blocks of the histogram kernels */ };
 __host__ __device__ constexpr unsigned pass_shift(int p) { return p == 0 ? 21 : p == 1 ? 10 : 0; }
 __host__ __device__ constexpr unsigned pass_bits(int p) { return p == 2 ? 10 : 11; }
 
+static_assert(std::is_trivially_default_constructible<SelState>::value,
+              "SelState{} must zero every field");
+
 __global__ void init_state(SelState *st, uint32_t k)
 {
-  st->prefix = 0;
-  st->mask = 0;
+  *st = SelState{};
   st->krem = k;
-  st->T = 0;
-  st->eq_total = 0;
-  st->rem = 0;
-  st->bad = 0;
-  st->count = 0;
-  st->done = 0;
-  st->loops = 0;
-  st->rescan = 0;
-  st->radix_off = 0;
-  st->thr = 0;
-  st->thr_sel = 0;
-  st->total = 0;
 }
 
 /* One histogram pass.  With EF (pass 0 only) the accumulator update
@@ -84,12 +76,12 @@ histogram(const float *__restrict__ x, float *acc, const float *__restrict__ g,
     }
     uint32_t key = mag_key(v);
     if (PASS == 0)
-      bad |= key >= KEY_INF;
+      bad |= nonfinite(v);
     if ((key & mask) == prefix)
       atomicAdd(&sh[(key >> shift) & dmask], 1u);
   }
-  if (PASS == 0 && __syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&st->bad, 1u);
+  if (PASS == 0)
+    flag_block_nonfinite(bad, &st->bad);
   __syncthreads();
   for (unsigned b = threadIdx.x; b < BINS; b += BLOCK)
     if (sh[b])
@@ -154,28 +146,36 @@ struct AboveClass {
   }
 };
 
-/* Counts (kept in the low 32 bits, ties in the high 32) per tile. */
-template <class Cls>
+/* Counts (kept in the low 32 bits, ties in the high 32) per tile.  With
+ * CHECK (a selector with no earlier pass over x: threshold) this pass also
+ * sets st->bad for NaN/Inf, which the scatter and the finish kernels read;
+ * it then counts whatever the flag, since other blocks are setting it. */
+template <class Cls, bool CHECK>
 __global__ void __launch_bounds__(BLOCK)
-tile_count(const float *__restrict__ x, size_t n, Cls cls, const SelState *st,
-           uint64_t *tiles)
+tile_count(const float *__restrict__ x, size_t n, Cls cls, SelState *st, uint64_t *tiles)
 {
   typedef cub::BlockReduce<uint64_t, BLOCK> Reduce;
   __shared__ typename Reduce::TempStorage tmp;
   const SelState s = *st;
   size_t base = (size_t) blockIdx.x * TILE;
   uint64_t c = 0;
-  if (!s.bad)
+  int bad = 0;
+  if (CHECK || !s.bad)
     for (unsigned j = 0; j < ITEMS; j++) {
       size_t i = base + (size_t) j * BLOCK + threadIdx.x;   /* coalesced */
       if (i < n) {
-        int k = cls(i, x[i], s);
+        float v = x[i];
+        if (CHECK)
+          bad |= nonfinite(v);
+        int k = cls(i, v, s);
         c += k == 1 ? 1u : k == 2 ? ((uint64_t) 1 << 32) : 0u;
       }
     }
   uint64_t total = Reduce(tmp).Sum(c);
   if (threadIdx.x == 0)
     tiles[blockIdx.x] = total;
+  if (CHECK)
+    flag_block_nonfinite(bad, &st->bad);
 }
 
 /* Stable scatter: entries in blocked arrangement (thread t owns ITEMS
@@ -263,18 +263,6 @@ __global__ void finish_above(const SelState *st, gc_cuda_info *info)
   info->loops = st->loops;
 }
 
-/* NaN/Inf check for the selectors that do not run a histogram. */
-__global__ void __launch_bounds__(BLOCK)
-check_finite(const float *__restrict__ x, size_t n, SelState *st)
-{
-  int bad = 0;
-  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
-       i += (size_t) gridDim.x * BLOCK)
-    bad |= mag_key(x[i]) >= KEY_INF;
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&st->bad, 1u);
-}
-
 struct Scratch {
   SelState *st;
   uint32_t *hist;     /* 3 passes x BINS */
@@ -321,16 +309,6 @@ int finish_carve(const Carver &cv, size_t *tmp_bytes, const char *who, bool *siz
   return GC_SUCCESS;
 }
 
-/* Fresh state and the NaN/Inf flag, for the selectors without a histogram. */
-int init_checked(const Scratch &s, const float *d_x, size_t n, cudaStream_t stream)
-{
-  init_state<<<1, 1, 0, stream>>>(s.st, 0);
-  GC_CUDA_LAUNCHED();
-  check_finite<<<grid_for(n, BLOCK * 8, HIST_CAP), BLOCK, 0, stream>>>(d_x, n, s.st);
-  GC_CUDA_LAUNCHED();
-  return GC_SUCCESS;
-}
-
 /* The three radix passes from the state's prefix, mask and krem (they do
  * nothing while st->radix_off is set); with acc/g the pass-0 EF update. */
 int radix_passes(const Scratch &s, const float *d_x, float *d_acc, const float *d_g,
@@ -367,12 +345,13 @@ int radix_select(const Scratch &s, const float *d_x, float *d_acc,
   return radix_passes(s, d_x, d_acc, d_g, alpha, n, stream);
 }
 
-template <class Cls, bool ZERO>
+/* Count, scan, scatter.  CHECK: the count pass flags NaN/Inf (tile_count). */
+template <class Cls, bool ZERO, bool CHECK = false>
 int compact(const Scratch &s, const float *d_x, size_t n, Cls cls, int ties, size_t limit,
             uint32_t *d_idx, float *d_val, float *zero, cudaStream_t stream)
 {
   size_t nt = tiles_of(n);
-  tile_count<Cls><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, s.st, s.tiles);
+  tile_count<Cls, CHECK><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, s.st, s.tiles);
   GC_CUDA_LAUNCHED();
   scan_tiles<<<1, 1024, 0, stream>>>(s.tiles, nt, &s.st->total);
   GC_CUDA_LAUNCHED();
@@ -489,14 +468,14 @@ gauss_partials(const float *__restrict__ x, size_t n, size_t nblk, double *part,
     size_t full = lo + (hi - lo) / GAUSS_LANES * GAUSS_LANES;
     for (size_t i = lo + j; i < full; i += GAUSS_LANES) {
       float v = x[i], d = __fsub_rn(v, c0);
-      bad |= mag_key(v) >= KEY_INF;
+      bad |= nonfinite(v);
       a1 = __fadd_rn(a1, d);
       a2 = __fadd_rn(a2, __fmul_rn(d, d));
     }
     if (j == 0)
       for (size_t i = full; i < hi; i++) {
         float v = x[i], d = __fsub_rn(v, c0);
-        bad |= mag_key(v) >= KEY_INF;
+        bad |= nonfinite(v);
         a1 = __fadd_rn(a1, d);
         a2 = __fadd_rn(a2, __fmul_rn(d, d));
       }
@@ -513,8 +492,7 @@ gauss_partials(const float *__restrict__ x, size_t n, size_t nblk, double *part,
     part[b] = p1;
     part[nblk + b] = p2;
   }
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&st->bad, 1u);
+  flag_block_nonfinite(bad, &st->bad);
 }
 
 /* ---- DGC (theory.md §2.6, sparse_source.c FN(dgc)) ------------------------
@@ -592,14 +570,14 @@ dgc_count(const float *__restrict__ x, size_t n, SelState *st)
   int bad = 0;
   for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
        i += (size_t) gridDim.x * BLOCK) {
-    uint32_t key = mag_key(x[i]);
+    float v = x[i];
     if (CHECK)
-      bad |= key >= KEY_INF;
-    c += key >= tkey;
+      bad |= nonfinite(v);
+    c += mag_key(v) >= tkey;
   }
   uint32_t t = Reduce(tmp).Sum(c);
-  if (CHECK && __syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&st->bad, 1u);
+  if (CHECK)
+    flag_block_nonfinite(bad, &st->bad);
   if (threadIdx.x == 0 && t)
     atomicAdd(&st->count, t);
 }
@@ -736,14 +714,50 @@ floyd_resolve(size_t n, size_t k, const uint32_t *t, const uint32_t *hkeys,
   }
 }
 
+/* The ascending order (randk) from the bitmap of picks, without reading x:
+ * tiles of BLOCK bitmap words, one word per thread; the tiles' popcounts
+ * are scanned (scan_tiles), then every word writes its set bits in order
+ * from its exclusive offset.  Bits past n are zero and the k picks are
+ * distinct, so exactly k indices come out, ascending. */
 __global__ void __launch_bounds__(BLOCK)
-gather_values(const float *x, const uint32_t *idx, size_t k, const SelState *st, float *val)
+bit_tile_count(const uint32_t *bits, size_t nw, uint64_t *tiles)
 {
-  if (st->bad)
-    return;
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const size_t w = (size_t) blockIdx.x * BLOCK + threadIdx.x;
+  uint32_t t = Reduce(tmp).Sum(w < nw ? (uint32_t) __popc(bits[w]) : 0u);
+  if (threadIdx.x == 0)
+    tiles[blockIdx.x] = t;
+}
+
+__global__ void __launch_bounds__(BLOCK)
+bit_scatter(const uint32_t *bits, size_t nw, const uint64_t *tiles, size_t k, uint32_t *idx)
+{
+  typedef cub::BlockScan<uint32_t, BLOCK> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  const size_t w = (size_t) blockIdx.x * BLOCK + threadIdx.x;
+  uint32_t word = w < nw ? bits[w] : 0u, off;
+  Scan(tmp).ExclusiveSum((uint32_t) __popc(word), off);
+  for (uint64_t out = tiles[blockIdx.x] + off; word && out < k; out++) {
+    idx[out] = (uint32_t) (32 * w + (unsigned) (__ffs((int) word) - 1));
+    word &= word - 1;   /* lowest set bit first: ascending */
+  }
+}
+
+/* val[c] = x[idx[c]], and NaN/Inf among these k values sets st->bad: like
+ * sparse_source.c's check_finite_at, random-K reads and checks only the
+ * entries it sends. */
+__global__ void __launch_bounds__(BLOCK)
+gather_values(const float *x, const uint32_t *idx, size_t k, SelState *st, float *val)
+{
+  int bad = 0;
   for (size_t c = (size_t) blockIdx.x * BLOCK + threadIdx.x; c < k;
-       c += (size_t) gridDim.x * BLOCK)
-    val[c] = x[idx[c]];
+       c += (size_t) gridDim.x * BLOCK) {
+    float v = x[idx[c]];
+    bad |= nonfinite(v);
+    val[c] = v;
+  }
+  flag_block_nonfinite(bad, &st->bad);
 }
 
 __global__ void finish_count(const SelState *st, uint32_t k, gc_cuda_info *info)
@@ -753,14 +767,6 @@ __global__ void finish_count(const SelState *st, uint32_t k, gc_cuda_info *info)
   info->nnz = 0;   /* counted by the encoder when it writes the values */
   info->loops = 0;
 }
-
-struct BitClass {
-  const uint32_t *bits;
-  __device__ int operator()(size_t i, float, const SelState &) const
-  {
-    return (int) ((bits[i >> 5] >> (i & 31)) & 1u);
-  }
-};
 
 } /* namespace */
 
@@ -796,20 +802,25 @@ extern "C" int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float
   GC_TRY(finish_carve(cv, tmp_bytes, "threshold", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  GC_TRY(init_checked(s, d_x, n, stream));
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
   AboveClass cls = {v, false};
-  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, n, d_idx, d_val, nullptr,
-                                      stream)));
+  /* the count pass flags NaN/Inf: two reads of x, not three */
+  GC_TRY((compact<AboveClass, false, true>(s, d_x, n, cls, GC_TIES_LOW, n, d_idx, d_val,
+                                            nullptr, stream)));
   finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }
 
 extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
-                                  size_t n, size_t k, unsigned loops, uint32_t *d_idx,
-                                  float *d_val, gc_cuda_info *d_info, cudaStream_t stream)
+                                  size_t n, size_t k, double rho, unsigned loops,
+                                  uint32_t *d_idx, float *d_val, gc_cuda_info *d_info,
+                                  cudaStream_t stream)
 {
   GC_TRY(check_nk(n, k, "gaussk"));
+  if (!(rho > 0 && rho <= 1))
+    GC_ERRORF(GC_EINVAL, "gaussk: density %g is outside (0,1]", rho);
   if (loops < 1)
     GC_ERROR("gaussk: loops must be >= 1, as for gc_compressor_gaussk", GC_EINVAL);
   size_t nblk = (n + SUM_BLOCK - 1) / SUM_BLOCK;
@@ -829,8 +840,9 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
   gauss_partials<<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
   GC_CUDA_LAUNCHED();
   GC_TRY(pairwise_total<2>(part, spare, nblk, sums, stream));
-  /* |z| exactly as sparse.c computes it: GSL on the host, rho = k/n */
-  double absz = fabs(gsl_cdf_ugaussian_Pinv((double) k / (double) n / 2));
+  /* |z| exactly as sparse.c computes it: GSL on the host, from the density
+   * the caller passes (sparse.c: params.density unless params.k is set) */
+  double absz = fabs(gsl_cdf_ugaussian_Pinv(rho / 2));
   gauss_init<<<1, 1, 0, stream>>>(s.st, d_x, sums, n, absz);
   GC_CUDA_LAUNCHED();
   unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
@@ -907,21 +919,28 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
   size_t hsize = 1;
   while (hsize < 2 * k)
     hsize <<= 1;
+  /* x is read at the k picks only.  The ascending order comes from a bitmap
+   * of n bits (zeroed, counted and scanned: 3n/8 bytes moved, against 4n
+   * for one read of x); sorting the k picks instead (cub::DeviceRadixSort)
+   * would need a device already to size its scratch. */
+  const size_t nw = (n + 31) / 32, nbt = (nw + BLOCK - 1) / BLOCK;
   Carver cv(d_tmp);
-  Scratch s = carve(cv, n);
+  SelState *st = cv.take<SelState>(1);
   uint32_t *t = cv.take<uint32_t>(k);
   uint32_t *hkeys = cv.take<uint32_t>(hsize);
   uint32_t *hfirst = cv.take<uint32_t>(hsize);
-  uint32_t *bits = ascending ? cv.take<uint32_t>((n + 31) / 32) : nullptr;
+  uint32_t *bits = ascending ? cv.take<uint32_t>(nw) : nullptr;
+  uint64_t *btiles = ascending ? cv.take<uint64_t>(nbt) : nullptr;
   bool sizing;
   GC_TRY(finish_carve(cv, tmp_bytes, "randk", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  GC_TRY(init_checked(s, d_x, n, stream));
+  init_state<<<1, 1, 0, stream>>>(st, 0);
+  GC_CUDA_LAUNCHED();
   GC_CUDA_TRY(cudaMemsetAsync(hkeys, 0xff, hsize * sizeof(uint32_t), stream));
   GC_CUDA_TRY(cudaMemsetAsync(hfirst, 0xff, hsize * sizeof(uint32_t), stream));
   if (bits)
-    GC_CUDA_TRY(cudaMemsetAsync(bits, 0, (n + 31) / 32 * sizeof(uint32_t), stream));
+    GC_CUDA_TRY(cudaMemsetAsync(bits, 0, nw * sizeof(uint32_t), stream));
   unsigned grid = grid_for(k, BLOCK, 4096);
   floyd_draw<<<grid, BLOCK, 0, stream>>>(n, k, seed, rng_stream, step, t, hkeys, hfirst,
                                          (uint32_t) (hsize - 1));
@@ -930,14 +949,16 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
                                             ascending ? nullptr : d_idx, bits);
   GC_CUDA_LAUNCHED();
   if (ascending) {
-    BitClass cls = {bits};
-    GC_TRY((compact<BitClass, false>(s, d_x, n, cls, GC_TIES_LOW, k, d_idx, d_val, nullptr,
-                                     stream)));
-  } else {
-    gather_values<<<grid, BLOCK, 0, stream>>>(d_x, d_idx, k, s.st, d_val);
+    bit_tile_count<<<(unsigned) nbt, BLOCK, 0, stream>>>(bits, nw, btiles);
+    GC_CUDA_LAUNCHED();
+    scan_tiles<<<1, 1024, 0, stream>>>(btiles, nbt, &st->total);
+    GC_CUDA_LAUNCHED();
+    bit_scatter<<<(unsigned) nbt, BLOCK, 0, stream>>>(bits, nw, btiles, k, d_idx);
     GC_CUDA_LAUNCHED();
   }
-  finish_count<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
+  gather_values<<<grid, BLOCK, 0, stream>>>(d_x, d_idx, k, st, d_val);
+  GC_CUDA_LAUNCHED();
+  finish_count<<<1, 1, 0, stream>>>(st, (uint32_t) k, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }

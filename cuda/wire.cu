@@ -61,8 +61,8 @@ __device__ __forceinline__ uint32_t gap(const uint32_t *idx, size_t j)
 
 /* ---- sparse messages ---------------------------------------------------- */
 
-/* LEB128 bytes per tile of TILE indices (only needed for the delta coding,
- * harmless otherwise). */
+/* LEB128 bytes per tile of TILE indices: the delta coding's size and its
+ * offsets (not run for the implicit coding, which sends no indices). */
 __global__ void __launch_bounds__(BLOCK)
 delta_tiles(const uint32_t *idx, const gc_cuda_info *info, uint64_t *tiles)
 {
@@ -209,10 +209,11 @@ write_values(const float *val, const Plan *pl, size_t cap, float factor, uint8_t
 
 /* ---- quantizers ----------------------------------------------------------- */
 
-__global__ void qplan_init(Plan *pl)
+/* nnz: the count when the host knows it (sign: every entry), else 0. */
+__global__ void qplan_init(Plan *pl, uint32_t nnz)
 {
   pl->bad = 0;
-  pl->nnz = 0;
+  pl->nnz = nnz;
   pl->smax = 0;
   pl->clipc = __int_as_float(0x7f800000);   /* +inf: no clipping */
   pl->bits = 0;
@@ -242,7 +243,7 @@ write_plain(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
        i += (size_t) gridDim.x * BLOCK) {
     float v = x[i];
     uint32_t u = __float_as_uint(v);
-    bad |= mag_key(v) >= KEY_INF;
+    bad |= nonfinite(v);
     if (FMT == P_IDENTITY) {
       nz += v != 0.0f;
       put_u32(out + 4 * i, u);
@@ -258,10 +259,34 @@ write_plain(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
     out[2 * i + 1] = (uint8_t) (h >> 8);
   }
   uint32_t t = Reduce(tmp).Sum(nz);
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&pl->bad, 1u);
+  flag_block_nonfinite(bad, &pl->bad);
   if (threadIdx.x == 0 && t)
     atomicAdd(&pl->nnz, t);
+}
+
+/* Sign bits, one thread per output byte: 8 consecutive entries, bit j set
+ * iff x_{8b+j} < 0 (quant.c: 1 = negative, LSB first; padding bits zero).
+ * sign(0) = sign(-0) = +1 as in GRACE, so the test is a comparison, not
+ * the IEEE sign bit.  NaN/Inf sets pl->bad. */
+__global__ void __launch_bounds__(BLOCK)
+pack_sign(const float *__restrict__ x, size_t n, uint8_t *bits, Plan *pl)
+{
+  size_t nb = (n + 7) / 8;
+  int bad = 0;
+  for (size_t b = (size_t) blockIdx.x * BLOCK + threadIdx.x; b < nb;
+       b += (size_t) gridDim.x * BLOCK) {
+    unsigned byte = 0;
+    for (unsigned j = 0; j < 8; j++) {
+      size_t i = b * 8 + j;
+      if (i < n) {
+        float v = x[i];
+        bad |= nonfinite(v);
+        byte |= (unsigned) (v < 0.0f) << j;
+      }
+    }
+    bits[b] = (uint8_t) byte;
+  }
+  flag_block_nonfinite(bad, &pl->bad);
 }
 
 /* Scaled sign, ||x||_1 as quant_source.c sums it: per 64-entry word four
@@ -283,8 +308,7 @@ l1_words(const float *__restrict__ x, size_t nw, double *wsum)
   }
 }
 
-__global__ void l1_chain(const float *x, size_t n, const double *wsum, uint8_t *buf,
-                         Plan *pl, gc_cuda_info *info)
+__global__ void l1_chain(const float *x, size_t n, const double *wsum, uint8_t *buf, Plan *pl)
 {
   size_t nw = n / 64;
   double acc = 0;
@@ -309,14 +333,13 @@ tern_max(const float *__restrict__ x, size_t n, Plan *pl)
   for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
        i += (size_t) gridDim.x * BLOCK) {
     float a = fabsf(x[i]);
-    bad |= mag_key(a) >= KEY_INF;
+    bad |= nonfinite(a);
     a = a < c ? a : c;
     uint32_t u = __float_as_uint(a);   /* non-negative floats order as ints */
     m = u > m ? u : m;
   }
   uint32_t r = Reduce(tmp).Reduce(m, [](uint32_t a, uint32_t b) { return a > b ? a : b; });
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&pl->bad, 1u);
+  flag_block_nonfinite(bad, &pl->bad);
   if (threadIdx.x == 0)
     atomicMax(&pl->smax, r);
 }
@@ -435,17 +458,17 @@ qsgd_norms(const float *__restrict__ x, size_t n, size_t bucket, size_t nb, floa
   for (size_t b = ((size_t) blockIdx.x * BLOCK + threadIdx.x) / 32; b < nb; b += warps) {
     size_t lo = b * bucket, hi = n - lo < bucket ? n : lo + bucket;
     double amax = 0;
-    int nonfinite = 0;
+    int bucket_bad = 0;
     for (size_t i = lo + lane; i < hi; i += 32) {
       float v = x[i];
-      nonfinite |= mag_key(v) >= KEY_INF;
+      bucket_bad |= nonfinite(v);
       amax = fmax(amax, fabs((double) v));   /* a maximum: order-free */
     }
     for (int o = 16; o; o >>= 1)
       amax = fmax(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    nonfinite = __any_sync(0xffffffffu, nonfinite);
+    bucket_bad = __any_sync(0xffffffffu, bucket_bad);
     float norm = 0.0f;
-    if (!nonfinite && amax > 0) {
+    if (!bucket_bad && amax > 0) {
       double ss = 0.0;
       for (size_t i0 = lo; i0 < hi; i0 += 32) {
         size_t i = i0 + lane;
@@ -457,15 +480,14 @@ qsgd_norms(const float *__restrict__ x, size_t n, size_t bucket, size_t nb, floa
       norm = __double2float_rn(__dmul_rn(amax, sqrt(ss)));
     }
     /* a norm that overflows float is GC_EDOM on the CPU too */
-    nonfinite |= mag_key(norm) >= KEY_INF;
+    bucket_bad |= nonfinite(norm);
     if (lane == 0) {
       norms[b] = norm;
       put_u32(buf + Q_HDR + 4 * b, __float_as_uint(norm));
     }
-    bad |= nonfinite;
+    bad |= bucket_bad;
   }
-  if (__syncthreads_or(bad) && threadIdx.x == 0)
-    atomicOr(&pl->bad, 1u);
+  flag_block_nonfinite(bad, &pl->bad);
 }
 
 /* xi for one entry: r = |x| s / norm (norm as sent), xi = floor(r) + [u <
@@ -603,12 +625,6 @@ __global__ void qfinish(const Plan *pl, size_t n, uint64_t len, gc_cuda_info *in
   info->len = pl->bad ? 0 : len + (pl->bits + 7) / 8;
 }
 
-__global__ void sign_bad_to_plan(const gc_cuda_info *info, Plan *pl)
-{
-  pl->bad = info->status != GC_SUCCESS;
-  pl->nnz = (uint32_t) info->nnz;
-}
-
 enum Kind { K_NONE, K_TOPK, K_RANDK, K_RANDKU, K_THRESHOLD, K_GAUSSK, K_DGC, K_IDENTITY,
             K_SIGN, K_SCALED_SIGN, K_QSGD, K_TERNGRAD, K_FP16, K_BF16 };
 
@@ -644,9 +660,10 @@ int select_into(Kind kind, const gc_compressor_params *p, void *d_tmp, size_t *t
   case K_DGC:
     return gc_cuda_dgc_f32(d_tmp, tmp_bytes, d_x, n, k, p->sample_ratio, p->ties, p->seed,
                            p->stream, step, idx, val, d_info, stream);
-  default:
-    return gc_cuda_gaussk_f32(d_tmp, tmp_bytes, d_x, n, k, p->gauss_loops, idx, val, d_info,
-                              stream);
+  default:   /* z from the density asked for, as sparse.c draws it */
+    return gc_cuda_gaussk_f32(d_tmp, tmp_bytes, d_x, n, k,
+                              p->k ? (double) k / (double) n : p->density, p->gauss_loops,
+                              idx, val, d_info, stream);
   }
 }
 
@@ -657,13 +674,15 @@ int encode_sparse(Carver &cv, bool sizing, const gc_compressor *c, uint8_t type,
 {
   size_t n = gc_compressor_n(c), nt = tiles_of(cap);
   Plan *pl = cv.take<Plan>(1);
-  uint64_t *tiles = cv.take<uint64_t>(nt);
+  uint64_t *tiles = implicit ? nullptr : cv.take<uint64_t>(nt);   /* delta offsets */
   if (sizing)
     return GC_SUCCESS;
-  delta_tiles<<<(unsigned) nt, BLOCK, 0, stream>>>(d_idx, d_info, tiles);
-  GC_CUDA_LAUNCHED();
-  scan_tiles<<<1, 1024, 0, stream>>>(tiles, nt, &pl->delta);
-  GC_CUDA_LAUNCHED();
+  if (!implicit) {
+    delta_tiles<<<(unsigned) nt, BLOCK, 0, stream>>>(d_idx, d_info, tiles);
+    GC_CUDA_LAUNCHED();
+    scan_tiles<<<1, 1024, 0, stream>>>(tiles, nt, &pl->delta);
+    GC_CUDA_LAUNCHED();
+  }
   sparse_plan<<<1, 1, 0, stream>>>(pl, d_info, n, type, implicit, d_buf);
   GC_CUDA_LAUNCHED();
   if (!implicit) {
@@ -752,7 +771,7 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
     if (sizing)
       break;
     unsigned grid = grid_for(n, BLOCK * 4, 8192);
-    qplan_init<<<1, 1, 0, stream>>>(pl);
+    qplan_init<<<1, 1, 0, stream>>>(pl, kind == K_SIGN ? (uint32_t) n : 0u);
     GC_CUDA_LAUNCHED();
     uint64_t len = 0;
     switch (kind) {
@@ -768,13 +787,12 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
       size_t off = Q_HDR + (kind == K_SCALED_SIGN ? 4 : 0);
       qheader<<<1, 1, 0, stream>>>(d_buf, kind == K_SIGN ? T_SIGN : T_SCALED_SIGN);
       GC_CUDA_LAUNCHED();
-      GC_TRY(gc_cuda_sign_f32(d_x, n, d_buf + off, d_info, stream));
-      sign_bad_to_plan<<<1, 1, 0, stream>>>(d_info, pl);
+      pack_sign<<<grid_for(nb_sign, BLOCK, 4096), BLOCK, 0, stream>>>(d_x, n, d_buf + off, pl);
       GC_CUDA_LAUNCHED();
-      if (kind == K_SCALED_SIGN) {
+      if (kind == K_SCALED_SIGN) {   /* l1_chain sets nnz from the scale */
         l1_words<<<grid_for(n / 64 + 1, BLOCK, 4096), BLOCK, 0, stream>>>(d_x, n / 64, wsum);
         GC_CUDA_LAUNCHED();
-        l1_chain<<<1, 1, 0, stream>>>(d_x, n, wsum, d_buf, pl, d_info);
+        l1_chain<<<1, 1, 0, stream>>>(d_x, n, wsum, d_buf, pl);
         GC_CUDA_LAUNCHED();
       }
       len = off + nb_sign;

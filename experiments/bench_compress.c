@@ -9,6 +9,7 @@
 
 #include <gsl/gsl_cdf.h>
 
+#include "gc_bench.h"
 #include "gc_cli.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
@@ -19,8 +20,8 @@ static const char *CMD = "bench compress";
 static void usage(FILE *out)
 {
   fprintf(out,
-          "usage: gradcomp bench compress [--csv FILE] [--d N[,N]] [--density R[,R]]\n"
-          "                [--compressors a,b] [--repeat R] [--quick]\n"
+          "usage: gradcomp bench compress [--device cpu] [--csv FILE] [--d N[,N]]\n"
+          "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
           "Median single-thread time of compress+encode on N(0,1) float32 input,\n"
           "with input GB/s and ratios to a streaming read and to memcpy of the same\n"
           "array measured in the same run.  Defaults: d = 1e6,2.5e7; density =\n"
@@ -31,12 +32,6 @@ static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *) a, y = *(const double *) b;
   return (x > y) - (x < y);
-}
-
-static double median(double *t, int r)
-{
-  qsort(t, (size_t) r, sizeof *t, cmp_double);
-  return r % 2 ? t[r / 2] : 0.5 * (t[r / 2 - 1] + t[r / 2]);
 }
 
 /* Sixteen independent accumulators: the loop vectorises and is limited by
@@ -56,33 +51,66 @@ static float stream_sum(const float *x, size_t n)
   return s;
 }
 
-static int parse_list(const char *opt, const char *text, double *out, int max)
+double gc_bench_median(double *t, int n)
 {
-  char tmp[512];
-  snprintf(tmp, sizeof tmp, "%s", text);
-  int m = 0;
-  for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
-    if (m == max)
-      return -gc_cli_fail(CMD, 0, "%s: at most %d values", opt, max);
-    if (gc_cli_double(CMD, opt, tok, &out[m]))
-      return -1;
-    m++;
-  }
-  return m;
+  qsort(t, (size_t) n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-/* Whether name is one of the comma-separated names in list. */
-static int listed(const char *list, const char *name)
+double gc_bench_threshold(double density)
 {
-  size_t l = strlen(name);
-  for (const char *p = list;; p++) {
-    size_t m = strcspn(p, ",");
-    if (m == l && !strncmp(p, name, l))
-      return 1;
-    p += m;
-    if (!*p)
-      return 0;
+  return -gsl_cdf_ugaussian_Pinv(density / 2);   /* P(|Z| > v) = density */
+}
+
+int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char **argv,
+                   gc_bench_opts *o)
+{
+  gc_cli_args args = GC_CLI_ARGS(cmd, "", usage_fn, argc, argv);
+  static const char *const flags[] = { "--quick", "--no-torch", NULL };
+  args.flags = flags;
+  const char *a, *v;
+  while (gc_cli_next(&args, &a, &v)) {
+    if (!strcmp(a, "--quick")) {
+      o->nd = 1;
+      o->d[0] = 1e6;
+      o->repeat = 3;
+    } else if (!strcmp(a, "--no-torch") && o->torch >= 0) {
+      o->torch = 0;
+    } else if (!strcmp(a, "--csv")) {
+      o->csv = v;
+    } else if (!strcmp(a, "--compressors")) {
+      if (!(o->ntypes = gc_cli_compressors(cmd, a, v, o->types, GC_BENCH_MAXC)))
+        return 2;
+      o->named = 1;
+    } else if (!strcmp(a, "--d")) {
+      if (!(o->nd = gc_cli_doubles(cmd, a, v, o->d, GC_BENCH_MAXL)))
+        return 2;
+    } else if (!strcmp(a, "--density")) {
+      if (!(o->ndensity = gc_cli_doubles(cmd, a, v, o->density, GC_BENCH_MAXL)))
+        return 2;
+    } else if (!strcmp(a, "--repeat")) {
+      size_t r;
+      if (gc_cli_size(cmd, a, v, &r))
+        return 2;
+      if (r < 1 || r > 1000)
+        return gc_cli_usage_error(cmd, "--repeat: %zu is outside [1, 1000]", r);
+      o->repeat = (int) r;
+    } else {
+      return gc_cli_unknown(&args, a);
+    }
   }
+  if (args.exit >= 0)
+    return args.exit;
+  for (const gc_compressor_type *const *T = gc_compressor_types(); !o->named && *T; T++)
+    if (o->ntypes < GC_BENCH_MAXC)
+      o->types[o->ntypes++] = *T;
+  for (size_t j = 0; j < o->nd; j++)
+    if (!(o->d[j] >= 1 && o->d[j] < 4294967296.0 && o->d[j] == floor(o->d[j])))
+      return gc_cli_usage_error(cmd, "--d: %g is not a length in [1, 2^32)", o->d[j]);
+  for (size_t j = 0; j < o->ndensity; j++)
+    if (!(o->density[j] > 0 && o->density[j] <= 1))
+      return gc_cli_usage_error(cmd, "--density: %g is outside (0,1]", o->density[j]);
+  return -1;
 }
 
 static void machine(void)
@@ -121,60 +149,13 @@ static void machine(void)
 
 int gc_bench_compress(int argc, char **argv)
 {
-  gc_set_error_handler_off();
-  double ds[8] = {1e6, 2.5e7}, rhos[8] = {0.001, 0.01, 0.1};
-  int nd = 2, nr = 3, repeat = 7;
-  const char *csv = NULL, *only = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--quick")) {
-      nd = 1;
-      ds[0] = 1e6;
-      repeat = 3;
-      continue;
-    } else if (a[0] != '-' || !val) {
-      usage(stderr);
-      return gc_cli_fail(CMD, 0, "bad or incomplete option '%s'", a);
-    }
-    i++;
-    if (!strcmp(a, "--csv"))
-      csv = val;
-    else if (!strcmp(a, "--compressors"))
-      only = val;
-    else if (!strcmp(a, "--d")) {
-      if ((nd = parse_list(a, val, ds, 8)) <= 0)
-        return 1;
-    } else if (!strcmp(a, "--density")) {
-      if ((nr = parse_list(a, val, rhos, 8)) <= 0)
-        return 1;
-      for (int j = 0; j < nr; j++)
-        if (!(rhos[j] > 0 && rhos[j] <= 1))
-          return gc_cli_fail(CMD, 0, "--density: %g is outside (0,1]", rhos[j]);
-    } else if (!strcmp(a, "--repeat")) {
-      size_t r;
-      if (gc_cli_size(CMD, a, val, &r))
-        return 1;
-      if (r < 1 || r > 1000)
-        return gc_cli_fail(CMD, 0, "--repeat: %zu is outside [1, 1000]", r);
-      repeat = (int) r;
-    } else {
-      usage(stderr);
-      return gc_cli_fail(CMD, 0, "unknown option '%s'", a);
-    }
-  }
-  for (int j = 0; j < nd; j++)
-    if (!(ds[j] >= 1 && ds[j] < 4294967296.0 && ds[j] == floor(ds[j])))
-      return gc_cli_fail(CMD, 0, "--d: %g is not a length in [1, 2^32)", ds[j]);
-  if (only) {   /* check the names before any work */
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s", only);
-    for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ","))
-      if (!gc_compressor_type_by_name(tok))
-        return gc_cli_fail(CMD, 0, "--compressors: unknown compressor '%s'", tok);
-  }
+  gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
+                      .ndensity = 3, .repeat = 7, .torch = -1 };
+  int done = gc_bench_parse(CMD, usage, argc, argv, &o);
+  if (done >= 0)
+    return done;
+  const char *csv = o.csv;
+  int repeat = o.repeat;
   FILE *out = NULL;
   if (csv && !(out = fopen(csv, "w")))
     return gc_cli_fail(CMD, 0, "cannot write %s", csv);
@@ -185,8 +166,8 @@ int gc_bench_compress(int argc, char **argv)
          "median_s", "GB/s", "x_stream", "x_memcpy");
   double *t = malloc((size_t) repeat * sizeof *t);
   int rc = 0;
-  for (int di = 0; di < nd; di++) {
-    size_t n = (size_t) ds[di];
+  for (size_t di = 0; di < o.nd; di++) {
+    size_t n = (size_t) o.d[di];
     float *x = malloc(n * sizeof *x), *dst = malloc(n * sizeof *dst);
     if (!x || !dst || !t) {
       free(x);
@@ -203,14 +184,14 @@ int gc_bench_compress(int argc, char **argv)
       sink += stream_sum(x, n);
       t[r] = gc_cli_now() - t0;
     }
-    double t_stream = median(t, repeat);
+    double t_stream = gc_bench_median(t, repeat);
     for (int r = 0; r < repeat; r++) {
       double t0 = gc_cli_now();
       memcpy(dst, x, n * sizeof *x);
       t[r] = gc_cli_now() - t0;
       sink += dst[r % n];
     }
-    double t_memcpy = median(t, repeat);
+    double t_memcpy = gc_bench_median(t, repeat);
     (void) sink;
     double bytes = 4.0 * (double) n;
     const char *bn[2] = {"stream-read", "memcpy"};
@@ -222,24 +203,26 @@ int gc_bench_compress(int argc, char **argv)
         fprintf(out, "%s,%zu,0,1,%.9f,%.4f,%.4f,%.4f\n", bn[b], n, bt[b],
                 bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b]);
     }
-    for (int ri = 0; ri < nr; ri++) {
-      for (const gc_compressor_type *const *T = gc_compressor_types(); *T; T++) {
-        if ((*T)->flags & GC_COMP_NEEDS_SHAPE)
+    for (size_t ri = 0; ri < o.ndensity; ri++) {
+      for (size_t ti = 0; ti < o.ntypes; ti++) {
+        const gc_compressor_type *T = o.types[ti];
+        if (T->flags & GC_COMP_NEEDS_SHAPE) {
+          if (o.named && di == 0 && ri == 0)
+            fprintf(stderr, "gradcomp %s: %s needs layer shapes (skipped)\n", CMD, T->name);
           continue;
-        if (only && !listed(only, (*T)->name))
-          continue;
-        /* dense compressors do not depend on the density: run them once */
-        if (!((*T)->flags & GC_COMP_SPARSE) && ri > 0 && !only)
+        }
+        /* dense compressors do not depend on the density: run them once
+         * per d, also when --compressors names them */
+        if (!(T->flags & GC_COMP_SPARSE) && ri > 0)
           continue;
         gc_compressor_params p;
         gc_compressor_params_default(&p);
-        p.density = rhos[ri];
+        p.density = o.density[ri];
         p.levels = 4;
-        /* threshold: the v that keeps a fraction rho of N(0,1) */
-        p.threshold = -gsl_cdf_ugaussian_Pinv(rhos[ri] / 2);
-        gc_compressor *c = gc_compressor_alloc(*T, n, &p);
+        p.threshold = gc_bench_threshold(o.density[ri]);
+        gc_compressor *c = gc_compressor_alloc(T, n, &p);
         if (!c) {
-          fprintf(stderr, "gradcomp %s: %s: %s (skipped)\n", CMD, (*T)->name, gc_last_error());
+          fprintf(stderr, "gradcomp %s: %s: %s (skipped)\n", CMD, T->name, gc_last_error());
           continue;
         }
         size_t cap = gc_compressor_max_bytes(c), len;
@@ -251,15 +234,15 @@ int gc_bench_compress(int argc, char **argv)
           t[r] = gc_cli_now() - t0;
         }
         if (st) {
-          fprintf(stderr, "gradcomp %s: %s failed: %s\n", CMD, (*T)->name, gc_last_error());
+          fprintf(stderr, "gradcomp %s: %s failed: %s\n", CMD, T->name, gc_last_error());
         } else {
-          double tm = median(t, repeat);
+          double tm = gc_bench_median(t, repeat);
           char dens[32];
-          snprintf(dens, sizeof dens, "%g", (*T)->flags & GC_COMP_SPARSE ? rhos[ri] : 0.0);
-          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", (*T)->name, n, dens, 1,
+          snprintf(dens, sizeof dens, "%g", T->flags & GC_COMP_SPARSE ? o.density[ri] : 0.0);
+          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", T->name, n, dens, 1,
                  tm, bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
           if (out)
-            fprintf(out, "%s,%zu,%s,1,%.9f,%.4f,%.4f,%.4f\n", (*T)->name, n, dens, tm,
+            fprintf(out, "%s,%zu,%s,1,%.9f,%.4f,%.4f,%.4f\n", T->name, n, dens, tm,
                     bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
         }
         fflush(stdout);

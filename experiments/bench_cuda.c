@@ -1,6 +1,8 @@
 /* bench_cuda.c -- `gradcomp bench compress --device cuda`: the CPU bench's
  * table for the GPU encoders (gc_cuda_compress_f32), timed with CUDA events
- * on one stream, each figure the median of --reps runs after a warm-up.
+ * on one stream, each figure the median of --repeat runs after a warm-up.
+ * It takes the CPU bench's options (gc_bench_parse): lists of d and
+ * densities, --compressors, --repeat, --quick, plus --no-torch.
  *
  * Columns: compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy
  *   threads       0 (one GPU; the column keeps the CPU table's shape)
@@ -11,7 +13,8 @@
  * Both baselines are measured in the same run on the same buffer, so the
  * ratios compare like with like.  Every compressor with a GPU encoder
  * (gc_cuda_supports: all but PowerSGD) gets a row, with the CPU bench's
- * parameters where they matter (qsgd: s = 4, one bucket).  When PyTorch
+ * parameters (qsgd: s = 4, one bucket; threshold: gc_bench_threshold), and
+ * dense ones run once per d with density 0, as on the CPU.  When PyTorch
  * with CUDA is importable, a torch.topk row on the same vector follows
  * (optional, never required). */
 #define _POSIX_C_SOURCE 200809L
@@ -22,6 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gc_bench.h"
 #include "gc_cli.h"
 #include "gc_compressor.h"
 #include "gc_cuda.h"
@@ -40,30 +44,12 @@
     }                                                                        \
   } while (0)
 
-static int cmp_float(const void *a, const void *b)
-{
-  float x = *(const float *) a, y = *(const float *) b;
-  return (x > y) - (x < y);
-}
-
-typedef struct timer {
-  cudaEvent_t a, b;
-  float *ms;
-  int reps;
-} timer;
-
-static double median_s(timer *t)
-{
-  qsort(t->ms, (size_t) t->reps, sizeof *t->ms, cmp_float);
-  return t->ms[t->reps / 2] * 1e-3;
-}
-
 static void usage(FILE *out)
 {
-  fprintf(out, "usage: gradcomp bench compress --device cuda [--csv FILE] [--d N]\n"
-               "       [--density R] [--reps N] [--no-torch]\n"
-               "Times every compressor with a GPU encoder on one vector of length d\n"
-               "(default 25000000, density 0.001, 20 reps); ratios are against a\n"
+  fprintf(out, "usage: gradcomp bench compress --device cuda [--csv FILE] [--d N[,N]]\n"
+               "       [--density R[,R]] [--compressors a,b] [--repeat R] [--quick] [--no-torch]\n"
+               "Times every compressor with a GPU encoder (default d = 25000000, density\n"
+               "0.001, 20 repeats; --quick: d = 1e6, 3 repeats); ratios are against a\n"
                "device-to-device copy and a streaming read measured in the same run.\n");
 }
 
@@ -108,69 +94,16 @@ static double torch_topk(const float *h_x, size_t d, size_t k, int reps)
   return s;
 }
 
-int gc_bench_compress_cuda(int argc, char **argv)
+/* One d of the table: baselines, then every compressor x density. */
+static int bench_d(const gc_bench_opts *o, size_t d, FILE *out, cudaStream_t st,
+                   cudaEvent_t ev_a, cudaEvent_t ev_b, double *t, const char *gpu)
 {
-  const char *csv = NULL;
-  size_t d = 25000000, reps = 20;
-  double density = 0.001;
-  int use_torch = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has = i + 1 < argc;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--device") && has) {
-      i++;
-    } else if (!strcmp(a, "--csv") && has) {
-      csv = argv[++i];
-    } else if (!strcmp(a, "--d") && has) {
-      if (gc_cli_size(CMD, a, argv[++i], &d))
-        return 2;
-    } else if (!strcmp(a, "--reps") && has) {
-      if (gc_cli_size(CMD, a, argv[++i], &reps))
-        return 2;
-    } else if (!strcmp(a, "--density") && has) {
-      if (gc_cli_double(CMD, a, argv[++i], &density))
-        return 2;
-    } else if (!strcmp(a, "--no-torch")) {
-      use_torch = 0;
-    } else {
-      fprintf(stderr, "gradcomp bench: unknown or incomplete option '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
-  }
-  if (d < 1 || d >= ((size_t) 1 << 32) || reps < 1 || reps > 100000 ||
-      !(density > 0 && density <= 1)) {
-    fprintf(stderr, "gradcomp bench: need 1 <= d < 2^32, 1 <= reps, 0 < density <= 1\n");
-    return 2;
-  }
-  char why[256];
-  if (gc_cuda_available(why, sizeof why) != GC_SUCCESS) {
-    fprintf(stderr, "gradcomp bench: no CUDA device visible (%s)\n", why);
-    return 1;
-  }
-  struct cudaDeviceProp prop;
-  int dev = 0;
-  GC_CHECK_CUDA(cudaGetDevice(&dev));
-  GC_CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
-
-  FILE *out = stdout;
-  if (csv && !(out = fopen(csv, "w"))) {
-    fprintf(stderr, "gradcomp bench: cannot write %s\n", csv);
-    return 1;
-  }
+  int reps = o->repeat;
   float *h_x = malloc(d * sizeof *h_x);
-  if (!h_x) {
-    fprintf(stderr, "gradcomp bench: out of memory for d = %zu\n", d);
-    return 1;
-  }
+  if (!h_x)
+    return gc_cli_fail(CMD, 0, "out of memory for d = %zu", d);
   for (size_t i = 0; i < d; i++)
     h_x[i] = (float) gc_rng_normal(12345, 0, 0, i);
-
-  cudaStream_t st;
-  GC_CHECK_CUDA(cudaStreamCreate(&st));
   float *d_x, *d_copy;
   double *d_sums;
   gc_cuda_info *d_info;
@@ -180,99 +113,140 @@ int gc_bench_compress_cuda(int argc, char **argv)
   GC_CHECK_CUDA(cudaMalloc((void **) &d_info, sizeof *d_info));
   GC_CHECK_CUDA(cudaMemcpy(d_x, h_x, d * sizeof *d_x, cudaMemcpyHostToDevice));
 
-  timer t;
-  t.reps = (int) reps;
-  t.ms = malloc(reps * sizeof *t.ms);
-  GC_CHECK_CUDA(cudaEventCreate(&t.a));
-  GC_CHECK_CUDA(cudaEventCreate(&t.b));
-
+  /* one warm-up, then reps timed runs into t[] (seconds) */
 #define TIME(stmt)                                                          \
   do {                                                                      \
     stmt;                                                                   \
-    for (size_t r_ = 0; r_ < reps; r_++) {                                  \
-      GC_CHECK_CUDA(cudaEventRecord(t.a, st));                              \
+    for (int r_ = 0; r_ < reps; r_++) {                                     \
+      float ms_;                                                            \
+      GC_CHECK_CUDA(cudaEventRecord(ev_a, st));                             \
       stmt;                                                                 \
-      GC_CHECK_CUDA(cudaEventRecord(t.b, st));                              \
-      GC_CHECK_CUDA(cudaEventSynchronize(t.b));                             \
-      GC_CHECK_CUDA(cudaEventElapsedTime(&t.ms[r_], t.a, t.b));             \
+      GC_CHECK_CUDA(cudaEventRecord(ev_b, st));                             \
+      GC_CHECK_CUDA(cudaEventSynchronize(ev_b));                            \
+      GC_CHECK_CUDA(cudaEventElapsedTime(&ms_, ev_a, ev_b));                \
+      t[r_] = 1e-3 * ms_;                                                   \
     }                                                                       \
   } while (0)
 
   TIME(GC_CHECK_CUDA(cudaMemcpyAsync(d_copy, d_x, d * sizeof *d_x, cudaMemcpyDeviceToDevice, st)));
-  double t_copy = median_s(&t);
+  double t_copy = gc_bench_median(t, reps);
   size_t norm_bytes = 0;
   void *d_norm_tmp = NULL;
   gc_cuda_norms_f32(NULL, &norm_bytes, d_x, d, NULL, NULL, NULL, st);
   GC_CHECK_CUDA(cudaMalloc(&d_norm_tmp, norm_bytes));
   TIME(if (gc_cuda_norms_f32(d_norm_tmp, &norm_bytes, d_x, d, d_sums, d_sums + 1, d_sums + 2, st))
-         exit(1));
-  double t_stream = median_s(&t);
+         exit(gc_cli_fail(CMD, 1, "the streaming-read baseline failed")));
+  double t_stream = gc_bench_median(t, reps);
+  fprintf(stderr, "gradcomp bench: %s, d = %zu, %d repeats; copy %.3g GB/s\n",
+          gpu, d, reps, 4.0 * (double) d / t_copy * 1e-9);
 
-  fprintf(stderr, "gradcomp bench: %s, d = %zu, density %g, %zu reps; copy %.3g GB/s\n",
-          prop.name, d, density, reps, 4.0 * (double) d / t_copy * 1e-9);
-  fprintf(out, "compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy\n");
   int status = 0;
-  for (const gc_compressor_type *const *T = gc_compressor_types(); *T; T++) {
-    if (!gc_cuda_supports(*T))
-      continue;
-    gc_compressor_params p;
-    gc_compressor_params_default(&p);
-    p.density = density;
-    p.threshold = 3.0;   /* about 0.27% of N(0,1) entries */
-    /* qsgd as the CPU bench runs it: s = 4, one bucket of d entries, whose
-     * norm is a chain of d dependent adds on either device */
-    p.levels = 4;
-    gc_compressor *c = gc_compressor_alloc(*T, d, &p);
-    if (!c) {
-      status = 1;
-      continue;
-    }
-    size_t cap = gc_compressor_max_bytes(c), tmp = 0;
-    uint8_t *d_buf;
-    void *d_tmp;
-    if (gc_cuda_compress_f32(c, NULL, &tmp, d_x, 0, NULL, cap, d_info, st) != GC_SUCCESS) {
+  for (size_t ri = 0; ri < o->ndensity; ri++) {
+    double density = o->density[ri];
+    for (size_t ti = 0; ti < o->ntypes; ti++) {
+      const gc_compressor_type *T = o->types[ti];
+      if (!gc_cuda_supports(T)) {
+        if (o->named && ri == 0)
+          fprintf(stderr, "gradcomp %s: %s has no GPU encoder (skipped)\n", CMD, T->name);
+        continue;
+      }
+      /* dense compressors do not depend on the density: once per d */
+      int sparse = (T->flags & GC_COMP_SPARSE) != 0;
+      if (!sparse && ri > 0)
+        continue;
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = density;
+      p.threshold = gc_bench_threshold(density);
+      /* qsgd as the CPU bench runs it: s = 4, one bucket of d entries, whose
+       * norm is a chain of d dependent adds on either device */
+      p.levels = 4;
+      gc_compressor *c = gc_compressor_alloc(T, d, &p);
+      if (!c) {
+        status = gc_cli_fail(CMD, 1, "%s", T->name);
+        continue;
+      }
+      size_t cap = gc_compressor_max_bytes(c), tmp = 0;
+      uint8_t *d_buf;
+      void *d_tmp;
+      int rc = gc_cuda_compress_f32(c, NULL, &tmp, d_x, 0, NULL, cap, d_info, st);
+      if (rc != GC_SUCCESS) {
+        gc_compressor_free(c);
+        status = gc_cli_fail(CMD, rc, "%s", T->name);
+        continue;
+      }
+      GC_CHECK_CUDA(cudaMalloc((void **) &d_buf, cap));
+      GC_CHECK_CUDA(cudaMalloc(&d_tmp, tmp ? tmp : 1));
+      TIME(rc |= gc_cuda_compress_f32(c, d_tmp, &tmp, d_x, 0, d_buf, cap, d_info, st));
+      gc_cuda_info h_info;
+      rc |= gc_cuda_info_sync(d_info, &h_info, st);
+      if (rc) {
+        status = gc_cli_fail(CMD, rc, "%s failed", T->name);
+      } else {
+        double m = gc_bench_median(t, reps);
+        fprintf(out, "%s,%zu,%g,0,%.6g,%.4g,%.4g,%.4g\n", T->name, d, sparse ? density : 0.0,
+                m, 4.0 * (double) d / m * 1e-9, t_stream / m, t_copy / m);
+        fflush(out);
+      }
+      cudaFree(d_tmp);
+      cudaFree(d_buf);
       gc_compressor_free(c);
-      status = 1;
-      continue;
     }
-    GC_CHECK_CUDA(cudaMalloc((void **) &d_buf, cap));
-    GC_CHECK_CUDA(cudaMalloc(&d_tmp, tmp ? tmp : 1));
-    int rc = 0;
-    TIME(rc |= gc_cuda_compress_f32(c, d_tmp, &tmp, d_x, 0, d_buf, cap, d_info, st));
-    gc_cuda_info h_info;
-    rc |= gc_cuda_info_sync(d_info, &h_info, st);
-    if (rc) {
-      fprintf(stderr, "gradcomp bench: %s failed: %s\n", (*T)->name, gc_last_error());
-      status = 1;
-    } else {
-      double m = median_s(&t);
-      fprintf(out, "%s,%zu,%g,0,%.6g,%.4g,%.4g,%.4g\n", (*T)->name, d, density, m,
-              4.0 * (double) d / m * 1e-9, t_stream / m, t_copy / m);
+    if (o->torch) {
+      size_t k = (size_t) (density * (double) d);
+      double ts = torch_topk(h_x, d, k ? k : 1, reps);
+      if (ts > 0)
+        fprintf(out, "torch.topk,%zu,%g,0,%.6g,%.4g,%.4g,%.4g\n", d, density, ts,
+                4.0 * (double) d / ts * 1e-9, t_stream / ts, t_copy / ts);
+      else
+        fprintf(stderr, "gradcomp bench: PyTorch with CUDA not importable; no torch.topk row\n");
     }
-    cudaFree(d_tmp);
-    cudaFree(d_buf);
-    gc_compressor_free(c);
   }
-  if (use_torch) {
-    size_t k = (size_t) (density * (double) d);
-    double ts = torch_topk(h_x, d, k ? k : 1, (int) reps);
-    if (ts > 0)
-      fprintf(out, "torch.topk,%zu,%g,0,%.6g,%.4g,%.4g,%.4g\n", d, density, ts,
-              4.0 * (double) d / ts * 1e-9, t_stream / ts, t_copy / ts);
-    else
-      fprintf(stderr, "gradcomp bench: PyTorch with CUDA not importable; no torch.topk row\n");
-  }
-  if (out != stdout)
-    fclose(out);
+#undef TIME
   cudaFree(d_norm_tmp);
   cudaFree(d_info);
   cudaFree(d_sums);
   cudaFree(d_copy);
   cudaFree(d_x);
-  cudaEventDestroy(t.a);
-  cudaEventDestroy(t.b);
-  cudaStreamDestroy(st);
-  free(t.ms);
   free(h_x);
+  return status;
+}
+
+int gc_bench_compress_cuda(int argc, char **argv)
+{
+  gc_bench_opts o = { .d = {25e6}, .nd = 1, .density = {0.001}, .ndensity = 1,
+                      .repeat = 20, .torch = 1 };
+  int status = gc_bench_parse(CMD, usage, argc, argv, &o);
+  if (status >= 0)
+    return status;
+  char why[256];
+  if (gc_cuda_available(why, sizeof why) != GC_SUCCESS)
+    return gc_cli_fail(CMD, 0, "no CUDA device visible (%s)", why);
+  struct cudaDeviceProp prop;
+  int dev = 0;
+  GC_CHECK_CUDA(cudaGetDevice(&dev));
+  GC_CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+
+  FILE *out = stdout;
+  if (o.csv && !(out = fopen(o.csv, "w")))
+    return gc_cli_fail(CMD, 0, "cannot write %s", o.csv);
+  double *t = malloc((size_t) o.repeat * sizeof *t);
+  if (!t)
+    return gc_cli_fail(CMD, 0, "out of memory");
+  cudaStream_t st;
+  cudaEvent_t a, b;
+  GC_CHECK_CUDA(cudaStreamCreate(&st));
+  GC_CHECK_CUDA(cudaEventCreate(&a));
+  GC_CHECK_CUDA(cudaEventCreate(&b));
+  fprintf(out, "compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy\n");
+  status = 0;
+  for (size_t di = 0; di < o.nd; di++)
+    status |= bench_d(&o, (size_t) o.d[di], out, st, a, b, t, prop.name);
+  if (out != stdout)
+    fclose(out);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(st);
+  free(t);
   return status;
 }

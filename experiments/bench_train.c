@@ -92,39 +92,46 @@ static void step(gc_nn *nn, const float *w, float *st, const float *x,
   gc_compress_f32(c, g, t, buf, cap, &len, NULL);
 }
 
+static void usage(FILE *out)
+{
+  fprintf(out, "usage: gradcomp bench train [--csv FILE] [--model NAME]"
+          " [--seconds S] [--no-peer]\n"
+          "Milliseconds per worker step (forward + backward + top-K at"
+          " density 0.001) of\neach reference model at batch 10 and 64,"
+          " one thread, about S seconds each\n(default 1).  When a Python"
+          " with torch is found ($GRADCOMP_PYTHON, python3,\n"
+          "/usr/bin/python3) the same models run there in the same"
+          " invocation and the\nratio ours/torch is printed; --no-peer"
+          " skips them.  CSV columns:\nmodel,batch,ms_per_step,"
+          "torch_ms_per_step,ratio\n");
+}
+
 int gc_bench_train(int argc, char **argv)
 {
   const char *csv = NULL, *only = NULL;
   double budget = 1.0;   /* seconds per entry, roughly */
   int peer = 1;          /* run the PyTorch twins when torch is found */
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--csv") && i + 1 < argc)
-      csv = argv[++i];
-    else if (!strcmp(argv[i], "--model") && i + 1 < argc)
-      only = argv[++i];
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: gradcomp bench train [--csv FILE] [--model NAME]"
-             " [--seconds S] [--no-peer]\n"
-             "Milliseconds per worker step (forward + backward + top-K at"
-             " density 0.001) of\neach reference model at batch 10 and 64,"
-             " one thread, about S seconds each\n(default 1).  When a Python"
-             " with torch is found ($GRADCOMP_PYTHON, python3,\n"
-             "/usr/bin/python3) the same models run there in the same"
-             " invocation and the\nratio ours/torch is printed; --no-peer"
-             " skips them.  CSV columns:\nmodel,batch,ms_per_step,"
-             "torch_ms_per_step,ratio\n");
-      return 0;
-    } else if (!strcmp(argv[i], "--no-peer"))
+  gc_cli_args args = GC_CLI_ARGS("bench train", "", usage, argc, argv);
+  static const char *const flags[] = { "--no-peer", NULL };
+  args.flags = flags;
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
+    if (!strcmp(o, "--no-peer"))
       peer = 0;
-    else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
-      if (gc_cli_double("bench train", "--seconds", argv[++i], &budget))
+    else if (!strcmp(o, "--csv"))
+      csv = v;
+    else if (!strcmp(o, "--model"))
+      only = v;
+    else if (!strcmp(o, "--seconds")) {
+      if (gc_cli_double("bench train", o, v, &budget))
         return 2;
-    } else {
-      fprintf(stderr, "usage: gradcomp bench train [--csv FILE] [--model NAME]"
-              " [--seconds S] [--no-peer]\n");
-      return 2;
-    }
+      if (!(budget > 0))
+        return gc_cli_usage_error("bench train", "--seconds must be > 0");
+    } else
+      return gc_cli_unknown(&args, o);
   }
+  if (args.exit >= 0)
+    return args.exit;
   if (only && !gc_nn_model_dataset(only)) {
     fprintf(stderr, "gradcomp bench train: unknown model '%s'; the models are:",
             only);

@@ -9,20 +9,33 @@
 #include <unistd.h>
 
 #include "gc_cli.h"
-#include "gc_compressor.h"
 #include "gc_errno.h"
+
+static void vreport(const char *cmd, int status, const char *fmt, va_list ap)
+{
+  fprintf(stderr, "gradcomp %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  if (status != 0 && gc_last_error()[0])
+    fprintf(stderr, ": %s", gc_last_error());
+  fputc('\n', stderr);
+}
 
 int gc_cli_fail(const char *cmd, int status, const char *fmt, ...)
 {
   va_list ap;
-  fprintf(stderr, "gradcomp %s: ", cmd);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vreport(cmd, status, fmt, ap);
   va_end(ap);
-  if (status != 0 && gc_last_error()[0])
-    fprintf(stderr, ": %s", gc_last_error());
-  fputc('\n', stderr);
   return 1;
+}
+
+int gc_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(cmd, 0, fmt, ap);
+  va_end(ap);
+  return 2;
 }
 
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
@@ -35,10 +48,16 @@ int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
     a->exit = 0;
     return 0;
   }
+  for (const char *const *f = a->flags; f && *f; f++)
+    if (!strcmp(o, *f)) {
+      *opt = o;
+      *val = NULL;
+      a->i++;
+      return 1;
+    }
   if (a->i + 1 >= a->argc) {
-    gc_cli_fail(a->cmd, 0, "%sunknown option or missing value: %s", a->sub, o);
+    a->exit = gc_cli_usage_error(a->cmd, "%sunknown option or missing value: %s", a->sub, o);
     a->usage(stderr);
-    a->exit = 2;
     return 0;
   }
   *opt = o;
@@ -49,17 +68,20 @@ int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
 
 int gc_cli_unknown(const gc_cli_args *a, const char *opt)
 {
-  gc_cli_fail(a->cmd, 0, "%sunknown option %s", a->sub, opt);
+  gc_cli_usage_error(a->cmd, "%sunknown option %s", a->sub, opt);
   a->usage(stderr);
   return 2;
 }
 
 int gc_cli_size(const char *cmd, const char *opt, const char *text, size_t *out)
 {
-  double v;
-  if (gc_cli_double(cmd, opt, text, &v))
-    return 1;
-  if (v < 0 || v != floor(v) || v > 1e18) {
+  /* strtod, so lengths may be written 2.5e7; it reads "010" as ten, and
+   * hex floats are refused so that every integer option is decimal. */
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end || strpbrk(text, "xX") || !(v >= 0 && v <= 1e18) ||
+      v != floor(v)) {
     fprintf(stderr, "gradcomp %s: %s: '%s' is not a non-negative integer\n", cmd, opt, text);
     return 1;
   }
@@ -71,7 +93,8 @@ int gc_cli_u64(const char *cmd, const char *opt, const char *text, uint64_t *out
 {
   char *end;
   errno = 0;
-  unsigned long long v = strtoull(text, &end, 0);
+  /* base 10: a seed written 010 is ten, not octal eight */
+  unsigned long long v = strtoull(text, &end, 10);
   if (errno || end == text || *end || text[0] == '-') {
     fprintf(stderr, "gradcomp %s: %s: '%s' is not a non-negative integer\n", cmd, opt, text);
     return 1;
@@ -100,8 +123,104 @@ int gc_cli_ties(const char *cmd, const char *text, int *ties)
   else if (!strcmp(text, "high"))
     *ties = GC_TIES_HIGH;
   else
-    return gc_cli_fail(cmd, 0, "--ties must be low or high, not '%s'", text);
+    return gc_cli_usage_error(cmd, "--ties must be low or high, not '%s'", text);
   return 0;
+}
+
+/* Copy the next entry of the comma list at *p into tok and step past it;
+ * 0 at the end of the list.  An empty or over-long entry comes back as "". */
+static int next_item(const char **p, char *tok, size_t cap)
+{
+  if (!*p)
+    return 0;
+  size_t m = strcspn(*p, ",");
+  if (m < cap) {
+    memcpy(tok, *p, m);
+    tok[m] = '\0';
+  } else {
+    tok[0] = '\0';
+  }
+  *p = (*p)[m] ? *p + m + 1 : NULL;
+  return 1;
+}
+
+/* The loop of the three list parsers: each entry goes through parse(),
+ * which prints its own message and returns non-zero on a bad entry. */
+static size_t parse_list(const char *cmd, const char *opt, const char *text, size_t max,
+                         int (*parse)(const char *cmd, const char *opt, const char *tok,
+                                      void *out, size_t j),
+                         void *out)
+{
+  char tok[128];
+  size_t m = 0;
+  for (const char *p = text; next_item(&p, tok, sizeof tok);) {
+    if (!tok[0]) {
+      gc_cli_usage_error(cmd, "%s: empty or over-long entry in '%s'", opt, text);
+      return 0;
+    }
+    if (m == max) {
+      gc_cli_usage_error(cmd, "%s: at most %zu entries", opt, max);
+      return 0;
+    }
+    if (parse(cmd, opt, tok, out, m))
+      return 0;
+    m++;
+  }
+  return m;
+}
+
+static int parse_double(const char *cmd, const char *opt, const char *tok, void *out, size_t j)
+{
+  return gc_cli_double(cmd, opt, tok, (double *) out + j);
+}
+
+static int parse_compressor(const char *cmd, const char *opt, const char *tok, void *out,
+                            size_t j)
+{
+  const gc_compressor_type **t = (const gc_compressor_type **) out + j;
+  if ((*t = gc_compressor_type_by_name(tok)))
+    return 0;
+  return gc_cli_usage_error(cmd, "%s: unknown compressor '%s' (gradcomp compress --list)",
+                            opt, tok);
+}
+
+static int parse_algorithm(const char *cmd, const char *opt, const char *tok, void *out,
+                           size_t j)
+{
+  if (gc_algo_by_name(tok, (gc_algo_kind *) out + j) == GC_SUCCESS)
+    return 0;
+  return gc_cli_usage_error(cmd, "%s: unknown algorithm '%s' (%s)", opt, tok,
+                            gc_cli_algorithm_names(", "));
+}
+
+size_t gc_cli_doubles(const char *cmd, const char *opt, const char *text,
+                      double *out, size_t max)
+{
+  return parse_list(cmd, opt, text, max, parse_double, out);
+}
+
+size_t gc_cli_compressors(const char *cmd, const char *opt, const char *text,
+                          const gc_compressor_type **out, size_t max)
+{
+  return parse_list(cmd, opt, text, max, parse_compressor, (void *) out);
+}
+
+size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
+                         gc_algo_kind *out, size_t max)
+{
+  return parse_list(cmd, opt, text, max, parse_algorithm, out);
+}
+
+const char *gc_cli_algorithm_names(const char *sep)
+{
+  static char buf[512];
+  buf[0] = '\0';
+  /* gc_algo_name answers "unknown" past the last kind of the library's list */
+  for (int k = 0; strcmp(gc_algo_name((gc_algo_kind) k), "unknown"); k++) {
+    size_t l = strlen(buf);
+    snprintf(buf + l, sizeof buf - l, "%s%s", k ? sep : "", gc_algo_name((gc_algo_kind) k));
+  }
+  return buf;
 }
 
 void gc_cli_progress(const char *label, size_t i, size_t n, int quiet)

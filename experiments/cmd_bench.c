@@ -20,15 +20,31 @@ int gc_cmd_bench(int argc, char **argv)
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "compress")) {
-    for (int i = 2; i + 1 < argc; i++)
-      if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cuda")) {
-#ifdef HAVE_CUDA
-        return gc_bench_compress_cuda(argc - 1, argv + 1);
-#else
-        fprintf(stderr, "gradcomp bench: --device cuda: this build has no CUDA (configure --with-cuda)\n");
-        return 1;
-#endif
+    /* Take "--device X" out here, in one place, so neither target has to
+     * know about it; both then parse the same options (gc_bench_parse). */
+    const char *device = "cpu";
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+      if (i >= 2 && !strcmp(argv[i], "--device")) {
+        if (i + 1 >= argc)
+          return gc_cli_usage_error("bench", "--device needs a value: cpu or cuda");
+        device = argv[++i];
+        continue;
       }
+      argv[n++] = argv[i];
+    }
+    argc = n;
+    argv[argc] = NULL;
+    if (!strcmp(device, "cuda")) {
+#ifdef HAVE_CUDA
+      return gc_bench_compress_cuda(argc - 1, argv + 1);
+#else
+      return gc_cli_fail("bench", 0, "--device cuda: this build has no CUDA "
+                         "(configure --with-cuda)");
+#endif
+    }
+    if (strcmp(device, "cpu") != 0)
+      return gc_cli_usage_error("bench", "--device must be cpu or cuda, not '%s'", device);
     return gc_bench_compress(argc - 1, argv + 1);
   }
   if (!strcmp(argv[1], "train"))

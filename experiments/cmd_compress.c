@@ -59,12 +59,11 @@ static int unknown(const char *name)
   for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++)
     fprintf(stderr, " %s", (*t)->name);
   fputc('\n', stderr);
-  return 1;
+  return 2;   /* a bad command line, like every check before the run */
 }
 
 int gc_cmd_compress(int argc, char **argv)
 {
-  gc_set_error_handler_off();   /* reasons come back through gc_last_error */
   gc_compressor_params p;
   gc_compressor_params_default(&p);
   const char *name = NULL, *in = NULL, *out = NULL;
@@ -81,7 +80,7 @@ int gc_cmd_compress(int argc, char **argv)
 #define NEED_VALUE()                                                         \
   do {                                                                       \
     if (!val)                                                                \
-      return gc_cli_fail(CMD, 0, "%s needs a value", a);                     \
+      return gc_cli_usage_error(CMD, "%s needs a value", a);                 \
     i++;                                                                     \
   } while (0)
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -95,64 +94,60 @@ int gc_cmd_compress(int argc, char **argv)
     } else if (!strcmp(a, "--k")) {
       NEED_VALUE();
       if (gc_cli_size(CMD, a, val, &p.k))
-        return 1;
+        return 2;
       if (p.k == 0)
-        return gc_cli_fail(CMD, 0, "--k: k must be at least 1 (got 0)");
+        return gc_cli_usage_error(CMD, "--k: k must be at least 1 (got 0)");
       have_k = 1;
     } else if (!strcmp(a, "--density")) {
       NEED_VALUE();
       if (gc_cli_double(CMD, a, val, &p.density))
-        return 1;
+        return 2;
       if (!(p.density > 0 && p.density <= 1))
-        return gc_cli_fail(CMD, 0, "--density: %s is outside (0,1]", val);
+        return gc_cli_usage_error(CMD, "--density: %s is outside (0,1]", val);
       have_density = 1;
     } else if (!strcmp(a, "--levels")) {
       NEED_VALUE();
       if (gc_cli_u64(CMD, a, val, &u))
-        return 1;
+        return 2;
       if (u < 1 || u > 0xffffffffu)
-        return gc_cli_fail(CMD, 0, "--levels: s = %s must be >= 1", val);
+        return gc_cli_usage_error(CMD, "--levels: s = %s must be in [1, 2^32)", val);
       p.levels = (unsigned) u;
     } else if (!strcmp(a, "--bucket")) {
       NEED_VALUE();
       if (gc_cli_size(CMD, a, val, &p.bucket))
-        return 1;
+        return 2;
     } else if (!strcmp(a, "--threshold")) {
       NEED_VALUE();
       if (gc_cli_double(CMD, a, val, &p.threshold))
-        return 1;
+        return 2;
       if (p.threshold < 0)
-        return gc_cli_fail(CMD, 0, "--threshold: v = %s must be >= 0", val);
+        return gc_cli_usage_error(CMD, "--threshold: v = %s must be >= 0", val);
     } else if (!strcmp(a, "--clip")) {
       NEED_VALUE();
       if (gc_cli_double(CMD, a, val, &p.clip))
-        return 1;
+        return 2;
       if (p.clip < 0)
-        return gc_cli_fail(CMD, 0, "--clip: c = %s must be >= 0", val);
+        return gc_cli_usage_error(CMD, "--clip: c = %s must be >= 0", val);
     } else if (!strcmp(a, "--seed")) {
       NEED_VALUE();
       if (gc_cli_u64(CMD, a, val, &p.seed))
-        return 1;
+        return 2;
     } else if (!strcmp(a, "--step")) {
       NEED_VALUE();
       if (gc_cli_u64(CMD, a, val, &step64))
-        return 1;
+        return 2;
       if (step64 > 0xffffffffu)
-        return gc_cli_fail(CMD, 0, "--step: %s does not fit in 32 bits", val);
+        return gc_cli_usage_error(CMD, "--step: %s does not fit in 32 bits", val);
     } else if (!strcmp(a, "--ties")) {
       NEED_VALUE();
-      if (!strcmp(val, "low"))
-        p.ties = GC_TIES_LOW;
-      else if (!strcmp(val, "high"))
-        p.ties = GC_TIES_HIGH;
-      else
-        return gc_cli_fail(CMD, 0, "--ties: '%s' is not low or high", val);
+      if (gc_cli_ties(CMD, val, &p.ties))
+        return 2;
     } else if (!strcmp(a, "--rank")) {
       NEED_VALUE();
       if (gc_cli_u64(CMD, a, val, &u))
-        return 1;
+        return 2;
       if (u < 1 || u > 0xffffffffu)
-        return gc_cli_fail(CMD, 0, "--rank: r = %s must be >= 1", val);
+        return gc_cli_usage_error(CMD, "--rank: r = %s must be in [1, 2^32)", val);
       p.rank = (unsigned) u;
     } else if (!strcmp(a, "--shape")) {
       NEED_VALUE();
@@ -165,8 +160,8 @@ int gc_cmd_compress(int argc, char **argv)
           cols = 0;
       }
       if (*end || rows == 0 || cols == 0 || val[0] == '-')
-        return gc_cli_fail(CMD, 0, "--shape: '%s' is not ROWSxCOLS with "
-                           "positive integers (e.g. 64x784)", val);
+        return gc_cli_usage_error(CMD, "--shape: '%s' is not ROWSxCOLS with "
+                                  "positive integers (e.g. 64x784)", val);
       shape.rows = (size_t) rows;
       shape.cols = (size_t) cols;
       have_shape = 1;
@@ -183,36 +178,36 @@ int gc_cmd_compress(int argc, char **argv)
     } else if (!name) {
       name = a;
     } else {
-      return gc_cli_fail(CMD, 0, "unexpected argument '%s' (compressor is '%s')", a, name);
+      return gc_cli_usage_error(CMD, "unexpected argument '%s' (compressor is '%s')", a, name);
     }
 #undef NEED_VALUE
   }
   if (!name)
-    return gc_cli_fail(CMD, 0, "no compressor named (see gradcomp compress --list)");
+    return gc_cli_usage_error(CMD, "no compressor named (see gradcomp compress --list)");
   const gc_compressor_type *T = gc_compressor_type_by_name(name);
   if (!T)
     return unknown(name);
   if (have_k && have_density)
-    return gc_cli_fail(CMD, 0, "give either --k or --density, not both");
+    return gc_cli_usage_error(CMD, "give either --k or --density, not both");
   if ((T->flags & GC_COMP_NEEDS_SHAPE) && !have_shape)
-    return gc_cli_fail(CMD, 0, "%s needs layer shapes: give --shape ROWSxCOLS "
-                       "(the first ROWS*COLS entries as a row-major matrix)", name);
+    return gc_cli_usage_error(CMD, "%s needs layer shapes: give --shape ROWSxCOLS "
+                              "(the first ROWS*COLS entries as a row-major matrix)", name);
   if (have_shape && !(T->flags & GC_COMP_NEEDS_SHAPE))
-    return gc_cli_fail(CMD, 0, "--shape is only for shaped compressors "
-                       "(needs-shape in --list); %s takes a plain vector", name);
+    return gc_cli_usage_error(CMD, "--shape is only for shaped compressors "
+                              "(needs-shape in --list); %s takes a plain vector", name);
   if (have_shape) {
     p.segments = &shape;
     p.nsegments = 1;
   }
   if (!in)
-    return gc_cli_fail(CMD, 0, "missing --in x.npy");
+    return gc_cli_usage_error(CMD, "missing --in x.npy");
   if (!out && !stats)
-    return gc_cli_fail(CMD, 0, "missing --out y.npy (or --stats)");
+    return gc_cli_usage_error(CMD, "missing --out y.npy (or --stats)");
 
   gc_array x = {0};
   int st = gc_npy_read(in, &x);
   if (st)
-    return gc_cli_fail(CMD, 0, "cannot read %s: %s", in, gc_last_error());
+    return gc_cli_fail(CMD, st, "cannot read %s", in);
   int rc = 1;
   gc_compressor *c = NULL;
   uint8_t *buf = NULL;
@@ -228,7 +223,8 @@ int gc_cmd_compress(int argc, char **argv)
   }
   c = gc_compressor_alloc(T, n, &p);   /* checks k <= n and the rest */
   if (!c) {
-    gc_cli_fail(CMD, 0, "%s: %s", name, gc_last_error());
+    /* alloc returns no status; any non-zero one appends the reason */
+    gc_cli_fail(CMD, GC_EINVAL, "%s", name);
     goto done;
   }
   size_t cap = gc_compressor_max_bytes(c), len = 0;
@@ -249,11 +245,11 @@ int gc_cmd_compress(int argc, char **argv)
       st = gc_decompress_add_f64(c, buf, len, step, 1.0, y);
   }
   if (st) {
-    gc_cli_fail(CMD, 0, "%s on %s: %s", name, in, gc_last_error());
+    gc_cli_fail(CMD, st, "%s on %s", name, in);
     goto done;
   }
-  if (out && gc_npy_write(out, x.dtype, 1, &n, y)) {
-    gc_cli_fail(CMD, 0, "cannot write %s: %s", out, gc_last_error());
+  if (out && (st = gc_npy_write(out, x.dtype, 1, &n, y))) {
+    gc_cli_fail(CMD, st, "cannot write %s", out);
     goto done;
   }
   if (stats) {

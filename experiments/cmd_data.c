@@ -10,21 +10,21 @@
 #include "gc_data.h"
 #include "gc_errno.h"
 
-static const char usage[] =
-  "usage: gradcomp data check|info [--dataset mnist|fmnist|cifar10|all]"
-  " [--data DIR]\n"
-  "  Data live in DIR (default $GRADCOMP_DATA or ./data): DIR/mnist/,\n"
-  "  DIR/fmnist/ (IDX files, raw or .gz), DIR/cifar10/ (binary batches).\n"
-  "  tools/get-data fetches MNIST and Fashion-MNIST.\n";
+static void usage(FILE *out)
+{
+  fputs("usage: gradcomp data check|info [--dataset mnist|fmnist|cifar10|all]"
+        " [--data DIR]\n"
+        "  Data live in DIR (default $GRADCOMP_DATA or ./data): DIR/mnist/,\n"
+        "  DIR/fmnist/ (IDX files, raw or .gz), DIR/cifar10/ (binary batches).\n"
+        "  tools/get-data fetches MNIST and Fashion-MNIST.\n", out);
+}
 
 static int one(const char *dir, const char *name, int info)
 {
   int bad = 0;
   for (int train = 1; train >= 0; train--) {
     gc_dataset ds;
-    gc_error_handler *h = gc_set_error_handler_off();
     int st = gc_data_load(dir, name, train, &ds);
-    gc_set_error_handler(h);
     if (st) {
       printf("%-8s %-5s  MISSING/BAD  %s\n", name, train ? "train" : "test",
              gc_last_error());
@@ -59,39 +59,42 @@ int gc_cmd_data(int argc, char **argv)
   argc--;   /* argv[0] is "data" */
   argv++;
   if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-    fputs(usage, argc < 1 ? stderr : stdout);
+    usage(argc < 1 ? stderr : stdout);
     return argc < 1 ? 2 : 0;
   }
   int info = !strcmp(argv[0], "info");
   if (!info && strcmp(argv[0], "check") != 0) {
-    fprintf(stderr, "gradcomp data: unknown action '%s'\n%s", argv[0], usage);
+    gc_cli_usage_error("data", "unknown action '%s'", argv[0]);
+    usage(stderr);
     return 2;
   }
   const char *set = "all", *dir = gc_data_dir("data");
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--dataset") && i + 1 < argc)
-      set = argv[++i];
-    else if (!strcmp(argv[i], "--data") && i + 1 < argc)
-      dir = argv[++i];
-    else {
-      fprintf(stderr, "gradcomp data: unknown option '%s'\n%s", argv[i], usage);
-      return 2;
-    }
+  gc_cli_args args = GC_CLI_ARGS("data", "", usage, argc, argv);
+  const char *o, *v;
+  while (gc_cli_next(&args, &o, &v)) {
+    if (!strcmp(o, "--dataset"))
+      set = v;
+    else if (!strcmp(o, "--data"))
+      dir = v;
+    else
+      return gc_cli_unknown(&args, o);
   }
+  if (args.exit >= 0)
+    return args.exit;
+  int all = !strcmp(set, "all");
+  if (!all && strcmp(set, "mnist") && strcmp(set, "fmnist") && strcmp(set, "cifar10"))
+    return gc_cli_usage_error("data", "unknown data set '%s' (mnist, fmnist, cifar10, all)",
+                              set);
   printf("data folder: %s\n", dir);
   int bad = 0;
-  if (!strcmp(set, "all")) {
+  if (all) {
     bad |= one(dir, "mnist", info);
     bad |= one(dir, "fmnist", info);
     /* CIFAR-10 cannot be fetched here: report it, never fail on it. */
     if (one(dir, "cifar10", info))
       printf("(cifar10 is optional: put the binary batches in %s/cifar10/)\n", dir);
-  } else if (!strcmp(set, "mnist") || !strcmp(set, "fmnist") ||
-             !strcmp(set, "cifar10")) {
-    bad |= one(dir, set, info);
   } else {
-    fprintf(stderr, "gradcomp data: unknown data set '%s'\n", set);
-    return 2;
+    bad |= one(dir, set, info);
   }
   return bad;
 }

@@ -14,6 +14,7 @@
 
 #define CMD "theory"
 
+/* header: the first line, or NULL when the caller writes its own. */
 static FILE *open_csv(const char *path, const char *header)
 {
   FILE *f = fopen(path, "w");
@@ -21,18 +22,10 @@ static FILE *open_csv(const char *path, const char *header)
     gc_cli_fail(CMD, 0, "cannot write %s", path);
     return NULL;
   }
-  fputs(header, f);
+  if (header)
+    fputs(header, f);
   fflush(f);
   return f;
-}
-
-/* Split a comma list into at most max entries of buf (modified). */
-static size_t split(char *buf, char **out, size_t max)
-{
-  size_t m = 0;
-  for (char *t = strtok(buf, ","); t && m < max; t = strtok(NULL, ","))
-    out[m++] = t;
-  return m;
 }
 
 /* ---- contraction ---------------------------------------------------------- */
@@ -89,10 +82,12 @@ static int record_trajectory(size_t d, double density, size_t trials,
 
 static int cmd_contraction(int argc, char **argv)
 {
-  size_t d = 100000, trials = 5;
+  enum { MAXL = 64 };
+  size_t d = 100000, trials = 5, nd = 2, nt = 0;
+  double dens[MAXL] = { 0.001, 0.01 };
+  const gc_compressor_type *types[MAXL];
   uint64_t seed = 1;
   const char *csv = NULL;
-  char dens_buf[512] = "0.001,0.01", comp_buf[1024] = "";
   gc_cli_args args = GC_CLI_ARGS(CMD, "contraction: ", contraction_usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
@@ -100,45 +95,28 @@ static int cmd_contraction(int argc, char **argv)
     else if (!strcmp(o, "--d")) { if (gc_cli_size(CMD, o, v, &d)) return 2; }
     else if (!strcmp(o, "--trials")) { if (gc_cli_size(CMD, o, v, &trials)) return 2; }
     else if (!strcmp(o, "--seed")) { if (gc_cli_u64(CMD, o, v, &seed)) return 2; }
-    else if (!strcmp(o, "--densities")) snprintf(dens_buf, sizeof dens_buf, "%s", v);
-    else if (!strcmp(o, "--compressors")) snprintf(comp_buf, sizeof comp_buf, "%s", v);
-    else
+    else if (!strcmp(o, "--densities")) {
+      if (!(nd = gc_cli_doubles(CMD, o, v, dens, MAXL)))
+        return 2;
+    } else if (!strcmp(o, "--compressors")) {
+      if (!(nt = gc_cli_compressors(CMD, o, v, types, MAXL)))
+        return 2;
+    } else
       return gc_cli_unknown(&args, o);
   }
   if (args.exit >= 0)
     return args.exit;
   if (d < 2 || d >= ((size_t) 1 << 32))
-    return gc_cli_fail(CMD, 0, "--d must be in [2, 2^32)");
+    return gc_cli_usage_error(CMD, "--d must be in [2, 2^32)");
   if (trials == 0)
-    return gc_cli_fail(CMD, 0, "--trials must be at least 1");
-  enum { MAXL = 64 };
-  char *dtok[MAXL];
-  double dens[MAXL];
-  size_t nd = split(dens_buf, dtok, MAXL);
-  if (nd == 0)
-    return gc_cli_fail(CMD, 0, "--densities is empty");
-  for (size_t j = 0; j < nd; j++) {
-    if (gc_cli_double(CMD, "--densities", dtok[j], &dens[j]))
-      return 2;
+    return gc_cli_usage_error(CMD, "--trials must be at least 1");
+  for (size_t j = 0; j < nd; j++)
     if (!(dens[j] > 0 && dens[j] <= 1))
-      return gc_cli_fail(CMD, 0, "density %g is outside (0,1]", dens[j]);
-  }
-  const gc_compressor_type *types[MAXL];
-  size_t nt = 0;
-  if (comp_buf[0]) {
-    char *ctok[MAXL];
-    size_t nc = split(comp_buf, ctok, MAXL);
-    for (size_t j = 0; j < nc; j++) {
-      if (!(types[nt] = gc_compressor_type_by_name(ctok[j])))
-        return gc_cli_fail(CMD, 0, "unknown compressor '%s' (gradcomp compress --list)",
-                           ctok[j]);
-      nt++;
-    }
-  } else {
+      return gc_cli_usage_error(CMD, "--densities: %g is outside (0,1]", dens[j]);
+  if (nt == 0)   /* no --compressors: every one that takes a plain vector */
     for (const gc_compressor_type *const *t = gc_compressor_types(); *t && nt < MAXL; t++)
       if (!((*t)->flags & GC_COMP_NEEDS_SHAPE))
         types[nt++] = *t;
-  }
   double *xs = malloc(trials * d * sizeof *xs), *scratch = malloc(d * sizeof *scratch);
   if (!xs || !scratch)
     return gc_cli_fail(CMD, 0, "out of memory");
@@ -234,20 +212,19 @@ static int make_config(const algo_opts *o, size_t d, gc_algo_config *cfg)
 {
   gc_algo_config_default(cfg);
   gc_algo_kind kind;
-  if (gc_algo_by_name(o->algorithm, &kind))
-    return gc_cli_fail(CMD, 0, "unknown algorithm '%s' (sgd, uni, bi, downlink, "
-                       "doublesqueeze, ef21, ef21-bc)", o->algorithm);
+  if (!gc_cli_algorithms(CMD, "--algorithm", o->algorithm, &kind, 1))
+    return 2;
   cfg->kind = kind;
-  if (!(cfg->up = gc_compressor_type_by_name(o->comp)))
-    return gc_cli_fail(CMD, 0, "unknown compressor '%s'", o->comp);
-  const char *cd = o->comp_down ? o->comp_down : o->comp;
-  if (!(cfg->down = gc_compressor_type_by_name(cd)))
-    return gc_cli_fail(CMD, 0, "unknown compressor '%s'", cd);
+  if (!gc_cli_compressors(CMD, "--compressor", o->comp, &cfg->up, 1))
+    return 2;
+  if (!gc_cli_compressors(CMD, "--compressor-down", o->comp_down ? o->comp_down : o->comp,
+                          &cfg->down, 1))
+    return 2;
   if (o->k > d || o->k_down > d)
-    return gc_cli_fail(CMD, 0, "k = %zu exceeds the dimension d = %zu",
-                       o->k > d ? o->k : o->k_down, d);
+    return gc_cli_usage_error(CMD, "k = %zu exceeds the dimension d = %zu",
+                              o->k > d ? o->k : o->k_down, d);
   if (!(o->density > 0 && o->density <= 1) || !(o->density_down > 0 && o->density_down <= 1))
-    return gc_cli_fail(CMD, 0, "densities must lie in (0,1]");
+    return gc_cli_usage_error(CMD, "densities must lie in (0,1]");
   cfg->up_params.k = o->k;
   cfg->up_params.density = o->density;
   cfg->up_params.ties = o->ties;
@@ -263,7 +240,7 @@ static void trajectory_usage(FILE *out)
 {
   fprintf(out,
           "usage: gradcomp theory trajectory --problem toy|cycle9|quadratic[:spec]|npy:DIR\n"
-          "         --algorithm sgd|uni|bi|downlink|doublesqueeze|ef21|ef21-bc\n"
+          "         --algorithm %s\n"
           "         --compressor NAME [--compressor-down NAME]\n"
           "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
           "         --lr A --steps N [--seed S] [--csv FILE]\n"
@@ -274,7 +251,7 @@ static void trajectory_usage(FILE *out)
           "  x0, sigma, seed, rotate=0|1 (e.g. quadratic:P=8,d=64,L=10,mu=0.1).\n"
           "  npy:DIR reads DIR/A.npy (optional), DIR/b.npy, DIR/x0.npy.\n"
           "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
-          "       support_union\n");
+          "       support_union\n", gc_cli_algorithm_names("|"));
 }
 
 static int cmd_trajectory(int argc, char **argv)
@@ -314,11 +291,11 @@ static int cmd_trajectory(int argc, char **argv)
   if (args.exit >= 0)
     return args.exit;
   if (!problem)
-    return gc_cli_fail(CMD, 0, "trajectory: --problem is required");
+    return gc_cli_usage_error(CMD, "trajectory: --problem is required");
   if (!(lr > 0))   /* also when --lr is not given (lr = 0) */
-    return gc_cli_fail(CMD, 0, "trajectory: --lr must be given and > 0");
+    return gc_cli_usage_error(CMD, "trajectory: --lr must be given and > 0");
   if (steps == 0 || steps > 100000000)
-    return gc_cli_fail(CMD, 0, "trajectory: --steps must be in [1, 1e8]");
+    return gc_cli_usage_error(CMD, "trajectory: --steps must be in [1, 1e8]");
   if (!dd_set)
     a.density_down = a.density;   /* one density for both directions */
   if (!kd_set)
@@ -327,9 +304,10 @@ static int cmd_trajectory(int argc, char **argv)
   if (gc_problem_parse(problem, seed, &prob))
     return gc_cli_fail(CMD, 1, "bad --problem '%s'", problem);
   gc_algo_config cfg;
-  if (make_config(&a, prob->n, &cfg)) {
+  int st = make_config(&a, prob->n, &cfg);
+  if (st) {
     gc_problem_free(prob);
-    return 1;
+    return st;
   }
   cfg.up_params.seed = cfg.down_params.seed = seed;
   gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
@@ -339,17 +317,17 @@ static int cmd_trajectory(int argc, char **argv)
   }
   FILE *f = NULL;
   if (csv) {
-    if (!(f = fopen(csv, "w"))) {
+    if (!(f = open_csv(csv, NULL))) {
       gc_theory_run_free(r);
       gc_problem_free(prob);
-      return gc_cli_fail(CMD, 0, "cannot write %s", csv);
+      return 1;
     }
     gc_probe_csv_header(f);
   }
   int rc = 0;
   gc_probe_row row;
   for (size_t t = 0; t < steps; t++) {
-    int st = gc_theory_run_step(r, lr, &row);
+    st = gc_theory_run_step(r, lr, &row);
     if (st == GC_SUCCESS && !(isfinite(row.f_gap) && isfinite(row.grad_norm2)))
       st = GC_EDIVERGE;
     if (st != GC_SUCCESS) {
@@ -441,11 +419,12 @@ struct bound_row { const char *name; double gamma, xi, bound; };
 
 static int cmd_bounds(int argc, char **argv)
 {
-  enum { MAXP = 16 };
+  enum { MAXP = 16, MAXL = 32 };
   const char *problems[MAXP];
-  size_t np = 0, steps = 1000;
+  size_t np = 0, steps = 1000, nc = 0, na = 0;
   const char *csv = NULL;
-  char comp_buf[512] = "topk,randk", alg_buf[512] = "sgd,uni,bi,downlink,doublesqueeze,ef21";
+  const gc_compressor_type *comps[MAXL];
+  gc_algo_kind algs[MAXL];
   gc_cli_args args = GC_CLI_ARGS(CMD, "bounds: ", bounds_usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
@@ -453,32 +432,31 @@ static int cmd_bounds(int argc, char **argv)
     else if (!strcmp(o, "--steps")) { if (gc_cli_size(CMD, o, v, &steps)) return 2; }
     else if (!strcmp(o, "--problem")) {
       if (np == MAXP)
-        return gc_cli_fail(CMD, 0, "at most %d --problem options", MAXP);
+        return gc_cli_usage_error(CMD, "at most %d --problem options", MAXP);
       problems[np++] = v;
-    } else if (!strcmp(o, "--compressors")) snprintf(comp_buf, sizeof comp_buf, "%s", v);
-    else if (!strcmp(o, "--algorithms")) snprintf(alg_buf, sizeof alg_buf, "%s", v);
-    else
+    } else if (!strcmp(o, "--compressors")) {
+      if (!(nc = gc_cli_compressors(CMD, o, v, comps, MAXL)))
+        return 2;
+    } else if (!strcmp(o, "--algorithms")) {
+      if (!(na = gc_cli_algorithms(CMD, o, v, algs, MAXL)))
+        return 2;
+    } else
       return gc_cli_unknown(&args, o);
   }
   if (args.exit >= 0)
     return args.exit;
   if (steps == 0)
-    return gc_cli_fail(CMD, 0, "--steps must be at least 1");
+    return gc_cli_usage_error(CMD, "--steps must be at least 1");
   if (np == 0) {
     problems[np++] = "toy";
     problems[np++] = "cycle9";
     problems[np++] = "quadratic:P=4,d=50";
   }
-  char *comps[32], *algs[32];
-  size_t nc = split(comp_buf, comps, 32), na = split(alg_buf, algs, 32);
-  for (size_t c = 0; c < nc; c++)
-    if (!gc_compressor_type_by_name(comps[c]))
-      return gc_cli_fail(CMD, 0, "unknown compressor '%s'", comps[c]);
-  for (size_t j = 0; j < na; j++) {
-    gc_algo_kind k;
-    if (gc_algo_by_name(algs[j], &k))
-      return gc_cli_fail(CMD, 0, "unknown algorithm '%s'", algs[j]);
-  }
+  if (nc == 0)   /* the defaults go through the same parser */
+    nc = gc_cli_compressors(CMD, "--compressors", "topk,randk", comps, MAXL);
+  if (na == 0)
+    na = gc_cli_algorithms(CMD, "--algorithms", "sgd,uni,bi,downlink,doublesqueeze,ef21",
+                           algs, MAXL);
   FILE *f = NULL;
   if (csv && !(f = open_csv(csv, "problem,algorithm,compressor,density,steps,lr,L,gamma,"
                                  "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
@@ -499,21 +477,20 @@ static int cmd_bounds(int argc, char **argv)
     int small = is_toy || is_c9;
     double lr = is_toy ? 0.01 : is_c9 ? 0.5 : 0.1 / prob->L;
     for (size_t j = 0; j < na && !rc; j++) {
-      gc_algo_kind kind;
-      gc_algo_by_name(algs[j], &kind);
+      gc_algo_kind kind = algs[j];
+      const char *aname = gc_algo_name(kind);
       for (size_t c = 0; c < nc && !rc; c++) {
         if (kind == GC_ALGO_SGD && c > 0)
           break;   /* SGD does not compress: one row */
-        algo_opts a = { algs[j], comps[c], NULL, 0.1, 0.1, small ? 1 : 0,
+        const char *cname = comps[c]->name;
+        algo_opts a = { aname, cname, NULL, 0.1, 0.1, small ? 1 : 0,
                         small ? 1 : 0, GC_TIES_LOW };
         gc_algo_config cfg;
-        if (make_config(&a, prob->n, &cfg)) {
-          rc = 1;
+        if ((rc = make_config(&a, prob->n, &cfg)))
           break;
-        }
         gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
         if (!r) {
-          rc = gc_cli_fail(CMD, 1, "cannot set up %s/%s", algs[j], comps[c]);
+          rc = gc_cli_fail(CMD, 1, "cannot set up %s/%s", aname, cname);
           break;
         }
         int st = GC_SUCCESS;
@@ -525,7 +502,7 @@ static int cmd_bounds(int argc, char **argv)
           st = GC_EDIVERGE;
         gc_theory_run_free(r);
         if (st != GC_SUCCESS) {
-          rc = gc_cli_fail(CMD, st, "%s/%s on %s diverged or failed", algs[j], comps[c],
+          rc = gc_cli_fail(CMD, st, "%s/%s on %s diverged or failed", aname, cname,
                            problems[ip]);
           break;
         }
@@ -564,15 +541,16 @@ static int cmd_bounds(int argc, char **argv)
                           ef21_g0(prob, &cfg)) };
           break;
         }
-        const char *cname = kind == GC_ALGO_SGD ? "none" : comps[c];
+        if (kind == GC_ALGO_SGD)
+          cname = "none";
         double dens = kind == GC_ALGO_SGD ? 1.0 : rho;
         for (size_t q = 0; q < nr; q++) {
           printf("%-20.20s %-14s %-6s %8.4g %9.4g %9.4g %10.4g %12.5g %12.5g %12.5g %s\n",
-                 problems[ip], algs[j], cname, dens, lr, rows[q].gamma, rows[q].xi,
+                 problems[ip], aname, cname, dens, lr, rows[q].gamma, rows[q].xi,
                  s.min_grad2, s.mean_grad2, rows[q].bound, rows[q].name);
           if (f) {
             fprintf(f, "\"%s\",%s,%s,%.17g,%zu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%s\n",
-                    problems[ip], algs[j], cname, dens, s.steps, lr, prob->L, rows[q].gamma,
+                    problems[ip], aname, cname, dens, s.steps, lr, prob->L, rows[q].gamma,
                     rows[q].xi, s.min_grad2, s.mean_grad2, rows[q].bound, rows[q].name);
             fflush(f);
           }

@@ -4,6 +4,7 @@
  * '#' comments, option names without the dashes); the command line wins.
  * Without --lr the tuned learning rate of the reference runs is used when
  * the (model, P, algorithm) triple is in the table, else 0.05. */
+#define _POSIX_C_SOURCE 200809L   /* strdup, strtok_r */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #include "gc_errno.h"
 #include "gc_nn.h"
 
-static const char usage[] =
+static const char usage_head[] =
   "usage: gradcomp train [options]\n"
   "  --dataset mnist|fmnist|cifar10   (mnist)\n"
   "  --model NAME        mnist-mlp fmnist-mlp mnist-cnn fmnist-cnn cifar-vgg19\n"
@@ -20,8 +21,9 @@ static const char usage[] =
   "  --workers P         (10)            --iid | --noniid   (iid)\n"
   "  --batch B           per worker (10) --epochs E         (1; reference 100)\n"
   "  --lr A              (tuned reference value, else 0.05)\n"
-  "  --momentum M        DGC momentum correction (0)\n"
-  "  --algorithm sgd|uni|bi|downlink|doublesqueeze|ef21     (bi)\n"
+  "  --momentum M        DGC momentum correction (0)\n";
+/* the --algorithm line comes from the library's list (usage()) */
+static const char usage_tail[] =
   "  --compressor NAME   (topk)  --density R (0.001)  --density-down R (= R)\n"
   "  --rank R            PowerSGD rank (2): --compressor powersgd sends each\n"
   "                      weight matrix as a rank-R factor pair, biases raw\n"
@@ -34,6 +36,12 @@ static const char usage[] =
   "side of the step (error feedback, compression, applying the downlink);\n"
   "time_aggregate = the server's side (decoding, averaging, downlink\n"
   "compression) + averaging the BatchNorm statistics.\n";
+
+static void usage(FILE *out)
+{
+  fprintf(out, "%s  --algorithm NAME    (bi), one of\n    %s\n%s", usage_head,
+          gc_cli_algorithm_names("|"), usage_tail);
+}
 
 /* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
 static const struct { const char *model; size_t P; double lr[3]; } tuned[] = {
@@ -83,7 +91,7 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     i++;                                                                    \
   } while (0)
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage, stdout);
+      usage(stdout);
       return -1;
     } else if (!strcmp(a, "--dataset")) { NEED(); c->dataset = v; }
     else if (!strcmp(a, "--model")) { NEED(); c->model = v; }
@@ -120,8 +128,9 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
     else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
     else {
-      fprintf(stderr, "gradcomp train: unknown option '%s'%s\n%s", a,
-              from_file ? " in the config file" : "", usage);
+      gc_cli_usage_error(cmd, "unknown option '%s'%s", a,
+                         from_file ? " in the config file" : "");
+      usage(stderr);
       return 2;
     }
 #undef NEED
@@ -129,15 +138,23 @@ static int parse(opts *o, int argc, char **argv, int from_file)
   return 0;
 }
 
-/* Read "key value" lines into an argv ("--key value"); the strings live in
- * *store (freed by the caller). */
-static int read_config(const char *path, char ***argv_out, int *argc_out,
-                       char **store)
+static void free_config(char **av, int n)
 {
+  for (int i = 0; i < n; i++)
+    free(av[i]);
+  free(av);
+}
+
+/* Read "key value" lines into an argv ("--key value").  Every string of
+ * the array is its own allocation, so free_config frees them all without
+ * guessing from their text which ones it owns. */
+static int read_config(const char *path, char ***argv_out, int *argc_out)
+{
+  enum { MAXARGS = 512 };
   FILE *f = fopen(path, "r");
   if (!f)
     return gc_cli_fail("train", 0, "--config %s: cannot open", path);
-  char *text = calloc(1, 1 << 16), **av = calloc(512, sizeof *av);
+  char *text = calloc(1, 1 << 16), **av = calloc(MAXARGS, sizeof *av);
   if (!text || !av) {
     fclose(f);
     free(text);
@@ -147,9 +164,9 @@ static int read_config(const char *path, char ***argv_out, int *argc_out,
   size_t len = fread(text, 1, (1 << 16) - 1, f);
   fclose(f);
   text[len] = '\0';
-  int n = 0;
+  int n = 0, oom = 0;
   char *save = NULL;
-  for (char *line = strtok_r(text, "\n", &save); line && n < 500;
+  for (char *line = strtok_r(text, "\n", &save); line && n + 2 <= MAXARGS && !oom;
        line = strtok_r(NULL, "\n", &save)) {
     char *hash = strchr(line, '#');
     if (hash)
@@ -158,30 +175,23 @@ static int read_config(const char *path, char ***argv_out, int *argc_out,
     if (!key)
       continue;
     char *val = strtok_r(NULL, " \t=\r", &s2);
-    /* "--key" in the array: write the dashes in front of the key in place
-     * is not possible, so keep a small prefixed copy. */
     char *k = malloc(strlen(key) + 3);
-    if (!k)
+    if (!(av[n++] = k)) {
+      oom = 1;
       break;
+    }
     sprintf(k, "%s%s", strncmp(key, "--", 2) ? "--" : "", key);
-    av[n++] = k;
-    if (val)
-      av[n++] = val;
+    if (val && !(av[n++] = strdup(val)))
+      oom = 1;
+  }
+  free(text);
+  if (oom) {
+    free_config(av, n);
+    return gc_cli_fail("train", 0, "out of memory");
   }
   *argv_out = av;
   *argc_out = n;
-  *store = text;
   return 0;
-}
-
-/* Free what read_config returned (the prefixed keys, the array, the text). */
-static void free_config(char **av, int n, char *store)
-{
-  for (int i = 0; i < n; i++)
-    if (av[i][0] == '-' && av[i][1] == '-')
-      free(av[i]);
-  free(av);
-  free(store);
 }
 
 int gc_cmd_train(int argc, char **argv)
@@ -194,13 +204,13 @@ int gc_cmd_train(int argc, char **argv)
   int st = parse(&o, argc, argv, 0);
   if (st)
     return st < 0 ? 0 : st;
-  char **cav = NULL, *store = NULL;
+  char **cav = NULL;
   int cac = 0;
   if (o.config) {
     opts f;
     memset(&f, 0, sizeof f);
     gc_train_config_default(&f.c);
-    if ((st = read_config(o.config, &cav, &cac, &store)))
+    if ((st = read_config(o.config, &cav, &cac)))
       return st;
     st = parse(&f, cac, cav, 1);
     if (st == 0) {
@@ -211,7 +221,7 @@ int gc_cmd_train(int argc, char **argv)
       o = f;
     }
     if (st) {
-      free_config(cav, cac, store);
+      free_config(cav, cac);
       return st < 0 ? 0 : st;
     }
     o.c.config_file = o.config;
@@ -229,7 +239,11 @@ int gc_cmd_train(int argc, char **argv)
             o.c.lr, o.c.batch, o.c.epochs, o.c.out);
   gc_train_result res;
   st = gc_train_run(&o.c, &res);
-  free_config(cav, cac, store);
+  free_config(cav, cac);
+  /* the library checks the configuration (model/data set, P, B, names):
+   * its GC_EINVAL is a bad command line, not a failed run */
+  if (st == GC_EINVAL)
+    return gc_cli_usage_error("train", "invalid options: %s", gc_last_error());
   if (st == GC_EDIVERGE)
     return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv", o.c.out);
   if (st)

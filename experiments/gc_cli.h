@@ -7,20 +7,46 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gc_algo.h"
+#include "gc_compressor.h"
+
 /* Print "gradcomp CMD: message" (plus the library's last reason when
- * status != 0) on stderr; returns the exit status to use (1, or 2 for usage). */
+ * status != 0) on stderr; returns 1, the exit status of a failed run. */
 int gc_cli_fail(const char *cmd, int status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* The same message for a bad command line (an impossible option value);
+ * returns 2, the usage exit status.  The counterexample programs keep 1
+ * for "did not reproduce", so their argument checks must use this. */
+int gc_cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Parse option values; on error print "gradcomp CMD: --opt: 'text' is not ..."
- * and return non-zero. */
+ * and return non-zero.  Integers are decimal ("010" is ten); gc_cli_size
+ * also takes an integral float such as 2.5e7. */
 int gc_cli_size(const char *cmd, const char *opt, const char *text, size_t *out);
 int gc_cli_u64(const char *cmd, const char *opt, const char *text, uint64_t *out);
 int gc_cli_double(const char *cmd, const char *opt, const char *text, double *out);
+/* Comma lists "a,b,c" of at most max entries: numbers, compressor names or
+ * algorithm names.  Return the number of entries (>= 1), or 0 after
+ * printing "gradcomp CMD: OPT: ..." (an empty entry, too many entries, a
+ * bad number or an unknown name). */
+size_t gc_cli_doubles(const char *cmd, const char *opt, const char *text,
+                      double *out, size_t max);
+size_t gc_cli_compressors(const char *cmd, const char *opt, const char *text,
+                          const gc_compressor_type **out, size_t max);
+size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
+                         gc_algo_kind *out, size_t max);
+/* The algorithm names the library accepts, joined by sep ("sgd|uni|..."),
+ * so help texts never fall behind lib/algo.c.  A static buffer, valid
+ * until the next call. */
+const char *gc_cli_algorithm_names(const char *sep);
 /* "low" or "high" to GC_TIES_LOW / GC_TIES_HIGH; else print
- * "gradcomp CMD: --ties must be low or high, not 'text'" and return 1. */
+ * "gradcomp CMD: --ties must be low or high, not 'text'" and return 2. */
 int gc_cli_ties(const char *cmd, const char *text, int *ties);
 /* Progress "label [=====>   ] i/n" on stderr, only when it is a terminal
  * and quiet == 0.  Call with i == n to finish the line. */
@@ -42,8 +68,10 @@ const char *gc_cli_python_with(const char *code);
  * gc_cli_next returns 1 with the next pair in *opt, *val, or 0: at the end
  * (exit stays -1), after --help/-h (usage on stdout, exit 0) or when the
  * value is missing ("gradcomp CMD: SUBunknown option or missing value: OPT"
- * and usage on stderr, exit 2).  gc_cli_unknown reports "gradcomp CMD:
- * SUBunknown option OPT" with the usage on stderr and returns 2. */
+ * and usage on stderr, exit 2).  Options named in a.flags (a NULL-ended
+ * list, set after GC_CLI_ARGS) take no value: they come back with *val ==
+ * NULL.  gc_cli_unknown reports "gradcomp CMD: SUBunknown option OPT" with
+ * the usage on stderr and returns 2. */
 typedef struct gc_cli_args {
   const char *cmd;            /* "gradcomp CMD: " of the messages           */
   const char *sub;            /* message prefix, e.g. "contraction: ", or "" */
@@ -52,9 +80,10 @@ typedef struct gc_cli_args {
   char **argv;                /* argv[0] is the command itself              */
   int i;                      /* next argument                              */
   int exit;                   /* -1, or the exit status once the loop ends  */
+  const char *const *flags;   /* options without a value, or NULL           */
 } gc_cli_args;
 #define GC_CLI_ARGS(cmd, sub, usage, argc, argv) \
-  ((gc_cli_args) { (cmd), (sub), (usage), (argc), (argv), 1, -1 })
+  ((gc_cli_args) { (cmd), (sub), (usage), (argc), (argv), 1, -1, NULL })
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val);
 int gc_cli_unknown(const gc_cli_args *a, const char *opt);
 

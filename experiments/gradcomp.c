@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "gc_cli.h"
+#include "gc_errno.h"
 
 struct subcommand {
   const char *name;
@@ -31,6 +32,10 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+  /* Each subcommand reports a library failure itself, with the reason
+   * (gc_cli_fail appends gc_last_error()); the default handler would print
+   * it a second time. */
+  gc_set_error_handler_off();
   if (argc < 2) {
     usage(stderr);
     return 2;

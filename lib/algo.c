@@ -54,12 +54,6 @@ void gc_algo_config_default(gc_algo_config *cfg)
   cfg->clip_norm = 0.0;
 }
 
-int gc_algo_is_collective(gc_algo_kind k)
-{
-  return k == GC_ALGO_ALLREDUCE || k == GC_ALGO_ALLREDUCE_RANDK ||
-         k == GC_ALGO_ALLGATHER;
-}
-
 /* How each method codes its messages. */
 enum { UP_DENSE, UP_COMP };
 enum { DOWN_DENSE, DOWN_EXACT, DOWN_COMP };
@@ -192,6 +186,9 @@ void gc_worker_free(gc_worker *w)
   free(w);
 }
 
+/* The allocators report GC_ENOMEM for their own buffers; when an
+ * allocation they call fails, they return NULL keeping its report (a bad
+ * compressor setting stays GC_EINVAL, with its reason: gc_last_error_code). */
 gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
 {
   if (gc_algo_config_check(cfg) != GC_SUCCESS)
@@ -205,6 +202,14 @@ gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
   w->rank = rank;
   size_t bytes = cfg->n * (size_t) cfg->dtype;
   int ok = 1;
+  if (up_coding(cfg->kind) != UP_COMP)
+    ok = (w->sent = calloc(1, bytes)) != NULL;
+  else if (uses_dgc(cfg))
+    ok = (w->scaled = malloc(bytes)) != NULL;
+  if (!ok) {
+    gc_worker_free(w);
+    GC_ERROR_NULL("worker: out of memory", GC_ENOMEM);
+  }
   if (up_coding(cfg->kind) == UP_COMP) {
     gc_ef_options o;
     gc_ef_options_default(&o);
@@ -215,16 +220,12 @@ gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
     o.ef21_init = cfg->ef21_init;
     ok = (w->up = alloc_up(cfg, rank)) &&
          (w->ef = gc_ef_alloc(worker_ef_kind(cfg), cfg->n, cfg->dtype, &o));
-    if (ok && uses_dgc(cfg))
-      ok = (w->scaled = malloc(bytes)) != NULL;
-  } else {
-    ok = (w->sent = calloc(1, bytes)) != NULL;
   }
   if (ok && down_coding(cfg->kind) == DOWN_COMP)
     ok = (w->down = alloc_down(cfg)) != NULL;
   if (!ok) {
     gc_worker_free(w);
-    return NULL;   /* the failing call reported */
+    return NULL;
   }
   return w;
 }
@@ -312,9 +313,10 @@ struct gc_server {
   gc_compressor **dec;   /* [P] uplink decoders (compressed uplinks) */
   gc_compressor *down;   /* downlink encoder (DOWN_COMP)             */
   gc_ef *ef;             /* server memory: bi, b', DoubleSqueeze     */
+  gc_ef *bc;             /* EF21-BC: EF21 memory w of the broadcast
+                            x, sending C_s(x - w)                    */
   void *agg;             /* (1/P) sum of the decoded uplinks         */
-  void *sent;            /* EF21-BC: decoded downlink C_s(x - w)     */
-  void *h, *x, *w, *diff;/* EF21 h; EF21-BC model x, broadcast w      */
+  void *h, *x;           /* EF21 h; EF21-BC model x                  */
   size_t support;
   int started;
 };
@@ -329,12 +331,10 @@ void gc_server_free(gc_server *s)
   free(s->dec);
   gc_compressor_free(s->down);
   gc_ef_free(s->ef);
+  gc_ef_free(s->bc);
   free(s->agg);
-  free(s->sent);
   free(s->h);
   free(s->x);
-  free(s->w);
-  free(s->diff);
   free(s);
 }
 
@@ -349,25 +349,30 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
   size_t bytes = cfg->n * (size_t) cfg->dtype;
   gc_algo_kind k = cfg->kind;
   int ok = (s->agg = calloc(1, bytes)) != NULL;
-  if (ok && up_coding(k) == UP_COMP) {
+  if (ok && up_coding(k) == UP_COMP)
     ok = (s->dec = calloc(cfg->workers, sizeof *s->dec)) != NULL;
+  if (ok && (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC))
+    ok = (s->h = calloc(1, bytes)) != NULL;
+  if (ok && k == GC_ALGO_EF21_BC)
+    ok = (s->x = calloc(1, bytes)) != NULL;
+  if (!ok) {
+    gc_server_free(s);
+    GC_ERROR_NULL("server: out of memory", GC_ENOMEM);
+  }
+  if (s->dec)
     for (size_t p = 0; ok && p < cfg->workers; p++)
       ok = (s->dec[p] = alloc_up(cfg, p)) != NULL;
-  }
   if (ok && down_coding(k) == DOWN_COMP)
     ok = (s->down = alloc_down(cfg)) != NULL;
   if (ok && (k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK ||
              k == GC_ALGO_DOUBLESQUEEZE))
     ok = (s->ef = gc_ef_alloc(k == GC_ALGO_BI ? GC_EF_BEFORE : GC_EF_AFTER,
                               cfg->n, cfg->dtype, NULL)) != NULL;
-  if (ok && (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC))
-    ok = (s->h = calloc(1, bytes)) != NULL;
   if (ok && k == GC_ALGO_EF21_BC)
-    ok = (s->x = calloc(1, bytes)) && (s->w = calloc(1, bytes)) &&
-         (s->diff = calloc(1, bytes)) && (s->sent = calloc(1, bytes));
+    ok = (s->bc = gc_ef_alloc(GC_EF_EF21, cfg->n, cfg->dtype, NULL)) != NULL;
   if (!ok) {
     gc_server_free(s);
-    GC_ERROR_NULL("server allocation failed", GC_ENOMEM);
+    return NULL;
   }
   return s;
 }
@@ -377,8 +382,7 @@ int gc_server_set_model(gc_server *s, const void *x0)
   if (!s->x)
     return GC_SUCCESS;   /* only EF21-BC keeps a model on the server */
   gc__vcopy(s->cfg.dtype, s->x, x0, s->cfg.n);
-  gc__vcopy(s->cfg.dtype, s->w, x0, s->cfg.n);
-  return GC_SUCCESS;
+  return gc_ef_ef21_set(s->bc, x0);   /* w = x0 */
 }
 
 const void *gc_server_model(const gc_server *s) { return s->x; }
@@ -429,13 +433,7 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
   case GC_ALGO_EF21_BC:            /* x -= lr h; q = C_s(x - w); w += q */
     gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
     gc__vaxpby(dt, s->x, -lr, s->h, 1.0, n);
-    gc__vadd_scaled(dt, s->diff, s->x, -1.0, s->w, n);
-    rc = gc__encode(dt, s->down, s->diff, step, down, cap, len, NULL);
-    if (rc == GC_SUCCESS) {
-      gc__vzero(dt, s->sent, n);
-      rc = gc__decode(dt, s->down, down, *len, step, 1.0, s->sent);
-      gc__vaxpby(dt, s->w, 1.0, s->sent, 1.0, n);
-    }
+    rc = gc_ef_step(s->bc, s->down, s->x, 1.0, step, down, cap, len, NULL);
     break;
   }
   if (rc == GC_EDOM)
@@ -464,7 +462,7 @@ const void *gc_server_sent(const gc_server *s)
   case GC_ALGO_EF21:
     return s->h;
   case GC_ALGO_EF21_BC:
-    return s->sent;
+    return gc_ef_sent(s->bc);
   default:
     return s->agg;
   }
@@ -580,10 +578,11 @@ static size_t server_walk(gc_server *s, uint8_t *out, const uint8_t *in)
   walk_raw(&sw, &s->started, sizeof s->started);
   walk_ef(&sw, s->ef);
   walk_compressor(&sw, s->down);
-  void *vecs[3] = { s->h, s->x, s->w };
-  for (int i = 0; i < 3; i++)
+  void *vecs[2] = { s->h, s->x };
+  for (int i = 0; i < 2; i++)
     if (vecs[i])
       walk_raw(&sw, vecs[i], bytes);
+  walk_ef(&sw, s->bc);   /* w */
   return sw.bytes;
 }
 
@@ -628,7 +627,7 @@ int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,
                               ring_bytes(cfg->n, P, p, (size_t) cfg->dtype)));
     return GC_SUCCESS;
   case GC_ALGO_ALLREDUCE_RANDK: {
-    size_t m = (cfg->up->flags & GC_COMP_SPARSE)
+    size_t m = (cfg->up->flags & GC_COMP_KEEPS_K)
                    ? gc__resolve_k(cfg->n, &cfg->up_params) : cfg->n;
     for (size_t p = 0; p < P; p++)
       GC_TRY(gc_ledger_record(l, step, p, GC_UP,

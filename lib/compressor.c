@@ -113,7 +113,7 @@ size_t gc_compressor_max_bytes(const gc_compressor *c) { return c->type->max_byt
 
 size_t gc_compressor_k(const gc_compressor *c)
 {
-  if (!(c->type->flags & GC_COMP_SPARSE))
+  if (!(c->type->flags & GC_COMP_KEEPS_K))
     return 0;
   return gc__resolve_k(c->n, &c->params);
 }
@@ -168,4 +168,27 @@ size_t gc__resolve_k(size_t n, const gc_compressor_params *p)
   double k = p->density * (double) n;   /* floor, at least 1 */
   size_t kk = (size_t) k;
   return kk ? kk : 1;
+}
+
+int gc__check_msg(const uint8_t *buf, size_t len, size_t hdr, unsigned tag,
+                  unsigned prec, const char *who)
+{
+  if (len < hdr)
+    GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes is shorter than its "
+              "header", who, len);
+  if (buf[0] != tag)
+    GC_ERRORF(GC_ECORRUPT, "%s: message tag 0x%02x is not this compressor's "
+              "(0x%02x)", who, (unsigned) buf[0], tag);
+  if (buf[1] != prec)
+    GC_ERRORF(GC_ECORRUPT, "%s: message precision byte %u, expected %u "
+              "(float%u)", who, (unsigned) buf[1], prec, prec);
+  return GC_SUCCESS;
+}
+
+int gc__check_msg_len(size_t len, size_t want, const char *who)
+{
+  if (len != want)
+    GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes, expected %zu (%s)",
+              who, len, want, len < want ? "truncated" : "trailing bytes");
+  return GC_SUCCESS;
 }

@@ -1,4 +1,5 @@
 /* ef.c -- error-feedback memories (gc_ef.h). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,12 @@
 #include "gc_ef.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* As in algo_vec.c: DGC's fused passes vectorise at -O3 only (they need
+ * alias checks, and the Nesterov and masking tests unswitched). */
+#pragma GCC optimize("O3")
+#endif
 
 struct gc_ef {
   gc_ef_kind kind;
@@ -17,7 +24,8 @@ struct gc_ef {
   void *mom;     /* u (DGC) */
   void *acc;     /* the vector compressed last */
   void *sent;    /* decoded C(acc) */
-  void *clip;    /* DGC: clipped copy of g */
+  void *clip;    /* DGC: clipped copy of g, then the new u (swapped with
+                    mom once the step succeeds) */
 };
 
 void gc_ef_options_default(gc_ef_options *o)
@@ -126,21 +134,79 @@ double gc_ef_apply_scale(gc_ef_kind kind, double lr)
   return (kind == GC_EF_NONE || kind == GC_EF_BEFORE) ? 1.0 : lr;
 }
 
-/* Masking: zero u where the message carried an entry.  For a sparsifier
- * the residual v - C(v) is already exactly 0 there. */
-static void dgc_mask(gc_ef *e)
+/* DGC's accumulator in one pass, into scratch: u' = m u + g (Nesterov:
+ * u' = m (u + g)) goes to clip (g may be clip itself: each entry is read
+ * before it is overwritten) and v' = v + u' (+ g) to acc, so that u and v
+ * stay as they were until the message is out (dgc_commit).  Same
+ * operations in the same order as u = m u + g, v = v + u done in place.
+ * Returns the index of the first non-finite v', or n. */
+static size_t dgc_accumulate(gc_ef *e, const void *g)
 {
   size_t n = e->n;
+  int nesterov = e->opt.nesterov, bad = 0;
   if (e->dt == GC_F64) {
-    double *u = e->mom, *v = e->mem;
-    const double *s = e->sent;
-    for (size_t i = 0; i < n; i++)
-      if (s[i] != 0.0) { u[i] = 0.0; v[i] = 0.0; }
+    const double *gg = g, *u = e->mom, *v = e->mem;
+    double m = e->opt.momentum, *un = e->clip, *vn = e->acc;
+    for (size_t i = 0; i < n; i++) {
+      double gi = gg[i];
+      double a = nesterov ? m * (u[i] + gi) : gi + m * u[i];
+      double b = nesterov ? (v[i] + a) + gi : v[i] + a;
+      un[i] = a;
+      vn[i] = b;
+      bad |= !(fabs(b) <= DBL_MAX);
+    }
   } else {
+    const float *gg = g, *u = e->mom, *v = e->mem;
+    float m = (float) e->opt.momentum, *un = e->clip, *vn = e->acc;
+    for (size_t i = 0; i < n; i++) {
+      float gi = gg[i];
+      float a = nesterov ? m * (u[i] + gi) : gi + m * u[i];
+      float b = nesterov ? (v[i] + a) + gi : v[i] + a;
+      un[i] = a;
+      vn[i] = b;
+      bad |= !(fabsf(b) <= FLT_MAX);
+    }
+  }
+  return bad ? gc__vfirst_nonfinite(e->dt, e->acc, n) : n;
+}
+
+/* After the message: u = u', by a swap with the scratch that holds it,
+ * and v = v' - C(v'); with masking both are 0 where the message carried
+ * an entry.  Elsewhere C(v') is +0 (a decode adds into zeros), so
+ * v' - C(v') is v' exactly and masking needs no subtraction. */
+static void dgc_commit(gc_ef *e)
+{
+  void *t = e->mom;
+  e->mom = e->clip;
+  e->clip = t;
+  size_t n = e->n;
+  int masking = e->opt.masking;
+  if (e->dt == GC_F64) {
+    const double *s = e->sent, *vn = e->acc;
+    double *u = e->mom, *v = e->mem;
+    if (masking)
+      for (size_t i = 0; i < n; i++) {
+        int drop = s[i] != 0.0;
+        v[i] = drop ? 0.0 : vn[i];
+        if (drop)
+          u[i] = 0.0;
+      }
+    else
+      for (size_t i = 0; i < n; i++)
+        v[i] = vn[i] - s[i];
+  } else {
+    const float *s = e->sent, *vn = e->acc;
     float *u = e->mom, *v = e->mem;
-    const float *s = e->sent;
-    for (size_t i = 0; i < n; i++)
-      if (s[i] != 0.0f) { u[i] = 0.0f; v[i] = 0.0f; }
+    if (masking)
+      for (size_t i = 0; i < n; i++) {
+        int drop = s[i] != 0.0f;
+        v[i] = drop ? 0.0f : vn[i];
+        if (drop)
+          u[i] = 0.0f;
+      }
+    else
+      for (size_t i = 0; i < n; i++)
+        v[i] = vn[i] - s[i];
   }
 }
 
@@ -153,14 +219,14 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
   if (gc_compressor_n(c) != n)
     GC_ERRORF(GC_EBADLEN, "compressor length %zu differs from memory %zu",
               gc_compressor_n(c), n);
-  /* A bad input must leave the state as it was.  DGC updates u and v
-   * before its accumulator exists, and NONE's scaling checks nothing, so
-   * they test g first.  The other kinds build the accumulator in a pass
-   * that flags non-finite results, and a finite memory plus a multiple of
-   * g is finite only when g is: testing g again would be one more read of
-   * it per step. */
+  /* A failed step leaves the state as it was: the memories change only
+   * after the message is out.  NONE's scaling checks nothing, so it tests
+   * g first.  The other kinds build the accumulator in a pass that flags
+   * non-finite results, and a finite state plus a multiple of g is finite
+   * only when g is (DGC's clipping turns an Inf into a NaN): testing g
+   * again would be one more read of it per step. */
   size_t bad = n;
-  if (e->kind == GC_EF_DGC || e->kind == GC_EF_NONE)
+  if (e->kind == GC_EF_NONE)
     bad = gc__vfirst_nonfinite(dt, g, n);
   if (bad < n)
     GC_ERRORF(GC_EDOM, "non-finite gradient at index %zu", bad);
@@ -184,18 +250,7 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
         gc_clip_global_norm_f32(e->clip, n, e->opt.clip_norm, e->opt.workers);
       gg = e->clip;
     }
-    double m = e->opt.momentum;
-    if (e->opt.nesterov) {   /* u = m*(u+g); v = v + u + g */
-      gc__vaxpby(dt, e->mom, 1.0, gg, 1.0, n);
-      gc__vscale(dt, e->mom, m, e->mom, n);
-      gc__vaxpby(dt, e->mem, 1.0, e->mom, 1.0, n);
-      gc__vaxpby(dt, e->mem, 1.0, gg, 1.0, n);
-    } else {                 /* u = m*u + g; v = v + u */
-      gc__vaxpby(dt, e->mom, 1.0, gg, m, n);
-      gc__vaxpby(dt, e->mem, 1.0, e->mom, 1.0, n);
-    }
-    gc__vcopy(dt, e->acc, e->mem, n);
-    bad = gc__vfirst_nonfinite(dt, e->acc, n);
+    bad = dgc_accumulate(e, gg);
     break;
   }
   case GC_EF_EF21:     /* acc = g - h */
@@ -220,9 +275,7 @@ int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
     gc__vadd_scaled(dt, e->mem, e->acc, -1.0, e->sent, n);
     break;
   case GC_EF_DGC:
-    gc__vaxpby(dt, e->mem, -1.0, e->sent, 1.0, n);
-    if (e->opt.masking)
-      dgc_mask(e);
+    dgc_commit(e);
     break;
   case GC_EF_EF21:     /* h = h + c */
     gc__vaxpby(dt, e->mem, 1.0, e->sent, 1.0, n);

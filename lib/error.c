@@ -7,6 +7,7 @@
 #include "gc_errno.h"
 
 static _Thread_local char last_reason[512];
+static _Thread_local int last_code;
 
 static void default_handler(const char *reason, const char *file, int line,
                             int code)
@@ -26,6 +27,7 @@ static gc_error_handler *current_handler = default_handler;
 void gc_error(const char *reason, const char *file, int line, int code)
 {
   snprintf(last_reason, sizeof last_reason, "%s", reason);
+  last_code = code;
   current_handler(reason, file, line, code);
 }
 
@@ -52,6 +54,7 @@ gc_error_handler *gc_set_error_handler_off(void)
 }
 
 const char *gc_last_error(void) { return last_reason; }
+int gc_last_error_code(void) { return last_code; }
 
 const char *gc_strerror(int code)
 {

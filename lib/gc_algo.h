@@ -70,10 +70,9 @@ typedef struct gc_algo_config {
 /* Defaults: SGD, P = 1, float64, topk both ways at density 0.01. */
 void gc_algo_config_default(gc_algo_config *cfg);
 /* GC_EINVAL (naming the field) for P = 0, n = 0 or n >= 2^32, a bad dtype,
- * a missing compressor the method needs, or momentum outside [0,1). */
+ * a missing compressor the method needs, or momentum outside [0,1).  A
+ * compressor setting is checked by the compressor when it is allocated. */
 int gc_algo_config_check(const gc_algo_config *cfg);
-/* 1 for the collective forms (allreduce, allreduce-randk, allgather). */
-int gc_algo_is_collective(gc_algo_kind k);
 
 /* ---- the byte ledger: every message, per step, worker and direction ---- */
 enum { GC_UP = 0, GC_DOWN = 1 };
@@ -101,6 +100,8 @@ void gc_ledger_clear(gc_ledger *l);
 typedef struct gc_worker gc_worker;
 typedef struct gc_server gc_server;
 
+/* NULL after reporting (a bad configuration or compressor setting, by the
+ * call that found it, or GC_ENOMEM); gc_last_error_code() says which. */
 gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank);
 void gc_worker_free(gc_worker *w);
 gc_server *gc_server_alloc(const gc_algo_config *cfg);
@@ -116,7 +117,8 @@ size_t gc_algo_max_down_bytes(const gc_algo_config *cfg);
  * rank sends its message to the P-1 others.  No downlink for collectives. */
 int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,
                         uint32_t step, const size_t *up_len, size_t down_len);
-/* EF21-BC: the server's model x (length n) starts at x0 (default 0). */
+/* EF21-BC: the server's model x (length n) starts at x0 (default 0).
+ * GC_EDOM for a non-finite x0. */
 int gc_server_set_model(gc_server *s, const void *x0);
 const void *gc_server_model(const gc_server *s);   /* NULL except EF21-BC */
 

@@ -66,9 +66,10 @@ typedef struct gc_compress_info {
 enum {
   GC_COMP_BIASED = 1u << 0,     /* E C(x) != x                              */
   GC_COMP_RANDOM = 1u << 1,     /* uses the RNG                             */
-  GC_COMP_SPARSE = 1u << 2,     /* output has few nonzeros (uses k/density) */
+  GC_COMP_SPARSE = 1u << 2,     /* output has few nonzeros                  */
   GC_COMP_CONTRACTIVE = 1u << 3,/* ||C(x)-x||^2 <= (1-delta)||x||^2 always  */
-  GC_COMP_NEEDS_SHAPE = 1u << 4 /* needs layer shapes (PowerSGD)            */
+  GC_COMP_NEEDS_SHAPE = 1u << 4,/* needs layer shapes (PowerSGD)            */
+  GC_COMP_KEEPS_K = 1u << 5     /* keeps (about) k entries: uses k/density  */
 };
 
 /* A compressor type.  State is allocated by gc_compressor_alloc with
@@ -107,10 +108,10 @@ const gc_compressor_type *gc_compressor_type_by_name(const char *name);
 typedef struct gc_compressor gc_compressor;   /* opaque instance */
 
 /* Allocate an instance for vectors of length n.  Returns NULL after
- * reporting GC_EINVAL (n == 0, n >= 2^32, k > n, density outside (0,1],
- * levels < 1, negative threshold, a GC_COMP_NEEDS_SHAPE type without
- * segments, rank 0 or above a segment's min(rows, cols), segments that
- * overlap or leave [0, n), ...) or GC_ENOMEM.  The segments are copied:
+ * reporting GC_EBADLEN (n == 0), GC_EINVAL (n >= 2^32, k > n, density
+ * outside (0,1], levels < 1, negative threshold, a GC_COMP_NEEDS_SHAPE
+ * type without segments, rank 0 or above a segment's min(rows, cols),
+ * segments that overlap or leave [0, n), ...) or GC_ENOMEM.  The segments are copied:
  * gc_compressor_get_params() points at the instance's copy. */
 gc_compressor *gc_compressor_alloc(const gc_compressor_type *T, size_t n,
                                    const gc_compressor_params *p);
@@ -118,7 +119,8 @@ void gc_compressor_free(gc_compressor *c);          /* NULL is a no-op */
 
 const gc_compressor_type *gc_compressor_type_of(const gc_compressor *c);
 size_t gc_compressor_n(const gc_compressor *c);
-size_t gc_compressor_k(const gc_compressor *c);     /* resolved k (0 if unused) */
+/* Resolved k of a GC_COMP_KEEPS_K type, 0 for the others. */
+size_t gc_compressor_k(const gc_compressor *c);
 const gc_compressor_params *gc_compressor_get_params(const gc_compressor *c);
 size_t gc_compressor_max_bytes(const gc_compressor *c);
 

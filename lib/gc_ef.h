@@ -68,7 +68,8 @@ gc_ef_kind gc_ef_kind_of(const gc_ef *e);
  * memory and compressor c (same n): writes C(acc) into buf (cap bytes,
  * gc_compressor_max_bytes(c) suffices) and updates the memory.
  * Returns GC_SUCCESS, GC_EDOM (non-finite g, or overflow in acc),
- * GC_EBADLEN (c has another n), GC_ENOSPACE, or the compressor's code. */
+ * GC_EBADLEN (c has another n), GC_ENOSPACE, or the compressor's code;
+ * on error the memory (and DGC's momentum) is left as it was. */
 int gc_ef_step(gc_ef *e, gc_compressor *c, const void *g, double lr,
                uint32_t step, uint8_t *buf, size_t cap, size_t *len,
                gc_compress_info *info);

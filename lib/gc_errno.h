@@ -48,6 +48,9 @@ gc_error_handler *gc_set_error_handler_off(void);
 
 const char *gc_strerror(int code);   /* "invalid argument", ... */
 const char *gc_last_error(void);     /* last reason in this thread, or "" */
+/* Its code (GC_SUCCESS if none): what an allocator that returned NULL
+ * failed with, whether its own malloc or a call it made reported it. */
+int gc_last_error_code(void);
 
 #define GC_ERROR(reason, code)                                           \
   do {                                                                   \

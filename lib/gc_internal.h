@@ -72,7 +72,6 @@ typedef struct gc__wino3_scratch {
 } gc__wino3_scratch;
 int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c);
 int gc__wino3_pays(size_t B, size_t Ho, size_t Wo);   /* for this batch? */
-size_t gc__wino3_chunk(size_t Ho, size_t Wo, size_t max_batch);
 void gc__wino3_filter(const float *w, size_t O, size_t C, float *U);
 void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
                     size_t pad, const float *U, int turned, size_t O,
@@ -84,5 +83,12 @@ void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
                      float *Mw, const gc__wino3_scratch *s);
 void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
                      size_t max_batch, size_t *nV, size_t *nM, size_t *nwork);
+
+/* Message checks shared by the quantizers and PowerSGD (compressor.c),
+ * GC_ECORRUPT with a reason prefixed by `who`: the header (len >= hdr,
+ * buf[0] == tag, buf[1] == prec), and the exact length. */
+int gc__check_msg(const uint8_t *buf, size_t len, size_t hdr, unsigned tag,
+                  unsigned prec, const char *who);
+int gc__check_msg_len(size_t len, size_t want, const char *who);
 
 #endif /* GC_INTERNAL_H */

@@ -32,10 +32,9 @@ enum {
   GC__IDX_IMPLICIT = 3   /* none: the decoder rebuilds them     */
 };
 
-/* Bytes of the index section under each coding, and the coding the encoder
- * picks (the smallest; ties go raw, delta, bitmap in that order).
- * idx: c ascending indices < n. */
-size_t gc__wire_delta_bytes(const uint32_t *idx, size_t c);
+/* The index coding the encoder picks for c ascending indices idx < n (the
+ * smallest section; ties go raw, delta, bitmap in that order), and its
+ * size in *index_bytes. */
 int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes);
 /* Upper bound of a message with c values of vbytes each (any coding). */
 size_t gc__wire_bound(size_t n, size_t c, size_t vbytes);

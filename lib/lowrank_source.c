@@ -7,14 +7,6 @@
 
 #define W ((size_t) sizeof(REAL))
 
-static double FN(norm)(const REAL *v, size_t len)
-{
-  double ss = 0;
-  for (size_t i = 0; i < len; i++)
-    ss += (double) v[i] * (double) v[i];
-  return sqrt(ss);
-}
-
 /* Orthonormalise the r rows of p (each a column of P, length rows) in
  * order 0..r-1: classical Gram-Schmidt in double, run twice per column.
  * keep[j] = 0 marks a column that was (numerically) dependent or zero and
@@ -24,7 +16,7 @@ static int FN(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
   const double drop = sqrt((double) EPS);
   for (size_t j = 0; j < r; j++) {
     REAL *v = p + j * rows;
-    double n0 = FN(norm)(v, rows);
+    double n0 = gc__vnorm(W, v, rows);
     if (!isfinite(n0))
       return 1;
     for (int pass = 0; pass < 2; pass++)
@@ -38,7 +30,7 @@ static int FN(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
         for (size_t i = 0; i < rows; i++)
           v[i] = (REAL) ((double) v[i] - d * (double) u[i]);
       }
-    double nn = FN(norm)(v, rows);
+    double nn = gc__vnorm(W, v, rows);
     if (nn > drop * n0) {
       double inv = 1.0 / nn;
       for (size_t i = 0; i < rows; i++)
@@ -50,14 +42,6 @@ static int FN(orthonormalise)(REAL *p, size_t rows, size_t r, uint8_t *keep)
     }
   }
   return 0;
-}
-
-static int FN(all_finite)(const REAL *v, size_t len)
-{
-  for (size_t i = 0; i < len; i++)
-    if (!isfinite(v[i]))
-      return 0;
-  return 1;
 }
 
 /* Rows of the r x len block v (stored column by column) with a nonzero
@@ -82,10 +66,10 @@ static int FN(psgd_encode)(void *state, const REAL *x, uint32_t step,
   lrstate *s = state;
   size_t n = s->n, r = s->r, need = HDR + W * s->nvalues;
   (void) step;   /* the warm start, not the step, carries the history */
-  for (size_t i = 0; i < n; i++)
-    if (!isfinite(x[i]))
-      GC_ERRORF(GC_EDOM, "powersgd: x[%zu] = %g is not finite", i,
-                (double) x[i]);
+  size_t bad = gc__vfirst_nonfinite(W, x, n);
+  if (bad < n)
+    GC_ERRORF(GC_EDOM, "powersgd: x[%zu] = %g is not finite", bad,
+              (double) x[bad]);
   if (cap < need)
     GC_ERRORF(GC_ENOSPACE, "powersgd: buffer of %zu bytes, need %zu", cap,
               need);
@@ -110,14 +94,14 @@ static int FN(psgd_encode)(void *state, const REAL *x, uint32_t step,
     /* P^T = Q^T M^T: r x rows, one column of P per row */
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int) r, (int) rows,
          (int) cols, 1, qw, (int) cols, M, (int) cols, 0, pw, (int) rows);
-    if (!FN(all_finite)(pw, r * rows) ||
+    if (gc__vfirst_nonfinite(W, pw, r * rows) < r * rows ||
         FN(orthonormalise)(pw, rows, r, keep))
       GC_ERRORF(GC_EDOM, "powersgd: M Q overflowed for the %zu x %zu matrix "
                 "at offset %zu", rows, cols, k->off);
     /* Q^T = P^^T M: r x cols */
     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) r, (int) cols,
          (int) rows, 1, pw, (int) rows, M, (int) cols, 0, qn, (int) cols);
-    if (!FN(all_finite)(qn, r * cols))
+    if (gc__vfirst_nonfinite(W, qn, r * cols) < r * cols)
       GC_ERRORF(GC_EDOM, "powersgd: M^T P overflowed for the %zu x %zu "
                 "matrix at offset %zu", rows, cols, k->off);
     memcpy(out, pw, W * r * rows);
@@ -134,7 +118,7 @@ static int FN(psgd_encode)(void *state, const REAL *x, uint32_t step,
       continue;
     for (size_t j = 0; j < r; j++) {
       const REAL *c = qnew + k->qoff + j * k->cols;
-      double nc = FN(norm)(c, k->cols);
+      double nc = gc__vnorm(W, c, k->cols);
       if (!s->keep[k->m * r + j] || !(nc > 0) || !isfinite(nc))
         continue;
       double *q = s->q + k->qoff + j * k->cols;
@@ -159,23 +143,13 @@ static int FN(psgd_decode)(const void *state, const uint8_t *buf,
   const lrstate *s = state;
   size_t r = s->r, need = HDR + W * s->nvalues;
   (void) step;
-  if (len < HDR)
-    GC_ERRORF(GC_ECORRUPT, "powersgd: message of %zu bytes is shorter than "
-              "its header", len);
-  if (buf[0] != TAG_POWERSGD)
-    GC_ERRORF(GC_ECORRUPT, "powersgd: message tag 0x%02x is not this "
-              "compressor's (0x%02x)", buf[0], TAG_POWERSGD);
-  if (buf[1] != PREC)
-    GC_ERRORF(GC_ECORRUPT, "powersgd: message precision byte %u, expected "
-              "%u (float%u)", buf[1], PREC, PREC);
+  GC_TRY(gc__check_msg(buf, len, HDR, TAG_POWERSGD, PREC, "powersgd"));
   uint32_t r32;
   memcpy(&r32, buf + 2, 4);
   if (r32 != r)
     GC_ERRORF(GC_ECORRUPT, "powersgd: message of rank %u, decoder has rank "
               "%zu", r32, r);
-  if (len != need)
-    GC_ERRORF(GC_ECORRUPT, "powersgd: message of %zu bytes, expected %zu "
-              "(%s)", len, need, len < need ? "truncated" : "trailing bytes");
+  GC_TRY(gc__check_msg_len(len, need, "powersgd"));
   for (size_t i = 0; i < s->nvalues; i++) {
     REAL v;
     memcpy(&v, buf + HDR + W * i, W);

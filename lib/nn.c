@@ -24,7 +24,7 @@ struct gc_nn {
   size_t *asz;          /* per-example size of act[l], l = 0..L          */
   float **act;          /* act[0] = caller's input; act[l+1] = layer l out */
   float **aux;          /* dropout mask / BN xhat, per layer (or NULL)   */
-  float **bnc;          /* BN: per-channel mean and inverse std (2*C)    */
+  float **bninv;        /* BN: per-channel inverse std (C)               */
   uint32_t **amax;      /* max-pool: argmax within the example input     */
   float *g0, *g1;       /* ping-pong gradient buffers                    */
   float *col, *dcol;    /* conv scratch: im2col of a chunk of images     */
@@ -53,10 +53,10 @@ void gc_nn_free(gc_nn *nn)
   for (size_t l = 0; l < nn->L; l++) {
     free(nn->act[l + 1]);
     free(nn->aux[l]);
-    free(nn->bnc[l]);
+    free(nn->bninv[l]);
     free(nn->amax[l]);
   }
-  free(nn->act); free(nn->aux); free(nn->bnc); free(nn->amax);
+  free(nn->act); free(nn->aux); free(nn->bninv); free(nn->amax);
   free(nn->asz); free(nn->ly);
   free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->ochunk); free(nn->dloss);
   free(nn->wino_U); free(nn->wino.V); free(nn->wino.M); free(nn->wino.work);
@@ -177,9 +177,9 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
   nn->asz = calloc(L + 1, sizeof *nn->asz);
   nn->act = calloc(L + 1, sizeof *nn->act);
   nn->aux = calloc(L, sizeof *nn->aux);
-  nn->bnc = calloc(L, sizeof *nn->bnc);
+  nn->bninv = calloc(L, sizeof *nn->bninv);
   nn->amax = calloc(L, sizeof *nn->amax);
-  if (!nn->ly || !nn->asz || !nn->act || !nn->aux || !nn->bnc || !nn->amax) {
+  if (!nn->ly || !nn->asz || !nn->act || !nn->aux || !nn->bninv || !nn->amax) {
     gc_nn_free(nn);
     GC_ERROR_NULL("cannot allocate the net", GC_ENOMEM);
   }
@@ -206,8 +206,8 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
       ok &= nn->aux[l] != NULL;
     }
     if (y->kind == GC_NN_BATCHNORM) {
-      nn->bnc[l] = malloc(2 * y->in_c * sizeof(float));
-      ok &= nn->bnc[l] != NULL;
+      nn->bninv[l] = malloc(y->in_c * sizeof(float));
+      ok &= nn->bninv[l] != NULL;
     }
     if (y->kind == GC_NN_MAXPOOL) {
       nn->amax[l] = malloc(max_batch * out * sizeof(uint32_t));
@@ -593,7 +593,7 @@ static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
   const gc_nn_layer *y = nn->ly + l;
   size_t C = y->in_c, HW = y->in_h * y->in_w;
   const float *gamma = w + y->woff, *beta = w + y->boff;
-  float *xhat = nn->aux[l], *mi = nn->bnc[l];
+  float *xhat = nn->aux[l], *inv_std = nn->bninv[l];
   double m = (double) (B * HW);
   for (size_t c = 0; c < C; c++) {
     double mean, var;
@@ -618,8 +618,7 @@ static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
     }
     double inv = 1.0 / sqrt(var + bn_eps);
     float mf = (float) mean, invf = (float) inv;
-    mi[c] = mf;
-    mi[C + c] = invf;
+    inv_std[c] = invf;
     for (size_t n = 0; n < B; n++) {   /* float, so that it vectorises */
       const float *p = in + (n * C + c) * HW;
       float *xh = xhat + (n * C + c) * HW, *o = out + (n * C + c) * HW;
@@ -636,7 +635,7 @@ static void bn_bwd(gc_nn *nn, size_t l, const float *w, const float *dout,
 {
   const gc_nn_layer *y = nn->ly + l;
   size_t C = y->in_c, HW = y->in_h * y->in_w;
-  const float *gamma = w + y->woff, *xhat = nn->aux[l], *mi = nn->bnc[l];
+  const float *gamma = w + y->woff, *xhat = nn->aux[l], *inv_std = nn->bninv[l];
   double m = (double) (B * HW);
   for (size_t c = 0; c < C; c++) {
     double adg[LANES] = {0}, adb[LANES] = {0};
@@ -650,7 +649,7 @@ static void bn_bwd(gc_nn *nn, size_t l, const float *w, const float *dout,
     grad[y->boff + c] = (float) db;
     if (!din)
       continue;
-    double k = gamma[c] * mi[C + c] / m;
+    double k = gamma[c] * inv_std[c] / m;
     /* d = k (m g - db - xhat dg), with the constants folded into floats */
     float km = (float) (k * m), kdb = (float) (k * db), kdg = (float) (k * dg);
     for (size_t n = 0; n < B; n++) {
@@ -661,7 +660,7 @@ static void bn_bwd(gc_nn *nn, size_t l, const float *w, const float *dout,
           d[i] = km * g[i] - kdb - kdg * xh[i];
       else   /* running statistics are constants */
         for (size_t i = 0; i < HW; i++)
-          d[i] = gamma[c] * mi[C + c] * g[i];
+          d[i] = gamma[c] * inv_std[c] * g[i];
     }
   }
 }

@@ -60,7 +60,10 @@ typedef struct run {
   gc_segment *segs;           /* layer shapes for shaped compressors     */
   size_t nsegs;
   size_t d, ns, K, Kd;
-  /* probes */
+  /* probes, decided in setup */
+  double xi_units;            /* model units per accumulator unit (lr for
+                                 memories in gradient units); 0: no xi   */
+  int contraction;            /* log the uplink contraction              */
   gc_compressor *probe_up, *probe_down;
   float *pa, *pb, *pc, *pd;   /* d-sized scratch                         */
   uint8_t *pbuf;
@@ -346,15 +349,15 @@ static void topk_dense(gc_compressor *c, const float *x, float *out,
     gc_decompress_add_f32(c, buf, len, 0, 1.0f, out);
 }
 
-/* After a step: xi from the workers' accumulators and sent messages, with
- * delta_prev the server memory before the step (bi) or NULL (uni).  The
- * mean gradient times lr is in r->pd.  Returns NaN when undefined. */
+/* After a step, with the definitions of theory/probe.c: xi (theory.md
+ * 4.2) of the workers' mean accumulator and mean decoded message, or for
+ * bi xi_bi (4.4) with delta_prev the server memory before the step; a
+ * dense uplink counts its gradient as both.  The mean gradient times lr
+ * is in r->pd.  *contraction: the mean uplink contraction.  NaN where
+ * undefined. */
 static double probe_xi(run *r, const float *delta_prev, double *contraction)
 {
   size_t P = r->c->workers, d = r->d;
-  *contraction = NAN;
-  if (!r->probe_up || !gc_worker_accumulator(gc_sim_worker(r->sim, 0)))
-    return NAN;
   double csum = 0;
   int cn = 0;
   memset(r->pa, 0, d * sizeof *r->pa);   /* mean acc   */
@@ -362,6 +365,8 @@ static double probe_xi(run *r, const float *delta_prev, double *contraction)
   for (size_t p = 0; p < P; p++) {
     const float *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
     const float *m = gc_worker_sent(gc_sim_worker(r->sim, p));
+    if (!acc)
+      acc = m;
     double e2 = 0, a2 = 0;
     for (size_t i = 0; i < d; i++) {
       r->pa[i] += acc[i] / (float) P;
@@ -369,14 +374,16 @@ static double probe_xi(run *r, const float *delta_prev, double *contraction)
       e2 += (double) (acc[i] - m[i]) * (acc[i] - m[i]);
       a2 += (double) acc[i] * acc[i];
     }
-    if (a2 > 0) {
+    if (r->contraction && a2 > 0) {
       csum += 1 - e2 / a2;
       cn++;
     }
   }
   *contraction = cn ? csum / cn : NAN;
+  if (!(r->xi_units > 0))
+    return NAN;
   gc_compressor *tk = r->probe_up;
-  if (delta_prev && r->probe_down) {
+  if (delta_prev) {
     tk = r->probe_down;
     for (size_t i = 0; i < d; i++) {
       r->pa[i] += delta_prev[i];
@@ -391,7 +398,7 @@ static double probe_xi(run *r, const float *delta_prev, double *contraction)
     num += (double) (r->pc[i] - r->pb[i]) * (r->pc[i] - r->pb[i]);
     den += (double) r->pd[i] * r->pd[i];
   }
-  return den > 0 ? sqrt(num / den) : NAN;
+  return den > 0 ? r->xi_units * sqrt(num / den) : NAN;
 }
 
 /* ---- progress (stderr, terminals only) ------------------------------- */
@@ -529,31 +536,47 @@ static int setup(run *r)
     GC_TRY(build_segments(r));
     a->up_params.segments = a->down_params.segments = r->segs;
     a->up_params.nsegments = a->down_params.nsegments = r->nsegs;
-    /* one trial instance, so that a bad rank is reported by name rather
-     * than as the simulator's allocation failure */
-    gc_compressor *trial = gc_compressor_alloc(T_up, d, &a->up_params);
-    if (!trial)
-      return GC_EINVAL;
-    gc_compressor_free(trial);
   }
   a->up_params.density = c->density;
   a->up_params.seed = a->down_params.seed = c->seed;
   a->down_params.density = density_down(c);
   r->K = gc__resolve_k(d, &a->up_params);
   r->Kd = gc__resolve_k(d, &a->down_params);
+  /* a bad setting is named by the compressor that rejects it */
   if (!(r->sim = gc_sim_alloc(a, r->x0)))
-    return gc_last_error()[0] ? GC_EINVAL : GC_ENOMEM;
-  /* Probe compressors: the method's own top-K (deterministic types only). */
+    return gc_last_error_code();
+  /* Probes, with the method's own compressor (deterministic types only):
+   * xi in model units, as theory/probe.c defines it, so memories in
+   * gradient units (downlink-only, DoubleSqueeze) are scaled by lr; it is
+   * undefined without memories (SGD, allreduce) and for EF21 / EF21-BC.
+   * The contraction needs the workers' accumulators. */
   if (!(T_up->flags & GC_COMP_RANDOM)) {
-    r->probe_up = gc_compressor_alloc(T_up, d, &a->up_params);
-    r->probe_down = gc_compressor_alloc(T_up, d, &a->down_params);
-    if (r->probe_up && r->probe_down) {
-      size_t m1 = gc_compressor_max_bytes(r->probe_up);
-      size_t m2 = gc_compressor_max_bytes(r->probe_down);
-      r->pcap = m1 > m2 ? m1 : m2;
-      if (!(r->pbuf = malloc(r->pcap)))
-        GC_ERROR("out of memory", GC_ENOMEM);
+    switch (a->kind) {
+    case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
+    case GC_ALGO_ALLREDUCE_RANDK:
+      r->xi_units = 1.0;
+      break;
+    case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE:
+      r->xi_units = c->lr;
+      break;
+    default:
+      break;
     }
+    r->contraction = gc_worker_accumulator(gc_sim_worker(r->sim, 0)) != NULL;
+  }
+  if (r->xi_units > 0) {
+    r->probe_up = gc_compressor_alloc(T_up, d, &a->up_params);
+    if (a->kind == GC_ALGO_BI)
+      r->probe_down = gc_compressor_alloc(T_up, d, &a->down_params);
+    if (!r->probe_up || (a->kind == GC_ALGO_BI && !r->probe_down)) {
+      r->xi_units = 0;   /* a diagnostic: the run goes on without xi */
+      return GC_SUCCESS;
+    }
+    size_t m1 = gc_compressor_max_bytes(r->probe_up);
+    size_t m2 = r->probe_down ? gc_compressor_max_bytes(r->probe_down) : 0;
+    r->pcap = m1 > m2 ? m1 : m2;
+    if (!(r->pbuf = malloc(r->pcap)))
+      GC_ERROR("out of memory for the probes", GC_ENOMEM);
   }
   return GC_SUCCESS;
 }
@@ -604,8 +627,9 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   if (c->max_steps && steps >= c->max_steps)
     goto done;
   const void **gp = malloc(P * sizeof *gp);
-  float *dprev = R.acfg.kind == GC_ALGO_BI ? malloc(d * sizeof *dprev) : NULL;
-  if (!gp || (R.acfg.kind == GC_ALGO_BI && !dprev)) {
+  int xi_bi = R.acfg.kind == GC_ALGO_BI && R.xi_units > 0;
+  float *dprev = xi_bi ? malloc(d * sizeof *dprev) : NULL;
+  if (!gp || (xi_bi && !dprev)) {
     free(gp); free(dprev);
     st = GC_ENOMEM;
     goto done;
@@ -672,8 +696,9 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           a += R.wstats[p * ns + i];
         R.stats[i] = (float) (a / (double) P);
       }
-      int probe = (s + 1) % probe_every == 0;
-      if (probe) {
+      int probe = (R.xi_units > 0 || R.contraction) &&
+                  (s + 1) % probe_every == 0;
+      if (probe && R.xi_units > 0) {
         for (size_t i = 0; i < d; i++) {
           double a = 0;
           for (size_t p = 0; p < P; p++)

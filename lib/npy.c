@@ -22,6 +22,18 @@ static int fail_format(const char *path, const char *what)
   return GC_EFORMAT;
 }
 
+/* A short fread: GC_EIO when the stream had a read error, else the file
+ * ended early: GC_EFORMAT for `what`. */
+static int short_read(FILE *f, const char *path, const char *what)
+{
+  if (ferror(f)) {
+    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: read error: %s", path,
+              strerror(errno));
+    return GC_EIO;
+  }
+  return fail_format(path, what);
+}
+
 /* Parse the shape tuple "(3, 4)" / "(5,)" / "()" starting at s. */
 static int parse_shape(const char *s, gc_array *a)
 {
@@ -57,21 +69,21 @@ int gc_npy_read(const char *path, gc_array *a)
   int status = GC_SUCCESS;
   char *header = NULL;
   if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-    status = fail_format(path, "missing the \\x93NUMPY magic");
+    status = short_read(f, path, "missing the \\x93NUMPY magic");
     goto done;
   }
   size_t hlen;
   if (pre[6] == 1) {
     unsigned char b[2];
     if (fread(b, 1, 2, f) != 2) {
-      status = fail_format(path, "truncated header");
+      status = short_read(f, path, "truncated header");
       goto done;
     }
     hlen = b[0] | (size_t) b[1] << 8;
   } else if (pre[6] == 2 || pre[6] == 3) {
     unsigned char b[4];
     if (fread(b, 1, 4, f) != 4) {
-      status = fail_format(path, "truncated header");
+      status = short_read(f, path, "truncated header");
       goto done;
     }
     hlen = b[0] | (size_t) b[1] << 8 | (size_t) b[2] << 16 | (size_t) b[3] << 24;
@@ -90,7 +102,7 @@ int gc_npy_read(const char *path, gc_array *a)
     goto done;
   }
   if (fread(header, 1, hlen, f) != hlen) {
-    status = fail_format(path, "truncated header");
+    status = short_read(f, path, "truncated header");
     goto done;
   }
   header[hlen] = '\0';
@@ -153,9 +165,10 @@ int gc_npy_read(const char *path, gc_array *a)
     goto done;
   }
   if (fread(a->data, 1, bytes, f) != bytes) {
-    gc_errorf(__FILE__, __LINE__, GC_EFORMAT,
-              "%s: truncated data: the header promises %zu values", path, a->count);
-    status = GC_EFORMAT;
+    char what[96];
+    snprintf(what, sizeof what, "truncated data: the header promises %zu "
+             "values", a->count);
+    status = short_read(f, path, what);
     goto done;
   }
   if (is_fortran && a->ndim == 2) {   /* column-major -> row-major */

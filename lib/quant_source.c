@@ -25,15 +25,14 @@
     return FN(family##_common_decode)(st, buf, len, scale, y, flag);         \
   }
 
-/* GC_EDOM naming the first NaN or Inf, else GC_SUCCESS.  Only for error
- * paths: each encoder ORs an integer test of the exponent field
- * (FN(isfin)) into a pass over x it makes anyway, and calls this to name
- * the culprit. */
+/* GC_EDOM naming the first NaN or Inf, else GC_SUCCESS.  Encoders that
+ * make a pass over x anyway OR an integer test of the exponent field
+ * (FN(isfin)) into it and call this only to name the culprit. */
 static int FN(check_finite)(const REAL *x, size_t n, const char *who)
 {
-  for (size_t i = 0; i < n; i++)
-    if (!FN(isfin)(x[i]))
-      GC_ERRORF(GC_EDOM, "%s: x[%zu] = %g is not finite", who, i, (double) x[i]);
+  size_t i = gc__vfirst_nonfinite(W, x, n);
+  if (i < n)
+    GC_ERRORF(GC_EDOM, "%s: x[%zu] = %g is not finite", who, i, (double) x[i]);
   return GC_SUCCESS;
 }
 
@@ -46,29 +45,6 @@ static int FN(check_cap)(const REAL *x, size_t n, size_t cap, size_t need,
     return GC_SUCCESS;
   GC_TRY(FN(check_finite)(x, n, who));
   GC_ERRORF(GC_ENOSPACE, "%s: buffer of %zu bytes, need %zu", who, cap, need);
-}
-
-static int FN(check_header)(const uint8_t *buf, size_t len, int tag,
-                              const char *who)
-{
-  if (len < HDR)
-    GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes is shorter than its "
-              "header", who, len);
-  if (buf[0] != tag)
-    GC_ERRORF(GC_ECORRUPT, "%s: message tag 0x%02x is not this compressor's "
-              "(0x%02x)", who, buf[0], tag);
-  if (buf[1] != PREC)
-    GC_ERRORF(GC_ECORRUPT, "%s: message precision byte %u, expected %u "
-              "(float%u)", who, buf[1], PREC, PREC);
-  return GC_SUCCESS;
-}
-
-static int FN(check_len)(size_t len, size_t want, const char *who)
-{
-  if (len != want)
-    GC_ERRORF(GC_ECORRUPT, "%s: message of %zu bytes, expected %zu (%s)",
-              who, len, want, len < want ? "truncated" : "trailing bytes");
-  return GC_SUCCESS;
 }
 
 static REAL FN(load)(const uint8_t *p)
@@ -120,8 +96,8 @@ static int FN(identity_decode)(const void *st, const uint8_t *buf,
   const qstate *q = st;
   size_t n = q->n;
   (void) step;
-  GC_TRY(FN(check_header)(buf, len, TAG_IDENTITY, "identity"));
-  GC_TRY(FN(check_len)(len, HDR + W * n, "identity"));
+  GC_TRY(gc__check_msg(buf, len, HDR, TAG_IDENTITY, PREC, "identity"));
+  GC_TRY(gc__check_msg_len(len, HDR + W * n, "identity"));
   const uint8_t *p = buf + HDR;
   for (size_t i = 0; i < n; i++)
     y[i] += scale * FN(load)(p + W * i);
@@ -217,8 +193,9 @@ static int FN(sign_common_decode)(const qstate *q, const uint8_t *buf,
 {
   size_t n = q->n, off = HDR + (scaled ? W : 0), need = off + (n + 7) / 8;
   const char *who = scaled ? "scaled-sign" : "sign";
-  GC_TRY(FN(check_header)(buf, len, scaled ? TAG_SCALED_SIGN : TAG_SIGN, who));
-  GC_TRY(FN(check_len)(len, need, who));
+  GC_TRY(gc__check_msg(buf, len, HDR, scaled ? TAG_SCALED_SIGN : TAG_SIGN,
+                       PREC, who));
+  GC_TRY(gc__check_msg_len(len, need, who));
   GC_TRY(FN(check_pad)(buf[len - 1], n, who));
   REAL a = scale;
   if (scaled) {
@@ -363,7 +340,7 @@ static int FN(qsgd_decode)(const void *st, const uint8_t *buf, size_t len,
                              uint32_t step, REAL scale, REAL *y)
 {
   (void) step;
-  GC_TRY(FN(check_header)(buf, len, TAG_QSGD, "qsgd"));
+  GC_TRY(gc__check_msg(buf, len, HDR, TAG_QSGD, PREC, "qsgd"));
   GC_TRY(FN(qsgd_parse)(st, buf, len, scale, NULL));
   return FN(qsgd_parse)(st, buf, len, scale, y);
 }
@@ -452,8 +429,8 @@ static int FN(terngrad_decode)(const void *st, const uint8_t *buf,
   const qstate *q = st;
   size_t n = q->n, need = HDR + W + (2 * n + 7) / 8;
   (void) step;
-  GC_TRY(FN(check_header)(buf, len, TAG_TERNGRAD, "terngrad"));
-  GC_TRY(FN(check_len)(len, need, "terngrad"));
+  GC_TRY(gc__check_msg(buf, len, HDR, TAG_TERNGRAD, PREC, "terngrad"));
+  GC_TRY(gc__check_msg_len(len, need, "terngrad"));
   GC_TRY(FN(check_pad)(buf[len - 1], 2 * n, "terngrad"));
   REAL s = FN(load)(buf + HDR);
   GC_TRY(FN(check_scale)(s, "terngrad"));
@@ -486,11 +463,7 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
   uint8_t *p = buf + HDR;
   /* finiteness first, so that the conversion loops below stay simple
    * enough to vectorise (or to use F16C) */
-  unsigned bad = 0;
-  for (size_t i = 0; i < n; i++)
-    bad |= !FN(isfin)(x[i]);
-  if (bad)
-    return FN(check_finite)(x, n, who);
+  GC_TRY(FN(check_finite)(x, n, who));
   size_t i = 0;
 #if PREC == 32
   if (!bf)
@@ -523,8 +496,9 @@ static int FN(half_common_decode)(const qstate *q, const uint8_t *buf,
   size_t n = q->n;
   const char *who = bf ? "bf16" : "fp16";
   unsigned eb = bf ? 8 : 5, mb = bf ? 7 : 10;
-  GC_TRY(FN(check_header)(buf, len, bf ? TAG_BF16 : TAG_FP16, who));
-  GC_TRY(FN(check_len)(len, HDR + 2 * n, who));
+  GC_TRY(gc__check_msg(buf, len, HDR, bf ? TAG_BF16 : TAG_FP16, PREC,
+                       who));
+  GC_TRY(gc__check_msg_len(len, HDR + 2 * n, who));
   const uint8_t *p = buf + HDR;
   for (size_t i = 0; i < n; i++) {
     uint16_t h = (uint16_t) (p[2 * i] | (p[2 * i + 1] << 8));

@@ -51,36 +51,46 @@ void gc_sim_free(gc_sim *s)
   free(s);
 }
 
+/* GC_ENOMEM only for its own buffers: a failing callee has reported its
+ * own code and reason (a bad compressor setting is GC_EINVAL). */
 gc_sim *gc_sim_alloc(const gc_algo_config *cfg, const void *x0)
 {
   if (gc_algo_config_check(cfg) != GC_SUCCESS)
     return NULL;
+  size_t P = cfg->workers;
+  size_t upcap = gc_algo_max_up_bytes(cfg);
+  size_t downcap = gc_algo_max_down_bytes(cfg);
+  if (!upcap || !downcap)
+    return NULL;   /* a compressor could not be allocated */
   gc_sim *s = calloc(1, sizeof *s);
   if (!s)
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
   s->cfg = *cfg;
-  size_t P = cfg->workers;
-  s->upcap = gc_algo_max_up_bytes(cfg);
-  s->downcap = gc_algo_max_down_bytes(cfg);
-  int ok = s->upcap && s->downcap &&
-           (s->w = calloc(P, sizeof *s->w)) &&
+  s->upcap = upcap;
+  s->downcap = downcap;
+  int ok = (s->w = calloc(P, sizeof *s->w)) &&
            (s->x = malloc(cfg->n * (size_t) cfg->dtype)) &&
            (s->upbuf = malloc(P * s->upcap)) &&
            (s->up = calloc(P, sizeof *s->up)) &&
            (s->uplen = calloc(P, sizeof *s->uplen)) &&
-           (s->down = malloc(s->downcap)) &&
-           (s->ledger = gc_ledger_alloc(P)) &&
-           (s->s = gc_server_alloc(cfg));
+           (s->down = malloc(s->downcap));
+  if (!ok) {
+    gc_sim_free(s);
+    GC_ERROR_NULL("simulator: out of memory", GC_ENOMEM);
+  }
+  ok = (s->ledger = gc_ledger_alloc(P)) && (s->s = gc_server_alloc(cfg));
   for (size_t p = 0; ok && p < P; p++) {
     ok = (s->w[p] = gc_worker_alloc(cfg, p)) != NULL;
     s->up[p] = s->upbuf + p * s->upcap;
   }
+  if (ok) {
+    memcpy(s->x, x0, cfg->n * (size_t) cfg->dtype);
+    ok = gc_server_set_model(s->s, x0) == GC_SUCCESS;
+  }
   if (!ok) {
     gc_sim_free(s);
-    GC_ERROR_NULL("simulator allocation failed", GC_ENOMEM);
+    return NULL;
   }
-  memcpy(s->x, x0, cfg->n * (size_t) cfg->dtype);
-  gc_server_set_model(s->s, x0);
   return s;
 }
 

@@ -62,18 +62,23 @@ typedef struct sparse_state {
   uint64_t *bits;          /* random-K membership, n bits, kept zero     */
   uint32_t *tmp;           /* random-K radix-sort scratch, k entries     */
   double gauss_z;          /* |Phi^{-1}(rho/2)|                          */
+  size_t dgc_stride;       /* DGC sampling stride (1: every entry)       */
 } sparse_state;
 
 /* ---- type-independent helpers ------------------------------------------ */
 
 /* Floyd's algorithm: K distinct indices of [0,n), uniform among K-subsets,
- * in draw order; s->bits is all zero before and after. */
+ * in draw order; s->bits is all zero before and after.  Draw c uses
+ * gc_rng_u32(..., c), word c % 4 of Philox block c / 4: one block serves
+ * four draws. */
 static void floyd(sparse_state *s, uint32_t step)
 {
   size_t n = s->n, k = s->k;
+  gc_rng4 r = {{0}};
   for (size_t j = n - k, c = 0; j < n; j++, c++) {
-    uint32_t u = gc_rng_u32(s->p.seed, s->p.stream, step, c);
-    uint32_t t = gc_rng_below(u, (uint32_t) (j + 1));
+    if ((c & 3) == 0)
+      r = gc_rng_block(s->p.seed, s->p.stream, step, c >> 2);
+    uint32_t t = gc_rng_below(r.v[c & 3], (uint32_t) (j + 1));
     if (s->bits[t >> 6] >> (t & 63) & 1)
       t = (uint32_t) j;
     s->bits[t >> 6] |= (uint64_t) 1 << (t & 63);
@@ -268,8 +273,9 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     s->idx_cap = kind == KIND_DGC ? n : k;
     s->cand_cap = min_size(n, 2 * k + TOPK_SLACK);
     s->sample_cap = min_size(n, TOPK_SAMPLES);
-    if (kind == KIND_DGC) {
+    if (kind == KIND_DGC) {   /* m0 samples asked for (theory.md 2.6) */
       double m0 = fmax(ceil(p->sample_ratio * (double) n), ceil(2.0 / s->rho));
+      s->dgc_stride = m0 < (double) n ? n / (size_t) m0 : 1;
       size_t need = m0 >= (double) n ? n : min_size(n, 2 * (size_t) m0 + 2);
       if (need > s->sample_cap)
         s->sample_cap = need;
@@ -347,22 +353,22 @@ static size_t sparse_max_bytes(const void *state)
 
 SPARSE_TYPE(topk, "topk",
             "top-K by magnitude: exactly K entries, ties to the lower index (--k/--density)",
-            GC_COMP_BIASED | GC_COMP_CONTRACTIVE, init_topk)
+            GC_COMP_BIASED | GC_COMP_CONTRACTIVE | GC_COMP_KEEPS_K, init_topk)
 SPARSE_TYPE(randk, "randk",
             "random-K, unscaled: K uniform indices sent with their values (--k/--density)",
-            GC_COMP_BIASED | GC_COMP_RANDOM, init_randk)
+            GC_COMP_BIASED | GC_COMP_RANDOM | GC_COMP_KEEPS_K, init_randk)
 SPARSE_TYPE(randk_unbiased, "randk-unbiased",
             "random-K scaled by d/K; indices from the shared seed, only K values sent",
-            GC_COMP_RANDOM, init_randku)
+            GC_COMP_RANDOM | GC_COMP_KEEPS_K, init_randku)
 SPARSE_TYPE(threshold, "threshold",
             "hard threshold: keep |x_i| > v (--threshold V)",
             GC_COMP_BIASED, init_threshold)
 SPARSE_TYPE(gaussk, "gaussk",
             "Gaussian-k (Shi et al.): threshold from mean/std, 3 adjustments (--density)",
-            GC_COMP_BIASED, init_gaussk)
+            GC_COMP_BIASED | GC_COMP_KEEPS_K, init_gaussk)
 SPARSE_TYPE(dgc, "dgc",
             "DGC sampled-threshold top-k (Lin et al.), truncated to k in index order",
-            GC_COMP_BIASED | GC_COMP_RANDOM, init_dgc)
+            GC_COMP_BIASED | GC_COMP_RANDOM | GC_COMP_KEEPS_K, init_dgc)
 
 const gc_compressor_type *const gc__sparse_types[] = {
   &topk_type, &randk_type, &randk_unbiased_type, &threshold_type,

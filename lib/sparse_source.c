@@ -56,6 +56,21 @@ static REAL FN(strict_t)(double v)
   return t;
 }
 
+/* smp[j] = |x[start + j stride]| for j < m, clamped to REAL_MAX: a NaN or
+ * Inf must not poison the selection (the scan that follows reports it). */
+static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
+                           size_t m, REAL *smp)
+{
+  for (size_t j = 0; j < m; j++) {
+    /* one cache line per sample, and the hardware prefetcher stops at
+     * page boundaries: ask for lines well ahead */
+    if (j + 32 < m)
+      __builtin_prefetch(x + start + (j + 32) * stride);
+    REAL a = FABS(x[start + j * stride]);
+    smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
 static int FN(report_bad)(const REAL *x, size_t i)
 {
   GC_ERRORF(GC_EDOM, "non-finite value %g at index %zu of the input",
@@ -117,10 +132,9 @@ static void FN(select_among)(const REAL *x, const uint32_t *cand, size_t c,
     mag[j] = FABS(x[cand[j]]);
   REAL t = FN(kth_largest)(mag, c, k);
   size_t g = 0, e = 0;
-  for (size_t j = 0; j < c; j++) {
-    REAL a = FABS(x[cand[j]]);
-    g += a > t;
-    e += a == t;
+  for (size_t j = 0; j < c; j++) {   /* mag is reordered, the counts are not */
+    g += mag[j] > t;
+    e += mag[j] == t;
   }
   size_t q = k - g, skip = ties == GC_TIES_HIGH ? e - q : 0, o = 0, seen = 0;
   for (size_t j = 0; j < c; j++) {
@@ -213,12 +227,8 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
     size_t m = n / 16 > TOPK_MIN_SAMPLES ? n / 16 : TOPK_MIN_SAMPLES;
     m = m < s->sample_cap ? m : s->sample_cap;
     m = m < TOPK_SAMPLES ? m : TOPK_SAMPLES;
-    size_t stride = n / m;
     REAL *smp = (REAL *) s->sample;
-    for (size_t j = 0; j < m; j++) {
-      REAL a = FABS(x[j * stride]);
-      smp[j] = a <= REAL_MAX ? a : REAL_MAX;
-    }
+    FN(sample_abs)(x, 0, n / m, m, smp);
     double e = (double) k / (double) n * (double) m;
     double r = ceil(1.2 * e + 4 * sqrt(e) + 4);
     size_t rank = r >= (double) m ? m : (size_t) r;
@@ -332,9 +342,12 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
   double var = n > 1 ? (S2 - S1 * S1 / (double) n) / (double) (n - 1) : 0.0;
   double sigma = sqrt(var > 0 ? var : 0);
   double thr = mu + s->gauss_z * sigma;
+  /* x is finite from here on: a NaN or Inf in x makes S2, a sum of
+   * squares, Inf or NaN, and then the scan above has returned GC_EDOM.  So
+   * the scans below need no check. */
   size_t c = 0;
   unsigned ev = 0;
-  for (unsigned loops = 0; loops < s->p.gauss_loops;) {
+  while (ev < s->p.gauss_loops) {
     REAL t = FN(strict_t)(thr);
     if (nc <= s->cand_cap && t >= t0) {
       /* every |x_i| > t >= t0 is among the candidates */
@@ -344,8 +357,6 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
           s->idx[c++] = s->cand[j];
     } else {
       c = FN(scan)(x, n, t, s->idx, n, &bad);
-      if (bad != SIZE_MAX)   /* reachable only when the sums overflowed */
-        return FN(report_bad)(x, bad);
     }
     ev++;
     if ((double) c < 2.0 * (double) k / 3.0)
@@ -354,7 +365,6 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
       thr *= 1.5;
     else
       break;
-    loops++;
   }
   *count = c;
   *evals = ev;
@@ -365,25 +375,14 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
 static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
                    size_t *count, unsigned *evals)
 {
-  size_t n = s->n, ns = s->k, bad, stride = 1, start = 0, m = n;
-  double m0 = fmax(ceil(s->p.sample_ratio * (double) n), ceil(2.0 / s->rho));
-  if (m0 < (double) n) {
-    stride = n / (size_t) m0;
-    if (stride > 1) {
-      start = gc_rng_below(gc_rng_u32(s->p.seed, s->p.stream, step, 0),
-                           (uint32_t) stride);
-      m = (n - start + stride - 1) / stride;
-    }
+  size_t n = s->n, ns = s->k, bad, stride = s->dgc_stride, start = 0, m = n;
+  if (stride > 1) {
+    start = gc_rng_below(gc_rng_u32(s->p.seed, s->p.stream, step, 0),
+                         (uint32_t) stride);
+    m = (n - start + stride - 1) / stride;
   }
   REAL *smp = (REAL *) s->sample;
-  for (size_t j = 0; j < m; j++) {
-    /* one cache line per sample, and the hardware prefetcher stops at
-     * page boundaries: ask for lines well ahead */
-    if (j + 32 < m)
-      __builtin_prefetch(x + start + (j + 32) * stride);
-    REAL a = FABS(x[start + j * stride]);
-    smp[j] = a <= REAL_MAX ? a : REAL_MAX;
-  }
+  FN(sample_abs)(x, start, stride, m, smp);
   size_t top = (size_t) ceil(s->rho * (double) m);
   if (top < 1)
     top = 1;

@@ -49,7 +49,8 @@ int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
   return B * ((Ho + 1) / 2) * ((Wo + 1) / 2) >= 64;
 }
 
-size_t gc__wino3_chunk(size_t Ho, size_t Wo, size_t max_batch)
+/* Images per pass: enough for WINO_COLS tiles, at most the batch. */
+static size_t wino3_chunk(size_t Ho, size_t Wo, size_t max_batch)
 {
   size_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
   size_t b = (WINO_COLS + tiles - 1) / tiles;
@@ -106,23 +107,33 @@ void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
 
 /* Input chunk (nb images, C x H x W each) -> xp, nb x Hp x Wp x Cp with a
  * zero border of pad (and the rows and columns that complete the last
- * tiles).  The inner loop reads along a row and writes Cp apart: the W
- * lines it writes stay in L1 while 16 channels fill them. */
+ * tiles).  Only the border is cleared: the interior is written once.  The
+ * inner loop reads along a row and writes Cp apart: the W lines it writes
+ * stay in L1 while 16 channels fill them. */
 static void to_padded_channel_last(const float *in, size_t nb, size_t C,
                                    size_t H, size_t W, size_t pad, size_t Hp,
                                    size_t Wp, float *restrict xp)
 {
-  size_t Cp = round4(C);
-  memset(xp, 0, nb * Hp * Wp * Cp * sizeof *xp);
-  for (size_t j = 0; j < nb; j++)
+  size_t Cp = round4(C), row = Wp * Cp;
+  for (size_t j = 0; j < nb; j++) {
+    float *img = xp + j * Hp * row;
+    memset(img, 0, pad * row * sizeof *img);
+    memset(img + (pad + H) * row, 0, (Hp - pad - H) * row * sizeof *img);
     for (size_t h = 0; h < H; h++) {
-      float *dst = xp + ((j * Hp + h + pad) * Wp + pad) * Cp;
+      float *r = img + (h + pad) * row, *dst = r + pad * Cp;
+      if (Cp != C)   /* the padding channels too */
+        memset(r, 0, row * sizeof *r);
+      else {
+        memset(r, 0, pad * Cp * sizeof *r);
+        memset(dst + W * Cp, 0, (Wp - pad - W) * Cp * sizeof *r);
+      }
       for (size_t c = 0; c < C; c++) {
         const float *src = in + ((j * C + c) * H + h) * W;
         for (size_t w = 0; w < W; w++)
           dst[w * Cp + c] = src[w];
       }
     }
+  }
 }
 
 /* V[xi][t][0..Cp) = (B^T d B)[xi] for the tile whose 4x4 patch starts at
@@ -221,7 +232,7 @@ void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
   size_t Cp = round4(C), Op = round4(O);
-  size_t chunk = gc__wino3_chunk(Ho, Wo, B);
+  size_t chunk = wino3_chunk(Ho, Wo, B);
   memset(s->bias, 0, Op * sizeof *s->bias);
   if (bias)
     memcpy(s->bias, bias, O * sizeof *bias);
@@ -310,7 +321,7 @@ void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
   size_t Cp = round4(C), Op = round4(O);
-  size_t chunk = gc__wino3_chunk(Ho, Wo, B);
+  size_t chunk = wino3_chunk(Ho, Wo, B);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
     input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
@@ -337,7 +348,7 @@ void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
 {
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2;
-  size_t nb = gc__wino3_chunk(Ho, Wo, max_batch), T = nb * th * tw;
+  size_t nb = wino3_chunk(Ho, Wo, max_batch), T = nb * th * tw;
   size_t xp = nb * (2 * th + 2) * (2 * tw + 2) * round4(C), y = 4 * T * round4(O);
   *nV = 16 * round4(C) * T;
   *nM = 16 * round4(O) * T;

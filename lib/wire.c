@@ -55,7 +55,8 @@ static size_t leb_len(uint32_t g)
   return l;
 }
 
-size_t gc__wire_delta_bytes(const uint32_t *idx, size_t c)
+/* Bytes of the delta coding of c ascending indices. */
+static size_t delta_bytes(const uint32_t *idx, size_t c)
 {
   size_t s = 0;
   uint32_t prev = 0;
@@ -90,7 +91,7 @@ int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes
   /* delta is never smaller than c: skip the O(c) walk when it can neither
    * beat nor tie the bitmap (on a tie delta wins; cuda/wire.cu mirrors
    * this test) */
-  size_t delta = c && (n + 7) / 8 >= c ? gc__wire_delta_bytes(idx, c) : SIZE_MAX;
+  size_t delta = c && (n + 7) / 8 >= c ? delta_bytes(idx, c) : SIZE_MAX;
   return pick_coding(n, c, delta, index_bytes);
 }
 

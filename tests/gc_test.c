@@ -184,3 +184,22 @@ const char *gc_test_need_dataset(const char *set)
     cr_skip_test("%s not found in %s (run tools/get-data)", set, gc_test_data_dir());
   return gc_test_data_dir();
 }
+
+char *gc_test_slurp(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = n >= 0 ? malloc((size_t) n + 1) : NULL;
+  if (b) {
+    *len = fread(b, 1, (size_t) n, f);
+    b[*len] = '\0';
+  }
+  fclose(f);
+  return b;
+}
+
+void gc_test_quiet(void) { gc_set_error_handler_off(); }

@@ -26,6 +26,12 @@ const char *gc_test_srcdir(const char *rel);
 /* Run a shell command, capture stdout+stderr (up to cap bytes) and return
  * the exit status (or -1). */
 int gc_test_run(const char *cmd, char *out, size_t cap);
+/* A file's bytes, NUL-terminated, with their count in *len (malloc'd;
+ * NULL if it cannot be read). */
+char *gc_test_slurp(const char *path, size_t *len);
+/* Suite .init: the library reports nothing on stderr (reasons are still
+ * recorded for gc_last_error). */
+void gc_test_quiet(void);
 
 /* ||x||^2 and ||x - y||^2, summed in index order. */
 double gc_test_sq_norm(const double *x, size_t n);

@@ -18,8 +18,6 @@
 
 enum { P = 3, D = 40, PMAX = 8 };
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 /* Heterogeneous quadratics f_p(x) = 1/2 sum_i a_pi (x_i - b_pi)^2, with
  * curvatures in [0.5, 2.5] and targets of very different scales. */
 typedef struct quad {
@@ -125,7 +123,7 @@ static const gc_algo_kind ef_kinds[] = {
   GC_ALGO_DOUBLESQUEEZE, GC_ALGO_ALLREDUCE, GC_ALGO_ALLREDUCE_RANDK,
   GC_ALGO_ALLGATHER };
 
-Test(algo, ef_invariant_every_method_every_compressor, .init = quiet)
+Test(algo, ef_invariant_every_method_every_compressor, .init = gc_test_quiet)
 {
   size_t tried = 0;
   for (size_t j = 0; j < sizeof ef_kinds / sizeof ef_kinds[0]; j++) {
@@ -174,7 +172,7 @@ static double run_pair(const gc_algo_config *c1, const gc_algo_config *c2,
 
 /* 7.14: with the identity on the uplink, bi is single-node EF-top-K on
  * gbar (worker memories stay 0). */
-Test(algo, bi_identity_uplink_is_single_node_ef, .init = quiet)
+Test(algo, bi_identity_uplink_is_single_node_ef, .init = gc_test_quiet)
 {
   gc_algo_config c;
   config(&c, GC_ALGO_BI, tc_identity(), tc_topk(), D, 3);
@@ -212,7 +210,7 @@ Test(algo, bi_identity_uplink_is_single_node_ef, .init = quiet)
 
 /* 7.15: DoubleSqueeze with top-K both ways is bi at constant lr, with the
  * memories scaled by lr. */
-Test(algo, doublesqueeze_equals_bi_topk, .init = quiet)
+Test(algo, doublesqueeze_equals_bi_topk, .init = gc_test_quiet)
 {
   gc_algo_config a, b;
   config(&a, GC_ALGO_BI, tc_topk(), tc_topk(), 4, 6);
@@ -236,7 +234,7 @@ Test(algo, doublesqueeze_equals_bi_topk, .init = quiet)
 }
 
 /* k = d: nothing is dropped, every compressed method is dense SGD. */
-Test(algo, full_k_equals_sgd, .init = quiet)
+Test(algo, full_k_equals_sgd, .init = gc_test_quiet)
 {
   gc_algo_kind ks[] = { GC_ALGO_UNI, GC_ALGO_BI, GC_ALGO_DOWNLINK,
                         GC_ALGO_DOUBLESQUEEZE, GC_ALGO_ALLGATHER,
@@ -255,7 +253,7 @@ Test(algo, full_k_equals_sgd, .init = quiet)
 
 /* The ledger holds exactly the message lengths; uplink bytes equal P times
  * what the compressor writes for the accumulators; |S| in [K, min(d, PK)]. */
-Test(algo, ledger_and_support_union, .init = quiet)
+Test(algo, ledger_and_support_union, .init = gc_test_quiet)
 {
   const size_t K = 3;
   gc_algo_config c;
@@ -317,7 +315,7 @@ Test(algo, ledger_and_support_union, .init = quiet)
 
 /* Collectives: ring allreduce sends 2(P-1)/P n values per rank (2(P-1) n
  * in all); allgather (P-1) times each message; nothing on the downlink. */
-Test(algo, collective_ledger, .init = quiet)
+Test(algo, collective_ledger, .init = gc_test_quiet)
 {
   gc_algo_config a, g, u;
   config(&a, GC_ALGO_ALLREDUCE, tc_topk(), tc_topk(), 4, 4);
@@ -344,7 +342,7 @@ Test(algo, collective_ledger, .init = quiet)
 
 /* Same seed, same bytes: two runs of a randomised compressor agree
  * bit for bit (and with the test compressor when randk is absent). */
-Test(algo, same_seed_bit_identical, .init = quiet)
+Test(algo, same_seed_bit_identical, .init = gc_test_quiet)
 {
   const gc_compressor_type *T = gc_compressor_type_by_name("randk");
   if (!T) T = tc_topk();
@@ -359,7 +357,7 @@ Test(algo, same_seed_bit_identical, .init = quiet)
 
 /* EF21: the server's h is the mean of the workers' h_i, and
  * x_{t+1} = x_t - lr h^{t+1}; gradient initialisation sends g densely. */
-Test(algo, ef21_state_and_update, .init = quiet)
+Test(algo, ef21_state_and_update, .init = gc_test_quiet)
 {
   for (int init = 0; init < 2; init++) {
     gc_algo_config c;
@@ -399,7 +397,7 @@ Test(algo, ef21_state_and_update, .init = quiet)
 
 /* EF21-BC: workers evaluate at w, w^{t+1} = w^t + C_s(x^{t+1} - w^t); with
  * the identity downlink it is EF21. */
-Test(algo, ef21_bc, .init = quiet)
+Test(algo, ef21_bc, .init = gc_test_quiet)
 {
   gc_algo_config a, b;
   config(&a, GC_ALGO_EF21, tc_topk(), tc_topk(), 4, 4);
@@ -432,7 +430,7 @@ Test(algo, ef21_bc, .init = quiet)
  * (the error model: a few float32 roundings per step, contracted by the
  * quadratic; 1e-4 relative over 100 steps).  Top-K selections must not
  * flip, so the targets are distinct (checked for these seeds). */
-Test(algo, float32_follows_float64, .init = quiet)
+Test(algo, float32_follows_float64, .init = gc_test_quiet)
 {
   gc_algo_kind ks[] = { GC_ALGO_UNI, GC_ALGO_BI, GC_ALGO_DOUBLESQUEEZE,
                         GC_ALGO_EF21, GC_ALGO_DOWNLINK };
@@ -473,7 +471,7 @@ Test(algo, float32_follows_float64, .init = quiet)
   }
 }
 
-Test(algo, nan_gradient_names_worker, .init = quiet)
+Test(algo, nan_gradient_names_worker, .init = gc_test_quiet)
 {
   gc_algo_config c;
   config(&c, GC_ALGO_UNI, tc_topk(), tc_topk(), 4, 4);
@@ -491,7 +489,7 @@ Test(algo, nan_gradient_names_worker, .init = quiet)
   gc_sim_free(t);
 }
 
-Test(algo, names_and_config_errors, .init = quiet)
+Test(algo, names_and_config_errors, .init = gc_test_quiet)
 {
   gc_algo_kind k;
   for (int i = 0; i <= GC_ALGO_ALLGATHER; i++) {
@@ -518,7 +516,7 @@ static double norm(const double *x, size_t n) { return sqrt(gc_test_sq_norm(x, n
 /* 7.13: ||E_{t+1}|| <= g ||E_t|| + (g + xi_t) lr ||gbar_t||, with xi_t of
  * 4.2 for uni (g = gamma) and xi_bi,t of 4.4 for bi (g = gamma_d), both
  * with top-K by magnitude; 1e-12 slack for rounding. */
-Test(algo, memory_recursion, .init = quiet)
+Test(algo, memory_recursion, .init = gc_test_quiet)
 {
   const size_t K = 4, Kd = 6;
   for (int bi = 0; bi < 2; bi++) {
@@ -574,7 +572,7 @@ Test(algo, memory_recursion, .init = quiet)
 }
 
 /* 7.18: on IID gradients |S|/K grows with P and lies in [1, P]. */
-Test(algo, downlink_saving_grows_with_p, .init = quiet)
+Test(algo, downlink_saving_grows_with_p, .init = gc_test_quiet)
 {
   enum { DD = 2000, KK = 4 };
   static double g[8][DD], x0[DD];
@@ -608,7 +606,7 @@ Test(algo, downlink_saving_grows_with_p, .init = quiet)
 
 /* DGC momentum correction inside uni: with k = d masking clears u at every
  * step, so it is plain SGD; with k < d the momentum changes the run. */
-Test(algo, dgc_momentum_in_uni, .init = quiet)
+Test(algo, dgc_momentum_in_uni, .init = gc_test_quiet)
 {
   gc_algo_config sgd, m, plain;
   config(&sgd, GC_ALGO_SGD, tc_topk(), tc_topk(), D, D);
@@ -669,7 +667,7 @@ static void check_resume(const gc_algo_config *c, const char *what)
   gc_sim_free(resumed);
 }
 
-Test(algo, resume_is_bit_identical_every_method, .init = quiet)
+Test(algo, resume_is_bit_identical_every_method, .init = gc_test_quiet)
 {
   for (int k = GC_ALGO_SGD; k <= GC_ALGO_ALLGATHER; k++) {
     gc_algo_config c;
@@ -691,4 +689,46 @@ Test(algo, resume_is_bit_identical_every_method, .init = quiet)
   c.up_params.segments = c.down_params.segments = shape;
   c.up_params.nsegments = c.down_params.nsegments = 2;
   check_resume(&c, "bi + powersgd");
+}
+
+/* A compressor setting the compressor rejects reaches the caller with the
+ * compressor's code and reason, not as an allocation failure, from every
+ * allocator. */
+Test(algo, compressor_errors_keep_their_reason, .init = gc_test_quiet)
+{
+  double x0[D] = { 0 };
+  gc_algo_config c;
+  for (int down = 0; down < 2; down++) {
+    config(&c, GC_ALGO_BI, gc_compressor_topk, gc_compressor_topk,
+           down ? 4 : D + 1, down ? D + 1 : 4);
+    cr_assert_null(gc_sim_alloc(&c, x0));
+    cr_assert(strstr(gc_last_error(), "exceeds the vector length") != NULL, "%s",
+              gc_last_error());
+    cr_assert(eq(int, gc_last_error_code(), GC_EINVAL));
+    cr_assert_null(gc_server_alloc(&c));
+    cr_assert(strstr(gc_last_error(), "exceeds the vector length") != NULL, "%s",
+              gc_last_error());
+    cr_assert(eq(int, gc_last_error_code(), GC_EINVAL));
+  }
+  /* uni never allocates a downlink compressor: its setting is not checked */
+  config(&c, GC_ALGO_UNI, gc_compressor_topk, gc_compressor_topk, 4, D + 1);
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  cr_assert_not_null(s, "%s", gc_last_error());
+  gc_sim_free(s);
+}
+
+/* EF21-BC's broadcast memory w starts at x0 and must be finite. */
+Test(algo, ef21_bc_start_must_be_finite, .init = gc_test_quiet)
+{
+  gc_algo_config c;
+  config(&c, GC_ALGO_EF21_BC, tc_topk(), tc_topk(), 4, 4);
+  double x0[D] = { 0 };
+  x0[5] = NAN;
+  cr_assert_null(gc_sim_alloc(&c, x0));
+  x0[5] = 1.0;
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  cr_assert_not_null(s, "%s", gc_last_error());
+  cr_assert(memcmp(gc_sim_point(s), x0, sizeof x0) == 0);
+  cr_assert(memcmp(gc_sim_model(s), x0, sizeof x0) == 0);
+  gc_sim_free(s);
 }

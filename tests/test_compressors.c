@@ -15,8 +15,6 @@
 #include "gc_rng.h"
 #include "gc_test.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 enum { N = 1000 };
 
 static gc_compressor_params generic_params(void)
@@ -106,7 +104,7 @@ Test(generic, round_trip_and_determinism)
 }
 
 /* Every error returns a code and leaves y untouched. */
-Test(generic, error_paths_leave_y_untouched, .init = quiet)
+Test(generic, error_paths_leave_y_untouched, .init = gc_test_quiet)
 {
   float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *y0 = malloc(N * sizeof *y0);
   double *xd = malloc(N * sizeof *xd), *yd = malloc(N * sizeof *yd);
@@ -293,7 +291,7 @@ Test(wire, dense_encoder_all_codings_and_scale)
 
 /* Hand-made corrupt messages: out-of-range and repeated indices, counts
  * above n, bad coding, a bitmap bit past n, and too small a buffer. */
-Test(wire, corrupt_messages_rejected, .init = quiet)
+Test(wire, corrupt_messages_rejected, .init = gc_test_quiet)
 {
   float v[10] = {0, 1, 0, 0, 2, 0, 0, 0, 0, 3}, y[10] = {0};
   uint8_t b[128];

@@ -12,8 +12,6 @@
 #include "gc_rng.h"
 #include "gc_test.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 /* Known-answer vectors of Random123's kat_vectors for philox4x32_10. */
 Test(rng, philox_known_answers)
 {
@@ -106,7 +104,7 @@ static size_t make_header(char *buf, const char *dict)
   return 10 + hlen;
 }
 
-Test(npy, malformed_files_name_the_problem, .init = quiet)
+Test(npy, malformed_files_name_the_problem, .init = gc_test_quiet)
 {
   const char *p = gc_test_tmp("bad.npy");
   gc_array a;

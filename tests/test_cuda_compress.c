@@ -20,8 +20,6 @@
 #include "gc_test.h"
 #include "gc_test_cuda.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 /* ---- inputs ----------------------------------------------------------- */
 
 enum { IN_DISTINCT, IN_TIES, IN_ZEROS, IN_NORMAL, IN_NAN, IN_INF, IN_COUNT };
@@ -174,12 +172,53 @@ static void sweep_sparse(const gc_compressor_type *T, int ties)
 
 /* ---- GPU suites ---------------------------------------------------------- */
 
-TestSuite(cuda_compress, .init = quiet);
+TestSuite(cuda_compress, .init = gc_test_quiet);
 
 Test(cuda_compress, topk_ties_low) { gc_test_require_gpu(); sweep_sparse(gc_compressor_topk, GC_TIES_LOW); }
 Test(cuda_compress, topk_ties_high) { gc_test_require_gpu(); sweep_sparse(gc_compressor_topk, GC_TIES_HIGH); }
 Test(cuda_compress, randk) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk, GC_TIES_LOW); }
 Test(cuda_compress, randk_unbiased) { gc_test_require_gpu(); sweep_sparse(gc_compressor_randk_unbiased, GC_TIES_LOW); }
+/* Gaussian-k with params.k set: z from k/n (the density sweeps below take
+ * it from params.density). */
+Test(cuda_compress, gaussk_explicit_k) { gc_test_require_gpu(); sweep_sparse(gc_compressor_gaussk, GC_TIES_LOW); }
+
+/* Random-K reads and checks only the k entries it sends (sparse_source.c
+ * check_finite_at): a NaN or Inf it does not draw is no error, on either
+ * side.  The steps move the draw, so that both outcomes occur. */
+Test(cuda_compress, randk_checks_only_what_it_sends)
+{
+  gc_test_require_gpu();
+  const size_t n = 4097;
+  float *x = malloc(n * sizeof *x);
+  cr_assert(x != NULL);
+  gc_test_fill_normal_f32(x, n, 12);
+  x[77] = INFINITY;
+  x[1234] = NAN;
+  const gc_compressor_type *types[] = {gc_compressor_randk, gc_compressor_randk_unbiased};
+  for (int t = 0; t < 2; t++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.k = n / 4;
+    p.seed = 3;
+    gc_compressor *c = gc_compressor_alloc(types[t], n, &p);
+    cr_assert(c != NULL);
+    size_t cap = gc_compressor_max_bytes(c), len;
+    uint8_t *buf = malloc(cap);
+    cr_assert(buf != NULL);
+    int seen[2] = {0, 0};   /* CPU successes, CPU GC_EDOM */
+    for (uint32_t step = 0; step < 16; step++) {
+      seen[gc_compress_f32(c, x, step, buf, cap, &len, NULL) == GC_EDOM]++;
+      char what[64];
+      snprintf(what, sizeof what, "NaN and Inf in x, step=%u", step);
+      compare(types[t], n, &p, x, step, what);
+    }
+    cr_assert(seen[0] > 0 && seen[1] > 0, "%s: %d successes, %d GC_EDOM", types[t]->name,
+              seen[0], seen[1]);
+    free(buf);
+    gc_compressor_free(c);
+  }
+  free(x);
+}
 Test(cuda_compress, dgc_ties_low) { gc_test_require_gpu(); sweep_sparse(gc_compressor_dgc, GC_TIES_LOW); }
 Test(cuda_compress, dgc_ties_high) { gc_test_require_gpu(); sweep_sparse(gc_compressor_dgc, GC_TIES_HIGH); }
 
@@ -246,6 +285,9 @@ static void sweep_param(const gc_compressor_type *T, uint64_t seed, size_t field
   }
 }
 
+/* Most (size, density) pairs here have a fractional density * n, so that
+ * k = floor(density n) and z (drawn from the density) disagree: the GPU
+ * must take z from the density, as sparse.c does, not from k/n. */
 Test(cuda_compress, gaussk)
 {
   gc_test_require_gpu();
@@ -512,7 +554,7 @@ Test(cuda_compress, ef_topk_fused)
 
 /* ---- large sizes (slow on the CPU side: a separate, named suite) --------- */
 
-TestSuite(cuda_compress_big, .init = quiet, .timeout = 600);
+TestSuite(cuda_compress_big, .init = gc_test_quiet, .timeout = 600);
 
 Test(cuda_compress_big, topk_1e7_1e8)
 {
@@ -550,7 +592,7 @@ Test(cuda_compress_big, topk_1e7_1e8)
 
 /* ---- host-only: these run without a GPU ----------------------------------- */
 
-TestSuite(cuda_host, .init = quiet);
+TestSuite(cuda_host, .init = gc_test_quiet);
 
 /* "No device" is an answer with a reason, never a crash. */
 Test(cuda_host, available_reports_a_reason)
@@ -575,10 +617,16 @@ Test(cuda_host, argument_errors)
                GC_EBADLEN));
   cr_assert(eq(int, gc_cuda_threshold_f32(NULL, &tmp, NULL, 10, -1.0, NULL, NULL, NULL, 0),
                GC_EINVAL));
-  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 11, 3, NULL, NULL, NULL, 0),
+  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 11, 0.3, 3, NULL, NULL, NULL, 0),
                GC_EINVAL));
-  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 3, 0, NULL, NULL, NULL, 0),
+  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 3, 0.3, 0, NULL, NULL, NULL, 0),
                GC_EINVAL));
+  const double bad_rho[] = {0.0, -0.1, 1.5, NAN};
+  for (int i = 0; i < 4; i++)
+    cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 3, bad_rho[i], 3, NULL, NULL,
+                                         NULL, 0), GC_EINVAL), "gaussk rho %g", bad_rho[i]);
+  cr_assert(eq(int, gc_cuda_gaussk_f32(NULL, &tmp, NULL, 10, 3, 0.35, 3, NULL, NULL, NULL, 0),
+               GC_SUCCESS), "gaussk sizing with a density that is not k/n");
   cr_assert(eq(int, gc_cuda_randk_f32(NULL, &tmp, NULL, 10, 0, 1, 0, 0, 1, NULL, NULL, NULL, 0),
                GC_EINVAL));
   const struct { size_t n, k; double ratio; int ties, want; } dgc[] = {

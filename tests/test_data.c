@@ -57,9 +57,7 @@ static void paths(void)
   snprintf(lab, sizeof lab, "%s", gc_test_tmp("lab.idx"));
 }
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
-TestSuite(data, .init = quiet);
+TestSuite(data, .init = gc_test_quiet);
 
 Test(data, idx_raw_and_gzip)
 {

@@ -15,8 +15,6 @@
 
 enum { N = 50, K = 5 };
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 static gc_compressor *topk(size_t k)
 {
   gc_compressor_params p;
@@ -29,7 +27,7 @@ static gc_compressor *topk(size_t k)
 
 /* BEFORE: acc = eps + lr g; eps = acc - C(acc); so eps + C(acc) == acc
  * holds exactly entry by entry for a sparsifier (one of the two is 0). */
-Test(ef, residual_before_algebra, .init = quiet)
+Test(ef, residual_before_algebra, .init = gc_test_quiet)
 {
   double g[N], prev[N];
   gc_compressor *c = topk(K);
@@ -59,7 +57,7 @@ Test(ef, residual_before_algebra, .init = quiet)
 }
 
 /* AFTER (DoubleSqueeze): acc = g + eps, memory on the gradient scale. */
-Test(ef, residual_after_algebra, .init = quiet)
+Test(ef, residual_after_algebra, .init = gc_test_quiet)
 {
   double g[N], prev[N];
   gc_compressor *c = topk(K);
@@ -85,7 +83,7 @@ Test(ef, residual_after_algebra, .init = quiet)
 
 /* Momentum correction: u = m u + g, v = v + u; after sending, u and v are 0
  * on the sent support (masking) and v keeps the rest. */
-Test(ef, dgc_momentum_and_masking, .init = quiet)
+Test(ef, dgc_momentum_and_masking, .init = gc_test_quiet)
 {
   double g[N], u[N] = { 0 }, v[N] = { 0 };
   gc_ef_options o;
@@ -124,7 +122,7 @@ Test(ef, dgc_momentum_and_masking, .init = quiet)
   gc_compressor_free(c);
 }
 
-Test(ef, dgc_nesterov, .init = quiet)
+Test(ef, dgc_nesterov, .init = gc_test_quiet)
 {
   double g[N], u[N] = { 0 }, v[N] = { 0 };
   gc_ef_options o;
@@ -201,7 +199,7 @@ Test(ef, clipping)
 }
 
 /* EF21: c = C(g - h), h += c; gradient initialisation sets h = g. */
-Test(ef, ef21_state, .init = quiet)
+Test(ef, ef21_state, .init = gc_test_quiet)
 {
   double g[N], h[N] = { 0 };
   gc_compressor *c = topk(K);
@@ -229,7 +227,7 @@ Test(ef, ef21_state, .init = quiet)
   gc_compressor_free(c);
 }
 
-Test(ef, float32_before, .init = quiet)
+Test(ef, float32_before, .init = gc_test_quiet)
 {
   float g[N];
   gc_test_fill_normal_f32(g, N, 3);
@@ -252,7 +250,7 @@ Test(ef, float32_before, .init = quiet)
   gc_compressor_free(c);
 }
 
-Test(ef, errors, .init = quiet)
+Test(ef, errors, .init = gc_test_quiet)
 {
   cr_assert_null(gc_ef_alloc(GC_EF_BEFORE, 0, GC_F64, NULL));
   cr_assert_null(gc_ef_alloc(GC_EF_BEFORE, 4, 3, NULL));
@@ -277,6 +275,83 @@ Test(ef, errors, .init = quiet)
   cr_assert(eq(int, gc_ef_step(f, c, g, 0.1, 0, buf, sizeof buf, &len, NULL),
                GC_EBADLEN));
   gc_ef_free(f);
+  gc_ef_free(e);
+  gc_compressor_free(c);
+}
+
+/* A failed step leaves the memories as they were, for every kind: DGC's
+ * fused pass writes u' and v' to scratch and commits them only after the
+ * message is out.  Failures: a buffer too small (after the accumulator is
+ * built), NaN and Inf in g (also through DGC's clipping).  The run then
+ * continues bit-identically to one that never saw the failed calls. */
+Test(ef, failed_step_leaves_state, .init = gc_test_quiet)
+{
+  gc_compressor *c = topk(K);
+  for (int kind = GC_EF_NONE; kind <= GC_EF_EF21; kind++)
+    for (int v = 0; v < (kind == GC_EF_DGC ? 4 : 1); v++) {
+      gc_ef_options o;
+      gc_ef_options_default(&o);
+      o.nesterov = v & 1;
+      o.clip_norm = v & 2 ? 1.5 : 0.0;
+      gc_ef *a = gc_ef_alloc((gc_ef_kind) kind, N, GC_F64, &o);
+      gc_ef *b = gc_ef_alloc((gc_ef_kind) kind, N, GC_F64, &o);
+      size_t bytes = gc_ef_state_bytes(a);
+      uint8_t buf[1024], sa[4 * N * sizeof(double)], sb[sizeof sa];
+      size_t len;
+      double g[N], bad[N];
+      for (uint32_t t = 0; t < 4; t++) {
+        gc_test_fill_normal(g, N, 60 + t);
+        cr_assert(eq(int, gc_ef_step(a, c, g, 0.25, t, buf, sizeof buf, &len, NULL),
+                     GC_SUCCESS));
+        gc_ef_state_save(a, sa);
+        cr_assert(eq(int, gc_ef_step(a, c, g, 0.25, t, buf, 3, &len, NULL),
+                     GC_ENOSPACE), "kind %d", kind);
+        memcpy(bad, g, sizeof bad);
+        bad[t + 1] = t & 1 ? NAN : INFINITY;
+        cr_assert(eq(int, gc_ef_step(a, c, bad, 0.25, t, buf, sizeof buf, &len, NULL),
+                     GC_EDOM), "kind %d", kind);
+        gc_ef_state_save(a, sb);
+        cr_assert(memcmp(sa, sb, bytes) == 0, "kind %d v %d step %u: state moved",
+                  kind, v, (unsigned) t);
+        cr_assert(eq(int, gc_ef_step(b, c, g, 0.25, t, buf, sizeof buf, &len, NULL),
+                     GC_SUCCESS));
+      }
+      gc_ef_state_save(b, sb);
+      cr_assert(memcmp(sa, sb, bytes) == 0, "kind %d v %d: runs differ", kind, v);
+      gc_ef_free(a);
+      gc_ef_free(b);
+    }
+  gc_compressor_free(c);
+}
+
+/* The fused DGC pass against the textbook recursion in float32, masking
+ * off: v keeps the residual v' - C(v') and u = u' everywhere. */
+Test(ef, dgc_float32_without_masking, .init = gc_test_quiet)
+{
+  float g[N], u[N] = { 0 }, v[N] = { 0 };
+  gc_ef_options o;
+  gc_ef_options_default(&o);
+  o.momentum = 0.75;
+  o.masking = 0;
+  gc_compressor *c = topk(K);
+  gc_ef *e = gc_ef_alloc(GC_EF_DGC, N, GC_F32, &o);
+  uint8_t buf[1024];
+  size_t len;
+  for (uint32_t t = 0; t < 5; t++) {
+    gc_test_fill_normal_f32(g, N, 70 + t);
+    for (size_t i = 0; i < N; i++) {
+      u[i] = g[i] + 0.75f * u[i];
+      v[i] = v[i] + u[i];
+    }
+    cr_assert(eq(int, gc_ef_step(e, c, g, 0.1, t, buf, sizeof buf, &len, NULL),
+                 GC_SUCCESS));
+    const float *eu = gc_ef_momentum(e), *ev = gc_ef_memory(e), *sent = gc_ef_sent(e);
+    for (size_t i = 0; i < N; i++) {
+      v[i] -= sent[i];
+      cr_assert(eq(flt, eu[i], u[i]), "u at %zu", i);   /* same operations: exact */
+      cr_assert(eq(flt, ev[i], v[i]), "v at %zu", i);
+    }
+  }
   gc_ef_free(e);
   gc_compressor_free(c);
 }

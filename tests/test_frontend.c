@@ -188,3 +188,54 @@ Test(frontend, bench_train_unknown_model)
   cr_assert(strstr(out, "unknown model 'vgg19'") && strstr(out, "cifar-vgg19"),
             "%s", out);
 }
+
+/* Config values that start with "--" ("seed --5", "dataset --x") are plain
+ * values: a bad one is named with the usage exit 2, never a crash when the
+ * config's strings are freed (free(): invalid pointer, exit 134). */
+Test(frontend, train_config_values_with_dashes)
+{
+  static const struct { const char *line, *word; } cases[] = {
+    {"seed --5", "'--5'"},          /* rejected while parsing the file */
+    {"dataset --x", "--x"},         /* kept until the library rejects it */
+  };
+  char cfg[512], dir[512], out[4096];
+  snprintf(cfg, sizeof cfg, "%s", gc_test_tmp("fe-train.cfg"));
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-train-out"));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    FILE *f = fopen(cfg, "w");
+    cr_assert(f != NULL);
+    fprintf(f, "# a value that looks like an option\n%s\nworkers 2\n", cases[i].line);
+    fclose(f);
+    int st = run(out, sizeof out, "%s train --config %s --quiet --out %s", gradcomp, cfg, dir);
+    cr_assert(st == 2, "'%s': exit %d\n%s", cases[i].line, st, out);
+    cr_assert(strstr(out, "gradcomp train: ") && strstr(out, cases[i].word),
+              "'%s': %s", cases[i].line, out);
+  }
+  remove(cfg);
+  remove(dir);   /* the library may have made the (empty) output folder */
+}
+
+/* bench compress: --device cpu is taken (cmd_bench.c removes the pair),
+ * a bad device is a usage error, and a dense compressor named in
+ * --compressors gets one row per d, not one per density. */
+Test(frontend, bench_compress_device_and_dense_rows)
+{
+  char out[8192], csv[512];
+  snprintf(csv, sizeof csv, "%s", gc_test_tmp("fe-bench.csv"));
+  int st = run(out, sizeof out, "%s bench compress --device cpu --d 1000 --density 0.1,0.2 "
+               "--compressors topk,qsgd --repeat 1 --csv %s", gradcomp, csv);
+  cr_assert(st == 0, "exit %d\n%s", st, out);
+  FILE *f = fopen(csv, "r");
+  cr_assert(f != NULL);
+  char line[512];
+  size_t topk = 0, qsgd = 0;
+  while (fgets(line, sizeof line, f)) {
+    topk += !strncmp(line, "topk,", 5);
+    qsgd += !strncmp(line, "qsgd,", 5);
+  }
+  fclose(f);
+  remove(csv);
+  cr_assert(topk == 2 && qsgd == 1, "topk rows %zu (want 2), qsgd rows %zu (want 1)", topk, qsgd);
+  st = run(out, sizeof out, "%s bench compress --device tpu --d 1000", gradcomp);
+  cr_assert(st == 2 && strstr(out, "tpu"), "exit %d\n%s", st, out);
+}

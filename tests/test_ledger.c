@@ -1,6 +1,7 @@
 /* test_ledger.c -- the byte ledger: totals per direction, step and worker,
  * broadcast rows, the CSV writer and the error paths. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,9 +12,7 @@
 #include "gc_errno.h"
 #include "gc_test.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
-Test(ledger, totals_and_queries, .init = quiet)
+Test(ledger, totals_and_queries, .init = gc_test_quiet)
 {
   gc_ledger *l = gc_ledger_alloc(3);
   uint64_t up = 0, down = 0;
@@ -49,7 +48,7 @@ Test(ledger, totals_and_queries, .init = quiet)
   cr_assert_null(gc_ledger_alloc(0));
 }
 
-Test(ledger, csv, .init = quiet)
+Test(ledger, csv, .init = gc_test_quiet)
 {
   char path[512];
   snprintf(path, sizeof path, "%s", gc_test_tmp("ledger.csv"));
@@ -61,15 +60,14 @@ Test(ledger, csv, .init = quiet)
   gc_ledger_record(l, 0, 1, GC_DOWN, 9);
   gc_ledger_record_broadcast(l, 0, 9);
   cr_assert(eq(int, gc_ledger_write_csv(l, path), GC_SUCCESS));
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f);
-  char text[512] = { 0 };
-  size_t got = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
+  size_t got;
+  char *text = gc_test_slurp(path, &got);
+  cr_assert_not_null(text);
   cr_assert(got > 0);
   cr_assert(eq(str, text,
                "step,worker,direction,bytes\n0,0,up,12\n0,1,up,13\n"
                "0,0,down,9\n0,1,down,9\n0,all,broadcast,9\n"));
+  free(text);
   unlink(path);
   cr_assert(eq(int, gc_ledger_write_csv(l, "/nonexistent-dir/x.csv"), GC_EIO));
   gc_ledger_free(l);

@@ -629,24 +629,20 @@ Test(powersgd, mnist_mlp_learns)
           r.test_acc);
   cr_assert(r.test_acc >= 0.85, "test accuracy %g after 300 steps", r.test_acc);
   snprintf(path, sizeof path, "%s/config.json", out);
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f);
-  char text[8192];
-  size_t got = fread(text, 1, sizeof text - 1, f);
-  text[got] = '\0';
-  fclose(f);
+  size_t got;
+  char *text = gc_test_slurp(path, &got);
+  cr_assert_not_null(text);
   cr_assert(strstr(text, "\"rank\": 2,") != NULL, "%s", text);
   cr_assert(strstr(text, "\"compressor\": \"powersgd\"") != NULL, "%s", text);
+  free(text);
   /* per step and worker: 6 + 4 (2 (64+784) + 2 (10+64) + 64 + 10) bytes */
   snprintf(path, sizeof path, "%s/log.csv", out);
-  f = fopen(path, "r");
-  cr_assert_not_null(f);
-  got = fread(text, 1, sizeof text - 1, f);
-  text[got] = '\0';
-  fclose(f);
+  text = gc_test_slurp(path, &got);
+  cr_assert_not_null(text);
   char want[64];
   snprintf(want, sizeof want, ",%d,", 300 * 2 * (6 + 4 * (2 * 848 + 2 * 74 + 74)));
   cr_assert(strstr(text, want) != NULL, "bytes_up %s not in %s", want, text);
+  free(text);
 }
 
 Test(powersgd, train_rejects_a_rank_too_large, .init = quiet)

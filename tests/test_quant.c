@@ -17,8 +17,6 @@
 #include "gc_rng.h"
 #include "gc_test.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 static const char *const quant_names[] = {
   "identity", "sign", "scaled-sign", "qsgd", "terngrad", "fp16", "bf16"
 };
@@ -491,7 +489,7 @@ Test(quant, deterministic_in_seed_and_step)
 
 /* ---- error paths -------------------------------------------------------- */
 
-Test(quant, nonfinite_input_is_edom, .init = quiet)
+Test(quant, nonfinite_input_is_edom, .init = gc_test_quiet)
 {
   enum { D = 70 };
   double bad[] = {NAN, INFINITY, -INFINITY};
@@ -521,7 +519,7 @@ Test(quant, nonfinite_input_is_edom, .init = quiet)
   }
 }
 
-Test(quant, bad_params_are_einval, .init = quiet)
+Test(quant, bad_params_are_einval, .init = gc_test_quiet)
 {
   gc_compressor_params p;
   gc_compressor_params_default(&p);
@@ -535,7 +533,7 @@ Test(quant, bad_params_are_einval, .init = quiet)
   cr_assert(eq(ptr, gc_compressor_alloc(gc_compressor_terngrad, 10, &p), NULL));
 }
 
-Test(quant, small_buffer_is_enospace, .init = quiet)
+Test(quant, small_buffer_is_enospace, .init = gc_test_quiet)
 {
   enum { D = 100 };
   double x[D];
@@ -579,7 +577,7 @@ static void expect_corrupt32(gc_compressor *c, const uint8_t *buf, size_t len,
   free(y); free(y0);
 }
 
-Test(quant, truncated_trailing_and_wrong_header, .init = quiet)
+Test(quant, truncated_trailing_and_wrong_header, .init = gc_test_quiet)
 {
   enum { D = 45 };
   double x[D];
@@ -647,7 +645,7 @@ static size_t qsgd_msg(uint8_t *buf, double norm, const uint64_t *lv,
   return (size_t) (w.p - buf);
 }
 
-Test(quant, qsgd_corrupt_bodies, .init = quiet)
+Test(quant, qsgd_corrupt_bodies, .init = gc_test_quiet)
 {
   gc_compressor *c = make("qsgd", 4, 2, 0, 0, 0);
   uint8_t buf[300];
@@ -675,7 +673,7 @@ Test(quant, qsgd_corrupt_bodies, .init = quiet)
   gc_compressor_free(c);
 }
 
-Test(quant, other_corrupt_bodies, .init = quiet)
+Test(quant, other_corrupt_bodies, .init = gc_test_quiet)
 {
   enum { D = 13 };
   double x[D];

@@ -16,8 +16,6 @@
 #include "gc_rng.h"
 #include "gc_test.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 /* C(x) as a dense vector, from a compressor made for the call.
  * apply_f64 and apply_f32, one per precision. */
 #define DEFINE_APPLY(SFX, REAL)                                              \
@@ -206,7 +204,7 @@ Test(topk, homogeneous_and_idempotent)
   free(x); free(y); free(z); free(cx);
 }
 
-Test(topk, invalid_parameters, .init = quiet)
+Test(topk, invalid_parameters, .init = gc_test_quiet)
 {
   gc_compressor_params p = params_k(11);
   cr_assert_null(gc_compressor_alloc(gc_compressor_topk, 10, &p));
@@ -225,7 +223,7 @@ Test(topk, invalid_parameters, .init = quiet)
   gc_compressor_free(c);
 }
 
-Test(topk, nonfinite_names_index, .init = quiet)
+Test(topk, nonfinite_names_index, .init = gc_test_quiet)
 {
   enum { N = 100000 };
   float *x = calloc(N, sizeof *x);
@@ -396,12 +394,33 @@ Test(threshold, float_threshold_is_exact)
     cr_assert(eq(int, y[i] != 0, (double) x[i] > 0.1), "i=%d", i);
 }
 
-Test(threshold, negative_threshold_rejected, .init = quiet)
+Test(threshold, negative_threshold_rejected, .init = gc_test_quiet)
 {
   gc_compressor_params p;
   gc_compressor_params_default(&p);
   p.threshold = -1;
   cr_assert_null(gc_compressor_alloc(gc_compressor_threshold, 10, &p));
+}
+
+/* k is reported where a type keeps k entries (GC_COMP_KEEPS_K); the
+ * threshold sparsifier has none, whatever the density says. */
+Test(threshold, has_no_k)
+{
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.density = 0.1;
+  p.threshold = 0.5;
+  for (const gc_compressor_type *const *T = gc_compressor_types(); *T; T++) {
+    if ((*T)->flags & GC_COMP_NEEDS_SHAPE)
+      continue;
+    gc_compressor *c = gc_compressor_alloc(*T, 1000, &p);
+    cr_assert_not_null(c, "%s", (*T)->name);
+    size_t want = (*T)->flags & GC_COMP_KEEPS_K ? 100 : 0;
+    cr_assert(eq(sz, gc_compressor_k(c), want), "%s", (*T)->name);
+    gc_compressor_free(c);
+  }
+  cr_assert(eq(u32, gc_compressor_threshold->flags & GC_COMP_KEEPS_K, 0));
+  cr_assert(eq(u32, gc_compressor_dgc->flags & GC_COMP_KEEPS_K, GC_COMP_KEEPS_K));
 }
 
 /* ---- property 10: Gaussian-k --------------------------------------------- */

@@ -15,8 +15,6 @@
 #include "gc_test.h"
 #include "gc_theory.h"
 
-static void quiet(void) { gc_set_error_handler_off(); }
-
 static int by_value(const void *a, const void *b)
 {
   double x = *(const double *) a, y = *(const double *) b;
@@ -61,6 +59,30 @@ Test(problem, quadratic_spectra_match_request)
   double gapv = gc_problem_gap(prob, prob->x0);
   double diff = gc_problem_value(prob, prob->x0) - prob->fstar;
   cr_assert(fabs(gapv - diff) <= 1e-10 * fabs(diff), "%g vs %g", gapv, diff);
+  gc_problem_free(prob);
+}
+
+/* The evaluations share the problem's scratch: interleaved calls must not
+ * disturb each other, and the dense gradient equals (1/P) sum of the
+ * worker gradients computed separately. */
+Test(problem, evaluations_share_scratch_safely)
+{
+  enum { N = 16 };
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=3,d=16,L=4,mu=0.5", 9, &prob),
+               GC_SUCCESS));
+  cr_assert(eq(int, prob->kind, GC_PROBLEM_DENSE));
+  double g[N], gw[N], sum[N] = { 0 };
+  double gap1 = gc_problem_gap(prob, prob->x0);
+  gc_problem_grad(prob, prob->x0, g);
+  for (size_t w = 0; w < 3; w++) {
+    gc_problem_worker_grad(prob, w, prob->x0, gw);
+    for (size_t i = 0; i < N; i++)
+      sum[i] += gw[i];
+  }
+  for (size_t i = 0; i < N; i++)
+    cr_assert(g[i] == sum[i] / 3.0, "i=%zu: %.17g vs %.17g", i, g[i], sum[i] / 3.0);
+  cr_assert(gc_problem_gap(prob, prob->x0) == gap1);
   gc_problem_free(prob);
 }
 
@@ -123,7 +145,7 @@ Test(problem, npy_round_trip)
   gc_problem_free(p);
 }
 
-Test(problem, bad_specs_are_rejected, .init = quiet)
+Test(problem, bad_specs_are_rejected, .init = gc_test_quiet)
 {
   gc_problem *p;
   cr_assert(eq(int, gc_problem_parse("nope", 0, &p), GC_EINVAL));
@@ -145,10 +167,12 @@ Test(exact, dyadic_helpers)
   cr_assert(gc_dyadic_ok(9.0 / 512.0));
   cr_assert(gc_dyadic_ok(1.0 / 3.0) == 0);
   cr_assert(gc_dyadic_ok(NAN) == 0);
-  double x[4] = { 1, -2, 2, 0.5 }, z[3] = { 0, 0, 0 };
-  cr_assert(gc_topk_has_tie(x, 4, 1));    /* |-2| = |2| at the boundary */
-  cr_assert(gc_topk_has_tie(x, 4, 2) == 0);
-  cr_assert(gc_topk_has_tie(z, 3, 1) == 0);   /* ties among zeros change nothing */
+  double x[4] = { 1, -2, 2, 0.5 }, z[3] = { 0, 0, 0 }, work[4];
+  cr_assert(gc_topk_has_tie(x, 4, 1, work));    /* |-2| = |2| at the boundary */
+  cr_assert(gc_topk_has_tie(x, 4, 2, work) == 0);
+  cr_assert(gc_topk_has_tie(z, 3, 1, work) == 0);   /* ties among zeros change nothing */
+  /* the input is left alone; only the scratch is overwritten */
+  cr_assert(x[1] == -2 && x[2] == 2);
 }
 
 Test(bounds, formulas)
@@ -280,7 +304,28 @@ Test(counterexample, toy_bi_below_uni_and_downlink_converges)
     /* xi is large here (about 30-40, theory.md 5.1); never assert xi < 1 */
     cr_assert(isfinite(rep.uni_xi_mean) && rep.uni_xi_mean > 10 && rep.uni_xi_mean < 100,
               "uni xi mean %g", rep.uni_xi_mean);
+    cr_assert(eq(long, rep.mean_from, 500));
+    cr_assert(eq(long, rep.xi_from, 200));
+    cr_assert(eq(long, rep.xi_to, 1000));
   }
+}
+
+/* The report names the windows it averaged over, cut to the run. */
+Test(counterexample, toy_windows_follow_the_run_length)
+{
+  gc_toy_report rep;
+  cr_assert(eq(int, gc_theory_toy(0, GC_TIES_HIGH, 300, 0.01, NULL, NULL, &rep, NULL),
+               GC_SUCCESS));
+  cr_assert(eq(long, rep.mean_from, 150));
+  cr_assert(eq(long, rep.xi_from, 200));
+  cr_assert(eq(long, rep.xi_to, 300));
+  cr_assert(isfinite(rep.uni_xi_mean));
+  cr_assert(eq(int, gc_theory_toy(0, GC_TIES_HIGH, 120, 0.01, NULL, NULL, &rep, NULL),
+               GC_SUCCESS));
+  cr_assert(eq(long, rep.mean_from, 60));
+  cr_assert(eq(long, rep.xi_from, 120));   /* empty window: no xi */
+  cr_assert(eq(long, rep.xi_to, 120));
+  cr_assert(isnan(rep.uni_xi_mean) && isnan(rep.uni_xi_max));
 }
 
 Test(probe, xi_finite_when_gbar_nonzero)
@@ -381,6 +426,52 @@ Test(frontend, divergence_keeps_rows)
     lines++;
   fclose(f);
   cr_assert(lines > 10, "only %zu lines kept", lines);
+}
+
+/* zou-toy: 1 means "did not reproduce", so a bad command line exits 2, and
+ * a conflict is found before --csv is created. */
+Test(counterexample, zou_toy_argument_errors_exit_2)
+{
+  char out[4096], cmd[2048];
+  const char *prog = gc_test_builddir("counterexamples/zou-toy");
+  char path[512];
+  snprintf(path, sizeof path, "%s", gc_test_tmp("zou-toy-conflict.csv"));
+  static const char *bad[] = { "--ties middle", "--steps 1", "--lr 0", "--lr -1",
+                               "--steps x" };
+  for (size_t j = 0; j < sizeof bad / sizeof *bad; j++) {
+    snprintf(cmd, sizeof cmd, "%.1500s %s", prog, bad[j]);
+    cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s: %s", bad[j], out);
+    cr_assert(strstr(out, "gradcomp zou-toy:") != NULL, "%s", out);
+  }
+  /* a valid --x0 with --sweep: rejected, and an existing --csv is kept */
+  char x0path[512];
+  snprintf(x0path, sizeof x0path, "%s", gc_test_tmp("zou-toy-x0.npy"));
+  double x0[100];
+  for (size_t i = 0; i < 100; i++)
+    x0[i] = 20.0;
+  size_t shape[1] = { 100 };
+  cr_assert(eq(int, gc_npy_write(x0path, GC_F64, 1, shape, x0), GC_SUCCESS));
+  FILE *f = fopen(path, "w");
+  cr_assert(f != NULL);
+  fputs("keep\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%.700s --sweep 2 --x0 %.500s --csv %.500s", prog, x0path, path);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "--sweep") != NULL, "%s", out);
+  char line[64] = "";
+  f = fopen(path, "r");
+  cr_assert(f != NULL);
+  cr_assert(fgets(line, sizeof line, f) != NULL, "--csv was truncated");
+  fclose(f);
+  cr_assert(eq(str, line, "keep\n"));
+  remove(path);
+  remove(x0path);
+  /* a library failure is printed once, by the program with the reason,
+   * not also by the library's default handler ("gradcomp: reason (...)") */
+  snprintf(cmd, sizeof cmd, "%.1500s --x0 /nonexistent.npy", prog);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2));
+  cr_assert(strstr(out, "cannot open") != NULL, "%s", out);
+  cr_assert(strstr(out, "gradcomp: ") == NULL, "%s", out);
 }
 
 Test(frontend, help_on_each_subcommand)

@@ -5,6 +5,7 @@
  * (tools/get-data fetches them; the test never downloads). */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,22 +22,6 @@ static void base(gc_train_config *c, const char *out)
   c->data_dir = gc_test_data_dir();
   c->quiet = 1;
   c->out = out;
-}
-
-/* the file's bytes, or NULL */
-static char *slurp(const char *path, size_t *len)
-{
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t) n + 1);
-  *len = fread(b, 1, (size_t) n, f);
-  b[*len] = '\0';
-  fclose(f);
-  return b;
 }
 
 /* log.csv without the four timing columns */
@@ -64,7 +49,7 @@ static void same_files(const char *a, const char *b, const char *name, int csv)
   size_t la, lb;
   snprintf(pa, sizeof pa, "%s/%s", a, name);
   snprintf(pb, sizeof pb, "%s/%s", b, name);
-  char *x = slurp(pa, &la), *y = slurp(pb, &lb);
+  char *x = gc_test_slurp(pa, &la), *y = gc_test_slurp(pb, &lb);
   cr_assert(x && y, "%s or %s missing", pa, pb);
   if (csv) {
     strip_times(x);
@@ -250,7 +235,57 @@ Test(train, divergence_stops_and_keeps_rows)
   char p[700];
   size_t len;
   snprintf(p, sizeof p, "%s/log.csv", a);
-  char *log = slurp(p, &len);
+  char *log = gc_test_slurp(p, &len);
   cr_assert(log && strncmp(log, "epoch,steps,train_loss", 22) == 0);
   free(log);
+}
+
+/* Field f (0-based) of the first data row of a run's log.csv. */
+static double log_field(const char *dir, int f)
+{
+  char p[700];
+  size_t len;
+  snprintf(p, sizeof p, "%s/log.csv", dir);
+  char *log = gc_test_slurp(p, &len);
+  cr_assert_not_null(log, "%s", p);
+  const char *s = strchr(log, '\n');
+  cr_assert_not_null(s);
+  for (s++; f > 0; f--)
+    s = strchr(s, ',') + 1;
+  double v = strtod(s, NULL);
+  free(log);
+  return v;
+}
+
+/* The logged xi follows theory/probe.c: undefined (NaN) without memories
+ * (sgd) and for EF21 / EF21-BC, which still log the uplink contraction;
+ * in model units for the gradient-unit memories, so that downlink-only
+ * (dense uplink: xi = ||TopK(gbar) - gbar|| / ||gbar||) stays below 1. */
+Test(train, xi_probe_follows_theory)
+{
+  gc_test_need_dataset("mnist");
+  static const struct { const char *algo; int xi, delta; } m[] = {
+    { "sgd", 0, 0 }, { "uni", 1, 1 }, { "bi", 1, 1 }, { "downlink", 1, 0 },
+    { "doublesqueeze", 1, 1 }, { "ef21", 0, 1 }, { "ef21-bc", 0, 1 } };
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+    char a[600], name[64];
+    snprintf(name, sizeof name, "xi-%s", m[i].algo);
+    snprintf(a, sizeof a, "%s", gc_test_tmp(name));
+    gc_train_config c;
+    base(&c, a);
+    c.workers = 2;
+    c.algorithm = m[i].algo;
+    c.density = 0.05;
+    c.lr = 0.05;
+    c.train_subset = 400;
+    c.test_subset = 100;
+    cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s: %s", m[i].algo,
+                 gc_last_error());
+    double xi = log_field(a, 7), delta = log_field(a, 8);
+    cr_assert_eq(isfinite(xi) != 0, m[i].xi, "%s: xi %g", m[i].algo, xi);
+    cr_assert_eq(isfinite(delta) != 0, m[i].delta, "%s: delta %g", m[i].algo,
+                 delta);
+    if (!strcmp(m[i].algo, "downlink"))
+      cr_assert(xi > 0 && xi <= 1, "downlink: xi %g", xi);
+  }
 }

@@ -32,13 +32,15 @@ static int topk_config(gc_algo_kind kind, const gc_problem *prob, size_t k,
   return GC_SUCCESS;
 }
 
-/* Open-addressing hash set of state indices, for cycle detection. */
+/* Open-addressing hash set of state indices, for cycle detection.  The
+ * slots are calloc'ed (0 = empty, else index + 1) so that a large table
+ * costs only the pages a run that repeats early touches. */
 typedef struct state_table {
   size_t m;              /* doubles per state */
   size_t cap;            /* states stored at most */
   size_t nslot;          /* power of two > 2 cap */
   double *states;        /* cap * m */
-  long *slot;            /* nslot, -1 = empty */
+  long *slot;            /* nslot, 0 = empty, else state index + 1 */
 } state_table;
 
 static uint64_t hash_state(const double *s, size_t m)
@@ -60,14 +62,12 @@ static int table_init(state_table *T, size_t m, size_t cap)
   while (T->nslot < 2 * cap + 2)
     T->nslot <<= 1;
   T->states = malloc(cap * m * sizeof *T->states);
-  T->slot = malloc(T->nslot * sizeof *T->slot);
+  T->slot = calloc(T->nslot, sizeof *T->slot);
   if (!T->states || !T->slot) {
     free(T->states);
     free(T->slot);
     GC_ERROR("out of memory", GC_ENOMEM);
   }
-  for (size_t i = 0; i < T->nslot; i++)
-    T->slot[i] = -1;
   return GC_SUCCESS;
 }
 
@@ -77,8 +77,8 @@ static void table_free(state_table *T)
   free(T->slot);
 }
 
-/* Insert state number t (t == number stored so far); return the index of
- * an equal earlier state, or -1. */
+/* Insert state number t (t == number stored so far, t < cap); return the
+ * index of an equal earlier state, or -1. */
 static long table_insert(state_table *T, long t, const double *s)
 {
   /* +0.0 and -0.0 compare equal but hash differently: canonicalise. */
@@ -86,13 +86,13 @@ static long table_insert(state_table *T, long t, const double *s)
   for (size_t i = 0; i < T->m; i++)
     dst[i] = s[i] == 0 ? 0.0 : s[i];
   size_t mask = T->nslot - 1, h = (size_t) hash_state(dst, T->m) & mask;
-  while (T->slot[h] >= 0) {
-    const double *o = T->states + (size_t) T->slot[h] * T->m;
+  while (T->slot[h] > 0) {
+    const double *o = T->states + (size_t) (T->slot[h] - 1) * T->m;
     if (!memcmp(o, dst, T->m * sizeof *dst))
-      return T->slot[h];
+      return T->slot[h] - 1;
     h = (h + 1) & mask;
   }
-  T->slot[h] = t;
+  T->slot[h] = t + 1;
   return -1;
 }
 
@@ -105,7 +105,14 @@ typedef struct exact_run {
   int exact, ties;
   double **grads;
   double *state, *u;
+  double *mag;           /* n, scratch of gc_topk_has_tie */
 } exact_run;
+
+/* Doubles in the full state: x, P worker memories, the server memory. */
+static size_t state_len(const gc_problem *prob)
+{
+  return prob->n * (prob->workers + 2);
+}
 
 static void exact_free(exact_run *e)
 {
@@ -116,6 +123,7 @@ static void exact_free(exact_run *e)
   free(e->grads);
   free(e->state);
   free(e->u);
+  free(e->mag);
 }
 
 static int exact_init(exact_run *e, const gc_problem *prob, gc_algo_kind kind,
@@ -129,11 +137,12 @@ static int exact_init(exact_run *e, const gc_problem *prob, gc_algo_kind kind,
   e->P = prob->workers;
   e->k = k;
   e->kd = kd;
-  e->m = e->n * (e->P + 2);
+  e->m = state_len(prob);
   e->exact = gc_dyadic_vec_ok(prob->x0, e->n);
   int ok = (e->grads = calloc(e->P, sizeof *e->grads)) &&
            (e->state = calloc(e->m, sizeof *e->state)) &&
-           (e->u = calloc(e->n, sizeof *e->u));
+           (e->u = calloc(e->n, sizeof *e->u)) &&
+           (e->mag = calloc(e->n, sizeof *e->mag));
   for (size_t p = 0; ok && p < e->P; p++)
     ok = (e->grads[p] = calloc(e->n, sizeof **e->grads)) != NULL;
   if (ok)
@@ -145,23 +154,23 @@ static int exact_init(exact_run *e, const gc_problem *prob, gc_algo_kind kind,
   return GC_SUCCESS;
 }
 
-/* Fill e->state with the current full state. */
-static void exact_state(exact_run *e)
+/* Write the current full state to dst (e->m doubles), x first. */
+static void exact_state(const exact_run *e, double *dst)
 {
   size_t n = e->n;
-  memcpy(e->state, gc_sim_model(e->sim), n * sizeof *e->state);
+  memcpy(dst, gc_sim_model(e->sim), n * sizeof *dst);
   for (size_t p = 0; p < e->P; p++) {
-    const double *eps = gc_worker_memory(gc_sim_worker(e->sim, (size_t) p));
+    const double *eps = gc_worker_memory(gc_sim_worker(e->sim, p));
     if (eps)
-      memcpy(e->state + n * (1 + p), eps, n * sizeof *e->state);
+      memcpy(dst + n * (1 + p), eps, n * sizeof *dst);
     else
-      memset(e->state + n * (1 + p), 0, n * sizeof *e->state);
+      memset(dst + n * (1 + p), 0, n * sizeof *dst);
   }
   const double *d = gc_server_memory(gc_sim_server(e->sim));
   if (d)
-    memcpy(e->state + n * (1 + e->P), d, n * sizeof *e->state);
+    memcpy(dst + n * (1 + e->P), d, n * sizeof *dst);
   else
-    memset(e->state + n * (1 + e->P), 0, n * sizeof *e->state);
+    memset(dst + n * (1 + e->P), 0, n * sizeof *dst);
 }
 
 static int exact_step(exact_run *e, double lr)
@@ -182,14 +191,14 @@ static int exact_step(exact_run *e, double lr)
   for (size_t p = 0; p < e->P; p++) {
     gc_worker *w = gc_sim_worker(e->sim, p);
     const double *acc = gc_worker_accumulator(w);
-    if (acc && gc_topk_has_tie(acc, n, e->k))
+    if (acc && gc_topk_has_tie(acc, n, e->k, e->mag))
       e->ties++;
     if (e->exact && !(gc_dyadic_vec_ok(acc, n) &&
                       gc_dyadic_vec_ok(gc_worker_sent(w), n) &&
                       gc_dyadic_vec_ok(gc_worker_memory(w), n)))
       e->exact = 0;
   }
-  if (gc_server_memory(s) && gc_topk_has_tie(e->u, n, e->kd))
+  if (gc_server_memory(s) && gc_topk_has_tie(e->u, n, e->kd, e->mag))
     e->ties++;
   if (e->exact && !(gc_dyadic_vec_ok(agg, n) && gc_dyadic_vec_ok(e->u, n) &&
                     gc_dyadic_vec_ok(gc_server_sent(s), n) &&
@@ -221,7 +230,7 @@ int gc_theory_cycle_run(const gc_problem *prob, gc_algo_kind kind, size_t k,
   }
   long t = 0, found = -1;
   for (;;) {
-    exact_state(&e);
+    exact_state(&e, e.state);
     gap[t] = gc_problem_gap(prob, gc_sim_model(e.sim));
     if ((found = table_insert(&T, t, e.state)) >= 0 || t == max_steps)
       break;
@@ -262,13 +271,11 @@ static int cycle9_method(const gc_problem *prob, gc_algo_kind kind, int ties,
   GC_TRY(exact_init(&e, prob, kind, 1, 1, ties));
   int st = GC_SUCCESS;
   for (long t = 0; t <= steps; t++) {
-    exact_state(&e);
-    memcpy(states + (size_t) t * e.m, e.state, e.m * sizeof *e.state);
-    gaps[t] = gc_problem_gap(prob, gc_sim_model(e.sim));
+    const double *x = states + (size_t) t * e.m;   /* the state starts with x_t */
+    exact_state(&e, states + (size_t) t * e.m);
+    gaps[t] = gc_problem_gap(prob, x);
     if (t == steps)
       break;
-    double x[2];
-    memcpy(x, gc_sim_model(e.sim), sizeof x);
     if ((st = exact_step(&e, 0.5)) != GC_SUCCESS)
       break;
     if (trace) {
@@ -294,6 +301,23 @@ static int cycle9_method(const gc_problem *prob, gc_algo_kind kind, int ties,
   return st;
 }
 
+/* The first state of states[0..count) (m doubles each) equal to an earlier
+ * one: *start = that earlier t, *period = the distance (0: none). */
+static int first_repeat(const double *states, size_t m, long count,
+                        long *start, long *period)
+{
+  state_table T;
+  GC_TRY(table_init(&T, m, (size_t) count));
+  long found = -1, t;
+  for (t = 0; t < count; t++)
+    if ((found = table_insert(&T, t, states + (size_t) t * m)) >= 0)
+      break;
+  *start = found >= 0 ? found : 0;
+  *period = found >= 0 ? t - found : 0;
+  table_free(&T);
+  return GC_SUCCESS;
+}
+
 int gc_theory_cycle9(int ties, long steps, gc_cycle_report *rep,
                      double *uni_trace, double *bi_trace)
 {
@@ -302,7 +326,7 @@ int gc_theory_cycle9(int ties, long steps, gc_cycle_report *rep,
     GC_ERROR("the 2-d example needs at least 30 steps", GC_EINVAL);
   gc_problem *prob;
   GC_TRY(gc_problem_cycle9(&prob));
-  size_t m = 2 * (2 + 2);
+  size_t m = state_len(prob);
   double *gaps = malloc(((size_t) steps + 1) * sizeof *gaps);
   double *states = malloc(((size_t) steps + 1) * m * sizeof *states);
   int st = gaps && states ? GC_SUCCESS : GC_ENOMEM;
@@ -310,31 +334,18 @@ int gc_theory_cycle9(int ties, long steps, gc_cycle_report *rep,
   if (st == GC_SUCCESS)
     st = cycle9_method(prob, GC_ALGO_UNI, ties, steps, uni_trace, gaps, states,
                        &ex1, &t1);
-  if (st == GC_SUCCESS) {
-    /* smallest (start, period) such that the state repeats, then checked
-     * to hold through the whole run */
-    for (long t = 1; t <= steps && !rep->uni_period; t++)
-      for (long j = 0; j < t; j++)
-        if (!memcmp(states + (size_t) j * m, states + (size_t) t * m,
-                    m * sizeof *states)) {
-          rep->uni_start = j;
-          rep->uni_period = t - j;
-          break;
-        }
-    if (rep->uni_period) {
-      long a = rep->uni_start, p = rep->uni_period;
-      for (long t = a + p; t <= steps; t++)
-        if (memcmp(states + (size_t) t * m, states + (size_t) (t - p) * m,
-                   m * sizeof *states))
-          rep->uni_period = 0;   /* cannot happen for a deterministic map */
-      double s = 0, mx = 0;
-      for (long t = a; t < a + p; t++) {
-        s += gaps[t];
-        mx = fmax(mx, gaps[t]);
-      }
-      rep->uni_mean_gap = s / (double) p;
-      rep->uni_max_gap = mx;
+  /* The map is deterministic, so the first repeat is the cycle for good. */
+  if (st == GC_SUCCESS)
+    st = first_repeat(states, m, steps + 1, &rep->uni_start, &rep->uni_period);
+  if (st == GC_SUCCESS && rep->uni_period) {
+    long a = rep->uni_start, p = rep->uni_period;
+    double s = 0, mx = 0;
+    for (long t = a; t < a + p; t++) {
+      s += gaps[t];
+      mx = fmax(mx, gaps[t]);
     }
+    rep->uni_mean_gap = s / (double) p;
+    rep->uni_max_gap = mx;
   }
   if (st == GC_SUCCESS)
     st = cycle9_method(prob, GC_ALGO_BI, ties, steps, bi_trace, gaps, states,
@@ -382,7 +393,11 @@ int gc_theory_toy(uint64_t seed, int ties, long steps, double lr,
   }
   static const gc_algo_kind kinds[3] = { GC_ALGO_UNI, GC_ALGO_BI,
                                          GC_ALGO_DOWNLINK };
-  long from = steps > 500 ? 500 : steps / 2;
+  /* The plateau: t >= 500 as in the notebook; the second half of a shorter
+   * run.  xi over [200, 1000), the notebook's window, within the run. */
+  rep->mean_from = steps > 500 ? 500 : steps / 2;
+  rep->xi_to = steps < 1000 ? steps : 1000;
+  rep->xi_from = rep->xi_to < 200 ? rep->xi_to : 200;
   double mean[3] = { 0, 0, 0 };
   double xi_sum = 0, xi_max = 0;
   long xi_cnt = 0;
@@ -404,9 +419,9 @@ int gc_theory_toy(uint64_t seed, int ties, long steps, double lr,
         break;
       if (gaps)
         gaps[(size_t) t * 3 + (size_t) a] = row.f_gap;
-      if (t >= from)
+      if (t >= rep->mean_from)
         mean[a] += row.f_gap;
-      if (a == 0 && t >= 200 && t < 1000 && isfinite(row.xi)) {
+      if (a == 0 && t >= rep->xi_from && t < rep->xi_to && isfinite(row.xi)) {
         xi_sum += row.xi;
         xi_max = fmax(xi_max, row.xi);
         xi_cnt++;
@@ -420,8 +435,8 @@ int gc_theory_toy(uint64_t seed, int ties, long steps, double lr,
     }
     gc_theory_run_free(r);
   }
-  rep->uni_mean = mean[0] / (double) (steps - from);
-  rep->bi_mean = mean[1] / (double) (steps - from);
+  rep->uni_mean = mean[0] / (double) (steps - rep->mean_from);
+  rep->bi_mean = mean[1] / (double) (steps - rep->mean_from);
   rep->uni_xi_mean = xi_cnt ? xi_sum / (double) xi_cnt : NAN;
   rep->uni_xi_max = xi_cnt ? xi_max : NAN;
   gc_problem_free(prob);

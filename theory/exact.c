@@ -51,19 +51,14 @@ static int by_mag_desc(const void *a, const void *b)
   return (x < y) - (x > y);
 }
 
-int gc_topk_has_tie(const double *x, size_t n, size_t k)
+int gc_topk_has_tie(const double *x, size_t n, size_t k, double *work)
 {
   if (k == 0 || k >= n)
     return 0;
-  double *m = malloc(n * sizeof *m);
-  if (!m)
-    return 0;
   for (size_t i = 0; i < n; i++)
-    m[i] = fabs(x[i]);
-  qsort(m, n, sizeof *m, by_mag_desc);
+    work[i] = fabs(x[i]);
+  qsort(work, n, sizeof *work, by_mag_desc);
   /* Only a tie at the boundary changes the kept set, and a tie among
    * zeros changes nothing that is applied (the value sent is 0). */
-  int tie = m[k - 1] == m[k] && m[k] > 0;
-  free(m);
-  return tie;
+  return work[k - 1] == work[k] && work[k] > 0;
 }

@@ -40,9 +40,11 @@ typedef struct gc_problem {
   double L_tilde;     /* sqrt((1/P) sum_p L_p^2), L_p = ||A_p||_2 */
   double *xstar;      /* n, minimiser of F: Abar x* = (1/P) sum A_p b_p */
   double fstar;       /* F(x*) */
+  double *work;       /* 2n doubles of scratch for the evaluations below */
 } gc_problem;
 
-/* Allocate a zeroed problem (a, b, x0, xstar allocated). NULL on error. */
+/* Allocate a zeroed problem (a, b, x0, xstar, work allocated). NULL on
+ * error. */
 gc_problem *gc_problem_alloc(size_t workers, size_t n, int kind);
 void gc_problem_free(gc_problem *p);   /* NULL is a no-op */
 /* Exact constants from LAPACK: L and mu from a symmetric eigensolver
@@ -72,6 +74,8 @@ int gc_problem_load_npy(const char *dir, gc_problem **out);
  * default for the spec's seed.  GC_EINVAL names the bad part. */
 int gc_problem_parse(const char *text, uint64_t seed, gc_problem **out);
 
+/* The evaluations below run every step, so they allocate nothing: they use
+ * p->work, and one problem must not be evaluated by two threads at once. */
 double gc_problem_value(const gc_problem *p, const double *x);   /* F(x) */
 /* F(x) - F* computed as 1/2 (x-x*)^T Abar (x-x*): no cancellation. */
 double gc_problem_gap(const gc_problem *p, const double *x);
@@ -141,7 +145,6 @@ void gc_theory_run_free(gc_theory_run *r);
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row);
 void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s);
 gc_sim *gc_theory_run_sim(gc_theory_run *r);
-const double *gc_theory_run_model(const gc_theory_run *r);   /* x_t */
 
 /* Write the trajectory CSV header / one row (then fflush). */
 void gc_probe_csv_header(FILE *f);
@@ -190,8 +193,9 @@ int gc_dyadic_vec_ok(const double *x, size_t n);
  * "p"; v must be dyadic.  Returns the length written. */
 int gc_dyadic_format(double v, char *buf, size_t cap);
 /* 1 if TopK of x (length n) with k < n has a tie that the tie rule must
- * break: the k-th and (k+1)-th largest |x_i| are equal and non-zero. */
-int gc_topk_has_tie(const double *x, size_t n, size_t k);
+ * break: the k-th and (k+1)-th largest |x_i| are equal and non-zero.
+ * work: n doubles of scratch (overwritten). */
+int gc_topk_has_tie(const double *x, size_t n, size_t k, double *work);
 
 /* ---- counterexample checks ------------------------------------------------ */
 /* Section 5.2 run with gc_sim for uni and bi, topk K = K_d = 1, lr = 1/2. */
@@ -233,10 +237,13 @@ int gc_theory_cycle_run(const gc_problem *prob, gc_algo_kind kind, size_t k,
 
 /* The toy of 5.1: uni, bi and downlink-only, K = K_d = 1. */
 typedef struct gc_toy_report {
+  long mean_from;                /* 500, or steps/2 for shorter runs   */
   double uni_mean, bi_mean;      /* mean F-F* over [mean_from, steps) */
   double down_final;             /* F-F* of downlink-only at the end   */
   double down_f0;                /* its start gap                      */
-  double uni_xi_mean;            /* mean uni xi_t over [200, 1000) ∩ run */
+  long xi_from, xi_to;           /* [200, 1000) cut to [0, steps)      */
+  double uni_xi_mean;            /* mean uni xi_t over [xi_from, xi_to)
+                                    (NaN if empty)                     */
   double uni_xi_max;
 } gc_toy_report;
 /* gaps: optional (steps) x 3 array [uni, bi, down] of F-F* at each t.

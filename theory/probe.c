@@ -86,6 +86,15 @@ static void mean_of(double *const *v, size_t P, size_t n, double *out)
     out[i] /= (double) P;
 }
 
+/* The reference TopK's parameters: K (or density) and tie rule of `of`. */
+static void topk_params(const gc_compressor_params *of, gc_compressor_params *p)
+{
+  gc_compressor_params_default(p);
+  p->k = of->k;
+  p->density = of->density;
+  p->ties = of->ties;
+}
+
 void gc_theory_run_free(gc_theory_run *r)
 {
   if (!r)
@@ -134,14 +143,8 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
    * They resolve K and K_d (and reject K > d). */
   const gc_compressor_type *tk = gc_compressor_type_by_name("topk");
   gc_compressor_params pu, pd;
-  gc_compressor_params_default(&pu);
-  pu.k = r->cfg.up_params.k;
-  pu.density = r->cfg.up_params.density;
-  pu.ties = r->cfg.up_params.ties;
-  gc_compressor_params_default(&pd);
-  pd.k = r->cfg.down_params.k;
-  pd.density = r->cfg.down_params.density;
-  pd.ties = r->cfg.down_params.ties;
+  topk_params(&r->cfg.up_params, &pu);
+  topk_params(&r->cfg.down_params, &pd);
   int ok = tk && (r->topk_up = gc_compressor_alloc(tk, n, &pu)) &&
            (r->topk_down = gc_compressor_alloc(tk, n, &pd));
   if (ok) {
@@ -180,10 +183,6 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
 }
 
 gc_sim *gc_theory_run_sim(gc_theory_run *r) { return r->sim; }
-const double *gc_theory_run_model(const gc_theory_run *r)
-{
-  return gc_sim_model(r->sim);
-}
 
 static double contraction(const double *x, const double *cx, size_t n)
 {
@@ -213,10 +212,15 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   else
     gc_problem_grad(prob, model, r->t1);
   rw.grad_norm2 = norm2(r->t1, n);
-  for (size_t p = 0; p < P; p++)
-    gc_problem_add_noise(prob, p, t, r->grads[p]);
-  mean_of(r->grads, P, n, r->t2);   /* gbar */
-  rw.gbar_norm2 = norm2(r->t2, n);
+  /* ||gbar||^2; without noise at the model gbar is the mean just taken */
+  if (prob->sigma > 0 || point != model) {
+    for (size_t p = 0; p < P; p++)
+      gc_problem_add_noise(prob, p, t, r->grads[p]);
+    mean_of(r->grads, P, n, r->t2);
+    rw.gbar_norm2 = norm2(r->t2, n);
+  } else {
+    rw.gbar_norm2 = rw.grad_norm2;
+  }
   double gnorm = sqrt(rw.gbar_norm2);
   const void *sm = gc_server_memory(gc_sim_server(r->sim));
   if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))

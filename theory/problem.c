@@ -32,7 +32,8 @@ gc_problem *gc_problem_alloc(size_t workers, size_t n, int kind)
   p->b = calloc(workers * n, sizeof *p->b);
   p->x0 = calloc(n, sizeof *p->x0);
   p->xstar = calloc(n, sizeof *p->xstar);
-  if (!p->a || !p->b || !p->x0 || !p->xstar) {
+  p->work = calloc(2 * n, sizeof *p->work);
+  if (!p->a || !p->b || !p->x0 || !p->xstar || !p->work) {
     gc_problem_free(p);
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
   }
@@ -48,6 +49,7 @@ void gc_problem_free(gc_problem *p)
   free(p->b);
   free(p->x0);
   free(p->xstar);
+  free(p->work);
   free(p);
 }
 
@@ -171,41 +173,35 @@ done:
   return st;
 }
 
-/* (x - c)^T A_w (x - c); r: 2n doubles of scratch. */
-static double quad_form(const gc_problem *p, size_t w, const double *x,
-                        const double *c, double *r)
+/* (1/2P) sum_w (x - c_w)^T A_w (x - c_w), with c_w = c + w * cstride:
+ * F(x) for c_w = b_w, F(x) - F* for c_w = x* (cstride 0).  Uses p->work. */
+static double half_mean_quad(const gc_problem *p, const double *x,
+                             const double *c, size_t cstride)
 {
   size_t n = p->n;
-  for (size_t i = 0; i < n; i++)
-    r[i] = x[i] - c[i];
-  apply_a(p, w, r, r + n);
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += r[i] * r[n + i];
-  return s;
+  double *r = p->work, *ar = p->work + n, s = 0;
+  for (size_t q = 0; q < p->workers; q++) {
+    const double *cq = c + q * cstride;
+    for (size_t i = 0; i < n; i++)
+      r[i] = x[i] - cq[i];
+    apply_a(p, q, r, ar);
+    double sq = 0;   /* per-worker partial sums, added in worker order */
+    for (size_t i = 0; i < n; i++)
+      sq += r[i] * ar[i];
+    s += sq;
+  }
+  return 0.5 * s / (double) p->workers;
 }
 
 double gc_problem_value(const gc_problem *p, const double *x)
 {
-  double *r = malloc(2 * p->n * sizeof *r), s = 0;
-  if (!r)
-    return NAN;
-  for (size_t q = 0; q < p->workers; q++)
-    s += quad_form(p, q, x, p->b + q * p->n, r);
-  free(r);
-  return 0.5 * s / (double) p->workers;
+  return half_mean_quad(p, x, p->b, p->n);
 }
 
 double gc_problem_gap(const gc_problem *p, const double *x)
 {
   /* F(x) - F* = 1/2 e^T Abar e with e = x - x*, since grad F(x*) = 0. */
-  double *r = malloc(2 * p->n * sizeof *r), s = 0;
-  if (!r)
-    return NAN;
-  for (size_t q = 0; q < p->workers; q++)
-    s += quad_form(p, q, x, p->xstar, r);
-  free(r);
-  return 0.5 * s / (double) p->workers;
+  return half_mean_quad(p, x, p->xstar, 0);
 }
 
 void gc_problem_worker_grad(const gc_problem *p, size_t w, const double *x,
@@ -218,17 +214,12 @@ void gc_problem_worker_grad(const gc_problem *p, size_t w, const double *x,
     for (size_t i = 0; i < n; i++)
       g[i] = a[i] * (x[i] - b[i]);
   } else {
-    /* g = A_w x - A_w b_w, as one gemv on the difference */
-    double *r = malloc(n * sizeof *r);
-    if (!r) {
-      for (size_t i = 0; i < n; i++)
-        g[i] = NAN;
-      return;
-    }
+    /* g = A_w x - A_w b_w, as one gemv on the difference (in the second
+     * half of p->work: gc_problem_grad holds its sum in the first) */
+    double *r = p->work + n;
     for (size_t i = 0; i < n; i++)
       r[i] = x[i] - b[i];
     apply_a(p, w, r, g);
-    free(r);
   }
 }
 
@@ -243,13 +234,8 @@ void gc_problem_add_noise(const gc_problem *p, size_t w, uint32_t step,
 void gc_problem_grad(const gc_problem *p, const double *x, double *g)
 {
   size_t n = p->n;
-  double *t = malloc(n * sizeof *t);
+  double *t = p->work;
   memset(g, 0, n * sizeof *g);
-  if (!t) {
-    for (size_t i = 0; i < n; i++)
-      g[i] = NAN;
-    return;
-  }
   for (size_t q = 0; q < p->workers; q++) {
     gc_problem_worker_grad(p, q, x, t);
     for (size_t i = 0; i < n; i++)
@@ -257,7 +243,6 @@ void gc_problem_grad(const gc_problem *p, const double *x, double *g)
   }
   for (size_t i = 0; i < n; i++)
     g[i] /= (double) p->workers;
-  free(t);
 }
 
 /* Haar orthogonal Q (n x n, row-major) from the QR of a Gaussian matrix:
@@ -292,6 +277,36 @@ static int haar(size_t n, uint64_t seed, uint32_t stream, double *q)
   return GC_SUCCESS;
 }
 
+/* Finalise p and hand it out named `name`; p is freed on failure. */
+static int finish(gc_problem *p, const char *name, gc_problem **out)
+{
+  int st = gc_problem_finalize(p);
+  if (st != GC_SUCCESS) {
+    gc_problem_free(p);
+    return st;
+  }
+  snprintf(p->name, sizeof p->name, "%s", name);
+  *out = p;
+  return GC_SUCCESS;
+}
+
+/* Targets, start and noise of both quadratics (rotated or not), so that
+ * the two draw the same b_p (streams 2000 + p) and x0 (stream 3000). */
+static int finish_quadratic(gc_problem *p, double hetero, double x0_scale,
+                            double sigma, uint64_t seed, const char *name,
+                            gc_problem **out)
+{
+  size_t n = p->n;
+  for (size_t w = 0; w < p->workers; w++)
+    for (size_t i = 0; i < n; i++)
+      p->b[w * n + i] = hetero * gc_rng_normal(seed, 2000u + (uint32_t) w, 0, i);
+  for (size_t i = 0; i < n; i++)
+    p->x0[i] = x0_scale * gc_rng_normal(seed, 3000u, 0, i);
+  p->sigma = sigma;
+  p->seed = seed;
+  return finish(p, name, out);
+}
+
 int gc_problem_quadratic(size_t workers, size_t n, const double *lambda,
                          double hetero, double x0_scale, double sigma,
                          uint64_t seed, gc_problem **out)
@@ -320,24 +335,13 @@ int gc_problem_quadratic(size_t workers, size_t n, const double *lambda,
           s += q[i * n + k] * lw[k] * q[j * n + k];
         a[i * n + j] = a[j * n + i] = s;
       }
-    for (size_t i = 0; i < n; i++)
-      p->b[w * n + i] = hetero * gc_rng_normal(seed, 2000u + (uint32_t) w, 0, i);
   }
   free(q);
-  if (st == GC_SUCCESS) {
-    for (size_t i = 0; i < n; i++)
-      p->x0[i] = x0_scale * gc_rng_normal(seed, 3000u, 0, i);
-    p->sigma = sigma;
-    p->seed = seed;
-    st = gc_problem_finalize(p);
-  }
   if (st != GC_SUCCESS) {
     gc_problem_free(p);
     return st;
   }
-  snprintf(p->name, sizeof p->name, "quadratic");
-  *out = p;
-  return GC_SUCCESS;
+  return finish_quadratic(p, hetero, x0_scale, sigma, seed, "quadratic", out);
 }
 
 /* Diagonal quadratic with the same spectrum law, for any d (no rotation). */
@@ -350,21 +354,7 @@ static int diag_quadratic(size_t workers, size_t n, const double *lambda,
   if (!p)
     return GC_ENOMEM;
   memcpy(p->a, lambda, workers * n * sizeof *lambda);
-  for (size_t w = 0; w < workers; w++)
-    for (size_t i = 0; i < n; i++)
-      p->b[w * n + i] = hetero * gc_rng_normal(seed, 2000u + (uint32_t) w, 0, i);
-  for (size_t i = 0; i < n; i++)
-    p->x0[i] = x0_scale * gc_rng_normal(seed, 3000u, 0, i);
-  p->sigma = sigma;
-  p->seed = seed;
-  int st = gc_problem_finalize(p);
-  if (st != GC_SUCCESS) {
-    gc_problem_free(p);
-    return st;
-  }
-  snprintf(p->name, sizeof p->name, "quadratic-diag");
-  *out = p;
-  return GC_SUCCESS;
+  return finish_quadratic(p, hetero, x0_scale, sigma, seed, "quadratic-diag", out);
 }
 
 int gc_problem_toy(double x0_sigma, uint64_t seed, gc_problem **out)
@@ -383,14 +373,7 @@ int gc_problem_toy(double x0_sigma, uint64_t seed, gc_problem **out)
   for (size_t i = 0; i < D; i++)
     p->x0[i] = 20.0 + x0_sigma * gc_rng_normal(seed, 0, 0, i);
   p->seed = seed;
-  int st = gc_problem_finalize(p);
-  if (st != GC_SUCCESS) {
-    gc_problem_free(p);
-    return st;
-  }
-  snprintf(p->name, sizeof p->name, "toy");
-  *out = p;
-  return GC_SUCCESS;
+  return finish(p, "toy", out);
 }
 
 int gc_problem_cycle9(gc_problem **out)
@@ -405,14 +388,7 @@ int gc_problem_cycle9(gc_problem **out)
   p->b[2] = 0; p->b[3] = 1;    /* f_2 = 1/2 ||x - (0, 1)||^2 */
   p->x0[0] = -3;
   p->x0[1] = -1;
-  int st = gc_problem_finalize(p);
-  if (st != GC_SUCCESS) {
-    gc_problem_free(p);
-    return st;
-  }
-  snprintf(p->name, sizeof p->name, "cycle9");
-  *out = p;
-  return GC_SUCCESS;
+  return finish(p, "cycle9", out);
 }
 
 static int read_f64(const char *dir, const char *file, gc_array *a, int must)
