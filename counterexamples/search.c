@@ -1,11 +1,13 @@
-/* search -- a counterexample finder: enumerate small instances
- * (P in {2,3}, d in {2,3}, K = K_d = 1, dyadic step sizes, small integer
- * targets b_p and starts x_0, f_p = 1/2||x - b_p||^2), run uni and bi top-K
- * through gc_sim with dyadic-exactness checks and cycle detection on the
- * full state (x and all memories), and classify bi against uni by the mean
- * F-F* over the limit cycle.  Instances whose arithmetic is not exact
- * (P = 3 averages divide by 3) are still classified, with the suffix
- * "_float".  Exit 0 iff some instance has bi strictly better. */
+/* search -- a counterexample finder: enumerate small heterogeneous
+ * instances (P in {2,3}, d in {2,3}, K = K_d = 1, f_p = 1/2||x - b_p||^2
+ * with integer targets and starts, dyadic step sizes) and compare bi with
+ * uni top-K by the mean F-F* over the limit cycle of the full state.
+ *
+ * Each instance runs in exact rational arithmetic (gc_search.h) and through
+ * gc_sim in float64, with both top-K tie rules.  It is called exact only if
+ * all four rational runs ended without an overflow; otherwise its verdict
+ * comes from float64 and says so.  Exit 0 iff some exact instance without a
+ * decisive tie has bi strictly better. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,28 +15,19 @@
 
 #include "gc_cli.h"
 #include "gc_errno.h"
-#include "gc_theory.h"
+#include "gc_search.h"
 
 #define CMD "search"
 #define MAX_STEPS 4000
+#define DEFAULT_LIMIT 1500
 
-enum { V_BETTER, V_WORSE, V_EQUAL, V_NOCYCLE, NV };
-static const char *vname[NV] = { "bi_better", "bi_worse", "equal", "no_cycle" };
-
-/* The grid: target entries, start entries, step sizes (all dyadic). */
+/* The grid: target entries, start entries, step sizes (all exact). */
 static const int tvals[] = { -1, 0, 1 };
 static const int xvals[] = { -3, -1, 1, 3 };
-static const double alphas[] = { 0.5, 0.25 };
-
-static void usage(FILE *out)
-{
-  fprintf(out, "usage: search [--limit N] [--csv FILE] [--examples N]\n"
-               "  Enumerate small heterogeneous instances and compare uni and bi\n"
-               "  top-1 in the limit.  --limit: instances per (P,d) class, spread\n"
-               "  evenly over the class (default 1500); --examples: examples\n"
-               "  printed per verdict (default 3); --csv: one row per instance\n"
-               "  P,d,alpha,targets,x0,uni_limit,bi_limit,verdict.\n");
-}
+static const int alpha_den[] = { 2, 4 };   /* alpha = 1/2, 1/4 */
+#define NT (sizeof tvals / sizeof *tvals)
+#define NX (sizeof xvals / sizeof *xvals)
+#define NA (sizeof alpha_den / sizeof *alpha_den)
 
 static size_t ipow(size_t b, size_t e)
 {
@@ -44,58 +37,166 @@ static size_t ipow(size_t b, size_t e)
   return r;
 }
 
-/* Decode instance number idx of class (P,d) into targets and start.
- * Targets are ordered tuples of distinct... (any), start and alpha. */
-static void decode(size_t idx, size_t P, size_t d, double *b, double *x0,
-                   double *alpha)
+/* A class (P, d): its canonical target tuples and instance count.  The
+ * algorithms are symmetric in the workers, so one instance stands for every
+ * order of the same targets: the tuples are the non-decreasing sequences
+ * v_1 <= ... <= v_P of per-worker target vectors (numbered 0..NT^d-1),
+ * without the homogeneous ones (all equal: nothing tells the methods
+ * apart).  Instance i of the class: alpha = i % NA, then the start x0 (NX^d
+ * choices), then the tuple. */
+typedef struct klass {
+  size_t P, d, nvec, ntuple, n;   /* n = ntuple * NX^d * NA instances */
+  size_t *tuple;                   /* ntuple x P vector numbers        */
+} klass;
+
+static int class_init(klass *c, size_t P, size_t d)
 {
-  size_t nt = sizeof tvals / sizeof *tvals, nx = sizeof xvals / sizeof *xvals;
-  *alpha = alphas[idx % 2];
-  idx /= 2;
-  for (size_t i = 0; i < d; i++) {
-    x0[i] = xvals[idx % nx];
-    idx /= nx;
+  c->P = P;
+  c->d = d;
+  c->nvec = ipow(NT, d);
+  size_t cap = ipow(c->nvec, P), v[GC_SEARCH_MAX_P] = { 0 };
+  if (!(c->tuple = malloc(cap * P * sizeof *c->tuple)))
+    return GC_ENOMEM;
+  c->ntuple = 0;
+  for (;;) {
+    int homogeneous = 1;
+    for (size_t p = 1; p < P; p++)
+      homogeneous &= v[p] == v[0];
+    if (!homogeneous)
+      memcpy(c->tuple + c->ntuple++ * P, v, P * sizeof *v);
+    /* next non-decreasing sequence: bump the last entry that can grow and
+     * set every later one equal to it */
+    size_t p = P;
+    while (p > 0 && v[p - 1] == c->nvec - 1)
+      p--;
+    if (p == 0)
+      break;
+    v[p - 1]++;
+    for (size_t q = p; q < P; q++)
+      v[q] = v[p - 1];
   }
-  for (size_t p = 0; p < P; p++)
-    for (size_t i = 0; i < d; i++) {
-      b[p * d + i] = tvals[idx % nt];
-      idx /= nt;
+  c->n = c->ntuple * ipow(NX, d) * NA;
+  return GC_SUCCESS;
+}
+
+static void decode(const klass *c, size_t idx, gc_search_instance *in)
+{
+  memset(in, 0, sizeof *in);
+  in->P = c->P;
+  in->d = c->d;
+  in->k = in->kd = 1;
+  gc_rat_make(1, alpha_den[idx % NA], &in->alpha);
+  idx /= NA;
+  for (size_t i = 0; i < c->d; i++, idx /= NX)
+    gc_rat_make(xvals[idx % NX], 1, &in->x0[i]);
+  const size_t *v = c->tuple + idx * c->P;
+  for (size_t p = 0; p < c->P; p++) {
+    size_t code = v[p];
+    for (size_t i = 0; i < c->d; i++, code /= NT)
+      gc_rat_make(tvals[code % NT], 1, &in->b[p * c->d + i]);
+  }
+}
+
+static size_t gcd_size(size_t a, size_t b)
+{
+  while (b) {
+    size_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* The sample of a class larger than the limit: instances j*G mod n for
+ * j < limit, G the first number >= 0.618 n coprime to n (a Weyl sequence:
+ * distinct instances spread over the whole class, alphas, starts and
+ * targets alike).  G = 1 when the class is complete. */
+static size_t sample_stride(size_t n, size_t limit)
+{
+  if (limit >= n)
+    return 1;
+  size_t g = (size_t) (0.6180339887498949 * (double) n);
+  while (gcd_size(g, n) != 1)
+    g++;
+  return g;
+}
+
+static void usage(FILE *out)
+{
+  fprintf(out,
+          "usage: search [--limit N] [--class PxD] [--csv FILE] [--examples N]\n"
+          "  Compare uni and bi top-K (K = K_d = 1) in the limit on small\n"
+          "  heterogeneous instances: f_p = 1/2||x-b_p||^2, b_p in {-1,0,1}^d,\n"
+          "  x0 in {-3,-1,1,3}^d, alpha in {1/2,1/4}, one instance per multiset\n"
+          "  of targets (the methods are symmetric in the workers), homogeneous\n"
+          "  targets left out.  Classes and their canonical instances:\n");
+  for (size_t P = 2; P <= 3; P++)
+    for (size_t d = 2; d <= 3; d++) {
+      klass c;
+      if (class_init(&c, P, d) == GC_SUCCESS)
+        fprintf(out, "    P=%zu d=%zu: %zu\n", P, d, c.n);
+      free(c.tuple);
     }
+  fprintf(out,
+          "  --limit N: instances per class (default %d).  A class with at\n"
+          "  most N instances runs complete; a larger one runs the N instances\n"
+          "  j*G mod n, j < N, G the first integer >= 0.618n coprime to n.\n"
+          "  --class PxD: only that class (e.g. 2x2; default: all four).\n"
+          "  Each instance runs uni and bi with both tie rules in exact\n"
+          "  rational arithmetic (64-bit fractions; an overflow makes it a\n"
+          "  float64 instance, labelled so) and through gc_sim in float64; a\n"
+          "  float64 run that stays dyadic must agree with its exact twin.\n"
+          "  Limit = mean F-F* over the cycle of the full state (x and every\n"
+          "  memory), found within %d steps; two limits below %g both\n"
+          "  converge (equal).  A decisive tie: a top-K selection where a kept\n"
+          "  and a dropped entry have the same non-zero magnitude.\n"
+          "  --examples N: exact tie-free examples printed per verdict\n"
+          "  (default 3).  --csv FILE: one row per instance:\n"
+          "  P,d,alpha,targets,x0,uni_limit,bi_limit,verdict (ties low; suffix\n"
+          "  _float when not exact),arithmetic (exact|float),uni_limit_exact,\n"
+          "  bi_limit_exact (fractions; empty without an exact cycle),uni_start,\n"
+          "  uni_period,bi_start,bi_period (period 0: no cycle),ties_low,\n"
+          "  ties_high (decisive ties in uni + bi),verdict_ties_high,\n"
+          "  tie_rule_survives (1: same verdict with both rules),verdict_float\n"
+          "  (float64, ties low).  Exit 0 iff some exact instance without a\n"
+          "  decisive tie has bi strictly better.\n",
+          DEFAULT_LIMIT, MAX_STEPS, GC_SEARCH_CONVERGED);
 }
 
-/* Keep one representative per multiset of workers (the algorithms are
- * symmetric in the workers) and drop homogeneous instances (all b_p equal:
- * the workers agree and nothing distinguishes the methods). */
-static int canonical(const double *b, size_t P, size_t d)
-{
-  int all_equal = 1;
-  for (size_t p = 1; p < P; p++) {
-    const double *u = b + (p - 1) * d, *v = b + p * d;
-    int cmp = 0;
-    for (size_t i = 0; i < d && !cmp; i++)
-      cmp = (u[i] > v[i]) - (u[i] < v[i]);
-    if (cmp > 0)
-      return 0;   /* not in non-decreasing lexicographic order */
-    if (cmp)
-      all_equal = 0;
-  }
-  return !all_equal;
-}
-
-static void fmt_vec(char *buf, size_t cap, const double *v, size_t n)
+static void fmt_vec(char *buf, size_t cap, const gc_rat *v, size_t n)
 {
   size_t o = 0;
   o += (size_t) snprintf(buf + o, cap - o, "(");
-  for (size_t i = 0; i < n && o < cap; i++)
-    o += (size_t) snprintf(buf + o, cap - o, "%s%g", i ? " " : "", v[i]);
+  for (size_t i = 0; i < n && o < cap; i++) {
+    char f[48];
+    gc_rat_format(v[i], f, sizeof f);
+    o += (size_t) snprintf(buf + o, cap - o, "%s%s", i ? " " : "", f);
+  }
   if (o < cap)
     snprintf(buf + o, cap - o, ")");
 }
 
+/* The limit of the run behind verdict[rule]: exact fraction or empty. */
+static void limit_text(const gc_search_result *r, int method, char *buf,
+                       size_t cap)
+{
+  const gc_search_run *e = &r->ex[0][method];
+  if (r->exact && e->status == GC_RUN_CYCLE)
+    gc_rat_format(e->limit, buf, cap);
+  else
+    buf[0] = '\0';
+}
+
+/* Tie categories of the summary. */
+enum { TIE_FREE = 0, TIE_SAME, TIE_CHANGES, NTIE };
+static const char *tie_name[NTIE] = {
+  "tie-free", "tie-dependent, same verdict with ties high",
+  "tie-dependent, verdict changes with ties high" };
+
 int main(int argc, char **argv)
 {
   gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
-  size_t limit = 1500, examples = 3;
+  size_t limit = DEFAULT_LIMIT, examples = 3, only_P = 0, only_d = 0;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
   const char *o, *val;
@@ -108,6 +209,12 @@ int main(int argc, char **argv)
         return 2;
     } else if (!strcmp(o, "--csv")) {
       csv = val;
+    } else if (!strcmp(o, "--class")) {
+      char tail;
+      if (sscanf(val, "%zux%zu%c", &only_P, &only_d, &tail) != 2 ||
+          only_P < 2 || only_P > 3 || only_d < 2 || only_d > 3)
+        return gc_cli_usage_error(CMD, "--class: '%s' is not one of 2x2, "
+                                  "2x3, 3x2, 3x3", val);
     } else {
       return gc_cli_unknown(&args, o);
     }
@@ -120,92 +227,132 @@ int main(int argc, char **argv)
   if (csv) {
     if (!(f = fopen(csv, "w")))
       return gc_cli_fail(CMD, 0, "cannot write %s", csv);
-    fprintf(f, "P,d,alpha,targets,x0,uni_limit,bi_limit,verdict\n");
+    fprintf(f, "P,d,alpha,targets,x0,uni_limit,bi_limit,verdict,arithmetic,"
+               "uni_limit_exact,bi_limit_exact,uni_start,uni_period,bi_start,"
+               "bi_period,ties_low,ties_high,verdict_ties_high,"
+               "tie_rule_survives,verdict_float\n");
     fflush(f);
   }
-  size_t count[2][NV] = { { 0 } };   /* [exact?][verdict] */
-  size_t shown[NV] = { 0 };
-  size_t total = 0;
+  gc_search_ws *ws = gc_search_ws_alloc(MAX_STEPS);
+  if (!ws)
+    return gc_cli_fail(CMD, 1, "out of memory");
+  size_t count[2][NTIE][GC_VERDICT_COUNT] = { { { 0 } } };   /* [exact?] */
+  size_t shown[GC_VERDICT_COUNT] = { 0 };
+  size_t float_differs = 0, checked = 0, total = 0;
   printf("search: K = K_d = 1, f_p = 1/2||x-b_p||^2, b_p in {-1,0,1}^d, "
-         "x0 in {-3,-1,1,3}^d, alpha in {1/2,1/4}\n");
-  for (size_t P = 2; P <= 3; P++)
-    for (size_t d = 2; d <= 3; d++) {
-      size_t nx = sizeof xvals / sizeof *xvals, nt = sizeof tvals / sizeof *tvals;
-      size_t N = 2 * ipow(nx, d) * ipow(nt, P * d);
-      /* Walk the class with a stride coprime-ish to the digit layout so a
-       * limited run still covers targets, starts and step sizes. */
-      size_t stride = N / limit > 1 ? N / limit : 1;
-      if (stride > 1 && stride % 2 == 0)
-        stride++;
-      size_t done = 0;
-      for (size_t j = 0; j < N && done < limit; j += stride) {
-        gc_problem *prob = gc_problem_alloc(P, d, GC_PROBLEM_DIAG);
-        if (!prob)
-          return gc_cli_fail(CMD, 1, "out of memory");
-        double alpha;
-        decode(j, P, d, prob->b, prob->x0, &alpha);
-        if (!canonical(prob->b, P, d)) {
-          gc_problem_free(prob);
-          continue;
-        }
-        for (size_t i = 0; i < P * d; i++)
-          prob->a[i] = 1.0;
-        if (gc_problem_finalize(prob)) {
-          gc_problem_free(prob);
-          return gc_cli_fail(CMD, 1, "bad instance");
-        }
-        gc_cycle_result ru, rb;
-        if (gc_theory_cycle_run(prob, GC_ALGO_UNI, 1, 1, GC_TIES_LOW, alpha,
-                                MAX_STEPS, &ru) ||
-            gc_theory_cycle_run(prob, GC_ALGO_BI, 1, 1, GC_TIES_LOW, alpha,
-                                MAX_STEPS, &rb))
-          return gc_cli_fail(CMD, 1, "run failed");
-        int exact = ru.exact && rb.exact;
-        int v;
-        /* Exact runs compare exactly; float runs up to rounding. */
-        double tol = exact ? 0.0 : 1e-9 * fmax(ru.limit, rb.limit) + 1e-300;
-        if (!ru.period || !rb.period)
-          v = V_NOCYCLE;
-        else if (rb.limit < ru.limit - tol)
-          v = V_BETTER;
-        else if (rb.limit > ru.limit + tol)
-          v = V_WORSE;
-        else
-          v = V_EQUAL;
-        count[exact][v]++;
-        total++;
-        done++;
+         "x0 in {-3,-1,1,3}^d, alpha in {1/2,1/4}, limit cycles within %d "
+         "steps\n", MAX_STEPS);
+  char cover[4][160];
+  int status = 0;
+  for (size_t P = 2, ci = 0; P <= 3 && !status; P++)
+    for (size_t d = 2; d <= 3 && !status; d++, ci++) {
+      if (only_P && (P != only_P || d != only_d)) {
+        cover[ci][0] = '\0';
+        continue;
+      }
+      klass c;
+      if (class_init(&c, P, d) != GC_SUCCESS) {
+        status = gc_cli_fail(CMD, 1, "out of memory");
+        break;
+      }
+      size_t runs = limit < c.n ? limit : c.n, G = sample_stride(c.n, limit);
+      size_t nexact = 0;
+      for (size_t j = 0; j < runs; j++) {
+        size_t idx = (size_t) ((unsigned long long) j * G % c.n);
+        gc_search_instance in;
+        decode(&c, idx, &in);
+        gc_search_result r;
         char tb[160], xb[64];
-        fmt_vec(tb, sizeof tb, prob->b, P * d);
-        fmt_vec(xb, sizeof xb, prob->x0, d);
+        fmt_vec(tb, sizeof tb, in.b, P * d);
+        fmt_vec(xb, sizeof xb, in.x0, d);
+        int st = gc_search_eval(ws, &in, &r);
+        if (st != GC_SUCCESS) {
+          status = gc_cli_fail(CMD, st, "instance P=%zu d=%zu alpha=1/%d "
+                               "b=%s x0=%s", P, d, alpha_den[idx % NA], tb, xb);
+          break;
+        }
+        int v = r.verdict[0];
+        int tie = r.ties[0] == 0 && r.ties[1] == 0 ? TIE_FREE
+                  : r.verdict[0] == r.verdict[1]   ? TIE_SAME
+                                                   : TIE_CHANGES;
+        count[r.exact][tie][v]++;
+        nexact += (size_t) r.exact;
+        float_differs += r.exact && r.verdict_float[0] != v;
+        checked += (size_t) r.checked;
+        total++;
+        const gc_search_run *eu = &r.ex[0][0], *eb = &r.ex[0][1];
+        const gc_cycle_result *fu = &r.fl[0][0], *fb = &r.fl[0][1];
+        double ul = r.exact ? eu->limit_f : fu->limit;
+        double bl = r.exact ? eb->limit_f : fb->limit;
+        long us = r.exact ? eu->start : fu->start, up = r.exact ? eu->period : fu->period;
+        long bs = r.exact ? eb->start : fb->start, bp = r.exact ? eb->period : fb->period;
+        if (r.exact && eu->status != GC_RUN_CYCLE)
+          us = up = 0;
+        if (r.exact && eb->status != GC_RUN_CYCLE)
+          bs = bp = 0;
         if (f) {
-          fprintf(f, "%zu,%zu,%g,%s,%s,%.17g,%.17g,%s%s\n", P, d, alpha, tb, xb,
-                  ru.limit, rb.limit, vname[v], exact ? "" : "_float");
+          char ue[48], be[48];
+          limit_text(&r, 0, ue, sizeof ue);
+          limit_text(&r, 1, be, sizeof be);
+          fprintf(f, "%zu,%zu,%g,%s,%s,%.17g,%.17g,%s%s,%s,%s,%s,%ld,%ld,%ld,"
+                     "%ld,%d,%d,%s,%d,%s\n",
+                  P, d, 1.0 / alpha_den[idx % NA], tb, xb, ul, bl,
+                  gc_search_verdict_name(v), r.exact ? "" : "_float",
+                  r.exact ? "exact" : "float", ue, be, us, up, bs, bp,
+                  r.ties[0], r.ties[1], gc_search_verdict_name(r.verdict[1]),
+                  r.verdict[0] == r.verdict[1],
+                  gc_search_verdict_name(r.verdict_float[0]));
           fflush(f);
         }
-        if (exact && shown[v] < examples) {
+        if (r.exact && tie == TIE_FREE && shown[v] < examples) {
+          char ue[48], be[48];
+          limit_text(&r, 0, ue, sizeof ue);
+          limit_text(&r, 1, be, sizeof be);
           shown[v]++;
-          printf("  %-9s P=%zu d=%zu alpha=%g b=%s x0=%s  uni: limit %.6g "
-                 "(cycle from t=%ld, period %ld)  bi: limit %.6g (from t=%ld, "
-                 "period %ld)\n",
-                 vname[v], P, d, alpha, tb, xb, ru.limit, ru.start, ru.period,
-                 rb.limit, rb.start, rb.period);
+          printf("  %-9s P=%zu d=%zu alpha=1/%d b=%s x0=%s  uni: %s (cycle "
+                 "from t=%ld, period %ld)  bi: %s (from t=%ld, period %ld)\n",
+                 gc_search_verdict_name(v), P, d, alpha_den[idx % NA], tb, xb,
+                 ue[0] ? ue : "no exact cycle", us, up,
+                 be[0] ? be : "no exact cycle", bs, bp);
         }
-        gc_problem_free(prob);
       }
+      snprintf(cover[ci], sizeof cover[ci],
+               "  P=%zu d=%zu  %7zu canonical  %7zu run  %-8s  %6zu exact  "
+               "%6zu float", P, d, c.n, runs,
+               runs == c.n ? "complete" : "sampled", nexact, runs - nexact);
+      free(c.tuple);
     }
+  gc_search_ws_free(ws);
   if (f)
     fclose(f);
-  printf("instances: %zu (exact dyadic: %zu)\n", total,
-         count[1][0] + count[1][1] + count[1][2] + count[1][3]);
-  printf("exact: bi strictly better %zu, strictly worse %zu, equal %zu, no cycle %zu\n",
-         count[1][V_BETTER], count[1][V_WORSE], count[1][V_EQUAL],
-         count[1][V_NOCYCLE]);
-  printf("float: bi strictly better %zu, strictly worse %zu, equal %zu, no cycle %zu\n",
-         count[0][V_BETTER], count[0][V_WORSE], count[0][V_EQUAL],
-         count[0][V_NOCYCLE]);
-  int ok = count[1][V_BETTER] > 0;
-  printf("%s\n", ok ? "FOUND: instances where bi is strictly better in exact arithmetic"
-                    : "NOT FOUND");
+  if (status)
+    return status;
+
+  printf("\ncoverage (per class: canonical instances, instances run):\n");
+  for (int ci = 0; ci < 4; ci++)
+    if (cover[ci][0])
+      printf("%s\n", cover[ci]);
+  printf("instances: %zu; float64 runs that stayed dyadic and matched their "
+         "exact twin: %zu\n", total, checked);
+  printf("\nverdicts under ties low (bi against uni by the mean F-F* over the "
+         "limit cycle):\n");
+  printf("  %-5s %-46s %9s %9s %9s %9s %7s\n", "", "", "bi_better", "bi_worse",
+         "equal", "no_cycle", "total");
+  for (int e = 1; e >= 0; e--)
+    for (int t = 0; t < NTIE; t++) {
+      size_t sum = 0;
+      printf("  %-5s %-46s", e ? "exact" : "float", tie_name[t]);
+      for (int v = 0; v < GC_VERDICT_COUNT; v++) {
+        printf(" %9zu", count[e][t][v]);
+        sum += count[e][t][v];
+      }
+      printf(" %7zu\n", sum);
+    }
+  printf("exact instances whose float64 verdict differs: %zu\n", float_differs);
+  int ok = count[1][TIE_FREE][GC_VERDICT_BETTER] > 0;
+  printf("%s\n", ok ? "FOUND: tie-free instances where bi is strictly better "
+                      "in exact arithmetic"
+                    : "NOT FOUND: no tie-free exact instance with bi strictly "
+                      "better");
   return ok ? 0 : 1;
 }
