@@ -126,6 +126,9 @@ typedef struct gc_search_result {
  * wrong, and no verdict from this instance can be trusted. */
 int gc_search_eval(gc_search_ws *w, const gc_search_instance *in,
                    gc_search_result *res);
+/* "exact" iff res->exact (all four rational runs ended without an
+ * overflow), else "float": the label of the instance's verdict. */
+const char *gc_search_arithmetic_name(const gc_search_result *res);
 /* 1 iff no decisive tie was met in the runs behind the verdicts (then the
  * two tie rules run the same trajectories), else 0. */
 int gc_search_tie_free(const gc_search_result *res);

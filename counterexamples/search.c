@@ -298,7 +298,7 @@ int main(int argc, char **argv)
                      "%ld,%d,%d,%s,%d,%s\n",
                   P, d, 1.0 / alpha_den[idx % NA], tb, xb, ul, bl,
                   gc_search_verdict_name(v), r.exact ? "" : "_float",
-                  r.exact ? "exact" : "float", ue, be, us, up, bs, bp,
+                  gc_search_arithmetic_name(&r), ue, be, us, up, bs, bp,
                   r.ties[0], r.ties[1], gc_search_verdict_name(r.verdict[1]),
                   r.verdict[0] == r.verdict[1],
                   gc_search_verdict_name(r.verdict_float[0]));

@@ -486,3 +486,8 @@ int gc_search_tie_free(const gc_search_result *res)
 {
   return res->ties[0] == 0 && res->ties[1] == 0;
 }
+
+const char *gc_search_arithmetic_name(const gc_search_result *res)
+{
+  return res->exact ? "exact" : "float";
+}
