@@ -134,7 +134,8 @@ static void usage(FILE *out)
     for (size_t d = 2; d <= 3; d++) {
       klass c;
       if (class_init(&c, P, d) == GC_SUCCESS)
-        fprintf(out, "    P=%zu d=%zu: %zu\n", P, d, c.n);
+        fprintf(out, "    P=%zu d=%zu: %7zu (%s at the default --limit)\n", P, d,
+                c.n, c.n <= DEFAULT_LIMIT ? "complete" : "sampled");
       free(c.tuple);
     }
   fprintf(out,
