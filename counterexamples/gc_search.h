@@ -72,7 +72,8 @@ enum {
 };
 typedef struct gc_search_run {
   int status;
-  long steps;         /* steps taken (OVERFLOW: the step that overflowed) */
+  long steps;         /* steps taken (OVERFLOW: the step that overflowed,
+                         or the whole run when the cycle's mean did)      */
   long start, period; /* CYCLE: state(start + period) == state(start)     */
   int ties;           /* decisive top-K ties met, uplinks and downlink    */
   gc_rat limit;       /* CYCLE: mean F-F* over the cycle, exact           */

@@ -146,7 +146,7 @@ int gc_rat_topk(const gc_rat *v, size_t n, size_t k, int ties,
 
 /* ---- the rational twin of (a) and (b) ------------------------------------ */
 
-/* Doubles per full state: x, P worker memories, the server memory. */
+/* Fractions per full state at most: x, P worker memories, the server memory. */
 #define STATE_MAX (GC_SEARCH_MAX_D * (GC_SEARCH_MAX_P + 2))
 
 struct gc_search_ws {
