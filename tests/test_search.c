@@ -347,3 +347,22 @@ Test(program, csv_rows_are_consistent)
   cr_assert(exact > 0 && flt > 0);
   free(text);
 }
+
+/* Exit 1 when the phenomenon does not reproduce (one instance cannot show
+ * it), 2 for a bad command line, with a message naming the option. */
+Test(program, exit_statuses)
+{
+  char out[8192], cmd[1024];
+  const char *prog = gc_test_builddir("counterexamples/search");
+  snprintf(cmd, sizeof cmd, "%s --class 2x2 --limit 1 --examples 0", prog);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 1), "%s", out);
+  cr_assert(strstr(out, "NOT FOUND") != NULL, "%s", out);
+  cr_assert(strstr(out, "P=2 d=2     1152 canonical        1 run  sampled") !=
+            NULL, "%s", out);
+  snprintf(cmd, sizeof cmd, "%s --class 2x5", prog);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "--class") != NULL, "%s", out);
+  snprintf(cmd, sizeof cmd, "%s --limit 0", prog);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "--limit") != NULL, "%s", out);
+}
