@@ -239,7 +239,7 @@ int main(int argc, char **argv)
     return gc_cli_fail(CMD, 1, "out of memory");
   size_t count[2][NTIE][GC_VERDICT_COUNT] = { { { 0 } } };   /* [exact?] */
   size_t shown[GC_VERDICT_COUNT] = { 0 };
-  size_t float_differs = 0, checked = 0, total = 0;
+  size_t float_differs = 0, checked = 0, total = 0, low_only = 0;
   printf("search: K = K_d = 1, f_p = 1/2||x-b_p||^2, b_p in {-1,0,1}^d, "
          "x0 in {-3,-1,1,3}^d, alpha in {1/2,1/4}, limit cycles within %d "
          "steps\n", MAX_STEPS);
@@ -279,6 +279,8 @@ int main(int argc, char **argv)
         count[r.exact][tie][v]++;
         nexact += (size_t) r.exact;
         float_differs += r.exact && r.verdict_float[0] != v;
+        low_only += !r.exact && r.ex[0][0].status != GC_RUN_OVERFLOW &&
+                    r.ex[0][1].status != GC_RUN_OVERFLOW;
         checked += (size_t) r.checked;
         total++;
         const gc_search_run *eu = &r.ex[0][0], *eb = &r.ex[0][1];
@@ -350,6 +352,8 @@ int main(int argc, char **argv)
       printf(" %7zu\n", sum);
     }
   printf("exact instances whose float64 verdict differs: %zu\n", float_differs);
+  printf("float instances whose ties-low runs were exact (a ties-high rerun "
+         "overflowed): %zu\n", low_only);
   int ok = count[1][TIE_FREE][GC_VERDICT_BETTER] > 0;
   printf("%s\n", ok ? "FOUND: tie-free instances where bi is strictly better "
                       "in exact arithmetic"
