@@ -39,7 +39,7 @@ static void contraction_usage(FILE *out)
           "  T inputs) of every compressor x input distribution (gaussian, laplace,\n"
           "  student-t3, equal-magnitude worst case, trajectory = accumulators of uni\n"
           "  top-K on a heterogeneous quadratic) x density, beside K/d and the Gaussian\n"
-          "  tail share 1-rho-2 tau phi(tau) of theory.md 4.5.\n"
+          "  tail share 1-rho-2 tau phi(tau) of docs/theory.md 4.5.\n"
           "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors.\n"
           "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
           "       delta_topk_theory,gauss_share\n");
@@ -245,8 +245,9 @@ static void trajectory_usage(FILE *out)
           "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
           "         --lr A --steps N [--seed S] [--csv FILE]\n"
           "  Runs the algorithm with the in-process transport and logs per step\n"
-          "  F-F*, ||grad F||^2, xi_t (4.2), xi_bi,t (4.4), ||E_t|| and its recursion\n"
-          "  bound (4.3), bytes up/down and |support union|.\n"
+          "  F-F*, ||grad F||^2, xi_t, xi_bi,t, ||E_t|| and its recursion bound, bytes\n"
+          "  up/down and |support union| (docs/theory.md 4.2-4.4).  mem_bound is nan\n"
+          "  where the recursion is no bound (a downlink compressor other than topk).\n"
           "  quadratic spec: key=value list of P, d, L, mu, spectrum=geom|lin, hetero,\n"
           "  x0, sigma, seed, rotate=0|1 (e.g. quadratic:P=8,d=64,L=10,mu=0.1).\n"
           "  npy:DIR reads DIR/A.npy (optional), DIR/b.npy, DIR/x0.npy.\n"
@@ -392,7 +393,7 @@ static void bounds_usage(FILE *out)
           "  With noisy gradients or a random compressor a bound holds in expectation:\n"
           "  R runs with seeds S..S+R-1 are averaged per step, and a random compressor's\n"
           "  delta is the mean over M extra draws per input (worst over the path).\n"
-          "  docs/theory.md section 5 states every bound, its source and assumptions.\n"
+          "  docs/theory.md 4.7 states every bound, its source and assumptions.\n"
           "  Defaults: problems toy (lr 0.01), cycle9 (lr 0.5), quadratic:P=4,d=50 and\n"
           "  quadratic:P=1,d=50 (lr 0.1/L); algorithms sgd,uni,bi,downlink,doublesqueeze,\n"
           "  ef21; compressors topk,randk at K = 1 (toy, cycle9) or density 0.1;\n"
@@ -485,7 +486,7 @@ static int cmd_bounds(int argc, char **argv)
     }
     char pfield[256];
     csv_field(problems[ip], pfield, sizeof pfield);
-    /* toy, cycle9: K = 1 and their own step sizes, as in theory.md 5 */
+    /* toy, cycle9: K = 1 and their own step sizes, as in docs/theory.md 5 */
     int is_toy = !strcmp(problems[ip], "toy"), is_c9 = !strcmp(problems[ip], "cycle9");
     int small = is_toy || is_c9;
     double lr = lr_opt > 0 ? lr_opt : is_toy ? 0.01 : is_c9 ? 0.5 : 0.1 / prob->L;
@@ -547,9 +548,10 @@ static int cmd_bounds(int argc, char **argv)
 static void usage(FILE *out)
 {
   fprintf(out, "usage: gradcomp theory contraction|trajectory|bounds [OPTIONS]\n"
-               "  contraction  empirical contraction of every compressor (theory.md 4.1, 4.5)\n"
+               "  contraction  empirical contraction of every compressor (docs/theory.md 4.1, 4.5)\n"
                "  trajectory   one run with the xi / xi_bi / memory probes (4.2-4.4)\n"
-               "  bounds       bounds of 4.3, 4.6, 3(d) with measured constants\n"
+               "  bounds       the bounds of 4.7 with measured constants, each printed only\n"
+               "               when the run meets its theorem's assumptions\n"
                "  gradcomp theory SUBCOMMAND --help for the options.\n");
 }
 

@@ -1,4 +1,4 @@
-/* bounds.c -- the bound formulas (docs/theory.md section 5), the checks of
+/* bounds.c -- the bound formulas (docs/theory.md 4.3, 4.6, 4.7), the checks of
  * their theorems' assumptions against a measured run, the runs that measure
  * the constants, and the Gaussian top-K tail share of 4.5. */
 #include <math.h>

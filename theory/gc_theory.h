@@ -1,6 +1,6 @@
 /* gc_theory.h -- synthetic problems, probes along trajectories, bound
  * formulas and the exact-arithmetic helpers of the counterexamples
- * (theory.md sections 3-5 and 7).
+ * (docs/theory.md sections 3-5 and 7).
  *
  * Every trajectory is run by the library's in-process transport (gc_sim):
  * this module never re-implements an algorithm.  It only evaluates
@@ -184,7 +184,7 @@ void gc_theory_fill(int dist, uint64_t seed, uint32_t trial, double *x,
 /* ---- bounds ---------------------------------------------------------------- *
  * The formula functions take plain numbers; the assumption checks and the
  * choice of which bound applies to a run are below them (docs/theory.md
- * section 5 lists each bound, its source, its assumptions and what it
+ * 4.7 lists each bound, its source, its assumptions and what it
  * bounds). */
 /* Non-convex bound of 4.3:
  * 2 (f0 - f*)/(lr T) + L lr M2 + L^2 lr^2 M2 (gamma + xi)^2/(1 - gamma)^2. */
