@@ -108,6 +108,27 @@ const char *gc_theory_recursion_failure(const gc_algo_config *cfg)
   return "the algorithm keeps no error memory of 4.3";
 }
 
+static const gc_bound_info INFO[GC_BOUND_COUNT] = {
+  { "nonconvex_4.3", "docs/theory.md 4.3 (derived)",
+    "mean_t ||grad F(x_t)||^2 (path; E[] with noisy gradients)",
+    "an algorithm with the memory of 4.3; plain error feedback (no DGC momentum); "
+    "a top-K downlink for bi/downlink/doublesqueeze; constant step; "
+    "xi finite; measured max ||E_t|| <= (gamma+xi)/(1-gamma) lr M" },
+  { "ef_sgd_4.6", "Karimireddy et al. 2019 (EF-SGD)",
+    "min_t ||grad F(x_t)||^2 (E[] with noisy gradients or a random compressor)",
+    "one EF node (uni/allgather with P = 1; or downlink); plain error feedback; "
+    "constant step; delta > 0 (path worst; multi-draw for a random compressor)" },
+  { "ef21_3d", "Richtarik et al. 2021 (EF21)",
+    "mean_t ||grad F(x_t)||^2 (E[] with a random compressor)",
+    "algorithm ef21; exact gradients (sigma = 0); constant step; delta > 0; "
+    "lr <= 1/(L + L~ sqrt(beta/theta))" },
+};
+
+const gc_bound_info *gc_theory_bound_info(size_t i)
+{
+  return i < GC_BOUND_COUNT ? &INFO[i] : NULL;
+}
+
 static void refuse(gc_bound_row *r, const char *fmt, ...)
 {
   va_list ap;
@@ -120,12 +141,11 @@ static void refuse(gc_bound_row *r, const char *fmt, ...)
   r->value = NAN;
 }
 
-static void row_init(gc_bound_row *r, const char *name, const char *source, int on,
-                     const gc_bound_case *c)
+static void row_init(gc_bound_row *r, size_t which, int on, const gc_bound_case *c)
 {
   memset(r, 0, sizeof *r);
-  r->name = name;
-  r->source = source;
+  r->name = INFO[which].name;
+  r->source = INFO[which].source;
   r->on = on;
   r->gamma = r->xi = r->delta = NAN;
   r->value = NAN;
@@ -159,14 +179,28 @@ static int usable_delta(gc_bound_row *r, const char *side, const gc_compressor_t
   return 1;
 }
 
+/* With momentum > 0 the workers of uni, allgather and allreduce-randk keep
+ * DGC's memory (momentum correction, masking, clipping) instead of the
+ * plain residual, which none of the theorems analyses. */
+static int plain_ef(gc_bound_row *r, const gc_bound_case *c)
+{
+  if (worker_memory_only(c->kind) && c->momentum > 0) {
+    refuse(r, "momentum = %g (theorem: plain error feedback)", c->momentum);
+    return 0;
+  }
+  return 1;
+}
+
 /* Non-convex bound of 4.3 on mean_t ||grad F||^2. */
 static void eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
 {
-  row_init(r, "nonconvex_4.3", "theory 4.3 (derived)", GC_BOUND_ON_MEAN, c);
+  row_init(r, 0, GC_BOUND_ON_MEAN, c);
   gc_algo_kind k = c->kind;
   if (!(k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE || worker_memory_only(k) ||
         server_memory(k)))
     return refuse(r, "algorithm %s keeps no error memory of 4.3", gc_algo_name(k));
+  if (!plain_ef(r, c))
+    return;
   if (c->recursion_fails)
     return refuse(r, "downlink compressor %s is not top-K (xi_bi and the recursion use "
                   "TopK_d)", c->down ? c->down->name : "none");
@@ -196,7 +230,7 @@ static void eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
 /* EF-SGD of Karimireddy et al. (4.6) on min_t ||grad F||^2. */
 static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
 {
-  row_init(r, "ef_sgd_4.6", "Karimireddy et al. 2019 (EF-SGD)", GC_BOUND_ON_MIN, c);
+  row_init(r, 1, GC_BOUND_ON_MIN, c);
   gc_algo_kind k = c->kind;
   const gc_compressor_type *t;
   double path, draws;
@@ -217,6 +251,8 @@ static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
     return refuse(r, "algorithm %s is not EF-SGD on one node", gc_algo_name(k));
   }
   r->expectation = c->sigma > 0 || is_random(t);
+  if (!plain_ef(r, c))
+    return;
   if (!c->constant_lr)
     return refuse(r, "the step size varies (theorem: constant)");
   if (c->T < 1)
@@ -233,7 +269,7 @@ static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
 /* EF21 (3 d) on mean_t ||grad F||^2. */
 static void eval_ef21(const gc_bound_case *c, gc_bound_row *r)
 {
-  row_init(r, "ef21_3d", "Richtarik et al. 2021 (EF21)", GC_BOUND_ON_MEAN, c);
+  row_init(r, 2, GC_BOUND_ON_MEAN, c);
   if (c->kind != GC_ALGO_EF21)
     return refuse(r, "algorithm %s is not EF21", gc_algo_name(c->kind));
   r->expectation = is_random(c->up);
@@ -310,6 +346,7 @@ int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
   out->up = uses_up(k) ? cfg->up : NULL;
   out->down = uses_down(k) ? cfg->down : NULL;
   out->ef21_init = cfg->ef21_init;
+  out->momentum = cfg->momentum;
   out->P = prob->workers;
   out->d = prob->n;
   out->T = steps;

@@ -129,9 +129,9 @@ typedef struct gc_probe_summary {
   double mem_norm_max;           /* max_t ||E_t|| */
   const char *recursion_fails;   /* why mem_bound is no bound here, or NULL */
   size_t draws;                  /* M of the multi-draw probes (0: off)      */
-  double delta_up_draws;         /* min over the path of 1 - mean_M ||C(x)-x||^2
-                                    /||x||^2 on the uplink inputs (random C;
-                                    NaN otherwise)                           */
+  double delta_up_draws;         /* min over the path of 1 - (mean_M + 3 standard
+                                    errors) of ||C(x)-x||^2/||x||^2 on the
+                                    uplink inputs (random C; NaN otherwise)  */
   double delta_down_draws;       /* same on the server's inputs             */
   double support_mean;           /* mean |S| */
   double gamma, gamma_d;         /* sqrt(1-K/d), sqrt(1-K_d/d) */
@@ -212,6 +212,7 @@ typedef struct gc_bound_case {
   gc_algo_kind kind;
   const gc_compressor_type *up, *down;
   int ef21_init;                 /* cfg.ef21_init */
+  double momentum;               /* cfg.momentum: > 0 is DGC's memory */
   size_t P, d, k, k_down, T;     /* T: steps of each run */
   size_t runs, draws;            /* R runs averaged; M draws of the probes */
   double lr;
@@ -250,6 +251,13 @@ typedef struct gc_bound_row {
 } gc_bound_row;
 
 enum { GC_BOUND_COUNT = 3 };
+/* What each bound declares, in the order of gc_theory_bounds_eval's rows:
+ * its name, source, the measured quantity it bounds and its theorem's
+ * assumptions in the order they are checked. */
+typedef struct gc_bound_info {
+  const char *name, *source, *bounds, *assumptions;
+} gc_bound_info;
+const gc_bound_info *gc_theory_bound_info(size_t i);   /* NULL past the end */
 /* Check each bound's assumptions against the case and evaluate the bounds
  * whose assumptions hold: rows[GC_BOUND_COUNT], in a fixed order, one per
  * bound, refused ones included. */

@@ -228,20 +228,26 @@ int gc_theory_run_set_draws(gc_theory_run *r, size_t draws)
   return GC_SUCCESS;
 }
 
-/* 1 - mean over M draws of ||C(x)-x||^2/||x||^2: the contraction of a
- * random compressor in expectation (4.1), at draw steps t*M .. t*M+M-1. */
+/* The contraction of a random compressor in expectation (4.1) from M draws
+ * at draw steps t*M .. t*M+M-1: 1 - (mean + 3 standard errors) of
+ * ||C(x)-x||^2/||x||^2, so that sampling error makes delta smaller (the
+ * bound looser), not larger. */
 static int draws_contraction(gc_theory_run *r, gc_compressor *c,
                              const double *x, uint32_t t, double *out)
 {
-  double nx = norm2(x, r->n), sum = 0;
+  double nx = norm2(x, r->n), sum = 0, sum2 = 0, M = (double) r->draws;
   *out = NAN;
   if (!(nx > 0))
     return GC_SUCCESS;
   for (size_t j = 0; j < r->draws; j++) {
     GC_TRY(roundtrip(c, x, (uint32_t) (t * r->draws + j), r->buf, r->t2));
-    sum += dist2(x, r->t2, r->n) / nx;
+    double e = dist2(x, r->t2, r->n) / nx;
+    sum += e;
+    sum2 += e * e;
   }
-  *out = 1.0 - sum / (double) r->draws;
+  double mean = sum / M;
+  double var = M > 1 ? fmax(0.0, (sum2 - M * mean * mean) / (M - 1)) : 0.0;
+  *out = 1.0 - (mean + 3.0 * sqrt(var / M));
   return GC_SUCCESS;
 }
 
