@@ -117,10 +117,12 @@ static const gc_bound_info INFO[GC_BOUND_COUNT] = {
   { "ef_sgd_4.6", "Karimireddy et al. 2019 (EF-SGD)",
     "min_t ||grad F(x_t)||^2 (E[] with noisy gradients or a random compressor)",
     "one EF node (uni/allgather with P = 1; or downlink); plain error feedback; "
-    "constant step; delta > 0 (path worst; multi-draw for a random compressor)" },
+    "constant step; delta > 0 (deterministic C: worst on the path; randk: K/d; "
+    "other random C: multi-draw lower estimate)" },
   { "ef21_3d", "Richtarik et al. 2021 (EF21)",
     "mean_t ||grad F(x_t)||^2 (E[] with a random compressor)",
-    "algorithm ef21; exact gradients (sigma = 0); constant step; delta > 0; "
+    "algorithm ef21; exact gradients (sigma = 0); constant step; delta > 0 (as for "
+    "ef_sgd_4.6); "
     "lr <= 1/(L + L~ sqrt(beta/theta))" },
 };
 
@@ -153,19 +155,50 @@ static void row_init(gc_bound_row *r, size_t which, int on, const gc_bound_case 
   r->measured = on == GC_BOUND_ON_MIN ? c->min_grad2 : c->mean_grad2;
 }
 
-/* The contraction a bound may use for compressor t: along the path for a
- * deterministic one (the proofs use it only on the inputs met), the
- * multi-draw mean for a random one (the theorems need it in expectation).
- * Refuses (returns 0) when there is none or it is not positive. */
+/* The exact contraction in expectation of the random compressors whose
+ * distribution fixes it for every input (docs/theory.md 2.3): randk keeps a
+ * uniform K-subset, so E||x - R_K(x)||^2 = (1 - K/d)||x||^2; randk-unbiased
+ * has omega = d/K - 1, i.e. delta = 1 - omega.  NaN for the others. */
+static double exact_delta(const gc_compressor_type *t, size_t k, size_t d)
+{
+  if (!t || !k || !d)
+    return NAN;
+  double rho = (double) k / (double) d;
+  if (!strcmp(t->name, "randk"))
+    return rho;
+  if (!strcmp(t->name, "randk-unbiased"))
+    return 2.0 - 1.0 / rho;
+  return NAN;
+}
+
+/* The contraction a bound may use for compressor t (K entries of d): for a
+ * deterministic one its worst value on the path (the proofs use it only on
+ * the inputs met); for a random one its exact expectation where the
+ * distribution fixes it, else the multi-draw lower estimate (the theorems
+ * need it in expectation).  Refuses (returns 0) when there is none or it is
+ * not positive. */
 static int usable_delta(gc_bound_row *r, const char *side, const gc_compressor_type *t,
-                        double path, double draws, size_t M, double *delta)
+                        size_t k, size_t dim, double path, double draws, size_t M,
+                        double *delta)
 {
   const char *name = t ? t->name : "none";
-  double d = is_random(t) ? draws : path;
-  if (is_random(t) && M == 0) {
-    refuse(r, "%s compressor %s is random and the multi-draw probe is off (draws = 0)",
-           side, name);
-    return 0;
+  double d = path, exact = exact_delta(t, k, dim);
+  if (is_random(t) && isfinite(exact)) {
+    if (!(exact > 0)) {
+      refuse(r, "%s compressor %s: delta = %.4g for K = %zu of d = %zu (theorem: delta > 0)",
+             side, name, exact, k, dim);
+      return 0;
+    }
+    *delta = exact;
+    return 1;
+  }
+  if (is_random(t)) {
+    if (M == 0) {
+      refuse(r, "%s compressor %s is random and the multi-draw probe is off (draws = 0)",
+             side, name);
+      return 0;
+    }
+    d = draws;
   }
   if (!isfinite(d)) {
     refuse(r, "%s compressor %s: no contraction measured", side, name);
@@ -258,7 +291,8 @@ static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
   if (c->T < 1)
     return refuse(r, "T = 0 steps");
   double delta;
-  if (!usable_delta(r, side, t, path, draws, c->draws, &delta))
+  if (!usable_delta(r, side, t, k == GC_ALGO_DOWNLINK ? c->k_down : c->k, c->d, path, draws,
+                    c->draws, &delta))
     return;
   r->delta = delta;
   r->gamma = sqrt(1.0 - delta);
@@ -280,7 +314,8 @@ static void eval_ef21(const gc_bound_case *c, gc_bound_row *r)
   if (c->T < 1)
     return refuse(r, "T = 0 steps");
   double delta;
-  if (!usable_delta(r, "uplink", c->up, c->delta_up, c->delta_up_draws, c->draws, &delta))
+  if (!usable_delta(r, "uplink", c->up, c->k, c->d, c->delta_up, c->delta_up_draws, c->draws,
+                    &delta))
     return;
   r->delta = delta;
   r->gamma = sqrt(1.0 - delta);
