@@ -1,10 +1,16 @@
-/* bounds.c -- the bound formulas of theory.md 4.3, 4.6 and 3(d), to be
- * evaluated with constants measured along a trajectory, and the Gaussian
- * top-K tail share of 4.5. */
+/* bounds.c -- the bound formulas (docs/theory.md 4.3, 4.6, 4.7), the checks of
+ * their theorems' assumptions against a measured run, the runs that measure
+ * the constants, and the Gaussian top-K tail share of 4.5. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_cdf.h>
 
+#include "gc_ef.h"
+#include "gc_errno.h"
 #include "gc_theory.h"
 
 double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
@@ -48,4 +54,414 @@ double gc_theory_gauss_share(double rho)
   double tau = gsl_cdf_ugaussian_Pinv(1.0 - 0.5 * rho);
   double phi = exp(-0.5 * tau * tau) / 2.5066282746310002 /* sqrt(2 pi) */;
   return 1.0 - rho - 2.0 * tau * phi;
+}
+
+/* ---- which bound applies --------------------------------------------------
+ * Each bound checks its theorem's assumptions in the order of its proof and
+ * refuses with the first one that fails, naming the measured value. */
+
+/* Relative slack for comparisons of measured quantities (rounding of
+ * norms), as in the probe tests. */
+#define SLACK 1e-9
+
+static int is_topk(const gc_compressor_type *t)
+{
+  return t && !strcmp(t->name, "topk");
+}
+
+/* Which of the configured compressors the algorithm actually runs. */
+static int uses_up(gc_algo_kind k)
+{
+  return k != GC_ALGO_SGD && k != GC_ALGO_ALLREDUCE && k != GC_ALGO_DOWNLINK;
+}
+
+static int uses_down(gc_algo_kind k)
+{
+  return k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE ||
+         k == GC_ALGO_EF21_BC;
+}
+
+static int is_random(const gc_compressor_type *t)
+{
+  return t && (t->flags & GC_COMP_RANDOM);
+}
+
+/* Memories of 4.3 at the server: bi, downlink-only, DoubleSqueeze. */
+static int server_memory(gc_algo_kind k)
+{
+  return k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE;
+}
+
+static int worker_memory_only(gc_algo_kind k)
+{
+  return k == GC_ALGO_UNI || k == GC_ALGO_ALLGATHER || k == GC_ALGO_ALLREDUCE_RANDK;
+}
+
+const char *gc_theory_recursion_failure(const gc_algo_config *cfg)
+{
+  gc_algo_kind k = cfg->kind;
+  if (k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE || worker_memory_only(k))
+    return NULL;   /* E = 0, or xi is measured against the messages sent */
+  if (server_memory(k))
+    return is_topk(cfg->down) ? NULL
+           : "the downlink compressor is not top-K (the recursion contracts with TopK_d)";
+  return "the algorithm keeps no error memory of 4.3";
+}
+
+static const gc_bound_info INFO[GC_BOUND_COUNT] = {
+  { "nonconvex_4.3", "docs/theory.md 4.3 (derived)",
+    "mean_t ||grad F(x_t)||^2 (path; E[] with noisy gradients)",
+    "an algorithm with the memory of 4.3; plain error feedback (no DGC momentum); "
+    "a top-K downlink for bi/downlink/doublesqueeze; constant step; "
+    "xi finite; measured max ||E_t|| <= (gamma+xi)/(1-gamma) lr M" },
+  { "ef_sgd_4.6", "Karimireddy et al. 2019 (EF-SGD)",
+    "min_t ||grad F(x_t)||^2 (E[] with noisy gradients or a random compressor)",
+    "one EF node (uni/allgather with P = 1; or downlink); plain error feedback; "
+    "constant step; delta > 0 (deterministic C: worst on the path; randk: K/d; "
+    "other random C: multi-draw lower estimate)" },
+  { "ef21_3d", "Richtarik et al. 2021 (EF21)",
+    "mean_t ||grad F(x_t)||^2 (E[] with a random compressor)",
+    "algorithm ef21; exact gradients (sigma = 0); constant step; delta > 0 (as for "
+    "ef_sgd_4.6); "
+    "lr <= 1/(L + L~ sqrt(beta/theta))" },
+};
+
+const gc_bound_info *gc_theory_bound_info(size_t i)
+{
+  return i < GC_BOUND_COUNT ? &INFO[i] : NULL;
+}
+
+static void refuse(gc_bound_row *r, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->failed, sizeof r->failed, fmt, ap);
+  va_end(ap);
+  for (char *p = r->failed; *p; p++)
+    if (*p == ',')
+      *p = ';';   /* one CSV field, readable without quoting */
+  r->value = NAN;
+}
+
+static void row_init(gc_bound_row *r, size_t which, int on, const gc_bound_case *c)
+{
+  memset(r, 0, sizeof *r);
+  r->name = INFO[which].name;
+  r->source = INFO[which].source;
+  r->on = on;
+  r->gamma = r->xi = r->delta = NAN;
+  r->value = NAN;
+  r->expectation = c->sigma > 0;
+  r->measured = on == GC_BOUND_ON_MIN ? c->min_grad2 : c->mean_grad2;
+}
+
+/* The exact contraction in expectation of the random compressors whose
+ * distribution fixes it for every input (docs/theory.md 2.3): randk keeps a
+ * uniform K-subset, so E||x - R_K(x)||^2 = (1 - K/d)||x||^2; randk-unbiased
+ * has omega = d/K - 1, i.e. delta = 1 - omega.  NaN for the others. */
+static double exact_delta(const gc_compressor_type *t, size_t k, size_t d)
+{
+  if (!t || !k || !d)
+    return NAN;
+  double rho = (double) k / (double) d;
+  if (!strcmp(t->name, "randk"))
+    return rho;
+  if (!strcmp(t->name, "randk-unbiased"))
+    return 2.0 - 1.0 / rho;
+  return NAN;
+}
+
+/* The contraction a bound may use for compressor t (K entries of d): for a
+ * deterministic one its worst value on the path (the proofs use it only on
+ * the inputs met); for a random one its exact expectation where the
+ * distribution fixes it, else the multi-draw lower estimate (the theorems
+ * need it in expectation).  Refuses (returns 0) when there is none or it is
+ * not positive. */
+static int usable_delta(gc_bound_row *r, const char *side, const gc_compressor_type *t,
+                        size_t k, size_t dim, double path, double draws, size_t M,
+                        double *delta)
+{
+  const char *name = t ? t->name : "none";
+  double d = path, exact = exact_delta(t, k, dim);
+  if (is_random(t) && isfinite(exact)) {
+    if (!(exact > 0)) {
+      refuse(r, "%s compressor %s: delta = %.4g for K = %zu of d = %zu (theorem: delta > 0)",
+             side, name, exact, k, dim);
+      return 0;
+    }
+    *delta = exact;
+    return 1;
+  }
+  if (is_random(t)) {
+    if (M == 0) {
+      refuse(r, "%s compressor %s is random and the multi-draw probe is off (draws = 0)",
+             side, name);
+      return 0;
+    }
+    d = draws;
+  }
+  if (!isfinite(d)) {
+    refuse(r, "%s compressor %s: no contraction measured", side, name);
+    return 0;
+  }
+  if (!(d > 0)) {
+    refuse(r, "%s compressor %s: measured delta = %.4g (theorem: delta > 0)", side, name, d);
+    return 0;
+  }
+  *delta = fmin(d, 1.0);
+  return 1;
+}
+
+/* With momentum > 0 the workers of uni, allgather and allreduce-randk keep
+ * DGC's memory (momentum correction, masking, clipping) instead of the
+ * plain residual, which none of the theorems analyses. */
+static int plain_ef(gc_bound_row *r, const gc_bound_case *c)
+{
+  if (worker_memory_only(c->kind) && c->momentum > 0) {
+    refuse(r, "momentum = %g (theorem: plain error feedback)", c->momentum);
+    return 0;
+  }
+  return 1;
+}
+
+/* Non-convex bound of 4.3 on mean_t ||grad F||^2. */
+static void eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
+{
+  row_init(r, 0, GC_BOUND_ON_MEAN, c);
+  gc_algo_kind k = c->kind;
+  if (!(k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE || worker_memory_only(k) ||
+        server_memory(k)))
+    return refuse(r, "algorithm %s keeps no error memory of 4.3", gc_algo_name(k));
+  if (!plain_ef(r, c))
+    return;
+  if (c->recursion_fails)
+    return refuse(r, "downlink compressor %s is not top-K (xi_bi and the recursion use "
+                  "TopK_d)", c->down ? c->down->name : "none");
+  if (!c->constant_lr)
+    return refuse(r, "the step size varies (theorem: constant)");
+  double g = 0, xi = 0;
+  if (worker_memory_only(k)) {
+    g = c->gamma;
+    xi = c->xi_max;
+  } else if (server_memory(k)) {
+    g = c->gamma_d;
+    xi = c->xi_bi_max;
+  }
+  if (!isfinite(xi))
+    return refuse(r, "xi was never finite (gbar_t = 0 at every step)");
+  r->gamma = g;
+  r->xi = xi;
+  /* The proof uses ||E_t|| <= (gamma + xi)/(1 - gamma) lr M on the path
+   * (the unrolled recursion); check it on what was measured. */
+  double unrolled = (g + xi) / (1.0 - g) * c->lr * sqrt(c->M2);
+  if (c->mem_norm_max > unrolled * (1 + SLACK) + 1e-300)
+    return refuse(r, "max ||E_t|| = %.6g exceeds (gamma+xi)/(1-gamma) lr M = %.6g",
+                  c->mem_norm_max, unrolled);
+  r->value = gc_bound_nonconvex(c->f0_gap, c->lr, c->T, c->L, c->M2, g, xi);
+}
+
+/* EF-SGD of Karimireddy et al. (4.6) on min_t ||grad F||^2. */
+static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
+{
+  row_init(r, 1, GC_BOUND_ON_MIN, c);
+  gc_algo_kind k = c->kind;
+  const gc_compressor_type *t;
+  double path, draws;
+  const char *side;
+  if (k == GC_ALGO_UNI || k == GC_ALGO_ALLGATHER) {
+    if (c->P != 1)
+      return refuse(r, "P = %zu (theorem: one worker)", c->P);
+    t = c->up;
+    path = c->delta_up;
+    draws = c->delta_up_draws;
+    side = "uplink";
+  } else if (k == GC_ALGO_DOWNLINK) {   /* one EF node on gbar: the server */
+    t = c->down;
+    path = c->delta_down;
+    draws = c->delta_down_draws;
+    side = "downlink";
+  } else {
+    return refuse(r, "algorithm %s is not EF-SGD on one node", gc_algo_name(k));
+  }
+  r->expectation = c->sigma > 0 || is_random(t);
+  if (!plain_ef(r, c))
+    return;
+  if (!c->constant_lr)
+    return refuse(r, "the step size varies (theorem: constant)");
+  if (c->T < 1)
+    return refuse(r, "T = 0 steps");
+  double delta;
+  if (!usable_delta(r, side, t, k == GC_ALGO_DOWNLINK ? c->k_down : c->k, c->d, path, draws,
+                    c->draws, &delta))
+    return;
+  r->delta = delta;
+  r->gamma = sqrt(1.0 - delta);
+  /* the theorem's T + 1 iterates x_0..x_T are the T measured ones */
+  r->value = gc_bound_ef_sgd(c->f0_gap, c->lr, c->T - 1, c->L, c->M2, delta);
+}
+
+/* EF21 (3 d) on mean_t ||grad F||^2. */
+static void eval_ef21(const gc_bound_case *c, gc_bound_row *r)
+{
+  row_init(r, 2, GC_BOUND_ON_MEAN, c);
+  if (c->kind != GC_ALGO_EF21)
+    return refuse(r, "algorithm %s is not EF21", gc_algo_name(c->kind));
+  r->expectation = is_random(c->up);
+  if (c->sigma > 0)
+    return refuse(r, "sigma = %g (theorem: exact gradients)", c->sigma);
+  if (!c->constant_lr)
+    return refuse(r, "the step size varies (theorem: constant)");
+  if (c->T < 1)
+    return refuse(r, "T = 0 steps");
+  double delta;
+  if (!usable_delta(r, "uplink", c->up, c->k, c->d, c->delta_up, c->delta_up_draws, c->draws,
+                    &delta))
+    return;
+  r->delta = delta;
+  r->gamma = sqrt(1.0 - delta);
+  double theta = 1.0 - sqrt(1.0 - delta);
+  double cap = 1.0 / (c->L + c->L_tilde * sqrt((1.0 - delta) / (theta * theta)));
+  if (c->lr > cap)
+    return refuse(r, "lr = %.6g exceeds the step cap 1/(L + L~ sqrt(beta/theta)) = %.6g",
+                  c->lr, cap);
+  r->value = gc_bound_ef21(c->f0_gap, c->lr, c->T, c->L, c->L_tilde, delta, c->G0);
+}
+
+void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
+{
+  eval_nonconvex(c, &rows[0]);
+  eval_ef_sgd(c, &rows[1]);
+  eval_ef21(c, &rows[2]);
+}
+
+/* (1/P) sum_p ||C(grad f_p(x0)) - grad f_p(x0)||^2 with the run's
+ * compressor draw of step 0: G0 of EF21 with h_p^0 = C(grad f_p(x_0)). */
+static int ef21_g0(const gc_problem *prob, const gc_algo_config *cfg, double *g0)
+{
+  size_t n = prob->n;
+  double *g = malloc(n * sizeof *g), *y = malloc(n * sizeof *y), s = 0;
+  int st = g && y ? GC_SUCCESS : GC_ENOMEM;
+  for (size_t p = 0; st == GC_SUCCESS && p < prob->workers; p++) {
+    gc_compressor_params par = cfg->up_params;
+    par.stream = (uint32_t) p;
+    gc_compressor *c = gc_compressor_alloc(cfg->up, n, &par);
+    uint8_t *buf = c ? malloc(gc_compressor_max_bytes(c)) : NULL;
+    double dl;
+    gc_problem_worker_grad(prob, p, prob->x0, g);
+    if (!buf)
+      st = GC_ENOMEM;
+    else if ((st = gc_theory_delta(c, g, 0, buf, y, &dl)) == GC_SUCCESS)
+      for (size_t i = 0; i < n; i++)
+        s += (y[i] - g[i]) * (y[i] - g[i]);
+    free(buf);
+    gc_compressor_free(c);
+  }
+  free(g);
+  free(y);
+  *g0 = s / (double) prob->workers;
+  return st;
+}
+
+int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
+                         double lr, size_t steps, size_t runs, size_t draws,
+                         uint64_t seed, gc_bound_case *out)
+{
+  gc_algo_kind k = cfg->kind;
+  int random = prob->sigma > 0 || (uses_up(k) && is_random(cfg->up)) ||
+               (uses_down(k) && is_random(cfg->down));
+  if (!random || runs == 0)
+    runs = 1;
+  if (steps == 0 || !(lr > 0))
+    GC_ERROR("bounds: steps and lr must be positive", GC_EINVAL);
+  double *grad2 = calloc(steps, sizeof *grad2);
+  if (!grad2)
+    GC_ERROR("out of memory", GC_ENOMEM);
+  memset(out, 0, sizeof *out);
+  out->kind = k;
+  out->up = uses_up(k) ? cfg->up : NULL;
+  out->down = uses_down(k) ? cfg->down : NULL;
+  out->ef21_init = cfg->ef21_init;
+  out->momentum = cfg->momentum;
+  out->P = prob->workers;
+  out->d = prob->n;
+  out->T = steps;
+  out->runs = runs;
+  out->lr = lr;
+  out->constant_lr = 1;
+  out->L = prob->L;
+  out->L_tilde = prob->L_tilde;
+  out->mu = prob->mu;
+  out->sigma = prob->sigma;
+  out->recursion_fails = gc_theory_recursion_failure(cfg);
+  out->delta_up = out->delta_down = INFINITY;
+  out->delta_up_draws = out->delta_down_draws = INFINITY;
+  uint64_t noise_seed = prob->seed;
+  int st = GC_SUCCESS;
+  int probe_draws = draws > 0 && random;
+  for (size_t r = 0; r < runs && st == GC_SUCCESS; r++) {
+    gc_algo_config c = *cfg;
+    c.up_params.seed = cfg->up_params.seed + seed + r;
+    c.down_params.seed = cfg->down_params.seed + seed + r;
+    prob->seed = noise_seed + seed + r;
+    gc_theory_run *run = gc_theory_run_alloc(prob, &c, NULL);
+    if (!run) {
+      st = GC_ENOMEM;
+      break;
+    }
+    if (probe_draws)
+      st = gc_theory_run_set_draws(run, draws);
+    gc_probe_row row;
+    for (size_t t = 0; t < steps && st == GC_SUCCESS; t++) {
+      st = gc_theory_run_step(run, lr, &row);
+      if (st == GC_SUCCESS && !isfinite(row.grad_norm2))
+        st = GC_EDIVERGE;
+      if (st == GC_SUCCESS)
+        grad2[t] += row.grad_norm2;
+    }
+    gc_probe_summary s;
+    gc_theory_run_summary(run, &s);
+    gc_theory_run_free(run);
+    if (st == GC_SUCCESS && !isfinite(s.final_gap))
+      st = GC_EDIVERGE;
+    if (st != GC_SUCCESS)
+      break;
+    out->f0_gap = s.f0_gap;
+    out->k = s.k;
+    out->k_down = s.k_down;
+    out->gamma = s.gamma;
+    out->gamma_d = s.gamma_d;
+    out->M2 = fmax(out->M2, s.M2);
+    out->xi_max = r ? fmax(out->xi_max, s.xi_max) : s.xi_max;
+    out->xi_bi_max = r ? fmax(out->xi_bi_max, s.xi_bi_max) : s.xi_bi_max;
+    out->mem_norm_max = fmax(out->mem_norm_max, s.mem_norm_max);
+    /* fmin ignores a NaN side, so a run without a measurement keeps the others' */
+    out->delta_up = fmin(out->delta_up, s.delta_up_worst);
+    out->delta_down = fmin(out->delta_down, s.delta_down_worst);
+    out->delta_up_draws = fmin(out->delta_up_draws, s.delta_up_draws);
+    out->delta_down_draws = fmin(out->delta_down_draws, s.delta_down_draws);
+    if (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC) {
+      double g0 = 0;
+      if (cfg->ef21_init == GC_EF21_INIT_COMPRESSED)
+        st = ef21_g0(prob, &c, &g0);
+      out->G0 += g0 / (double) runs;
+    }
+  }
+  prob->seed = noise_seed;
+  if (st == GC_SUCCESS) {
+    out->draws = probe_draws ? draws : 0;
+    if (isinf(out->delta_up)) out->delta_up = NAN;
+    if (isinf(out->delta_down)) out->delta_down = NAN;
+    if (isinf(out->delta_up_draws)) out->delta_up_draws = NAN;
+    if (isinf(out->delta_down_draws)) out->delta_down_draws = NAN;
+    double mn = INFINITY, sum = 0;
+    for (size_t t = 0; t < steps; t++) {
+      double v = grad2[t] / (double) runs;
+      mn = fmin(mn, v);
+      sum += v;
+    }
+    out->min_grad2 = mn;
+    out->mean_grad2 = sum / (double) steps;
+  }
+  free(grad2);
+  return st;
 }

@@ -1,4 +1,4 @@
-/* counter.c -- the counterexample checks of theory.md 5.1 and 5.2 and the
+/* counter.c -- the counterexample checks of docs/theory.md 5.1 and 5.2 and the
  * exact runs with cycle detection used by the instance search.  Every run
  * goes through gc_sim; this file only evaluates gradients, watches the
  * state and measures. */
@@ -385,7 +385,7 @@ int gc_theory_toy(uint64_t seed, int ties, long steps, double lr,
   gc_problem *prob, *probd;
   GC_TRY(gc_problem_toy(1.0, seed, &prob));
   /* The notebook's downlink-only curve used its function's default start
-   * noise sigma = 5 (theory.md 5.1). */
+   * noise sigma = 5 (docs/theory.md 5.1). */
   int st = gc_problem_toy(5.0, seed, &probd);
   if (st != GC_SUCCESS) {
     gc_problem_free(prob);

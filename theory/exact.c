@@ -1,5 +1,5 @@
 /* exact.c -- dyadic exactness checks and exact fractions for the
- * counterexamples of theory.md 5.2 and the instance search. */
+ * counterexamples of docs/theory.md 5.2 and the instance search. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

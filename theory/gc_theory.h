@@ -1,6 +1,6 @@
 /* gc_theory.h -- synthetic problems, probes along trajectories, bound
  * formulas and the exact-arithmetic helpers of the counterexamples
- * (theory.md sections 3-5 and 7).
+ * (docs/theory.md sections 3-5 and 7).
  *
  * Every trajectory is run by the library's in-process transport (gc_sim):
  * this module never re-implements an algorithm.  It only evaluates
@@ -126,6 +126,13 @@ typedef struct gc_probe_summary {
   double delta_up_worst, delta_up_mean;     /* empirical contraction 4.1 */
   double delta_down_worst, delta_down_mean;
   double mem_excess_max;         /* max(mem_norm - mem_bound) (<= 0 expected) */
+  double mem_norm_max;           /* max_t ||E_t|| */
+  const char *recursion_fails;   /* why mem_bound is no bound here, or NULL */
+  size_t draws;                  /* M of the multi-draw probes (0: off)      */
+  double delta_up_draws;         /* min over the path of 1 - (mean_M + 3 standard
+                                    errors) of ||C(x)-x||^2/||x||^2 on the
+                                    uplink inputs (random C; NaN otherwise)  */
+  double delta_down_draws;       /* same on the server's inputs             */
   double support_mean;           /* mean |S| */
   double gamma, gamma_d;         /* sqrt(1-K/d), sqrt(1-K_d/d) */
   size_t k, k_down;              /* resolved K, K_d (0 if not sparse) */
@@ -144,6 +151,12 @@ void gc_theory_run_free(gc_theory_run *r);
  * model becomes NaN/Inf, other codes from gc_sim_step. */
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row);
 void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s);
+/* Turn on the multi-draw contraction probe of 4.1 for random compressors:
+ * at every step each input of a random compressor is compressed `draws`
+ * more times by a second instance with another seed, and the mean
+ * contraction is recorded (delta_*_draws).  Call before the first step.
+ * GC_EINVAL if already set to another value, GC_ENOMEM. */
+int gc_theory_run_set_draws(gc_theory_run *r, size_t draws);
 gc_sim *gc_theory_run_sim(gc_theory_run *r);
 
 /* Write the trajectory CSV header / one row (then fflush). */
@@ -168,7 +181,11 @@ const char *gc_theory_dist_name(int dist);
 void gc_theory_fill(int dist, uint64_t seed, uint32_t trial, double *x,
                     size_t n);
 
-/* ---- bounds ---------------------------------------------------------------- */
+/* ---- bounds ---------------------------------------------------------------- *
+ * The formula functions take plain numbers; the assumption checks and the
+ * choice of which bound applies to a run are below them (docs/theory.md
+ * 4.7 lists each bound, its source, its assumptions and what it
+ * bounds). */
 /* Non-convex bound of 4.3:
  * 2 (f0 - f*)/(lr T) + L lr M2 + L^2 lr^2 M2 (gamma + xi)^2/(1 - gamma)^2. */
 double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
@@ -181,6 +198,80 @@ double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,
  * 1 - sqrt(1-delta); +Inf when lr > 1/(L + L_tilde sqrt(beta/theta)). */
 double gc_bound_ef21(double f0_gap, double lr, size_t T, double L,
                      double L_tilde, double delta, double G0);
+
+/* NULL when the memory recursion of 4.3, ||E_{t+1}|| <= gamma ||E_t|| +
+ * (gamma + xi) lr ||gbar_t||, holds on every path of cfg's algorithm (and so
+ * mem_bound is a bound), else the reason: the downlink compressor of bi,
+ * downlink-only and DoubleSqueeze must be the top-K that xi_bi is measured
+ * against; EF21 keeps no such memory. */
+const char *gc_theory_recursion_failure(const gc_algo_config *cfg);
+
+/* Everything the assumption checks need to know about a run (or R runs
+ * with different seeds), filled by gc_theory_bounds_run(). */
+typedef struct gc_bound_case {
+  gc_algo_kind kind;
+  const gc_compressor_type *up, *down;
+  int ef21_init;                 /* cfg.ef21_init */
+  double momentum;               /* cfg.momentum: > 0 is DGC's memory */
+  size_t P, d, k, k_down, T;     /* T: steps of each run */
+  size_t runs, draws;            /* R runs averaged; M draws of the probes */
+  double lr;
+  int constant_lr;               /* 1: the same lr at every step */
+  double L, L_tilde, mu, sigma;  /* from the problem */
+  double f0_gap;                 /* F(x_0) - F* */
+  double M2;                     /* max over runs and steps of ||gbar_t||^2 */
+  double gamma, gamma_d;         /* sqrt(1-K/d), sqrt(1-K_d/d) */
+  double xi_max, xi_bi_max;      /* max over runs */
+  double mem_norm_max;           /* max over runs of max_t ||E_t|| */
+  const char *recursion_fails;   /* gc_theory_recursion_failure() */
+  double delta_up, delta_down;   /* worst contraction along the paths */
+  double delta_up_draws, delta_down_draws;   /* multi-draw probes (random C) */
+  double G0;                     /* EF21: mean over runs of (1/P) sum
+                                    ||h_i^0 - grad f_i(x_0)||^2 */
+  double min_grad2;              /* min_t of the run mean of ||grad F(x_t)||^2 */
+  double mean_grad2;             /* mean_t of the same */
+} gc_bound_case;
+
+/* What a bound is a bound on. */
+enum { GC_BOUND_ON_MIN = 0,      /* min_t ||grad F(x_t)||^2  */
+       GC_BOUND_ON_MEAN = 1 };   /* mean_t ||grad F(x_t)||^2 */
+
+typedef struct gc_bound_row {
+  const char *name;       /* "nonconvex_4.3", "ef_sgd_4.6", "ef21_3d" */
+  const char *source;     /* short citation */
+  int on;                 /* GC_BOUND_ON_* */
+  int expectation;        /* 1: bounds E[...] (measured: mean over runs);
+                             0: holds on the path itself */
+  double gamma, xi, delta;/* the constants put into the formula (NaN: unused) */
+  double value;           /* the bound; NaN when an assumption fails */
+  double measured;        /* the measured quantity it bounds */
+  char failed[192];       /* "" or the failed assumption with the measured
+                             value, e.g. "P = 2 (theorem: one worker)";
+                             no commas, so CSV readers need no quoting */
+} gc_bound_row;
+
+enum { GC_BOUND_COUNT = 3 };
+/* What each bound declares, in the order of gc_theory_bounds_eval's rows:
+ * its name, source, the measured quantity it bounds and its theorem's
+ * assumptions in the order they are checked. */
+typedef struct gc_bound_info {
+  const char *name, *source, *bounds, *assumptions;
+} gc_bound_info;
+const gc_bound_info *gc_theory_bound_info(size_t i);   /* NULL past the end */
+/* Check each bound's assumptions against the case and evaluate the bounds
+ * whose assumptions hold: rows[GC_BOUND_COUNT], in a fixed order, one per
+ * bound, refused ones included. */
+void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows);
+
+/* Run cfg on prob `runs` times (1 when neither the gradients nor the
+ * compressors are random) for `steps` steps at the constant step size lr,
+ * with compressor seeds and gradient noise keyed by seed + r, multi-draw
+ * probes of `draws` draws (0: off), and fill the case.  prob->seed is
+ * restored on return.  GC_EDIVERGE if a run diverges, other codes from the
+ * run. */
+int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
+                         double lr, size_t steps, size_t runs, size_t draws,
+                         uint64_t seed, gc_bound_case *out);
 
 /* ---- exact (dyadic) arithmetic for the counterexamples -------------------- */
 /* 1 if v * 2^40 is an integer and |v| < 2^10 (v then has at most 50

@@ -1,5 +1,5 @@
 /* probe.c -- trajectories of the library's algorithms (driven by gc_sim)
- * on the synthetic problems, with the probes of theory.md 4.1-4.4: the
+ * on the synthetic problems, with the probes of docs/theory.md 4.1-4.4: the
  * empirical contraction on the inputs the compressors actually received,
  * xi_t and xi_bi,t, the error recursion of 4.3 and |support union|. */
 #include <math.h>
@@ -42,7 +42,12 @@ struct gc_theory_run {
   size_t xi_cnt, xi_bi_cnt, steps;
   double dup_worst, dup_sum, ddown_worst, ddown_sum;
   size_t dup_cnt, ddown_cnt;
-  double mem_excess, support_sum;
+  double mem_excess, support_sum, mem_max;
+  const char *recursion_fails;   /* why mem_bound is not a bound, or NULL */
+  /* multi-draw contraction probes of random compressors (4.1) */
+  size_t draws;
+  gc_compressor *draw_up, *draw_down;
+  double dup_draws, ddown_draws;
 };
 
 static double norm2(const double *x, size_t n)
@@ -113,6 +118,8 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r->t3);
   gc_compressor_free(r->topk_up);
   gc_compressor_free(r->topk_down);
+  gc_compressor_free(r->draw_up);
+  gc_compressor_free(r->draw_down);
   free(r->buf);
   free(r);
 }
@@ -179,7 +186,69 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
   r->min_grad2 = INFINITY;
   r->dup_worst = r->ddown_worst = INFINITY;
   r->mem_excess = -INFINITY;
+  r->recursion_fails = gc_theory_recursion_failure(&r->cfg);
+  r->dup_draws = r->ddown_draws = INFINITY;
   return r;
+}
+
+/* A second instance of a random compressor with its own seed, so that the
+ * probe's draws never coincide with the run's. */
+static gc_compressor *draw_instance(const gc_compressor_type *T, size_t n,
+                                    const gc_compressor_params *of)
+{
+  if (!T || !(T->flags & GC_COMP_RANDOM))
+    return NULL;
+  gc_compressor_params p = *of;
+  p.seed = of->seed ^ UINT64_C(0x9e3779b97f4a7c15);
+  return gc_compressor_alloc(T, n, &p);
+}
+
+int gc_theory_run_set_draws(gc_theory_run *r, size_t draws)
+{
+  if (draws == 0 || r->draws)
+    return draws == r->draws ? GC_SUCCESS : GC_EINVAL;
+  r->draw_up = draw_instance(r->cfg.up, r->n, &r->cfg.up_params);
+  r->draw_down = draw_instance(r->cfg.down, r->n, &r->cfg.down_params);
+  int need_up = r->cfg.up && (r->cfg.up->flags & GC_COMP_RANDOM);
+  int need_down = r->cfg.down && (r->cfg.down->flags & GC_COMP_RANDOM);
+  if ((need_up && !r->draw_up) || (need_down && !r->draw_down))
+    return GC_ENOMEM;
+  size_t a = r->draw_up ? gc_compressor_max_bytes(r->draw_up) : 0;
+  size_t b = r->draw_down ? gc_compressor_max_bytes(r->draw_down) : 0;
+  size_t have = gc_compressor_max_bytes(r->topk_up);
+  if (gc_compressor_max_bytes(r->topk_down) > have)
+    have = gc_compressor_max_bytes(r->topk_down);
+  if (a > have || b > have) {
+    uint8_t *nb = realloc(r->buf, a > b ? a : b);
+    if (!nb)
+      return GC_ENOMEM;
+    r->buf = nb;
+  }
+  r->draws = draws;
+  return GC_SUCCESS;
+}
+
+/* The contraction of a random compressor in expectation (4.1) from M draws
+ * at draw steps t*M .. t*M+M-1: 1 - (mean + 3 standard errors) of
+ * ||C(x)-x||^2/||x||^2, so that sampling error makes delta smaller (the
+ * bound looser), not larger. */
+static int draws_contraction(gc_theory_run *r, gc_compressor *c,
+                             const double *x, uint32_t t, double *out)
+{
+  double nx = norm2(x, r->n), sum = 0, sum2 = 0, M = (double) r->draws;
+  *out = NAN;
+  if (!(nx > 0))
+    return GC_SUCCESS;
+  for (size_t j = 0; j < r->draws; j++) {
+    GC_TRY(roundtrip(c, x, (uint32_t) (t * r->draws + j), r->buf, r->t2));
+    double e = dist2(x, r->t2, r->n) / nx;
+    sum += e;
+    sum2 += e * e;
+  }
+  double mean = sum / M;
+  double var = M > 1 ? fmax(0.0, (sum2 - M * mean * mean) / (M - 1)) : 0.0;
+  *out = 1.0 - (mean + 3.0 * sqrt(var / M));
+  return GC_SUCCESS;
 }
 
 gc_sim *gc_theory_run_sim(gc_theory_run *r) { return r->sim; }
@@ -333,7 +402,33 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       double num = down ? num_bi_model : num_model;
       rw.mem_bound = g * r->Enorm + g * denom + num;
     }
+    /* not a bound when the recursion's contraction step does not hold */
+    if (r->recursion_fails)
+      rw.mem_bound = NAN;
+    r->mem_max = fmax(r->mem_max, rw.mem_norm);
     r->Enorm = rw.mem_norm;
+  }
+
+  /* Multi-draw contraction on the inputs the random compressors received. */
+  if (r->draw_up)
+    for (size_t p = 0; p < P; p++) {
+      const double *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
+      double d;
+      if (!acc)
+        break;
+      memcpy(r->t1, acc, n * sizeof *r->t1);
+      GC_TRY(draws_contraction(r, r->draw_up, r->t1, t, &d));
+      if (isfinite(d))
+        r->dup_draws = fmin(r->dup_draws, d);
+    }
+  if (r->draw_down && (r->mem == MEM_BI || r->mem == MEM_GRAD)) {
+    const double *agg = gc_server_aggregate(srv);
+    double d;
+    for (size_t i = 0; i < n; i++)
+      r->t1[i] = r->dprev[i] + agg[i];
+    GC_TRY(draws_contraction(r, r->draw_down, r->t1, t, &d));
+    if (isfinite(d))
+      r->ddown_draws = fmin(r->ddown_draws, d);
   }
 
   rw.bytes_up = gc_ledger_step_total(gc_sim_ledger(r->sim), t, GC_UP);
@@ -382,6 +477,11 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
   s->delta_down_worst = r->ddown_cnt ? r->ddown_worst : NAN;
   s->delta_down_mean = r->ddown_cnt ? r->ddown_sum / (double) r->ddown_cnt : NAN;
   s->mem_excess_max = r->mem_excess;
+  s->mem_norm_max = r->mem_max;
+  s->recursion_fails = r->recursion_fails;
+  s->draws = r->draws;
+  s->delta_up_draws = r->draw_up && isfinite(r->dup_draws) ? r->dup_draws : NAN;
+  s->delta_down_draws = r->draw_down && isfinite(r->ddown_draws) ? r->ddown_draws : NAN;
   s->support_mean = r->support_sum / T;
   s->gamma = r->gamma;
   s->gamma_d = r->gamma_d;

@@ -1,4 +1,4 @@
-/* problem.c -- synthetic quadratic problems (theory.md 5.1, 5.2 and the
+/* problem.c -- synthetic quadratic problems (docs/theory.md 5.1, 5.2 and the
  * prescribed-spectrum quadratics of issue 3), their exact constants from
  * LAPACK, and their gradients. */
 #include <math.h>

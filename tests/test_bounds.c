@@ -1,0 +1,409 @@
+/* test_bounds.c -- property tests of the bounds of docs/theory.md section 5:
+ * over randomly generated runs, every bound whose assumptions hold is at
+ * least the measured quantity it bounds, and the tool refuses (naming the
+ * assumption) exactly when the test's own reading of the theorem says it
+ * must; one instance per bound shows it is not vacuous (bound/measured <
+ * 10); the front end refuses the runs of issue #11 and writes CSV fields
+ * without commas. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_algo.h"
+#include "gc_errno.h"
+#include "gc_rng.h"
+#include "gc_test.h"
+#include "gc_theory.h"
+
+enum { B_NONCONVEX = 0, B_EF_SGD = 1, B_EF21 = 2 };
+/* Rounding of the norms summed along a run; the bounds themselves are
+ * loose by far more on every instance that is not a tightness check. */
+#define REL 1e-9
+
+typedef struct instance {
+  size_t P, d, k, k_down;
+  double sigma, hetero, lr_factor;
+  int ties;
+  gc_algo_kind kind;
+  const char *up, *down;
+} instance;
+
+static double uni(uint64_t seed, uint32_t i, uint64_t j)
+{
+  return gc_rng_uniform(seed, 7, i, j);
+}
+
+static size_t pick(uint64_t seed, uint32_t i, uint64_t j, size_t lo, size_t hi)
+{
+  return lo + (size_t) (uni(seed, i, j) * (double) (hi - lo + 1)) % (hi - lo + 1);
+}
+
+/* Instance i of a family: P, d, spectra, heterogeneity, noise, K, lr and
+ * both tie rules vary; `kinds` lists the algorithms to draw from. */
+static instance make_instance(uint64_t seed, uint32_t i, const gc_algo_kind *kinds,
+                              size_t nk, int p_one)
+{
+  static const char *comps[] = { "topk", "randk" };
+  instance in;
+  in.kind = kinds[pick(seed, i, 0, 0, nk - 1)];
+  in.P = p_one && pick(seed, i, 1, 0, 1) ? 1 : pick(seed, i, 2, 1, 4);
+  in.d = pick(seed, i, 3, 2, 10);
+  in.k = pick(seed, i, 4, 1, in.d);
+  in.k_down = pick(seed, i, 5, 1, in.d);
+  in.sigma = pick(seed, i, 6, 0, 2) == 0 ? 0.3 : 0.0;
+  in.hetero = (double) pick(seed, i, 7, 0, 3);
+  in.lr_factor = 0.02 + 0.9 * uni(seed, i, 8);
+  in.ties = (int) pick(seed, i, 9, 0, 1);
+  in.up = comps[pick(seed, i, 10, 0, 1)];
+  in.down = comps[pick(seed, i, 11, 0, 1)];
+  return in;
+}
+
+/* A quadratic with P random spectra in [0.1, 3] (Haar rotations). */
+static gc_problem *make_problem(const instance *in, uint64_t seed, uint32_t i)
+{
+  double *lam = malloc(in->P * in->d * sizeof *lam);
+  cr_assert(lam != NULL);
+  for (size_t j = 0; j < in->P * in->d; j++)
+    lam[j] = 0.1 + 2.9 * gc_rng_uniform(seed, 8, i, j);
+  gc_problem *prob = NULL;
+  cr_assert(eq(int, gc_problem_quadratic(in->P, in->d, lam, in->hetero, 2.0, in->sigma,
+                                         seed + i, &prob), GC_SUCCESS));
+  free(lam);
+  return prob;
+}
+
+static gc_algo_config make_config(const instance *in)
+{
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  cfg.kind = in->kind;
+  cfg.up = gc_compressor_type_by_name(in->up);
+  cfg.down = gc_compressor_type_by_name(in->down);
+  cr_assert(cfg.up && cfg.down);
+  cfg.up_params.k = in->k;
+  cfg.down_params.k = in->k_down;
+  cfg.up_params.ties = cfg.down_params.ties = in->ties;
+  return cfg;
+}
+
+static int has_server_memory(gc_algo_kind k)
+{
+  return k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE;
+}
+
+/* The test's own reading of each theorem's conditions: NULL when the bound
+ * must be printed, else a word the refusal must contain. */
+static const char *expected_refusal(int bound, const instance *in, const gc_bound_case *c,
+                                    const gc_bound_row *row)
+{
+  gc_algo_kind k = in->kind;
+  switch (bound) {
+  case B_NONCONVEX:
+    if (k == GC_ALGO_EF21)
+      return "error memory";
+    if (has_server_memory(k) && strcmp(in->down, "topk"))
+      return "not top-K";
+    return NULL;
+  case B_EF_SGD:
+    if (k != GC_ALGO_UNI && k != GC_ALGO_DOWNLINK)
+      return "not EF-SGD";
+    if (k == GC_ALGO_UNI && in->P != 1)
+      return "P = ";
+    return NULL;
+  default: {
+    if (k != GC_ALGO_EF21)
+      return "not EF21";
+    if (in->sigma > 0)
+      return "sigma";
+    /* the step cap of EF21 with the delta the row reports */
+    double dl = row->delta, th = 1 - sqrt(1 - dl);
+    if (isfinite(dl) && c->lr > 1 / (c->L + c->L_tilde * sqrt((1 - dl) / (th * th))))
+      return "step cap";
+    return NULL;
+  }
+  }
+}
+
+/* Run `want` non-diverging instances of a family and check one bound on
+ * each.  Returns how many rows printed a bound (the rest were refused). */
+static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, size_t nk,
+                           int p_one, size_t want, size_t *refused)
+{
+  size_t done = 0, printed = 0;
+  *refused = 0;
+  for (uint32_t i = 0; done < want; i++) {
+    cr_assert(i < 4 * want, "too many diverging instances");
+    instance in = make_instance(seed, i, kinds, nk, p_one);
+    gc_problem *prob = make_problem(&in, seed, i);
+    gc_algo_config cfg = make_config(&in);
+    double lr = in.lr_factor / prob->L;
+    if (bound == B_EF21 && (i & 1))
+      lr *= 0.05;   /* half the EF21 runs below its small step cap */
+    gc_bound_case c;
+    int st = gc_theory_bounds_run(prob, &cfg, lr, 12 + i % 29, 3, 32, i, &c);
+    gc_problem_free(prob);
+    if (st == GC_EDIVERGE)
+      continue;
+    cr_assert(eq(int, st, GC_SUCCESS));
+    done++;
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    const gc_bound_row *r = &rows[bound];
+    const char *why = expected_refusal(bound, &in, &c, r);
+    if (why) {
+      cr_assert(r->failed[0] != 0 && isnan(r->value),
+                "%s instance %u (%s %s/%s P=%zu): printed %g, expected a refusal (%s)",
+                r->name, i, gc_algo_name(in.kind), in.up, in.down, in.P, r->value, why);
+      cr_assert(strstr(r->failed, why) != NULL, "%s instance %u: '%s' lacks '%s'",
+                r->name, i, r->failed, why);
+      cr_assert(strchr(r->failed, ',') == NULL);
+      (*refused)++;
+      continue;
+    }
+    cr_assert(r->failed[0] == 0, "%s instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): "
+              "refused: %s", r->name, i, gc_algo_name(in.kind), in.up, in.down, in.P,
+              in.d, in.k, in.sigma, r->failed);
+    cr_assert(isfinite(r->value) && isfinite(r->measured));
+    cr_assert(r->value >= r->measured * (1 - REL),
+              "%s instance %u (%s %s/%s P=%zu d=%zu K=%zu ties=%d sigma=%g lr=%g): "
+              "bound %.17g < measured %.17g", r->name, i, gc_algo_name(in.kind), in.up,
+              in.down, in.P, in.d, in.k, in.ties, in.sigma, lr, r->value, r->measured);
+    /* the measured quantity is the one the row says it bounds */
+    cr_assert(r->measured == (r->on == GC_BOUND_ON_MIN ? c.min_grad2 : c.mean_grad2));
+    /* randk's contraction is K/d in expectation on every input */
+    int up_side = bound == B_EF21 || in.kind == GC_ALGO_UNI;
+    int random = bound != B_NONCONVEX && !strcmp(up_side ? in.up : in.down, "randk");
+    if (random)
+      cr_assert(r->delta == (double) (up_side ? in.k : in.k_down) / (double) in.d,
+                "%s instance %u: delta %g", r->name, i, r->delta);
+    else if (bound != B_NONCONVEX)   /* top-K: worst on the path, never below K/d */
+      cr_assert(r->delta >= (double) (up_side ? in.k : in.k_down) / (double) in.d * (1 - REL),
+                "%s instance %u: delta %g", r->name, i, r->delta);
+    cr_assert(r->expectation == (in.sigma > 0 || random));
+    printed++;
+  }
+  cr_log_info("bound %d: %zu runs, %zu printed, %zu refused", bound, done, printed,
+              *refused);
+  return printed;
+}
+
+static const gc_algo_kind ALL[] = { GC_ALGO_SGD, GC_ALGO_UNI, GC_ALGO_BI, GC_ALGO_DOWNLINK,
+                                    GC_ALGO_DOUBLESQUEEZE, GC_ALGO_EF21 };
+
+Test(bounds_property, nonconvex_4_3)
+{
+  size_t refused, ok = check_family(B_NONCONVEX, 11, ALL, 6, 0, 220, &refused);
+  cr_assert(ok >= 100 && refused >= 20, "printed %zu, refused %zu", ok, refused);
+}
+
+Test(bounds_property, ef_sgd_4_6)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_UNI, GC_ALGO_UNI, GC_ALGO_DOWNLINK,
+                                        GC_ALGO_BI };
+  size_t refused, ok = check_family(B_EF_SGD, 12, kinds, 4, 1, 220, &refused);
+  cr_assert(ok >= 80 && refused >= 20, "printed %zu, refused %zu", ok, refused);
+}
+
+Test(bounds_property, ef21_3d)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_EF21, GC_ALGO_EF21, GC_ALGO_EF21,
+                                        GC_ALGO_UNI };
+  size_t refused, ok = check_family(B_EF21, 13, kinds, 4, 0, 220, &refused);
+  cr_assert(ok >= 50 && refused >= 20, "printed %zu, refused %zu", ok, refused);
+}
+
+/* ---- not vacuous: one instance per bound with bound/measured < 10 ----------- */
+
+static double ratio(int bound, gc_algo_kind kind, size_t P, size_t d, size_t k, double lr,
+                    size_t steps)
+{
+  char spec[128];
+  snprintf(spec, sizeof spec, "quadratic:P=%zu,d=%zu,L=1,mu=1,hetero=1", P, d);
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse(spec, 0, &prob), GC_SUCCESS));
+  instance in = { P, d, k, k, 0, 1, 0, GC_TIES_LOW, kind, "topk", "topk" };
+  gc_algo_config cfg = make_config(&in);
+  gc_bound_case c;
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, lr, steps, 1, 0, 0, &c), GC_SUCCESS));
+  gc_problem_free(prob);
+  gc_bound_row rows[GC_BOUND_COUNT];
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(rows[bound].failed[0] == 0, "%s", rows[bound].failed);
+  return rows[bound].value / rows[bound].measured;
+}
+
+Test(bounds_property, each_bound_is_within_10x_somewhere)
+{
+  /* measured: 2.5, 3.5 and 2.0 */
+  double r = ratio(B_NONCONVEX, GC_ALGO_UNI, 1, 2, 1, 0.05, 100);
+  cr_assert(r >= 1 && r < 10, "nonconvex_4.3: %g", r);
+  r = ratio(B_EF_SGD, GC_ALGO_UNI, 1, 2, 1, 0.2, 3);
+  cr_assert(r >= 1 && r < 10, "ef_sgd_4.6: %g", r);
+  r = ratio(B_EF21, GC_ALGO_EF21, 1, 2, 1, 0.05, 100);
+  cr_assert(r >= 1 && r < 10, "ef21_3d: %g", r);
+}
+
+/* The contraction a bound uses for a random compressor is the multi-draw
+ * mean, which for randk is K/d in expectation on every input. */
+Test(bounds_property, multi_draw_probe_estimates_randk_in_expectation)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=1,d=20,rotate=0,L=1,mu=1,hetero=1", 0,
+                                     &prob), GC_SUCCESS));
+  instance in = { 1, 20, 5, 5, 0, 1, 0, GC_TIES_LOW, GC_ALGO_DOWNLINK, "topk", "randk" };
+  gc_algo_config cfg = make_config(&in);
+  gc_bound_case c;
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 1, 400, 0, &c), GC_SUCCESS));
+  /* E delta = K/d = 0.25 for every input; 400 draws: sd of the mean of the
+   * kept share is <= 0.25/sqrt(400) per input, min over 40 inputs */
+  cr_assert(c.delta_down_draws > 0.25 - 0.1 && c.delta_down_draws <= 0.25 + 0.02,
+            "%g", c.delta_down_draws);
+  gc_problem_free(prob);
+}
+
+/* ---- the front end ------------------------------------------------------------- */
+
+static int run_bounds(const char *args, char *out, size_t cap)
+{
+  char cmd[2600];
+  snprintf(cmd, sizeof cmd, "%.1500s theory bounds %.1024s",
+           gc_test_builddir("experiments/gradcomp"), args);
+  return gc_test_run(cmd, out, cap);
+}
+
+/* The output line of (algorithm, bound) contains `needle`. */
+static void expect_row(const char *out, const char *algo, const char *bound,
+                       const char *needle)
+{
+  for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t) (end - line) : strlen(line);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%.*s", (int) (len < 511 ? len : 511), line);
+    char a[32];
+    snprintf(a, sizeof a, " %s ", algo);
+    if (strstr(buf, a) && strstr(buf, bound)) {
+      cr_assert(strstr(buf, needle) != NULL, "%s", buf);
+      return;
+    }
+  }
+  cr_assert(0, "no %s %s row in:\n%s", algo, bound, out);
+}
+
+/* The three violations of issue #11 are refused with the assumption named. */
+Test(bounds_frontend, issue_11_violations_are_refused)
+{
+  static char out[16384];
+  /* uni with P = 2 is not the one-worker EF-SGD theorem */
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=2,d=2,rotate=0,hetero=40 --algorithms "
+                               "uni --compressors topk --steps 200", out, sizeof out), 0), "%s", out);
+  expect_row(out, "uni", "ef_sgd_4.6", "refused: P = 2 (theorem: one worker)");
+  expect_row(out, "uni", "nonconvex_4.3", " ok");
+  /* EF21 is a theorem for exact gradients */
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=4,d=10,rotate=0,hetero=10,x0=0.1,L=1,"
+                               "mu=1,sigma=1 --algorithms ef21 --compressors topk --steps 50 "
+                               "--lr 0.001 --runs 2", out, sizeof out), 0), "%s", out);
+  expect_row(out, "ef21", "ef21_3d", "refused: sigma = 1 (theorem: exact gradients)");
+  /* a random-K downlink breaks the recursion of 4.3 */
+  cr_assert(eq(int, run_bounds("--problem toy --algorithms bi,downlink,doublesqueeze "
+                               "--compressors randk --steps 50 --runs 2 --draws 4", out,
+                               sizeof out), 0), "%s", out);
+  expect_row(out, "bi", "nonconvex_4.3", "refused: downlink compressor randk is not top-K");
+  expect_row(out, "downlink", "nonconvex_4.3", "refused: downlink compressor randk");
+  expect_row(out, "doublesqueeze", "nonconvex_4.3", "refused: downlink compressor randk");
+  /* EF21 above its step cap: a reason instead of inf */
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=4,d=10 --algorithms ef21 "
+                               "--compressors topk --steps 50 --lr 1", out, sizeof out), 0));
+  expect_row(out, "ef21", "ef21_3d", "refused: lr = 1 exceeds the step cap");
+  cr_assert(strstr(out, "inf") == NULL, "%s", out);
+  /* the trajectory gives no memory bound for a random-K downlink */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%.1500s theory trajectory --problem toy --algorithm downlink "
+           "--compressor randk --lr 0.01 --steps 100", gc_test_builddir("experiments/gradcomp"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  cr_assert(strstr(out, "memory recursion: no bound (the downlink compressor is not top-K")
+            != NULL, "%s", out);
+}
+
+/* Every row of the CSV has the header's field count, no quotes, and a
+ * refused row carries status and failed_assumption. */
+Test(bounds_frontend, csv_fields_have_no_commas)
+{
+  char path[512], args[1200];
+  snprintf(path, sizeof path, "%s", gc_test_tmp("bounds.csv"));
+  snprintf(args, sizeof args, "--problem quadratic:P=2,d=6 --problem cycle9 --algorithms "
+           "uni,ef21 --compressors topk,randk --steps 30 --runs 2 --draws 4 --csv %.900s", path);
+  static char out[16384];
+  cr_assert(eq(int, run_bounds(args, out, sizeof out), 0), "%s", out);
+  size_t len;
+  char *text = gc_test_slurp(path, &len);
+  cr_assert(text != NULL);
+  cr_assert(strchr(text, '"') == NULL);
+  size_t lines = 0, want = 0, refused = 0, ok = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    size_t commas = 0;
+    for (char *p = line; *p; p++)
+      commas += *p == ',';
+    if (lines++ == 0) {
+      want = commas;
+      cr_assert(strstr(line, ",status,failed_assumption") != NULL, "%s", line);
+      continue;
+    }
+    cr_assert(eq(sz, commas, want), "%s", line);
+    cr_assert(strncmp(line, "quadratic:P=2;d=6,", 18) == 0 || strncmp(line, "cycle9,", 7) == 0,
+              "%s", line);
+    if (strstr(line, ",refused,")) {
+      refused++;
+      cr_assert(line[strlen(line) - 1] != ',', "refusal without a reason: %s", line);
+    } else {
+      cr_assert(strstr(line, ",ok,") != NULL, "%s", line);
+      ok++;
+    }
+  }
+  /* 2 problems x (uni, ef21) x 2 compressors x 3 bounds */
+  cr_assert(eq(sz, lines, 1 + 2 * 2 * 2 * 3));
+  cr_assert(ok >= 4 && refused >= 12, "ok %zu refused %zu", ok, refused);
+  free(text);
+  remove(path);
+}
+
+/* DGC's memory (momentum > 0) is not the error feedback of any theorem. */
+Test(bounds_property, dgc_momentum_is_refused)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=1,d=6,L=1,mu=0.5", 0, &prob), GC_SUCCESS));
+  instance in = { 1, 6, 2, 2, 0, 1, 0, GC_TIES_LOW, GC_ALGO_UNI, "topk", "topk" };
+  gc_algo_config cfg = make_config(&in);
+  gc_bound_case c;
+  gc_bound_row rows[GC_BOUND_COUNT];
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 30, 1, 0, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(rows[B_NONCONVEX].failed[0] == 0 && rows[B_EF_SGD].failed[0] == 0);
+  cfg.momentum = 0.9;
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 30, 1, 0, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(strstr(rows[B_NONCONVEX].failed, "momentum = 0.9") != NULL, "%s",
+            rows[B_NONCONVEX].failed);
+  cr_assert(strstr(rows[B_EF_SGD].failed, "momentum = 0.9") != NULL, "%s",
+            rows[B_EF_SGD].failed);
+  gc_problem_free(prob);
+}
+
+/* Each bound declares its source, what it bounds and its assumptions, in
+ * the order of the rows. */
+Test(bounds_frontend, list_declares_every_bound)
+{
+  static char out[8192];
+  cr_assert(eq(int, run_bounds("--list", out, sizeof out), 0), "%s", out);
+  for (size_t i = 0; i < GC_BOUND_COUNT; i++) {
+    const gc_bound_info *b = gc_theory_bound_info(i);
+    cr_assert(b != NULL && strstr(out, b->name) && strstr(out, b->assumptions), "%s", out);
+  }
+  cr_assert(gc_theory_bound_info(GC_BOUND_COUNT) == NULL);
+  cr_assert(strstr(out, "one worker") == NULL && strstr(out, "P = 1") != NULL);
+}
