@@ -618,6 +618,9 @@ static int full_grad2(run *r, const float *x, double *g2, double *loss)
 }
 
 static const char bounds_header[] =
+  "# bound evaluated with measured constants (theory.md 4.3): L is a local"
+  " estimate (ReLU nets are not globally L-smooth), M2 the max ||gbar_t||^2"
+  " seen, f* >= 0, xi the max measured; assumptions in bounds.json\n"
   "epoch,steps,lr,gamma,xi_kind,xi_max,xi_mean,L_epoch,L,M2_max,M2_mean,f0,"
   "term_f0,term_sgd,term_compression,bound,grad2_mean,grad2_epoch,"
   "grad2_samples,ratio\n";

@@ -305,7 +305,10 @@ static double bounds_field(const char *dir, int row, const char *col)
   char *csv = gc_test_slurp(p, &len);
   cr_assert_not_null(csv, "%s", p);
   int k = 0;
-  const char *h = csv, *end = strchr(csv, '\n');
+  const char *h = csv;
+  while (*h == '#')   /* the label line */
+    h = strchr(h, '\n') + 1;
+  const char *end = strchr(h, '\n');
   size_t cl = strlen(col);
   while (h < end && !(strncmp(h, col, cl) == 0 && (h[cl] == ',' || h[cl] == '\n'))) {
     h = strchr(h, ',');
