@@ -893,7 +893,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         break;
       const float *x = gc_sim_point(R.sim);
       if (R.b.on) {
-        /* full gradients at evenly spaced steps (not timed) */
+        /* full gradients at evenly spaced steps (in time_total only) */
         size_t S = c->bounds_samples < spe ? c->bounds_samples : spe;
         for (size_t j = 0; j < S && st == GC_SUCCESS; j++) {
           double g2, f;
