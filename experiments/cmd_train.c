@@ -30,6 +30,17 @@ static const char usage_tail[] =
   "  --seed S (0)  --threads T (all; never changes results)\n"
   "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
   "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
+  "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
+  "                      evaluated with measured constants (local L by power\n"
+  "                      iteration on Hessian-vector products, M^2 = max\n"
+  "                      ||gbar||^2, f(x0) with f* >= 0, xi or xi_bi max over\n"
+  "                      every step) beside the measured mean ||grad f||^2\n"
+  "                      (full-gradient samples): DIR/bounds.csv, bounds.json.\n"
+  "                      sgd, uni, bi, downlink, doublesqueeze with topk only;\n"
+  "                      the measuring counts in time_total only\n"
+  "  --bounds-samples S  full gradients per epoch (3)\n"
+  "  --bounds-hvp H      Hessian-vector products per L estimate (10)\n"
+  "  --bounds-batch B    examples in the fixed batch for L (1000)\n"
   "Writes DIR/log.csv (one row per epoch), DIR/config.json and a checkpoint\n"
   "every epoch (--resume continues from it bit-identically).  Times in\n"
   "seconds: time_compute = forward + backward; time_compress = the workers'\n"
@@ -127,6 +138,20 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
     else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
     else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
+    else if (!strcmp(a, "--bounds") || !strcmp(a, "--bounds-samples") ||
+             !strcmp(a, "--bounds-hvp") || !strcmp(a, "--bounds-batch")) {
+      NEED();
+      size_t *dst = !strcmp(a, "--bounds") ? &c->bounds_every
+                    : !strcmp(a, "--bounds-samples") ? &c->bounds_samples
+                    : !strcmp(a, "--bounds-hvp") ? &c->bounds_hvps
+                    : &c->bounds_batch;
+      if (gc_cli_size(cmd, a, v, dst))
+        return 2;
+      if (*dst == 0) {
+        fprintf(stderr, "gradcomp train: %s: %s must be at least 1\n", a, v);
+        return 2;
+      }
+    }
     else {
       gc_cli_usage_error(cmd, "unknown option '%s'%s", a,
                          from_file ? " in the config file" : "");

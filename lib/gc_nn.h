@@ -133,6 +133,13 @@ typedef struct gc_train_config {
   size_t train_subset;      /* use the first N training examples (0: all)  */
   size_t test_subset;       /* evaluate on the first N test examples (0: all) */
   const char *config_file;  /* recorded in config.json                     */
+  /* --bounds: the non-convex bound of theory.md 4.3 evaluated with
+   * constants measured along the run, beside the measured mean
+   * ||grad f(x_t)||^2, in DIR/bounds.csv (see gc_train_run). */
+  size_t bounds_every;      /* a row every N epochs (0: off)               */
+  size_t bounds_samples;    /* full-gradient samples per epoch (3)         */
+  size_t bounds_hvps;       /* Hessian-vector products per L estimate (10) */
+  size_t bounds_batch;      /* examples in the fixed batch for L (1000)    */
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);
@@ -146,7 +153,18 @@ typedef struct gc_train_result {
 
 /* Run (or resume) a training run writing out/log.csv, out/config.json and
  * out/checkpoint.{npy,json} every epoch.  Returns GC_SUCCESS, GC_EDIVERGE
- * (NaN/Inf loss: rows so far are kept), or the data/IO/argument errors. */
+ * (NaN/Inf loss: rows so far are kept), or the data/IO/argument errors.
+ * With bounds_every > 0 it also writes out/bounds.json (what was measured
+ * and assumed) and out/bounds.csv: per row, T steps so far, the local
+ * smoothness L (power iteration on finite-difference Hessian-vector
+ * products over a fixed batch; max over the estimates so far), M2 (max
+ * and mean of ||gbar_t||^2 over every step), f(x_0) (f* >= 0 for the
+ * cross-entropy), xi (uni) or xi_bi (server memory) max over every step,
+ * the bound and its three terms, and the mean of ||grad f(x_t)||^2 over
+ * full-training-set gradients at sampled steps, with bound/measured.
+ * f and its gradients are taken in evaluation mode.  GC_EINVAL names the
+ * assumption that fails for methods the bound does not cover (not top-K,
+ * momentum, EF21, --resume). */
 int gc_train_run(const gc_train_config *c, gc_train_result *res);
 
 #ifdef __cplusplus

@@ -24,6 +24,8 @@
 #include "gc_io.h"
 #include "gc_nn.h"
 #include "gc_npy.h"
+#include "gc_probe.h"
+#include "gc_rng.h"
 
 void gc_train_config_default(gc_train_config *c)
 {
@@ -40,7 +42,27 @@ void gc_train_config_default(gc_train_config *c)
   c->density_down = 0;        /* 0: same as density */
   c->rank = 2;
   c->out = "runs/train";
+  c->bounds_samples = 3;
+  c->bounds_hvps = 10;
+  c->bounds_batch = 1000;
 }
+
+/* --bounds: the measuring apparatus and the running constants. */
+typedef struct bounds {
+  int on;
+  gc_nn **nets;               /* T nets of batch BOUND_CHUNK             */
+  float *xb, *g, *pt;         /* inputs, chunk gradients, x +- h v       */
+  uint8_t *yb;
+  double *slices;             /* BOUND_SLICES * d partial sums           */
+  double *grad, *gp, *v;      /* d: a full gradient, g(x + h v), v       */
+  uint32_t *lids;             /* the fixed batch for L                   */
+  size_t nl;
+  double gamma;               /* sqrt(1-K/d) or sqrt(1-K_d/d); 0 for SGD */
+  const char *xi_name;        /* "xi", "xi_bi" or "none"                 */
+  double f0, L, m2max, m2sum, ximax, xisum, g2sum;
+  size_t m2n, xin, g2n;
+  FILE *csv;
+} bounds;
 
 /* Everything a run holds; freed by run_free. */
 typedef struct run {
@@ -61,13 +83,10 @@ typedef struct run {
   size_t nsegs;
   size_t d, ns, K, Kd;
   /* probes, decided in setup */
-  double xi_units;            /* model units per accumulator unit (lr for
-                                 memories in gradient units); 0: no xi   */
+  gc_xi_probe *xip;           /* xi / xi_bi (gc_probe.h), NULL: none     */
+  int xi_log;                 /* log.csv's xi column is defined          */
   int contraction;            /* log the uplink contraction              */
-  gc_compressor *probe_up, *probe_down;
-  float *pa, *pb, *pc, *pd;   /* d-sized scratch                         */
-  uint8_t *pbuf;
-  size_t pcap;
+  bounds b;                   /* --bounds                                */
 } run;
 
 static void run_free(run *r)
@@ -84,9 +103,15 @@ static void run_free(run *r)
   free(r->loss); free(r->x0);
   gc_sim_free(r->sim);
   free(r->segs);
-  gc_compressor_free(r->probe_up);
-  gc_compressor_free(r->probe_down);
-  free(r->pa); free(r->pb); free(r->pc); free(r->pd); free(r->pbuf);
+  gc_xi_probe_free(r->xip);
+  bounds *b = &r->b;
+  if (b->nets)
+    for (size_t t = 0; t < r->T; t++)
+      gc_nn_free(b->nets[t]);
+  free(b->nets); free(b->xb); free(b->g); free(b->pt); free(b->yb);
+  free(b->slices); free(b->grad); free(b->gp); free(b->v); free(b->lids);
+  if (b->csv)
+    fclose(b->csv);
 }
 
 static int path_in(char *buf, size_t cap, const char *dir, const char *name)
@@ -338,67 +363,36 @@ static const char log_header[] =
   "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,support_union_over_k,"
   "xi,delta,time_compute,time_compress,time_aggregate,time_total\n";
 
-/* ---- probes: xi (theory.md 4.2 / 4.4) and the uplink contraction ------- */
+/* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
-static void topk_dense(gc_compressor *c, const float *x, float *out,
-                       uint8_t *buf, size_t cap, size_t n)
-{
-  size_t len;
-  memset(out, 0, n * sizeof *out);
-  if (gc_compress_f32(c, x, 0, buf, cap, &len, NULL) == GC_SUCCESS)
-    gc_decompress_add_f32(c, buf, len, 0, 1.0f, out);
-}
-
-/* After a step, with the definitions of theory/probe.c: xi (theory.md
- * 4.2) of the workers' mean accumulator and mean decoded message, or for
- * bi xi_bi (4.4) with delta_prev the server memory before the step; a
- * dense uplink counts its gradient as both.  The mean gradient times lr
- * is in r->pd.  *contraction: the mean uplink contraction.  NaN where
- * undefined. */
-static double probe_xi(run *r, const float *delta_prev, double *contraction)
+/* The workers' mean uplink contraction 1 - ||acc - m||^2/||acc||^2 after a
+ * step; NaN where undefined. */
+static double probe_contraction(run *r)
 {
   size_t P = r->c->workers, d = r->d;
   double csum = 0;
   int cn = 0;
-  memset(r->pa, 0, d * sizeof *r->pa);   /* mean acc   */
-  memset(r->pb, 0, d * sizeof *r->pb);   /* mean m^p   */
   for (size_t p = 0; p < P; p++) {
     const float *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
     const float *m = gc_worker_sent(gc_sim_worker(r->sim, p));
-    if (!acc)
-      acc = m;
     double e2 = 0, a2 = 0;
     for (size_t i = 0; i < d; i++) {
-      r->pa[i] += acc[i] / (float) P;
-      r->pb[i] += m[i] / (float) P;
       e2 += (double) (acc[i] - m[i]) * (acc[i] - m[i]);
       a2 += (double) acc[i] * acc[i];
     }
-    if (r->contraction && a2 > 0) {
+    if (a2 > 0) {
       csum += 1 - e2 / a2;
       cn++;
     }
   }
-  *contraction = cn ? csum / cn : NAN;
-  if (!(r->xi_units > 0))
-    return NAN;
-  gc_compressor *tk = r->probe_up;
-  if (delta_prev) {
-    tk = r->probe_down;
-    for (size_t i = 0; i < d; i++) {
-      r->pa[i] += delta_prev[i];
-      r->pb[i] += delta_prev[i];
-    }
-    topk_dense(tk, r->pb, r->pc, r->pbuf, r->pcap, d);
-    memcpy(r->pb, r->pc, d * sizeof *r->pb);
-  }
-  topk_dense(tk, r->pa, r->pc, r->pbuf, r->pcap, d);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < d; i++) {
-    num += (double) (r->pc[i] - r->pb[i]) * (r->pc[i] - r->pb[i]);
-    den += (double) r->pd[i] * r->pd[i];
-  }
-  return den > 0 ? r->xi_units * sqrt(num / den) : NAN;
+  return cn ? csum / cn : NAN;
+}
+
+/* The method's own assumption: xi (4.2) with worker memories only, xi_bi
+ * (4.4) with a server memory (bi, DoubleSqueeze; downlink-only: 0). */
+static double method_xi(const run *r, const gc_xi_sample *s)
+{
+  return gc_xi_probe_has_server_memory(r->xip) ? s->xi_bi : s->xi;
 }
 
 /* ---- progress (stderr, terminals only) ------------------------------- */
@@ -442,6 +436,259 @@ static int build_segments(run *r)
       r->segs[m++] = (gc_segment){ y->boff, 1, y->nb };
   }
   r->nsegs = m;
+  return GC_SUCCESS;
+}
+
+/* ---- --bounds: theory.md 4.3 evaluated with measured constants --------- */
+
+enum { BOUND_SLICES = 8, BOUND_CHUNK = 100 };
+static const double bound_fd_step = 1e-3;   /* h of the Hessian-vector FD */
+
+/* The bound covers plain SGD steps of the methods of 4.3 / 4.4 with
+ * top-K, whose contraction gamma = sqrt(1-K/d) it uses; refuse the rest
+ * and name the assumption that fails. */
+static int bounds_check(run *r)
+{
+  const gc_train_config *c = r->c;
+  bounds *b = &r->b;
+  gc_algo_kind k = r->acfg.kind;
+  if (k != GC_ALGO_SGD && k != GC_ALGO_UNI && k != GC_ALGO_BI &&
+      k != GC_ALGO_DOWNLINK && k != GC_ALGO_DOUBLESQUEEZE)
+    GC_ERRORF(GC_EINVAL, "--bounds: the bound of theory.md 4.3 covers sgd, uni,"
+              " bi, downlink and doublesqueeze, not %s", c->algorithm);
+  if (k != GC_ALGO_SGD && strcmp(c->compressor, "topk") != 0)
+    GC_ERRORF(GC_EINVAL, "--bounds: the bound needs top-K's contraction gamma ="
+              " sqrt(1-K/d); compressor %s has no such constant", c->compressor);
+  if (c->momentum != 0)
+    GC_ERROR("--bounds: the bound is for plain SGD steps (momentum 0)", GC_EINVAL);
+  if (c->resume)
+    GC_ERROR("--bounds cannot resume: the running constants (M^2, xi, f(x0),"
+             " gradient samples) are not in the checkpoint", GC_EINVAL);
+  if (!c->bounds_samples || !c->bounds_hvps || !c->bounds_batch)
+    GC_ERROR("--bounds: samples per epoch, Hessian-vector products and the L"
+             " batch must be at least 1", GC_EINVAL);
+  double d = (double) r->d;
+  b->xi_name = "none";
+  b->gamma = 0;
+  if (k == GC_ALGO_UNI) {
+    b->xi_name = "xi";
+    b->gamma = sqrt(1.0 - (double) r->K / d);
+  } else if (k != GC_ALGO_SGD) {
+    b->xi_name = "xi_bi";
+    b->gamma = sqrt(1.0 - (double) r->Kd / d);
+  }
+  return GC_SUCCESS;
+}
+
+static int bounds_alloc(run *r)
+{
+  bounds *b = &r->b;
+  size_t T = r->T, d = r->d, dim = r->train.dim, N = r->off[r->c->workers];
+  b->on = 1;
+  b->nl = r->c->bounds_batch < N ? r->c->bounds_batch : N;
+  b->nets = calloc(T, sizeof *b->nets);
+  b->xb = malloc(T * BOUND_CHUNK * dim * sizeof *b->xb);
+  b->yb = malloc(T * BOUND_CHUNK);
+  b->g = malloc(T * d * sizeof *b->g);
+  b->pt = malloc(d * sizeof *b->pt);
+  b->slices = malloc(BOUND_SLICES * d * sizeof *b->slices);
+  b->grad = malloc(d * sizeof *b->grad);
+  b->gp = malloc(d * sizeof *b->gp);
+  b->v = malloc(d * sizeof *b->v);
+  b->lids = malloc(b->nl * sizeof *b->lids);
+  if (!b->nets || !b->xb || !b->yb || !b->g || !b->pt || !b->slices ||
+      !b->grad || !b->gp || !b->v || !b->lids)
+    GC_ERROR("out of memory for --bounds", GC_ENOMEM);
+  for (size_t t = 0; t < T; t++)
+    if (!(b->nets[t] = gc_nn_alloc_model(model_of(r->c), BOUND_CHUNK)))
+      return GC_ENOMEM;
+  /* L's batch: every (N/nl)-th example of the partition, so that it spans
+   * every worker's shard (non-IID shards are sorted by label). */
+  for (size_t j = 0; j < b->nl; j++)
+    b->lids[j] = r->idx[j * N / b->nl];
+  double v2 = 0;
+  for (size_t i = 0; i < d; i++) {
+    b->v[i] = gc_rng_normal(r->c->seed, 0xb0d5u, 0, i);
+    v2 += b->v[i] * b->v[i];
+  }
+  for (size_t i = 0; i < d; i++)
+    b->v[i] /= sqrt(v2);
+  return GC_SUCCESS;
+}
+
+/* Mean loss and gradient over the examples ids[0..n) at w, in evaluation
+ * mode (no dropout, BatchNorm running statistics): the deterministic f the
+ * bound speaks of.  Fixed slices, each summed in order by one thread, then
+ * added in slice order: the thread count changes no bit. */
+static int eval_grad(run *r, const float *w, const uint32_t *ids, size_t n,
+                     double *grad, double *loss)
+{
+  bounds *b = &r->b;
+  size_t d = r->d, dim = r->train.dim;
+  double sl[BOUND_SLICES];
+  int bad = 0;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T) reduction(|:bad)
+  for (size_t j = 0; j < BOUND_SLICES; j++) {
+    size_t t = 0;
+#ifdef _OPENMP
+    t = (size_t) omp_get_thread_num();
+#endif
+    float *xb = b->xb + t * BOUND_CHUNK * dim, *g = b->g + t * d;
+    uint8_t *yb = b->yb + t * BOUND_CHUNK;
+    double *acc = b->slices + j * d;
+    memset(acc, 0, d * sizeof *acc);
+    sl[j] = 0;
+    for (size_t at = j * n / BOUND_SLICES, hi = (j + 1) * n / BOUND_SLICES;
+         at < hi && !bad; at += BOUND_CHUNK) {
+      size_t B = hi - at < BOUND_CHUNK ? hi - at : BOUND_CHUNK;
+      for (size_t k = 0; k < B; k++) {
+        memcpy(xb + k * dim, r->train.x + (size_t) ids[at + k] * dim,
+               dim * sizeof *xb);
+        yb[k] = r->train.y[ids[at + k]];
+      }
+      if (!gc_nn_forward(b->nets[t], w, r->stats, xb, B, 0, 0, 0, 0)) {
+        bad = 1;
+        break;
+      }
+      sl[j] += gc_nn_loss(b->nets[t], yb) * (double) B;
+      gc_nn_backward(b->nets[t], w, NULL, g, NULL);
+      for (size_t i = 0; i < d; i++)
+        acc[i] += (double) g[i] * (double) B;
+    }
+  }
+  if (bad)
+    return GC_EINVAL;   /* reported by gc_nn_forward */
+  double l = 0;
+  for (size_t j = 0; j < BOUND_SLICES; j++)
+    l += sl[j];
+  for (size_t i = 0; i < d; i++) {
+    double s = 0;
+    for (size_t j = 0; j < BOUND_SLICES; j++)
+      s += b->slices[j * d + i];
+    grad[i] = s / (double) n;
+  }
+  if (loss)
+    *loss = l / (double) n;
+  return GC_SUCCESS;
+}
+
+/* Local smoothness at x: power iteration on H v ~ (g(x+hv) - g(x-hv))/2h
+ * over the fixed batch, warm-started from the last direction; the largest
+ * ||H v|| seen (each is <= ||H||: an estimate from below of the local
+ * constant; ReLU nets are not globally L-smooth). */
+static int estimate_L(run *r, const float *x, double *L)
+{
+  bounds *b = &r->b;
+  size_t d = r->d;
+  double h = bound_fd_step, best = 0;
+  for (size_t k = 0; k < r->c->bounds_hvps; k++) {
+    for (size_t i = 0; i < d; i++)
+      b->pt[i] = (float) (x[i] + h * b->v[i]);
+    GC_TRY(eval_grad(r, b->pt, b->lids, b->nl, b->gp, NULL));
+    for (size_t i = 0; i < d; i++)
+      b->pt[i] = (float) (x[i] - h * b->v[i]);
+    GC_TRY(eval_grad(r, b->pt, b->lids, b->nl, b->grad, NULL));
+    double n2 = 0;
+    for (size_t i = 0; i < d; i++) {
+      double hv = (b->gp[i] - b->grad[i]) / (2 * h);
+      b->gp[i] = hv;
+      n2 += hv * hv;
+    }
+    double nrm = sqrt(n2);
+    if (!(nrm > 0) || !isfinite(nrm))
+      break;   /* flat (or broken) here: keep the last direction */
+    best = fmax(best, nrm);
+    for (size_t i = 0; i < d; i++)
+      b->v[i] = b->gp[i] / nrm;
+  }
+  *L = best;
+  return GC_SUCCESS;
+}
+
+/* ||grad f(x)||^2 over the whole training partition; *loss = f(x). */
+static int full_grad2(run *r, const float *x, double *g2, double *loss)
+{
+  bounds *b = &r->b;
+  GC_TRY(eval_grad(r, x, r->idx, r->off[r->c->workers], b->grad, loss));
+  double s = 0;
+  for (size_t i = 0; i < r->d; i++)
+    s += b->grad[i] * b->grad[i];
+  *g2 = s;
+  return GC_SUCCESS;
+}
+
+static const char bounds_header[] =
+  "# bound evaluated with measured constants (theory.md 4.3): L is a local"
+  " estimate (ReLU nets are not globally L-smooth), M2 the max ||gbar_t||^2"
+  " seen, f* >= 0, xi the max measured; assumptions in bounds.json\n"
+  "epoch,steps,lr,gamma,xi_kind,xi_max,xi_mean,L_epoch,L,M2_max,M2_mean,f0,"
+  "term_f0,term_sgd,term_compression,bound,grad2_mean,grad2_epoch,"
+  "grad2_samples,ratio\n";
+
+/* bounds.csv (header) and bounds.json: what the numbers are and assume. */
+static int bounds_open(run *r)
+{
+  const gc_train_config *c = r->c;
+  char path[4200], text[3000];
+  snprintf(text, sizeof text,
+    "{\n  \"label\": \"bound evaluated with measured constants (theory.md 4.3)\",\n"
+    "  \"bound\": \"(1/T) sum_{t<T} E||grad f(x_t)||^2 <= 2 (f(x0)-f*)/(lr T)"
+    " + L lr M2 + L^2 lr^2 M2 (gamma+xi)^2/(1-gamma)^2\",\n"
+    "  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n  \"lr\": %.17g,\n"
+    "  \"gamma\": %.17g,\n  \"xi_kind\": \"%s\",\n"
+    "  \"assumptions\": [\n"
+    "    \"f is L-smooth: L is a local estimate (max over the run of power"
+    " iterations on finite-difference Hessian-vector products over a fixed"
+    " batch); ReLU nets are not globally L-smooth\",\n"
+    "    \"E||gbar_t||^2 <= M2 at every step: M2 is the max of the observed"
+    " ||gbar_t||^2 over every step so far (M2_mean is their mean)\",\n"
+    "    \"f* >= 0 for the cross-entropy, so f(x0) - f* <= f(x0)\",\n"
+    "    \"the assumption of 4.2 (uni) or 4.4 (server memory) with xi = the"
+    " max over every step so far of the measured xi_t (xi_bi,t)\",\n"
+    "    \"f, grad f and L in evaluation mode (no dropout, BatchNorm running"
+    " statistics) over the training partition; the measured mean uses"
+    " full-gradient samples at %zu evenly spaced steps per epoch\"\n  ],\n"
+    "  \"hvps\": %zu,\n  \"hvp_batch\": %zu,\n  \"fd_step\": %g,\n"
+    "  \"samples_per_epoch\": %zu,\n  \"every_epochs\": %zu\n}\n",
+    c->algorithm, c->compressor, c->lr, r->b.gamma, r->b.xi_name,
+    c->bounds_samples, c->bounds_hvps, r->b.nl, bound_fd_step,
+    c->bounds_samples, c->bounds_every);
+  GC_TRY(path_in(path, sizeof path, c->out, "bounds.json"));
+  GC_TRY(write_atomic(path, text));
+  GC_TRY(path_in(path, sizeof path, c->out, "bounds.csv"));
+  if (!(r->b.csv = fopen(path, "w")))
+    GC_ERRORF(GC_EIO, "%s: cannot write: %s", path, strerror(errno));
+  fputs(bounds_header, r->b.csv);
+  fflush(r->b.csv);
+  return GC_SUCCESS;
+}
+
+/* One row after epoch e, with L re-estimated at the current model. */
+static int bounds_row(run *r, size_t e, size_t steps, double g2_epoch,
+                      size_t n_epoch)
+{
+  bounds *b = &r->b;
+  const gc_train_config *c = r->c;
+  double Le;
+  GC_TRY(estimate_L(r, gc_sim_model(r->sim), &Le));
+  b->L = fmax(b->L, Le);
+  double xi = strcmp(b->xi_name, "none") ? b->ximax : 0.0;
+  double m2 = b->m2max, t[3];
+  double bound = gc_bound_nonconvex_terms(b->f0, c->lr, steps, b->L, m2,
+                                          b->gamma, xi, t);
+  double g2 = b->g2n ? b->g2sum / (double) b->g2n : NAN;
+  fprintf(b->csv, "%zu,%zu,%.17g,%.17g,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
+          "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%.9g\n", e + 1, steps, c->lr,
+          b->gamma, b->xi_name, b->xin ? b->ximax : NAN,
+          b->xin ? b->xisum / (double) b->xin : NAN, Le, b->L, m2,
+          b->m2n ? b->m2sum / (double) b->m2n : NAN, b->f0, t[0], t[1], t[2],
+          bound, g2, n_epoch ? g2_epoch / (double) n_epoch : NAN, b->g2n,
+          bound / g2);
+  fflush(b->csv);
+  if (!c->quiet)
+    fprintf(stderr, "epoch %zu: bound %.4g (L %.3g, M2 %.3g, %s %.3g) vs"
+            " measured mean ||grad f||^2 %.4g: ratio %.3g\n", e + 1, bound,
+            b->L, m2, b->xi_name, xi, g2, bound / g2);
   return GC_SUCCESS;
 }
 
@@ -508,12 +755,8 @@ static int setup(run *r)
   r->wstats = calloc(P * ns + 1, sizeof *r->wstats);
   r->loss = calloc(P, sizeof *r->loss);
   r->x0 = malloc(d * sizeof *r->x0);
-  r->pa = malloc(d * sizeof *r->pa);
-  r->pb = malloc(d * sizeof *r->pb);
-  r->pc = malloc(d * sizeof *r->pc);
-  r->pd = malloc(d * sizeof *r->pd);
   if (!r->xb || !r->yb || !r->grads || !r->stats || !r->wstats || !r->loss ||
-      !r->x0 || !r->pa || !r->pb || !r->pc || !r->pd)
+      !r->x0)
     GC_ERROR("out of memory for the model state", GC_ENOMEM);
   gc_nn_init(r->nets[0], r->x0, r->stats, c->seed);
 
@@ -545,39 +788,28 @@ static int setup(run *r)
   /* a bad setting is named by the compressor that rejects it */
   if (!(r->sim = gc_sim_alloc(a, r->x0)))
     return gc_last_error_code();
-  /* Probes, with the method's own compressor (deterministic types only):
-   * xi in model units, as theory/probe.c defines it, so memories in
-   * gradient units (downlink-only, DoubleSqueeze) are scaled by lr; it is
-   * undefined without memories (SGD, allreduce) and for EF21 / EF21-BC.
-   * The contraction needs the workers' accumulators. */
+  if (c->bounds_every)
+    GC_TRY(bounds_check(r));
+  /* Probes (deterministic compressors only): xi through the library's one
+   * definition (gc_probe.h, as theory/probe.c), undefined without memories
+   * (SGD, allreduce) and for EF21 / EF21-BC; the contraction needs the
+   * workers' accumulators.  --bounds reads the probe at every step. */
   if (!(T_up->flags & GC_COMP_RANDOM)) {
-    switch (a->kind) {
-    case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
-    case GC_ALGO_ALLREDUCE_RANDK:
-      r->xi_units = 1.0;
-      break;
-    case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE:
-      r->xi_units = c->lr;
-      break;
-    default:
-      break;
-    }
     r->contraction = gc_worker_accumulator(gc_sim_worker(r->sim, 0)) != NULL;
+    r->xi_log = 1;
   }
-  if (r->xi_units > 0) {
-    r->probe_up = gc_compressor_alloc(T_up, d, &a->up_params);
-    if (a->kind == GC_ALGO_BI)
-      r->probe_down = gc_compressor_alloc(T_up, d, &a->down_params);
-    if (!r->probe_up || (a->kind == GC_ALGO_BI && !r->probe_down)) {
-      r->xi_units = 0;   /* a diagnostic: the run goes on without xi */
+  if (r->xi_log || c->bounds_every) {
+    r->xip = gc_xi_probe_alloc(a);
+    if (!r->xip) {
+      if (c->bounds_every)
+        return gc_last_error_code();
+      r->xi_log = 0;   /* a diagnostic: the run goes on without xi */
       return GC_SUCCESS;
     }
-    size_t m1 = gc_compressor_max_bytes(r->probe_up);
-    size_t m2 = r->probe_down ? gc_compressor_max_bytes(r->probe_down) : 0;
-    r->pcap = m1 > m2 ? m1 : m2;
-    if (!(r->pbuf = malloc(r->pcap)))
-      GC_ERROR("out of memory for the probes", GC_ENOMEM);
+    r->xi_log = r->xi_log && gc_xi_probe_defined(r->xip);
   }
+  if (c->bounds_every)
+    GC_TRY(bounds_alloc(r));
   return GC_SUCCESS;
 }
 
@@ -626,11 +858,16 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   }
   if (c->max_steps && steps >= c->max_steps)
     goto done;
+  if (R.b.on) {
+    if ((st = bounds_open(&R)))
+      goto done;
+    double L0;
+    if ((st = estimate_L(&R, gc_sim_model(R.sim), &L0)))
+      goto done;
+    R.b.L = L0;
+  }
   const void **gp = malloc(P * sizeof *gp);
-  int xi_bi = R.acfg.kind == GC_ALGO_BI && R.xi_units > 0;
-  float *dprev = xi_bi ? malloc(d * sizeof *dprev) : NULL;
-  if (!gp || (xi_bi && !dprev)) {
-    free(gp); free(dprev);
+  if (!gp) {
     st = GC_ENOMEM;
     goto done;
   }
@@ -643,8 +880,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
     double t0 = gc__now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
     gc_sim_times(R.sim, &w0, &s0);
-    double lsum = 0, usum = 0, xsum = 0, csum = 0;
-    size_t xn = 0, cn = 0, done_here = 0;
+    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0;
+    size_t xn = 0, cn = 0, done_here = 0, g2en = 0;
     memcpy(R.order, R.idx, R.train.n * sizeof *R.order);
     for (size_t p = 0; p < P; p++)
       gc_data_shuffle(R.order + R.off[p], shard, c->seed, (uint32_t) (p + 1),
@@ -655,6 +892,25 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       if (c->max_steps && steps >= c->max_steps)
         break;
       const float *x = gc_sim_point(R.sim);
+      if (R.b.on) {
+        /* full gradients at evenly spaced steps (in time_total only) */
+        size_t S = c->bounds_samples < spe ? c->bounds_samples : spe;
+        for (size_t j = 0; j < S && st == GC_SUCCESS; j++) {
+          double g2, f;
+          if (j * spe / S != s)
+            continue;
+          if ((st = full_grad2(&R, gc_sim_model(R.sim), &g2, &f)))
+            break;
+          if (steps == 0)
+            R.b.f0 = f;
+          R.b.g2sum += g2;
+          R.b.g2n++;
+          g2e += g2;
+          g2en++;
+        }
+        if (st != GC_SUCCESS)
+          break;
+      }
       double ta = gc__now();
       #pragma omp parallel for schedule(static) num_threads((int) R.T)
       for (size_t p = 0; p < P; p++) {
@@ -696,20 +952,11 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           a += R.wstats[p * ns + i];
         R.stats[i] = (float) (a / (double) P);
       }
-      int probe = (R.xi_units > 0 || R.contraction) &&
-                  (s + 1) % probe_every == 0;
-      if (probe && R.xi_units > 0) {
-        for (size_t i = 0; i < d; i++) {
-          double a = 0;
-          for (size_t p = 0; p < P; p++)
-            a += R.grads[p * d + i];
-          R.pd[i] = (float) (c->lr * a / (double) P);
-        }
-        if (dprev) {
-          const float *m = gc_server_memory(gc_sim_server(R.sim));
-          memcpy(dprev, m, d * sizeof *dprev);
-        }
-      }
+      /* log.csv's probes at sampled steps; --bounds reads xi every step */
+      int probe = (s + 1) % probe_every == 0;
+      int probe_xi = R.xip && (R.b.on || (probe && R.xi_log));
+      if (probe_xi)
+        gc_xi_probe_before(R.xip, R.sim);
       double tc = gc__now();
       st = gc_sim_step(R.sim, gp, c->lr);
       if (st != GC_SUCCESS) {
@@ -722,12 +969,28 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         break;
       }
       usum += (double) gc_server_support_union(gc_sim_server(R.sim));
-      if (probe) {
-        double ct, xi = probe_xi(&R, dprev, &ct);
-        if (isfinite(xi)) {
+      if (probe_xi) {
+        gc_xi_sample xs;
+        if ((st = gc_xi_probe_after(R.xip, R.sim, gp, c->lr, &xs)))
+          break;
+        double xi = method_xi(&R, &xs);
+        if (probe && R.xi_log && isfinite(xi)) {
           xsum += xi;
           xn++;
         }
+        if (R.b.on) {
+          R.b.m2max = fmax(R.b.m2max, xs.gbar_norm2);
+          R.b.m2sum += xs.gbar_norm2;
+          R.b.m2n++;
+          if (!isnan(xi)) {   /* +Inf (gbar = 0, memories not) is kept */
+            R.b.ximax = fmax(R.b.ximax, xi);
+            R.b.xisum += xi;
+            R.b.xin++;
+          }
+        }
+      }
+      if (probe && R.contraction) {
+        double ct = probe_contraction(&R);
         if (isfinite(ct)) {
           csum += ct;
           cn++;
@@ -762,6 +1025,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     if (!c->quiet)
       fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
               e + 1, lsum / (double) done_here, acc, ttot);
+    if (R.b.on && ((e + 1) % c->bounds_every == 0 || e + 1 == c->epochs ||
+                   (c->max_steps && steps >= c->max_steps)) &&
+        (st = bounds_row(&R, e, steps, g2e, g2en)))
+      break;
     tsum += ttot;
     tn++;
     if (res) {
@@ -779,7 +1046,6 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   if (res)
     res->epoch_seconds = tn ? tsum / (double) tn : 0;
   free(gp);
-  free(dprev);
 done:
   if (log)
     fclose(log);

@@ -7,7 +7,7 @@ NAME.tex, which says "not run", so paper.tex always compiles.
 """
 import os
 
-from inputs import commands_of, COMMANDS
+from inputs import commands_of, read_json, COMMANDS
 from render import tex
 from tables import label_of, pct_scale
 
@@ -256,3 +256,56 @@ def fig_bench(fs, res, bench_rows, timing):
               "largest d and thread count benchmarked; timings vary run to "
               "run.", commands_of(used), [t.rel for t in used],
               dat, gp)
+
+
+def nn_bounds_runs(res):
+    """(label, config, table) per bounds.csv of `gradcomp train --bounds`,
+    labelled from the config.json beside it; sorted by label."""
+    out = []
+    for t in res.files.get("nn_bounds", []):
+        cp = os.path.join(os.path.dirname(t.path), "config.json")
+        cfg = read_json(cp) if os.path.isfile(cp) else {}
+        cfg = cfg if isinstance(cfg, dict) else {}
+        label = "%s P=%s %s" % (cfg.get("model", "?"), cfg.get("workers", "?"),
+                                cfg.get("algorithm", "?"))
+        out.append((label, cfg, t))
+    return sorted(out, key=lambda r: (r[0], r[2].rel))
+
+
+def fig_nn_bounds(fs, res):
+    """F6: the 4.3 bound evaluated with measured constants against the
+    measured mean ||grad f(x_t)||^2, per epoch, uni vs bi (log scale)."""
+    runs = [r for r in nn_bounds_runs(res) if r[2].rows]
+    name = "F6-nn-bounds"
+    if not runs:
+        return fs.figure(name, "Bound of theory.md 4.3 against the measured "
+                         "mean squared gradient norm on neural nets.", [], [],
+                         None, None)
+    series, plots = [], []
+    for i, (label, cfg, t) in enumerate(runs):
+        for j, (col, what) in enumerate((("bound", "bound"),
+                                         ("grad2_mean", "measured"))):
+            rows = [(r["epoch"], r[col]) for r in t.rows
+                    if r["epoch"] is not None and r[col] is not None
+                    and r[col] > 0]
+            series.append(("%s %s" % (label, what), rows))
+            plots.append('"figures/%s.dat" index %d using 1:2 with linespoints '
+                         'lc %d dt %d pt %d ps 0.5 title %s'
+                         % (name, 2 * i + j, i + 1, 1 if j == 0 else 2,
+                            7 if j == 0 else 6, _q("%s: %s" % (label, what))))
+    gp = '''\
+  set xlabel "epoch"
+  set ylabel "(1/T) sum ||grad f(x_t)||^2"
+  set logscale y
+  set format y "%%.0e"
+  set key outside right
+  set grid
+  plot %s
+''' % ", \\\n       ".join(plots)
+    fs.figure(name, "The non-convex bound of theory.md 4.3 evaluated with "
+              "constants measured along each run (local L, max ||gbar||^2, "
+              "f(x0), max xi or xi_bi; solid) against the measured mean "
+              "||grad f(x_t)||^2 from full-gradient samples (dashed), per "
+              "epoch. Log scale: the bound is vacuous by the factor between "
+              "the two curves.", commands_of([t for _, _, t in runs]),
+              [t.rel for _, _, t in runs], _blocks(series), gp)

@@ -43,6 +43,10 @@ SCHEMAS = {
         "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,"
         "support_union_over_k,xi,delta,time_compute,time_compress,"
         "time_aggregate,time_total", {}),
+    "nn_bounds": (
+        "epoch,steps,lr,gamma,xi_kind,xi_max,xi_mean,L_epoch,L,M2_max,"
+        "M2_mean,f0,term_f0,term_sgd,term_compression,bound,grad2_mean,"
+        "grad2_epoch,grad2_samples,ratio", {"xi_kind": "str"}),
 }
 SCHEMAS = {k: (tuple(c.split(",")), t) for k, (c, t) in SCHEMAS.items()}
 _BY_HEADER = {cols: kind for kind, (cols, _) in SCHEMAS.items()}
@@ -62,6 +66,7 @@ COMMANDS = {
     "bench_compress_cuda": "gradcomp bench compress --device cuda --csv F",
     "bench_train": "gradcomp bench train --csv F",
     "train_log": "gradcomp train ... --out DIR",
+    "nn_bounds": "gradcomp train ... --bounds N --out DIR",
 }
 
 

@@ -12,6 +12,7 @@
 
 #include "gc_errno.h"
 #include "gc_nn.h"
+#include "gc_probe.h"
 #include "gc_test.h"
 
 static void base(gc_train_config *c, const char *out)
@@ -257,10 +258,11 @@ static double log_field(const char *dir, int f)
   return v;
 }
 
-/* The logged xi follows theory/probe.c: undefined (NaN) without memories
- * (sgd) and for EF21 / EF21-BC, which still log the uplink contraction;
- * in model units for the gradient-unit memories, so that downlink-only
- * (dense uplink: xi = ||TopK(gbar) - gbar|| / ||gbar||) stays below 1. */
+/* The logged xi is gc_probe.h's, the method's own assumption: undefined
+ * (NaN) without memories (sgd) and for EF21 / EF21-BC, which still log the
+ * uplink contraction; xi_bi for the methods with a server memory, so that
+ * downlink-only (dense uplink: both aggregates are the same vector) logs
+ * exactly 0 and DoubleSqueeze a positive xi_bi. */
 Test(train, xi_probe_follows_theory)
 {
   gc_test_need_dataset("mnist");
@@ -286,6 +288,152 @@ Test(train, xi_probe_follows_theory)
     cr_assert_eq(isfinite(delta) != 0, m[i].delta, "%s: delta %g", m[i].algo,
                  delta);
     if (!strcmp(m[i].algo, "downlink"))
-      cr_assert(xi > 0 && xi <= 1, "downlink: xi %g", xi);
+      cr_assert(xi == 0, "downlink: xi_bi %g", xi);
+    if (!strcmp(m[i].algo, "doublesqueeze"))
+      cr_assert(xi > 0, "doublesqueeze: xi_bi %g", xi);
+  }
+}
+
+/* ---- --bounds ------------------------------------------------------------- */
+
+/* Column `col` of data row `row` (1-based) of DIR/bounds.csv, as a number. */
+static double bounds_field(const char *dir, int row, const char *col)
+{
+  char p[700];
+  size_t len;
+  snprintf(p, sizeof p, "%s/bounds.csv", dir);
+  char *csv = gc_test_slurp(p, &len);
+  cr_assert_not_null(csv, "%s", p);
+  int k = 0;
+  const char *h = csv;
+  while (*h == '#')   /* the label line */
+    h = strchr(h, '\n') + 1;
+  const char *end = strchr(h, '\n');
+  size_t cl = strlen(col);
+  while (h < end && !(strncmp(h, col, cl) == 0 && (h[cl] == ',' || h[cl] == '\n'))) {
+    h = strchr(h, ',');
+    cr_assert(h && h < end, "no column %s in %s", col, p);
+    h++;
+    k++;
+  }
+  const char *line = end;
+  for (int r = 0; r < row; r++) {
+    cr_assert(line && line[1], "%s: no row %d", p, row);
+    line = strchr(line, '\n') + 1;
+  }
+  for (; k > 0; k--)
+    line = strchr(line, ',') + 1;
+  double v = strtod(line, NULL);
+  free(csv);
+  return v;
+}
+
+static void bounds_base(gc_train_config *c, const char *out, const char *algo)
+{
+  base(c, out);
+  c->algorithm = algo;
+  c->bounds_every = 1;
+  c->bounds_hvps = 3;
+  c->bounds_batch = 100;
+}
+
+/* P = 1, one batch holding the whole training subset: the stochastic
+ * gradient at x_0 is the full gradient that --bounds measures, and the
+ * first training loss is f(x_0).  A wrong weighting, slicing or
+ * normalisation of the full gradient breaks the equalities. */
+Test(train, bounds_full_gradient_is_the_batch_gradient)
+{
+  gc_test_need_dataset("mnist");
+  char a[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("bounds-sgd"));
+  gc_train_config c;
+  bounds_base(&c, a, "sgd");
+  c.workers = 1;
+  c.batch = 200;
+  c.train_subset = 200;
+  c.test_subset = 100;
+  c.epochs = 2;
+  c.lr = 0.05;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  double m2 = bounds_field(a, 1, "M2_max"), g2 = bounds_field(a, 1, "grad2_epoch");
+  /* float32 sums of 200 examples in two orders: relative error ~1e-6 */
+  cr_assert(fabs(m2 - g2) <= 1e-4 * g2, "||gbar_0||^2 %g, ||grad f(x0)||^2 %g", m2, g2);
+  double f0 = bounds_field(a, 1, "f0"), loss = log_field(a, 2);
+  cr_assert(fabs(f0 - loss) <= 1e-5 * loss, "f(x0) %g, first loss %g", f0, loss);
+  /* two epochs of one step each: the means agree too */
+  double m2mean = bounds_field(a, 2, "M2_mean"), g2mean = bounds_field(a, 2, "grad2_mean");
+  cr_assert(fabs(m2mean - g2mean) <= 1e-4 * g2mean, "%g vs %g", m2mean, g2mean);
+  cr_assert_eq(bounds_field(a, 2, "grad2_samples"), 2);
+  cr_assert_eq(bounds_field(a, 2, "gamma"), 0);
+  cr_assert(bounds_field(a, 2, "L") > 0);
+}
+
+/* bi: gamma_d and xi_bi enter the bound as written in 4.3, every row's
+ * bound is the sum of its terms recomputed from its own columns, the
+ * ratio is bound / measured, and the thread count changes no byte. */
+Test(train, bounds_rows_follow_the_formula_and_threads_change_nothing)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("bounds-bi1"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("bounds-bi2"));
+  gc_train_config c;
+  bounds_base(&c, a, "bi");
+  c.workers = 4;
+  c.density = 0.01;
+  c.density_down = 0.005;
+  c.lr = 0.1;
+  c.train_subset = 800;
+  c.test_subset = 100;
+  c.epochs = 2;
+  c.threads = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.out = b;
+  c.threads = 2;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  same_files(a, b, "bounds.csv", 0);
+  double d = 50890, kd = floor(0.005 * d);
+  for (int r = 1; r <= 2; r++) {
+    double gamma = bounds_field(a, r, "gamma");
+    cr_assert(fabs(gamma - sqrt(1 - kd / d)) < 1e-15, "gamma_d %.17g", gamma);
+    double t[3];
+    double want = gc_bound_nonconvex_terms(
+        bounds_field(a, r, "f0"), c.lr, (size_t) bounds_field(a, r, "steps"),
+        bounds_field(a, r, "L"), bounds_field(a, r, "M2_max"), gamma,
+        bounds_field(a, r, "xi_max"), t);
+    double got = bounds_field(a, r, "bound");
+    cr_assert(fabs(got - want) <= 1e-8 * want, "row %d: bound %g, formula %g", r, got, want);
+    cr_assert(fabs(bounds_field(a, r, "term_compression") - t[2]) <= 1e-8 * t[2]);
+    double ratio = bounds_field(a, r, "ratio"), g2 = bounds_field(a, r, "grad2_mean");
+    cr_assert(fabs(ratio - got / g2) <= 1e-8 * ratio, "ratio %g", ratio);
+    cr_assert(bounds_field(a, r, "xi_max") > 0, "xi_bi max is 0 on a top-K uplink");
+    /* L is the running max of the local estimates */
+    cr_assert(bounds_field(a, r, "L") >= bounds_field(a, r, "L_epoch"));
+  }
+}
+
+/* The bound is refused, naming the failing assumption, where 4.3 does not
+ * apply. */
+Test(train, bounds_refuse_what_the_theorem_does_not_cover)
+{
+  gc_test_need_dataset("mnist");
+  static const struct { const char *algo, *comp; double mom; int resume;
+                        const char *why; } m[] = {
+    { "uni", "randk", 0, 0, "top-K" }, { "uni", "topk", 0.9, 0, "momentum" },
+    { "ef21", "topk", 0, 0, "ef21" }, { "bi", "topk", 0, 1, "resume" } };
+  gc_set_error_handler_off();
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+    char a[600];
+    snprintf(a, sizeof a, "%s", gc_test_tmp("bounds-refuse"));
+    gc_train_config c;
+    bounds_base(&c, a, m[i].algo);
+    c.workers = 2;
+    c.compressor = m[i].comp;
+    c.momentum = m[i].mom;
+    c.resume = m[i].resume;
+    c.train_subset = 200;
+    c.test_subset = 100;
+    cr_assert_eq(gc_train_run(&c, NULL), GC_EINVAL, "%s/%s", m[i].algo, m[i].comp);
+    cr_assert(strstr(gc_last_error(), m[i].why), "%s", gc_last_error());
   }
 }

@@ -1,6 +1,8 @@
-/* bounds.c -- the bound formulas (docs/theory.md 4.3, 4.6, 4.7), the checks of
+/* bounds.c -- the bound formulas (docs/theory.md 4.6, 4.7), the checks of
  * their theorems' assumptions against a measured run, the runs that measure
- * the constants, and the Gaussian top-K tail share of 4.5. */
+ * the constants, and the Gaussian top-K tail share of 4.5.  The formula of
+ * the 4.3 bound is the library's gc_bound_nonconvex (gc_probe.h), which
+ * training evaluates too. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,16 +14,6 @@
 #include "gc_ef.h"
 #include "gc_errno.h"
 #include "gc_theory.h"
-
-double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
-                          double M2, double gamma, double xi)
-{
-  if (T == 0 || !(lr > 0) || !(gamma < 1))
-    return INFINITY;
-  double c = (gamma + xi) / (1.0 - gamma);
-  return 2.0 * f0_gap / (lr * (double) T) + L * lr * M2
-         + L * L * lr * lr * M2 * c * c;
-}
 
 double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,
                        double s2, double delta)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "gc_algo.h"
+#include "gc_probe.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -185,11 +186,8 @@ void gc_theory_fill(int dist, uint64_t seed, uint32_t trial, double *x,
  * The formula functions take plain numbers; the assumption checks and the
  * choice of which bound applies to a run are below them (docs/theory.md
  * 4.7 lists each bound, its source, its assumptions and what it
- * bounds). */
-/* Non-convex bound of 4.3:
- * 2 (f0 - f*)/(lr T) + L lr M2 + L^2 lr^2 M2 (gamma + xi)^2/(1 - gamma)^2. */
-double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
-                          double M2, double gamma, double xi);
+ * bounds).  The non-convex bound of 4.3 is gc_bound_nonconvex in
+ * gc_probe.h: the library evaluates it during training too. */
 /* EF-SGD (Karimireddy et al., 4.6), bound on min_t ||grad f||^2:
  * 2 (f0-f*)/(lr (T+1)) + lr L s2/2 + 4 lr^2 L^2 s2 (1-delta)/delta^2. */
 double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,

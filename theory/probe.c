@@ -8,6 +8,7 @@
 
 #include "gc_errno.h"
 #include "gc_npy.h"
+#include "gc_probe.h"
 #include "gc_rng.h"
 #include "gc_theory.h"
 
@@ -30,10 +31,8 @@ struct gc_theory_run {
   double *E;                 /* E_t in model units                        */
   double Enorm;              /* ||E_t||                                   */
   double *dprev;             /* server memory before the step             */
-  double *macc, *msent;      /* mean accumulator, mean decoded message    */
   double *t1, *t2, *t3;      /* scratch                                   */
-  gc_compressor *topk_up, *topk_down;
-  uint8_t *buf;              /* messages of both reference TopK's         */
+  gc_xi_probe *xi;           /* xi, xi_bi: the library's one definition   */
   size_t k, kd;
   double gamma, gamma_d;
   /* running summary */
@@ -47,6 +46,7 @@ struct gc_theory_run {
   /* multi-draw contraction probes of random compressors (4.1) */
   size_t draws;
   gc_compressor *draw_up, *draw_down;
+  uint8_t *draw_buf;             /* one message of either draw compressor */
   double dup_draws, ddown_draws;
 };
 
@@ -91,15 +91,6 @@ static void mean_of(double *const *v, size_t P, size_t n, double *out)
     out[i] /= (double) P;
 }
 
-/* The reference TopK's parameters: K (or density) and tie rule of `of`. */
-static void topk_params(const gc_compressor_params *of, gc_compressor_params *p)
-{
-  gc_compressor_params_default(p);
-  p->k = of->k;
-  p->density = of->density;
-  p->ties = of->ties;
-}
-
 void gc_theory_run_free(gc_theory_run *r)
 {
   if (!r)
@@ -111,16 +102,13 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r->grads);
   free(r->E);
   free(r->dprev);
-  free(r->macc);
-  free(r->msent);
   free(r->t1);
   free(r->t2);
   free(r->t3);
-  gc_compressor_free(r->topk_up);
-  gc_compressor_free(r->topk_down);
+  gc_xi_probe_free(r->xi);
   gc_compressor_free(r->draw_up);
   gc_compressor_free(r->draw_down);
-  free(r->buf);
+  free(r->draw_buf);
   free(r);
 }
 
@@ -145,37 +133,24 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
   case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE: r->mem = MEM_GRAD; break;
   default: r->mem = MEM_OTHER; break;
   }
-  /* Reference TopK's for xi: magnitude top-K with the configured K (or
-   * density) and tie rule, whatever the uplink/downlink compressors are.
-   * They resolve K and K_d (and reject K > d). */
-  const gc_compressor_type *tk = gc_compressor_type_by_name("topk");
-  gc_compressor_params pu, pd;
-  topk_params(&r->cfg.up_params, &pu);
-  topk_params(&r->cfg.down_params, &pd);
-  int ok = tk && (r->topk_up = gc_compressor_alloc(tk, n, &pu)) &&
-           (r->topk_down = gc_compressor_alloc(tk, n, &pd));
+  /* The xi probe's reference TopK's (magnitude top-K with the configured
+   * K or density and tie rule, whatever the method's compressors are)
+   * resolve K and K_d (and reject K > d). */
+  int ok = (r->xi = gc_xi_probe_alloc(&r->cfg)) != NULL;
   if (ok) {
-    r->k = gc_compressor_k(r->topk_up);
-    r->kd = gc_compressor_k(r->topk_down);
+    r->k = gc_xi_probe_k(r->xi);
+    r->kd = gc_xi_probe_k_down(r->xi);
     r->gamma = sqrt(1.0 - (double) r->k / (double) n);
     r->gamma_d = sqrt(1.0 - (double) r->kd / (double) n);
-    size_t a = gc_compressor_max_bytes(r->topk_up);
-    size_t b = gc_compressor_max_bytes(r->topk_down);
-    ok = (r->buf = malloc(a > b ? a : b)) &&
-         (r->grads = calloc(P, sizeof *r->grads)) &&
+    ok = (r->grads = calloc(P, sizeof *r->grads)) &&
          (r->E = calloc(n, sizeof *r->E)) &&
          (r->dprev = calloc(n, sizeof *r->dprev)) &&
-         (r->macc = calloc(n, sizeof *r->macc)) &&
-         (r->msent = calloc(n, sizeof *r->msent)) &&
          (r->t1 = calloc(n, sizeof *r->t1)) &&
          (r->t2 = calloc(n, sizeof *r->t2)) &&
          (r->t3 = calloc(n, sizeof *r->t3));
     for (size_t p = 0; ok && p < P; p++)
       ok = (r->grads[p] = calloc(n, sizeof **r->grads)) != NULL;
   }
-  if (!tk)
-    gc_error("the topk compressor is not in this build", __FILE__, __LINE__,
-             GC_EUNSUP);
   if (ok)
     ok = (r->sim = gc_sim_alloc(&r->cfg, x0 ? x0 : prob->x0)) != NULL;
   if (!ok) {
@@ -215,15 +190,8 @@ int gc_theory_run_set_draws(gc_theory_run *r, size_t draws)
     return GC_ENOMEM;
   size_t a = r->draw_up ? gc_compressor_max_bytes(r->draw_up) : 0;
   size_t b = r->draw_down ? gc_compressor_max_bytes(r->draw_down) : 0;
-  size_t have = gc_compressor_max_bytes(r->topk_up);
-  if (gc_compressor_max_bytes(r->topk_down) > have)
-    have = gc_compressor_max_bytes(r->topk_down);
-  if (a > have || b > have) {
-    uint8_t *nb = realloc(r->buf, a > b ? a : b);
-    if (!nb)
-      return GC_ENOMEM;
-    r->buf = nb;
-  }
+  if ((a || b) && !(r->draw_buf = malloc(a > b ? a : b)))
+    return GC_ENOMEM;
   r->draws = draws;
   return GC_SUCCESS;
 }
@@ -240,7 +208,7 @@ static int draws_contraction(gc_theory_run *r, gc_compressor *c,
   if (!(nx > 0))
     return GC_SUCCESS;
   for (size_t j = 0; j < r->draws; j++) {
-    GC_TRY(roundtrip(c, x, (uint32_t) (t * r->draws + j), r->buf, r->t2));
+    GC_TRY(roundtrip(c, x, (uint32_t) (t * r->draws + j), r->draw_buf, r->t2));
     double e = dist2(x, r->t2, r->n) / nx;
     sum += e;
     sum2 += e * e;
@@ -291,6 +259,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     rw.gbar_norm2 = rw.grad_norm2;
   }
   double gnorm = sqrt(rw.gbar_norm2);
+  gc_xi_probe_before(r->xi, r->sim);
   const void *sm = gc_server_memory(gc_sim_server(r->sim));
   if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
     memcpy(r->dprev, sm, n * sizeof *r->dprev);
@@ -301,11 +270,15 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   if (st != GC_SUCCESS)
     return st;
 
-  /* Means of the worker accumulators and decoded messages, in a fixed
-   * order, so that identical inputs give bit-identical means (identity
-   * uplink => xi_bi exactly 0). */
-  memset(r->macc, 0, n * sizeof *r->macc);
-  memset(r->msent, 0, n * sizeof *r->msent);
+  /* xi (4.2), xi_bi (4.4), in model units: the library's probe. */
+  gc_xi_sample xs;
+  GC_TRY(gc_xi_probe_after(r->xi, r->sim, (const void *const *) r->grads, lr,
+                           &xs));
+  rw.xi = xs.xi;
+  rw.xi_bi = xs.xi_bi;
+  double num_model = xs.num, num_bi_model = xs.num_bi;
+
+  /* The empirical uplink contraction (4.1) of each worker. */
   double dmin = INFINITY, dsum = 0;
   size_t dcnt = 0;
   for (size_t p = 0; p < P; p++) {
@@ -316,10 +289,6 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       acc = r->grads[p];   /* dense uplink: the input is the gradient */
     if (!sent)
       sent = acc;
-    for (size_t i = 0; i < n; i++) {
-      r->macc[i] += acc[i];
-      r->msent[i] += sent[i];
-    }
     if (gc_worker_accumulator(w)) {
       double d = contraction(acc, sent, n);
       if (isfinite(d)) {
@@ -328,10 +297,6 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
         dcnt++;
       }
     }
-  }
-  for (size_t i = 0; i < n; i++) {
-    r->macc[i] /= (double) P;
-    r->msent[i] /= (double) P;
   }
   rw.delta_up_min = dcnt ? dmin : NAN;
   rw.delta_up_mean = dcnt ? dsum / (double) dcnt : NAN;
@@ -354,24 +319,9 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     }
   }
 
-  /* xi (4.2), xi_bi (4.4); c converts the method's units to model units. */
+  /* c converts the method's units to model units; denom = lr ||gbar||. */
   double c = r->mem == MEM_GRAD ? lr : 1.0;
   double denom = lr * gnorm;
-  double num_bi_model = NAN, num_model = NAN;
-  rw.xi = rw.xi_bi = NAN;
-  if (r->mem == MEM_UNI || r->mem == MEM_BI || r->mem == MEM_GRAD) {
-    GC_TRY(roundtrip(r->topk_up, r->macc, 0, r->buf, r->t1));
-    num_model = c * sqrt(dist2(r->t1, r->msent, n));
-    rw.xi = num_model / denom;
-    for (size_t i = 0; i < n; i++) {
-      r->t1[i] = r->dprev[i] + r->macc[i];
-      r->t3[i] = r->dprev[i] + r->msent[i];
-    }
-    GC_TRY(roundtrip(r->topk_down, r->t1, 0, r->buf, r->t2));
-    GC_TRY(roundtrip(r->topk_down, r->t3, 0, r->buf, r->t1));
-    num_bi_model = c * sqrt(dist2(r->t2, r->t1, n));
-    rw.xi_bi = num_bi_model / denom;
-  }
 
   /* The error recursion of 4.3 in model units. */
   rw.mem_norm = rw.mem_bound = NAN;

@@ -1,0 +1,78 @@
+/* gc_probe.h -- the one implementation of xi and xi_bi (theory.md 4.2,
+ * 4.4), read from a gc_sim around one step, and the non-convex bound of
+ * 4.3 that they feed.  The theory trajectories (theory/probe.c) and
+ * neural-net training (nn_train.c) both call it, so the two can never
+ * compute different quantities under the same name.
+ *
+ * Around gc_sim_step(sim, grads, lr):
+ *   gc_xi_probe_before(w, sim);                     server memory delta_t
+ *   gc_sim_step(sim, grads, lr);
+ *   gc_xi_probe_after(w, sim, grads, lr, &sample);  xi_t, xi_bi,t
+ * with, in model units (u = lr for memories kept in gradient units:
+ * downlink-only, DoubleSqueeze; 1 otherwise),
+ *   xi    = u ||TopK(mean acc^p) - mean m^p|| / (lr ||gbar||)
+ *   xi_bi = u ||TopK_d(delta + mean acc^p) - TopK_d(delta + mean m^p)||
+ *           / (lr ||gbar||)
+ * TopK is the library's magnitude top-K with the K (or density) and tie
+ * rule of the uplink (K_d: downlink) parameters, whatever compressor the
+ * method uses.  A dense uplink counts its gradient as acc^p = m^p, so
+ * xi_bi is exactly 0 there (downlink-only).  delta is 0 for methods
+ * without a server memory.  The means are taken in double, in worker
+ * order, whatever the sim's dtype: float32 and float64 runs of the same
+ * exactly representable trajectory give the same numbers. */
+#ifndef GC_PROBE_H
+#define GC_PROBE_H
+#include <stddef.h>
+#include "gc_algo.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gc_xi_probe gc_xi_probe;
+
+/* One step's values.  xi, xi_bi: NaN for methods without error memories of
+ * this kind (SGD, dense allreduce, EF21, EF21-BC), +Inf or NaN when
+ * lr ||gbar|| = 0.  num, num_bi: the numerators in model units (finite
+ * even when gbar = 0), for the error recursion of 4.3. */
+typedef struct gc_xi_sample {
+  double xi, xi_bi;
+  double num, num_bi;
+  double gbar_norm2;            /* ||gbar_t||^2, gbar = mean of grads     */
+} gc_xi_sample;
+
+/* For the configuration cfg (kind, n, dtype, workers, up/down params).
+ * NULL after reporting GC_ENOMEM or a bad K (K > n). */
+gc_xi_probe *gc_xi_probe_alloc(const gc_algo_config *cfg);
+void gc_xi_probe_free(gc_xi_probe *w);     /* NULL is a no-op */
+/* 1 when the method has xi (worker or server error memories), else 0. */
+int gc_xi_probe_defined(const gc_xi_probe *w);
+/* 1 when the method keeps a server memory (bi, downlink-only,
+ * DoubleSqueeze): its assumption is 4.4's xi_bi with gamma_d. */
+int gc_xi_probe_has_server_memory(const gc_xi_probe *w);
+size_t gc_xi_probe_k(const gc_xi_probe *w);        /* resolved K   */
+size_t gc_xi_probe_k_down(const gc_xi_probe *w);   /* resolved K_d */
+
+/* Copy the server memory delta_t (zero when the method has none). */
+void gc_xi_probe_before(gc_xi_probe *w, gc_sim *sim);
+/* After the step: grads[p] (length n, the sim's dtype) are the gradients
+ * given to gc_sim_step, lr its step size.  GC_SUCCESS, or a compressor's
+ * error code. */
+int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
+                      double lr, gc_xi_sample *out);
+
+/* Non-convex bound of theory.md 4.3 on (1/T) sum_{t<T} E||grad f(x_t)||^2:
+ *   2 (f0 - f*)/(lr T) + L lr M2 + L^2 lr^2 M2 (gamma + xi)^2/(1 - gamma)^2,
+ * valid for L-smooth f >= f*, E||gbar_t||^2 <= M2 and constant lr, with
+ * (gamma, xi) = (sqrt(1-K/d), xi) for (a) and (sqrt(1-K_d/d), xi_bi) for
+ * (b).  +Inf when T = 0, lr <= 0 or gamma >= 1.  terms (may be NULL)
+ * receives the three summands in that order. */
+double gc_bound_nonconvex_terms(double f0_gap, double lr, size_t T, double L,
+                                double M2, double gamma, double xi,
+                                double terms[3]);
+double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
+                          double M2, double gamma, double xi);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_PROBE_H */

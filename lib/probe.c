@@ -1,0 +1,216 @@
+/* probe.c -- xi and xi_bi (theory.md 4.2, 4.4) around one gc_sim step, for
+ * float32 and float64 simulators alike, and the bound of 4.3.  Everything
+ * is computed in double, in a fixed order, so the result is a function of
+ * the simulator's state alone (never of the thread count). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc_errno.h"
+#include "gc_npy.h"
+#include "gc_probe.h"
+
+enum { UNITS_NONE, UNITS_MODEL, UNITS_GRAD };
+
+struct gc_xi_probe {
+  gc_algo_kind kind;
+  size_t n, P;
+  int dtype, units, server_memory;
+  gc_compressor *topk_up, *topk_down;
+  uint8_t *buf;                 /* messages of both reference TopK's      */
+  double *dprev;                /* server memory before the step          */
+  double *macc, *msent, *t1, *t2, *t3;
+};
+
+/* Where each method keeps its memories (gc_algo.h: the probe views). */
+static int units_of(gc_algo_kind kind)
+{
+  switch (kind) {
+  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
+  case GC_ALGO_ALLREDUCE_RANDK:
+    return UNITS_MODEL;
+  case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE:
+    return UNITS_GRAD;
+  default:
+    return UNITS_NONE;
+  }
+}
+
+/* The reference TopK's parameters: K (or density) and tie rule of `of`. */
+static void topk_params(const gc_compressor_params *of, gc_compressor_params *p)
+{
+  gc_compressor_params_default(p);
+  p->k = of->k;
+  p->density = of->density;
+  p->ties = of->ties;
+}
+
+void gc_xi_probe_free(gc_xi_probe *w)
+{
+  if (!w)
+    return;
+  gc_compressor_free(w->topk_up);
+  gc_compressor_free(w->topk_down);
+  free(w->buf);
+  free(w->dprev);
+  free(w->macc);
+  free(w->msent);
+  free(w->t1);
+  free(w->t2);
+  free(w->t3);
+  free(w);
+}
+
+gc_xi_probe *gc_xi_probe_alloc(const gc_algo_config *cfg)
+{
+  const gc_compressor_type *tk = gc_compressor_type_by_name("topk");
+  if (!tk)
+    GC_ERROR_NULL("the topk compressor is not in this build", GC_EUNSUP);
+  gc_xi_probe *w = calloc(1, sizeof *w);
+  if (!w)
+    GC_ERROR_NULL("out of memory for the xi probe", GC_ENOMEM);
+  size_t n = cfg->n;
+  w->kind = cfg->kind;
+  w->n = n;
+  w->P = cfg->workers;
+  w->dtype = cfg->dtype;
+  w->units = units_of(cfg->kind);
+  w->server_memory = cfg->kind == GC_ALGO_BI || cfg->kind == GC_ALGO_DOWNLINK ||
+                     cfg->kind == GC_ALGO_DOUBLESQUEEZE;
+  gc_compressor_params pu, pd;
+  topk_params(&cfg->up_params, &pu);
+  topk_params(&cfg->down_params, &pd);
+  if (!(w->topk_up = gc_compressor_alloc(tk, n, &pu)) ||
+      !(w->topk_down = gc_compressor_alloc(tk, n, &pd))) {
+    gc_xi_probe_free(w);
+    return NULL;   /* reported by gc_compressor_alloc */
+  }
+  size_t a = gc_compressor_max_bytes(w->topk_up);
+  size_t b = gc_compressor_max_bytes(w->topk_down);
+  if (!(w->buf = malloc(a > b ? a : b)) ||
+      !(w->dprev = calloc(n, sizeof *w->dprev)) ||
+      !(w->macc = calloc(n, sizeof *w->macc)) ||
+      !(w->msent = calloc(n, sizeof *w->msent)) ||
+      !(w->t1 = calloc(n, sizeof *w->t1)) ||
+      !(w->t2 = calloc(n, sizeof *w->t2)) ||
+      !(w->t3 = calloc(n, sizeof *w->t3))) {
+    gc_xi_probe_free(w);
+    GC_ERROR_NULL("out of memory for the xi probe", GC_ENOMEM);
+  }
+  return w;
+}
+
+int gc_xi_probe_defined(const gc_xi_probe *w) { return w->units != UNITS_NONE; }
+int gc_xi_probe_has_server_memory(const gc_xi_probe *w) { return w->server_memory; }
+size_t gc_xi_probe_k(const gc_xi_probe *w) { return gc_compressor_k(w->topk_up); }
+size_t gc_xi_probe_k_down(const gc_xi_probe *w) { return gc_compressor_k(w->topk_down); }
+
+/* Element i of a vector of the probe's dtype, as a double. */
+static double at(const gc_xi_probe *w, const void *v, size_t i)
+{
+  return w->dtype == GC_F32 ? (double) ((const float *) v)[i]
+                            : ((const double *) v)[i];
+}
+
+void gc_xi_probe_before(gc_xi_probe *w, gc_sim *sim)
+{
+  const void *sm = gc_server_memory(gc_sim_server(sim));
+  if (sm && w->server_memory)
+    for (size_t i = 0; i < w->n; i++)
+      w->dprev[i] = at(w, sm, i);
+  else
+    memset(w->dprev, 0, w->n * sizeof *w->dprev);
+}
+
+/* out = TopK(x) through the library's compressor (encode, then decode). */
+static int roundtrip(gc_xi_probe *w, gc_compressor *c, const double *x,
+                     double *out)
+{
+  size_t len;
+  GC_TRY(gc_compress_f64(c, x, 0, w->buf, gc_compressor_max_bytes(c), &len,
+                         NULL));
+  memset(out, 0, w->n * sizeof *out);
+  return gc_decompress_add_f64(c, w->buf, len, 0, 1.0, out);
+}
+
+static double dist2(const double *x, const double *y, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = x[i] - y[i];
+    s += d * d;
+  }
+  return s;
+}
+
+int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
+                      double lr, gc_xi_sample *out)
+{
+  size_t n = w->n, P = w->P;
+  /* gbar, then the means of the accumulators and decoded messages: sums in
+   * worker order, then one division, so identical inputs give identical
+   * means (identity uplink => xi_bi exactly 0). */
+  memset(w->t1, 0, n * sizeof *w->t1);
+  memset(w->macc, 0, n * sizeof *w->macc);
+  memset(w->msent, 0, n * sizeof *w->msent);
+  for (size_t p = 0; p < P; p++) {
+    gc_worker *wk = gc_sim_worker(sim, p);
+    const void *acc = gc_worker_accumulator(wk), *sent = gc_worker_sent(wk);
+    if (!acc)
+      acc = grads[p];   /* dense uplink: the input is the gradient */
+    if (!sent)
+      sent = acc;
+    for (size_t i = 0; i < n; i++) {
+      w->t1[i] += at(w, grads[p], i);
+      w->macc[i] += at(w, acc, i);
+      w->msent[i] += at(w, sent, i);
+    }
+  }
+  double g2 = 0;
+  for (size_t i = 0; i < n; i++) {
+    w->t1[i] /= (double) P;
+    w->macc[i] /= (double) P;
+    w->msent[i] /= (double) P;
+    g2 += w->t1[i] * w->t1[i];
+  }
+  out->gbar_norm2 = g2;
+  out->xi = out->xi_bi = out->num = out->num_bi = NAN;
+  if (w->units == UNITS_NONE)
+    return GC_SUCCESS;
+  double c = w->units == UNITS_GRAD ? lr : 1.0;
+  double denom = lr * sqrt(g2);
+  GC_TRY(roundtrip(w, w->topk_up, w->macc, w->t1));
+  out->num = c * sqrt(dist2(w->t1, w->msent, n));
+  out->xi = out->num / denom;
+  for (size_t i = 0; i < n; i++) {
+    w->t1[i] = w->dprev[i] + w->macc[i];
+    w->t3[i] = w->dprev[i] + w->msent[i];
+  }
+  GC_TRY(roundtrip(w, w->topk_down, w->t1, w->t2));
+  GC_TRY(roundtrip(w, w->topk_down, w->t3, w->t1));
+  out->num_bi = c * sqrt(dist2(w->t2, w->t1, n));
+  out->xi_bi = out->num_bi / denom;
+  return GC_SUCCESS;
+}
+
+double gc_bound_nonconvex_terms(double f0_gap, double lr, size_t T, double L,
+                                double M2, double gamma, double xi,
+                                double terms[3])
+{
+  double t[3] = { INFINITY, INFINITY, INFINITY };
+  if (T > 0 && lr > 0 && gamma < 1) {
+    double c = (gamma + xi) / (1.0 - gamma);
+    t[0] = 2.0 * f0_gap / (lr * (double) T);
+    t[1] = L * lr * M2;
+    t[2] = L * L * lr * lr * M2 * c * c;
+  }
+  if (terms)
+    memcpy(terms, t, sizeof t);
+  return t[0] + t[1] + t[2];
+}
+
+double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
+                          double M2, double gamma, double xi)
+{
+  return gc_bound_nonconvex_terms(f0_gap, lr, T, L, M2, gamma, xi, NULL);
+}
