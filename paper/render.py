@@ -143,10 +143,35 @@ _TEX_SYMBOL = {"δ": r"$\delta$", "ξ": r"$\xi$", "ρ": r"$\rho$",
                "²": r"$^2$", "∪": r"$\cup$", "∈": r"$\in$", "·": r"$\cdot$",
                "̂": "", "→": r"$\to$", "≠": r"$\ne$", "…": r"\dots{}",
                "√": r"$\surd$", "±": r"$\pm$", "∞": r"$\infty$",
-               "μ": r"$\mu$", "ε": r"$\varepsilon$", "*": r"$^*$"}
+               "μ": r"$\mu$", "ε": r"$\varepsilon$", "*": r"$^*$",
+               "Δ": r"$\Delta$", "θ": r"$\theta$", "π": r"$\pi$",
+               "Σ": r"$\Sigma$", "ω": r"$\omega$", "λ": r"$\lambda$",
+               "κ": r"$\kappa$", "η": r"$\eta$", "β": r"$\beta$",
+               "—": "---", "′": r"$'$", "∑": r"$\sum$", "⌊": r"$\lfloor$",
+               "⌋": r"$\rfloor$", "⁻": r"$^-$", "¹": r"$^1$", "³": r"$^3$",
+               "≥": r"$\ge$", "∉": r"$\notin$", "⊆": r"$\subseteq$",
+               "ℓ": r"$\ell$", "°": r"$^\circ$", "é": r"\'e",
+               "\u00a0": "~", "“": "``", "”": "''", "‘": "`", "’": "'"}
+# a Greek letter with a word subscript (ξ_bi, ξ_t) is one math symbol
+_GREEK_SUB = re.compile("([%s])_([A-Za-z0-9]+)" % "".join(
+    ch for ch in _TEX_SYMBOL if "\\" in _TEX_SYMBOL[ch]
+    and _TEX_SYMBOL[ch].startswith("$\\") and ch.isalpha()))
 
 
 def _tex_plain(s):
+    parts = _GREEK_SUB.split(s)     # text, letter, subscript, text, ...
+    out = []
+    for i in range(0, len(parts), 3):
+        out.append(_tex_chars(parts[i]))
+        if i + 2 < len(parts):
+            sub = parts[i + 2]
+            sub = sub if len(sub) == 1 else r"\mathrm{%s}" % sub
+            out.append("$%s_{%s}$" % (_TEX_SYMBOL[parts[i + 1]][1:-1], sub))
+    # adjacent math pieces: $a$$b$ -> $ab$ reads better and stays valid
+    return "".join(out).replace("$$", "")
+
+
+def _tex_chars(s):
     out = []
     for ch in s:
         if ch in _TEX_SPECIAL:
@@ -157,13 +182,12 @@ def _tex_plain(s):
             out.append(ch)
         else:
             out.append("?")      # no glyph: visible rather than a TeX error
-    # adjacent math pieces: $a$$b$ -> $ab$ reads better and stays valid
-    return "".join(out).replace("$$", "")
+    return "".join(out)
 
 
 def _tex_code(s):
-    esc = "".join(_TEX_SPECIAL.get(ch, ch) if ord(ch) < 128 else "?"
-                  for ch in s)
+    esc = "".join(_TEX_SPECIAL.get(ch, ch) if ord(ch) < 128
+                  else _tex_chars(ch) for ch in s)
     # allow breaks after '/' and ',' in long paths and argument lists
     esc = esc.replace("/", "/\\allowbreak{}").replace(",", ",\\allowbreak{}")
     return r"\texttt{" + esc + "}"
