@@ -203,7 +203,7 @@ def table_contraction(res):
               [Block(["compressor", "distribution", "d", "ρ", "k", "trials",
                       "δ̂ worst", "δ̂ mean", "constant", "value", "check",
                       "error share", "Gaussian share"], body,
-                     "ll" + "r" * 6 + "lrl" + "rr")])
+                     "ll" + "r" * 6 + "lrl" + "rr")], font="scriptsize")
     return doc, rows
 
 
@@ -409,7 +409,8 @@ def table_bounds(res):
               [Block(["problem", "algorithm", "compressor", "ρ", "steps", "α",
                       "L", "γ", "ξ max", "min ‖∇F‖²", "mean ‖∇F‖²", "bound",
                       "bound name", "min ≤ bound"], body,
-                     "lll" + "r" * 9 + "ll")])
+                     ["p{2.4cm}", "l", "l"] + ["r"] * 9 + ["p{1.8cm}", "l"])],
+              font="scriptsize")
     return doc, rows
 
 
