@@ -275,9 +275,9 @@ def fig_support(fs, data):
     cmds = [COMMANDS["train_log"]] if any(ours.values()) else []
     files = ["paper/reference.csv"] if refs else []
     if not cmds:
-        cmds = ["paper/reference.csv (theory.md 3)"]
+        cmds = ["paper/reference.csv (docs/theory.md 3)"]
     fs.figure("F4-saving", "Downlink saving |S|/K against P (ours: training "
-              "runs; reference: theory.md 3), with the line |S|/K = P.",
+              "runs; reference: docs/theory.md 3), with the line |S|/K = P.",
               cmds, files, _blocks(series), gp)
 
 

@@ -33,7 +33,7 @@ def prov(tables):
 
 def gauss_share(rho):
     """Tail share ||x-TopK(x)||^2/||x||^2 for i.i.d. Gaussian x as d -> inf
-    (theory.md 4.5): 1 - rho - 2 tau phi(tau), tau = Phi^-1(1 - rho/2)."""
+    (docs/theory.md 4.5): 1 - rho - 2 tau phi(tau), tau = Phi^-1(1 - rho/2)."""
     if rho is None or not 0 < rho < 1:
         return None
     nd = NormalDist()
@@ -131,7 +131,7 @@ TOPK_FAMILY = ("topk", "gaussk", "dgc")   # the Gaussian share predicts these
 
 
 def guarantee(r):
-    """(text, value, kind) of the compressor's own constant (theory.md 2,
+    """(text, value, kind) of the compressor's own constant (docs/theory.md 2,
     summary table).  kind "worst": δ on every input, checked against δ̂
     worst; "mean_delta" / "mean_omega": E δ or ω in expectation, shown as
     the ratio of the trial mean to it (a few trials cannot test an
@@ -267,7 +267,7 @@ def table_counterexamples(res):
                      "mean F−F* t∈[%d,%d)" % early,
                      "mean F−F* t∈[%d,%d)" % late, "final F−F*",
                      "plateau / uni"], toy_rows, "lll" + "r" * 4,
-                    "zou-toy (theory.md 5.1): window means of F−F*")
+                    "zou-toy (docs/theory.md 5.1): window means of F−F*")
 
     # (a') sweep over start seeds
     sweep_rows = []
@@ -314,7 +314,7 @@ def table_counterexamples(res):
     blk_cyc = Block(["file", "method", "steps", "period of the end",
                      "final F−F*", "mean F−F* over the period",
                      "max over the period"], cyc_rows, "lll" + "r" * 4,
-                    "cycle9 (theory.md 5.2), exact values; expected: uni "
+                    "cycle9 (docs/theory.md 5.2), exact values; expected: uni "
                     "period %d, mean %s, max %s; bi fixed point, F−F* = %s"
                     % (TH["cycle9_period"], TH["cycle9_uni_mean"],
                        TH["cycle9_uni_max"], TH["cycle9_bi_final"]))
@@ -343,8 +343,8 @@ def table_counterexamples(res):
     files = toy_files + sweep_files + cyc_files + search_files
     cmds, fl = prov(files)
     doc = Doc("T2", "Counterexamples: uni- vs bidirectional top-K",
-              "F−F* of the toy of theory.md 5.1 averaged over windows, the "
-              "start-seed sweep, the exact 2-d cycle of theory.md 5.2, and "
+              "F−F* of the toy of docs/theory.md 5.1 averaged over windows, the "
+              "start-seed sweep, the exact 2-d cycle of docs/theory.md 5.2, and "
               "the counts of the counterexample search.",
               cmds, fl, [blk_toy, blk_sweep, blk_cyc, blk_search])
     return doc, facts
@@ -374,7 +374,7 @@ def table_trajectories(res):
     doc = Doc("T3", "ξ and ξ_bi along trajectories",
               "Mean and max over the logged steps (undefined steps, where "
               "the averaged gradient is 0, are left out and counted); the "
-              "memory bound of theory.md 7.13 is checked at every step.",
+              "memory bound of docs/theory.md 7.13 is checked at every step.",
               cmds, fl,
               [Block(["trajectory", "steps", "mean ξ", "max ξ", "mean ξ_bi",
                       "max ξ_bi", "ξ undefined", "final F−F*",
@@ -417,7 +417,7 @@ def table_bounds(res):
 # ------------------------------------------------------------------ T5
 
 def load_reference(path):
-    """paper/reference.csv: the reference numbers of theory.md 3 and 6."""
+    """paper/reference.csv: the reference numbers of docs/theory.md 3 and 6."""
     cols = ("kind", "dataset", "model", "P", "algorithm", "value", "source")
     t = read_csv(path, "reference", schema=(
         cols, {"kind": "str", "dataset": "str", "model": "str",
@@ -451,7 +451,7 @@ def epochs_of(run):
 
 
 # Within one experiment (one T5 row) the methods differ in these entries
-# only: the algorithm, its tuned learning rate (theory.md 6), and the seed
+# only: the algorithm, its tuned learning rate (docs/theory.md 6), and the seed
 # (runs of different seeds are replicates and are averaged).
 EXPERIMENT_FREE = ("algorithm", "lr", "seed")
 ALGOS = ("uni", "bi", "sgd")
@@ -501,7 +501,7 @@ def table_accuracy(res, ref):
                     for a in ALGOS}
             eps = TH["reference_epochs"].get(ds)
             row = ["%s-%s" % (ds, model), str(P), fmt(eps),
-                   "reference (theory.md 6)"]
+                   "reference (docs/theory.md 6)"]
             row += [fixed(vals[a], 2) for a in ALGOS]
             u, b = vals["uni"], vals["bi"]
             row += [signed(b - u, 2) if u is not None and b is not None
@@ -676,7 +676,7 @@ def table_communication(res, ref):
               "worker's copy), and the downlink saving "
               "|S|/K (|S| = size of the union of the workers' top-K "
               "supports) against P, with its least-squares slope; the "
-              "reference is theory.md 3.",
+              "reference is docs/theory.md 3.",
               cmds, fl, [blk_runs, blk_traj, blk_vs, blk_fit])
     return doc, {"fits": fits, "fig": fig}
 

@@ -94,7 +94,7 @@ class Grouping(Fixture):
         self.run_dir("quick-bi", config(algorithm="bi", lr=0.1), [0.8839])
         doc, pairs = tables.table_accuracy(self.results(), {})
         rows = doc.blocks[0].rows
-        ours = [r for r in rows if r[3] != "reference (theory.md 6)"]
+        ours = [r for r in rows if r[3] != "reference (docs/theory.md 6)"]
         self.assertEqual(len(ours), 2, rows)
         self.assertNotIn("90.22", [c for r in rows for c in r])
         by_setting = {r[3]: r for r in ours}
