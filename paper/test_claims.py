@@ -323,6 +323,18 @@ class Claim5aCount(Fixture):
     def test_fails(self):
         self.assertEqual(self.verdict([(0.001, 20)])[1], FAILS)
 
+    def test_real_gradient_counts_are_shown_not_judged(self):
+        # a one-worker run logs its count (|S|/K of one message), but the
+        # claim is about Gaussian data
+        self.run_dir("gk", config(compressor="gaussk", workers=1), [0.9],
+                     support=0.0133)
+        txt, v = self.claims()["5a"]
+        self.assertEqual(v, NOT_RUN)
+        self.assertIn("0.0133", txt)
+        self.csv_file("c.csv", self.header,
+                      [contraction_row("gaussk", extra=[97])])
+        self.assertEqual(self.claims()["5a"][1], HOLDS)
+
     def test_not_run_without_a_logged_count(self):
         # an error share that matches the Gaussian one exactly is not a count
         self.csv_file("c.csv", CONTRACTION_HEADER,
