@@ -409,7 +409,7 @@ def table_bounds(res):
               [Block(["problem", "algorithm", "compressor", "ρ", "steps", "α",
                       "L", "γ", "ξ max", "min ‖∇F‖²", "mean ‖∇F‖²", "bound",
                       "bound name", "min ≤ bound"], body,
-                     ["p{2.4cm}", "l", "l"] + ["r"] * 9 + ["p{1.8cm}", "l"])],
+                     ["p{1.6cm}", "l", "l"] + ["r"] * 9 + ["l", "l"])],
               font="scriptsize")
     return doc, rows
 
@@ -508,11 +508,15 @@ def table_accuracy(res, ref):
                     else "n/a", "1"]
             body.append(row)
             continue
-        peers = [k for (sk, o, k) in rows if sk == (ds, model, P) and o]
+        # what tells this row from the other runs of the model (P and what
+        # follows from it are columns or tuned)
+        peers = [k for (sk, o, k) in rows if sk[:2] == (ds, model) and o]
         cells = {a: mean_final_accuracy(g[ek][a]) if a in g[ek]
                  else (None, [], "") for a in ALGOS}
         eps = json.loads(dict(ek)["epochs_done"])
-        st = setting_text(ek, peers, hide=("epochs_done",))
+        st = setting_text(ek, peers, hide=("epochs_done", "workers",
+                                           "steps_per_epoch", "k",
+                                           "k_down"))
         row = ["%s-%s" % (ds, model), str(P), fmt(eps), st or "ours"]
         for a in ALGOS:
             o, runs, note = cells[a]
@@ -596,7 +600,8 @@ def table_communication(res, ref):
     blk_runs = Block(["run", "model", "P", "algorithm", "steps",
                       "bytes up / step", "bytes down / step",
                       "down / step / worker", "down / up", "mean |S|/K"],
-                     per_run, "llrl" + "r" * 6, "training runs")
+                     per_run, ["p{3.2cm}", "l", "r", "l"] + ["r"] * 6,
+                     "training runs")
 
     traj = []
     for t in sorted(res.files["trajectory"], key=lambda t: t.rel):
@@ -677,7 +682,8 @@ def table_communication(res, ref):
               "|S|/K (|S| = size of the union of the workers' top-K "
               "supports) against P, with its least-squares slope; the "
               "reference is docs/theory.md 3.",
-              cmds, fl, [blk_runs, blk_traj, blk_vs, blk_fit])
+              cmds, fl, [blk_runs, blk_traj, blk_vs, blk_fit],
+              font="scriptsize")
     return doc, {"fits": fits, "fig": fig}
 
 

@@ -438,6 +438,8 @@ class Rendering(unittest.TestCase):
         self.assertIn(r"\xi_{\mathrm{bi}}", render.tex("ξ_bi"))
         self.assertNotIn(r"\_", render.tex("ξ_bi"))
         self.assertIn(r"\_", render.tex("bytes_up"))
+        self.assertIn("$x_{t}$", render.tex("F(x_t)"))
+        self.assertIn(r"f\_gap", render.tex("f_gap"))
 
 
 if __name__ == "__main__":
