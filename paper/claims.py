@@ -143,7 +143,8 @@ def topk_cases(contraction_rows, runs):
         kd = _k_over_d(r["k"], r["d"])
         if not is_topk(r["compressor"]) or r["delta_mean"] is None or not kd:
             continue
-        out.append({"label": "%s ρ=%s" % (r["distribution"], fmt(r["density"])),
+        out.append({"label": "%s ρ=%s" % (r["distribution"],
+                                          fmt(r["density"])),
                     "kd": kd, "share": 1 - r["delta_mean"],
                     "worst": None if r["delta_worst"] is None
                     else 1 - r["delta_worst"],

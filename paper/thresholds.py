@@ -23,10 +23,10 @@ THRESHOLDS = {
     "reference_epochs": {"mnist": 100, "fmnist": 100, "cifar10": 200},
 
     # --- claim 2: the downlink saving |S|/K grows almost linearly with P ----
-    # docs/theory.md 3: the FLP runs give |S|/K ~ 0.81-0.97 P; their least-squares
-    # slopes (with intercept) are 0.76-0.86 with R^2 > 0.99.  So a slope of
-    # at least 0.7 with a straight-line fit of R^2 >= 0.98 "holds"; a
-    # positive but smaller slope is "partly".
+    # docs/theory.md 3: the FLP runs give |S|/K ~ 0.81-0.97 P; their
+    # least-squares slopes (with intercept) are 0.76-0.86 with R^2 > 0.99.
+    # So a slope of at least 0.7 with a straight-line fit of R^2 >= 0.98
+    # "holds"; a positive but smaller slope is "partly".
     "support_slope_holds": 0.7,
     "support_r2_holds": 0.98,
     "support_slope_partly": 0.3,
@@ -35,9 +35,9 @@ THRESHOLDS = {
     "support_min_points": 3,
 
     # --- claim 3: bidirectional can converge better (counterexamples) ------
-    # docs/theory.md 5.1: windows of the 100-d toy.  The plateau window is where
-    # the bi plateau is "roughly a third lower"; the early window is where bi
-    # is behind.
+    # docs/theory.md 5.1: windows of the 100-d toy.  The plateau window is
+    # where the bi plateau is "roughly a third lower"; the early window is
+    # where bi is behind.
     "toy_window": (500, 1000),
     "toy_early_window": (0, 150),
     # bi counts as better on the toy when its plateau mean is below this
@@ -71,6 +71,6 @@ THRESHOLDS = {
     # exact top-K's on the same d, density and threads.
     "gaussk_time_ratio_holds": 1.0,
 
-    # --- T3: the memory bound of docs/theory.md 7.13 is checked with this slack --
+    # --- T3: the memory bound of docs/theory.md 7.13, checked with this slack
     "mem_bound_rel_slack": 1e-9,
 }
