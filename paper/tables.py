@@ -528,9 +528,12 @@ def table_accuracy(res, ref):
         row.append(str(sum(len(c[1]) for c in cells.values())))
         body.append(row)
         if u is not None and b is not None:
-            label = "%s-%s P=%s" % (ds, model, P)
-            pairs.append({"exp": label + (" (%s)" % st if st else ""),
+            pairs.append({"exp": "%s-%s P=%s" % (ds, model, P), "setting": st,
                           "uni": u, "bi": b, "epochs": [eps]})
+    # the setting names a pair only where the model and P do not
+    for p in pairs:
+        if p["setting"] and sum(q["exp"] == p["exp"] for q in pairs) > 1:
+            p["exp"] += " (%s)" % p["setting"]
     runs = sorted(res.runs, key=lambda r: r.rel)
     cmds = commands_of([r.log for r in runs])
     fl = [r.log.rel for r in runs] + ["paper/reference.csv"]
