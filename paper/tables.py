@@ -528,8 +528,11 @@ def table_accuracy(res, ref):
         row.append(str(sum(len(c[1]) for c in cells.values())))
         body.append(row)
         if u is not None and b is not None:
+            down = {a: mean([_run_bytes_per_step(r, "bytes_down")
+                             for r in cells[a][1]]) for a in ("uni", "bi")}
             pairs.append({"exp": "%s-%s P=%s" % (ds, model, P), "setting": st,
-                          "uni": u, "bi": b, "epochs": [eps]})
+                          "uni": u, "bi": b, "epochs": [eps],
+                          "down_uni": down["uni"], "down_bi": down["bi"]})
     # the setting names a pair only where the model and P do not
     for p in pairs:
         if p["setting"] and sum(q["exp"] == p["exp"] for q in pairs) > 1:
