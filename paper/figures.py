@@ -11,7 +11,8 @@ import math
 
 from inputs import commands_of, COMMANDS
 from render import tex
-from tables import label_of, pct_scale, run_setting, setting_text, epochs_of
+from tables import (label_of, pct_scale, run_setting, setting_text,
+                    epochs_of, DERIVED)
 
 
 class Data:
@@ -218,10 +219,8 @@ def fig_accuracy(fs, data):
                 per_epoch.setdefault(e, []).append(a * scale)
         rows = [(int(e), sum(v) / len(v)) for e, v in
                 sorted(per_epoch.items())]
-        st = setting_text(key, keys, hide=("algorithm", "lr", "workers",
-                                           "dataset", "model",
-                                           "steps_per_epoch", "k",
-                                           "k_down"))
+        st = setting_text(key, keys, hide=DERIVED + ("algorithm", "lr",
+                                                     "dataset", "model"))
         title = "%s-%s P=%s %s%s" % (run.dataset, run.model, run.P,
                                      run.algo, " (%s)" % st if st else "")
         series.append((title, rows))

@@ -457,6 +457,12 @@ EXPERIMENT_FREE = ("algorithm", "lr", "seed")
 ALGOS = ("uni", "bi", "sgd")
 
 
+# config.json entries that follow from others (P, the subsets, the
+# density), left out of the text that names a row's setting
+DERIVED = ("epochs_done", "workers", "steps_per_epoch", "k", "k_down",
+           "train_examples", "test_examples")
+
+
 def experiments(runs):
     """{experiment key: {algo: {setting: [runs]}}}: runs grouped strictly
     by their whole configuration (run_setting), never across settings."""
@@ -514,9 +520,7 @@ def table_accuracy(res, ref):
         cells = {a: mean_final_accuracy(g[ek][a]) if a in g[ek]
                  else (None, [], "") for a in ALGOS}
         eps = json.loads(dict(ek)["epochs_done"])
-        st = setting_text(ek, peers, hide=("epochs_done", "workers",
-                                           "steps_per_epoch", "k",
-                                           "k_down"))
+        st = setting_text(ek, peers, hide=DERIVED)
         row = ["%s-%s" % (ds, model), str(P), fmt(eps), st or "ours"]
         for a in ALGOS:
             o, runs, note = cells[a]
