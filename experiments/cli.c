@@ -249,7 +249,7 @@ void gc_cli_progress(const char *label, size_t i, size_t n, int quiet)
   if (i > bar_first && elapsed > 0) {
     double rate = (double) (i - bar_first) / elapsed;
     double left = (double) (n - i) / rate;
-    fprintf(stderr, " %.3g/s, ETA ", rate);
+    fprintf(stderr, rate >= 100 ? " %.0f/s, ETA " : " %.3g/s, ETA ", rate);
     if (left >= 3600)
       fprintf(stderr, "%.0fh%02.0fm", floor(left / 3600), floor(fmod(left, 3600) / 60));
     else if (left >= 60)
