@@ -227,6 +227,17 @@ void gc_cli_progress(const char *label, size_t i, size_t n, int quiet)
 {
   if (quiet || n == 0 || !isatty(STDERR_FILENO))
     return;
+  /* The rate and ETA need the start of this bar: a new label or a restart
+   * from step <= 1 begins a new one (one bar at a time per program). */
+  static const char *bar_label;
+  static double bar_start;
+  static size_t bar_first;
+  double now = gc_cli_now();
+  if (label != bar_label || i <= 1 || i < bar_first) {
+    bar_label = label;
+    bar_start = now;
+    bar_first = i;
+  }
   enum { WIDTH = 30 };
   size_t filled = i * WIDTH / n;
   char bar[WIDTH + 1];
@@ -234,6 +245,19 @@ void gc_cli_progress(const char *label, size_t i, size_t n, int quiet)
     bar[j] = j < filled ? '=' : (j == filled ? '>' : ' ');
   bar[WIDTH] = '\0';
   fprintf(stderr, "\r%s [%s] %zu/%zu", label, bar, i, n);
+  double elapsed = now - bar_start;
+  if (i > bar_first && elapsed > 0) {
+    double rate = (double) (i - bar_first) / elapsed;
+    double left = (double) (n - i) / rate;
+    fprintf(stderr, rate >= 100 ? " %.0f/s, ETA " : " %.3g/s, ETA ", rate);
+    if (left >= 3600)
+      fprintf(stderr, "%.0fh%02.0fm", floor(left / 3600), floor(fmod(left, 3600) / 60));
+    else if (left >= 60)
+      fprintf(stderr, "%.0fm%02.0fs", floor(left / 60), floor(fmod(left, 60)));
+    else
+      fprintf(stderr, "%.0fs", left);
+    fputs("\033[K", stderr);
+  }
   if (i >= n)
     fputc('\n', stderr);
   fflush(stderr);

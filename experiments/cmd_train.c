@@ -46,7 +46,26 @@ static const char usage_tail[] =
   "seconds: time_compute = forward + backward; time_compress = the workers'\n"
   "side of the step (error feedback, compression, applying the downlink);\n"
   "time_aggregate = the server's side (decoding, averaging, downlink\n"
-  "compression) + averaging the BatchNorm statistics.\n";
+  "compression) + averaging the BatchNorm statistics.\n"
+  "log.csv columns, one row per epoch (counts and sums over that epoch):\n"
+  "  epoch, steps        epoch number; steps so far (a step: every worker\n"
+  "                      takes one batch)\n"
+  "  train_loss          mean over the steps of the workers' batch loss\n"
+  "  test_acc            test accuracy as a fraction (0.9822 = 98.22%)\n"
+  "  bytes_up            bytes the workers sent, all workers together (the\n"
+  "                      length of every encoded message)\n"
+  "  bytes_down          bytes the server sent, counting each worker's copy\n"
+  "  support_union_over_k  |S|/K: size of the union of the workers' uplink\n"
+  "                      supports over K, mean over the steps (the downlink\n"
+  "                      saving of bi over uni)\n"
+  "  xi                  mean of xi_t = |TopK(mean acc) - mean TopK(acc)| /\n"
+  "                      |lr * mean gradient| (docs/theory.md 4.2); for bi,\n"
+  "                      xi_bi with the server memory (4.4); nan where\n"
+  "                      undefined (mean gradient 0, or SGD)\n"
+  "  delta               mean uplink contraction 1 - |acc - C(acc)|^2/|acc|^2\n"
+  "                      over the workers (docs/theory.md 4.1); nan without\n"
+  "                      error feedback\n"
+  "  xi and delta are probed on 10 steps per epoch (every step if fewer).\n";
 
 static void usage(FILE *out)
 {

@@ -396,7 +396,29 @@ static double method_xi(const run *r, const gc_xi_sample *s)
 }
 
 /* ---- progress (stderr, terminals only) ------------------------------- */
-static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n)
+
+/* "1h02m", "3m05s", "12s": short enough to keep the bar on one line. */
+static void duration_text(double sec, char *out, size_t cap)
+{
+  if (!(sec >= 0) || sec > 1e7) {
+    snprintf(out, cap, "?");
+    return;
+  }
+  unsigned long s = (unsigned long) (sec + 0.5);
+  if (s >= 3600)
+    snprintf(out, cap, "%luh%02lum", s / 3600, s / 60 % 60);
+  else if (s >= 60)
+    snprintf(out, cap, "%lum%02lus", s / 60, s % 60);
+  else
+    snprintf(out, cap, "%lus", s);
+}
+
+/* Step i of n in this epoch; `done` steps took `elapsed` seconds in this
+ * process (a resumed epoch starts part-way).  The rate covers the
+ * training steps only, so the run's ETA leaves out the per-epoch test
+ * evaluation. */
+static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n,
+                     size_t done, double elapsed)
 {
   if (c->quiet || !isatty(STDERR_FILENO) || n == 0)
     return;
@@ -409,6 +431,15 @@ static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n)
     bar[j] = j < fill ? '=' : (j == fill ? '>' : ' ');
   bar[W] = '\0';
   fprintf(stderr, "\repoch %zu/%zu [%s] %zu/%zu", epoch + 1, c->epochs, bar, i, n);
+  if (done > 0 && elapsed > 0) {
+    double rate = (double) done / elapsed;
+    size_t left_run = (n - i) + (c->epochs - epoch - 1) * n;
+    char eta_e[32], eta_r[32];
+    duration_text((double) (n - i) / rate, eta_e, sizeof eta_e);
+    duration_text((double) left_run / rate, eta_r, sizeof eta_r);
+    fprintf(stderr, " %.1f steps/s, epoch ETA %s, run ETA %s\033[K", rate, eta_e,
+            eta_r);
+  }
   if (i == n)
     fputs("\r\033[K", stderr);
   fflush(stderr);
@@ -1000,7 +1031,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       tstats += tc - tb;
       steps++;
       done_here++;
-      progress(c, e, s + 1, spe);
+      progress(c, e, s + 1, spe, done_here, gc__now() - t0);
     }
     if (st != GC_SUCCESS || done_here == 0)
       break;

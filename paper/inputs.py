@@ -51,6 +51,18 @@ SCHEMAS = {
 SCHEMAS = {k: (tuple(c.split(",")), t) for k, (c, t) in SCHEMAS.items()}
 _BY_HEADER = {cols: kind for kind, (cols, _) in SCHEMAS.items()}
 
+
+def kind_of_header(header):
+    """The kind whose columns the header holds: exactly, or as a subset, so
+    a producer that adds columns (keeping the old ones) is still read; the
+    kind with the most columns wins.  None when no kind matches."""
+    if header in _BY_HEADER:
+        return _BY_HEADER[header]
+    have = set(header)
+    fits = [(len(cols), kind) for kind, (cols, _) in SCHEMAS.items()
+            if set(cols) <= have]
+    return max(fits)[1] if fits else None
+
 # The command that writes each kind: captions name it.  A sidecar
 # FILE.cmd (one line, written by make-fixture) or a "command" entry of a
 # JSON sidecar replaces it with the exact command line.
@@ -137,17 +149,21 @@ def read_csv(path, kind, rel=None, schema=None):
                     continue
                 if header is None:
                     header = tuple(c.strip() for c in rec)
-                    if header != cols:
+                    # extra columns are kept (as numbers or text); a
+                    # missing one is an error
+                    if not set(cols) <= set(header) or (
+                            schema and header != cols):
                         raise InputError(
                             "%s:%d: header is '%s', expected '%s'"
                             % (path, line, ",".join(header), ",".join(cols)))
                     continue
-                if len(rec) != len(cols):
+                if len(rec) != len(header):
                     raise InputError("%s:%d: %d fields, expected %d (%s)"
-                                     % (path, line, len(rec), len(cols),
-                                        ",".join(cols)))
-                rows.append({c: _parse(v, types.get(c, "num"), path, line, c)
-                             for c, v in zip(cols, rec)})
+                                     % (path, line, len(rec), len(header),
+                                        ",".join(header)))
+                rows.append({c: _parse(v, types.get(
+                    c, "num" if c in cols else "any"), path, line, c)
+                    for c, v in zip(header, rec)})
         except csv.Error as e:
             raise InputError("%s:%d: %s" % (path, reader.line_num, e))
         except UnicodeDecodeError as e:
@@ -270,7 +286,7 @@ def discover(roots, warn):
             path = os.path.join(dirpath, fn)
             rel = os.path.relpath(path, root)
             header = _sniff_header(path)
-            kind = _BY_HEADER.get(header)
+            kind = kind_of_header(header) if header else None
             if kind is None:
                 res.ignored.append(rel)
                 continue

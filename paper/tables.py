@@ -4,6 +4,7 @@ Each function returns a render.Doc plus the numbers the claims table and
 the figures need.  Rows are sorted and numbers go through render.fmt, so
 the same inputs give byte-identical tables.
 """
+import json
 import math
 import os
 from fractions import Fraction
@@ -32,7 +33,7 @@ def prov(tables):
 
 def gauss_share(rho):
     """Tail share ||x-TopK(x)||^2/||x||^2 for i.i.d. Gaussian x as d -> inf
-    (theory.md 4.5): 1 - rho - 2 tau phi(tau), tau = Phi^-1(1 - rho/2)."""
+    (docs/theory.md 4.5): 1 - rho - 2 tau phi(tau), tau = Phi^-1(1 - rho/2)."""
     if rho is None or not 0 < rho < 1:
         return None
     nd = NormalDist()
@@ -93,7 +94,79 @@ def label_of(t):
     return os.path.splitext(t.rel)[0]
 
 
+# config.json entries that say where and how a run was made, not what it
+# computes (design.md: the thread count never changes results).
+PROVENANCE = frozenset((
+    "program", "version", "threads", "machine", "blas_core",
+    "openblas_coretype_env", "config_file", "command", "fingerprint", "out",
+    "quiet", "resume", "data"))
+
+
+def run_setting(run, drop=()):
+    """A run's whole configuration as a hashable, sorted key: every
+    config.json entry but provenance and `drop`, with the normalised
+    algorithm and the epochs the log holds (an interrupted run is another
+    result).  Without config.json only what the folder name and the log
+    say is known: (dataset, model, P, algorithm)."""
+    items = {k: v for k, v in run.config.items() if k not in PROVENANCE}
+    items.update(dataset=run.dataset, model=run.model, workers=run.P,
+                 algorithm=run.algo, epochs_done=epochs_of(run))
+    for k in drop:
+        items.pop(k, None)
+    return tuple(sorted((k, json.dumps(v, sort_keys=True))
+                        for k, v in items.items()))
+
+
+def setting_text(key, others, hide=()):
+    """The entries of `key` whose values differ in some of `others` (the
+    keys of one table group), as 'name=value': what tells the rows apart."""
+    differ = [(k, v) for k, v in key if k not in hide
+              and any(dict(o).get(k) != v for o in others)]
+    return ", ".join("%s=%s" % (k, json.loads(v)) for k, v in differ)
+
+
 # ------------------------------------------------------------------ T1
+
+TOPK_FAMILY = ("topk", "gaussk", "dgc")   # the Gaussian share predicts these
+
+
+def guarantee(r):
+    """(text, value, kind) of the compressor's own constant (docs/theory.md 2,
+    summary table).  kind "worst": δ on every input, checked against δ̂
+    worst; "mean_delta" / "mean_omega": E δ or ω in expectation, shown as
+    the ratio of the trial mean to it (a few trials cannot test an
+    expectation, so no verdict); None: no constant applies (Gaussian-k,
+    DGC, threshold, TernGrad after clipping, fp16, unknown names)."""
+    c, d, k = _ncomp(r["compressor"]), r["d"], r["k"]
+    if c in ("identity", "none"):
+        return "δ = 1", 1.0, "worst"
+    if c == "topk" and d and k:
+        return "δ ≥ K/d", k / d, "worst"
+    if c == "scaledsign" and d:
+        return "δ ≥ 1/d", 1 / d, "worst"
+    if c == "randk" and d and k:
+        return "E δ = K/d", k / d, "mean_delta"
+    if c == "randkunbiased" and d and k:
+        return "ω = d/K − 1", d / k - 1, "mean_omega"
+    if c == "qsgd" and d:
+        # min(d/s², √d/s) ≤ √d for every s ≥ 1 (and per bucket)
+        return "ω ≤ √d", math.sqrt(d), "mean_omega"
+    return "—", None, None
+
+
+def guarantee_check(r):
+    """'yes'/'NO' for a worst-case constant, 'mean ×R' for one in
+    expectation, '—' where none applies or a number is missing."""
+    text, value, kind = guarantee(r)
+    if kind == "worst" and r["delta_worst"] is not None:
+        return "yes" if r["delta_worst"] >= value * (
+            1 - TH["topk_bound_rel_slack"]) else "NO"
+    if kind == "mean_delta" and r["delta_mean"] is not None:
+        return "mean %s×" % fmt(r["delta_mean"] / value, 3)
+    if kind == "mean_omega" and r["delta_mean"] is not None and value:
+        return "mean %s×" % fmt((1 - r["delta_mean"]) / value, 3)
+    return "—"
+
 
 def table_contraction(res):
     files = res.files["contraction"]
@@ -102,28 +175,35 @@ def table_contraction(res):
                              r["density"] or 0, r["d"] or 0))
     body = []
     for r in rows:
-        bound_ok = None
-        if r["delta_worst"] is not None and r["delta_topk_theory"] is not None:
-            bound_ok = r["delta_worst"] >= r["delta_topk_theory"] * (
-                1 - TH["topk_bound_rel_slack"])
+        text, value, _ = guarantee(r)
+        family = _ncomp(r["compressor"]) in TOPK_FAMILY
+        gauss = family and is_gaussian_dist(r["distribution"])
         share = None if r["delta_mean"] is None else 1 - r["delta_mean"]
         body.append([r["compressor"], r["distribution"], fmt(r["d"]),
                      fmt(r["density"]), fmt(r["k"]), fmt(r["trials"]),
                      fmt(r["delta_worst"], 5), fmt(r["delta_mean"], 5),
-                     fmt(r["delta_topk_theory"], 5), fmt(share, 5),
-                     fmt(r["gauss_share"], 5),
-                     "n/a" if bound_ok is None else ("yes" if bound_ok else "NO")])
+                     text, fmt(value, 5) if value is not None else "—",
+                     guarantee_check(r),
+                     fmt(share, 5) if gauss else "—",
+                     fmt(r["gauss_share"], 5) if gauss else "—"])
     cmds, fl = prov(files)
-    doc = Doc("T1", "Contraction: measured δ̂ against theory",
-              "δ̂ = 1 − ‖x−C(x)‖²/‖x‖² over the trials (worst and mean); "
-              "theory: δ = K/d for top-K (a lower bound on δ̂); error share "
-              "= 1 − mean δ̂; Gaussian share = 1 − ρ − 2τφ(τ), the i.i.d. "
-              "Gaussian prediction of theory.md 4.5.",
+    doc = Doc("T1", "Contraction: measured δ̂ against each compressor's "
+              "own constant",
+              "δ̂ = 1 − ‖x−C(x)‖²/‖x‖² over the trials (worst and mean). "
+              "Each compressor is checked against its own constant "
+              "(docs/theory.md 2): a worst-case δ (top-K: K/d; scaled "
+              "sign: 1/d) gives yes/NO on δ̂ worst; a constant in "
+              "expectation (random-K: E δ = K/d; unbiased ones: "
+              "ω = E‖C(x)−x‖²/‖x‖²) gives the ratio of the trial mean to "
+              "it, no verdict; — where none exists (Gaussian-k, DGC, "
+              "threshold, TernGrad, fp16). Error share = 1 − δ̂ mean "
+              "beside the Gaussian share 1 − ρ − 2τφ(τ) "
+              "(docs/theory.md 4.5), for the top-K family on Gaussian data.",
               cmds, fl,
               [Block(["compressor", "distribution", "d", "ρ", "k", "trials",
-                      "δ̂ worst", "δ̂ mean", "K/d", "error share",
-                      "Gaussian share", "δ̂ worst ≥ K/d"], body,
-                     "ll" + "r" * 10)])
+                      "δ̂ worst", "δ̂ mean", "constant", "value", "check",
+                      "error share", "Gaussian share"], body,
+                     "ll" + "r" * 6 + "lrl" + "rr")], font="scriptsize")
     return doc, rows
 
 
@@ -187,7 +267,7 @@ def table_counterexamples(res):
                      "mean F−F* t∈[%d,%d)" % early,
                      "mean F−F* t∈[%d,%d)" % late, "final F−F*",
                      "plateau / uni"], toy_rows, "lll" + "r" * 4,
-                    "zou-toy (theory.md 5.1): window means of F−F*")
+                    "zou-toy (docs/theory.md 5.1): window means of F−F*")
 
     # (a') sweep over start seeds
     sweep_rows = []
@@ -234,7 +314,7 @@ def table_counterexamples(res):
     blk_cyc = Block(["file", "method", "steps", "period of the end",
                      "final F−F*", "mean F−F* over the period",
                      "max over the period"], cyc_rows, "lll" + "r" * 4,
-                    "cycle9 (theory.md 5.2), exact values; expected: uni "
+                    "cycle9 (docs/theory.md 5.2), exact values; expected: uni "
                     "period %d, mean %s, max %s; bi fixed point, F−F* = %s"
                     % (TH["cycle9_period"], TH["cycle9_uni_mean"],
                        TH["cycle9_uni_max"], TH["cycle9_bi_final"]))
@@ -263,8 +343,8 @@ def table_counterexamples(res):
     files = toy_files + sweep_files + cyc_files + search_files
     cmds, fl = prov(files)
     doc = Doc("T2", "Counterexamples: uni- vs bidirectional top-K",
-              "F−F* of the toy of theory.md 5.1 averaged over windows, the "
-              "start-seed sweep, the exact 2-d cycle of theory.md 5.2, and "
+              "F−F* of the toy of docs/theory.md 5.1 averaged over windows, the "
+              "start-seed sweep, the exact 2-d cycle of docs/theory.md 5.2, and "
               "the counts of the counterexample search.",
               cmds, fl, [blk_toy, blk_sweep, blk_cyc, blk_search])
     return doc, facts
@@ -294,7 +374,7 @@ def table_trajectories(res):
     doc = Doc("T3", "ξ and ξ_bi along trajectories",
               "Mean and max over the logged steps (undefined steps, where "
               "the averaged gradient is 0, are left out and counted); the "
-              "memory bound of theory.md 7.13 is checked at every step.",
+              "memory bound of docs/theory.md 7.13 is checked at every step.",
               cmds, fl,
               [Block(["trajectory", "steps", "mean ξ", "max ξ", "mean ξ_bi",
                       "max ξ_bi", "ξ undefined", "final F−F*",
@@ -329,14 +409,15 @@ def table_bounds(res):
               [Block(["problem", "algorithm", "compressor", "ρ", "steps", "α",
                       "L", "γ", "ξ max", "min ‖∇F‖²", "mean ‖∇F‖²", "bound",
                       "bound name", "min ≤ bound"], body,
-                     "lll" + "r" * 9 + "ll")])
+                     ["p{1.6cm}", "l", "l"] + ["r"] * 9 + ["l", "l"])],
+              font="scriptsize")
     return doc, rows
 
 
 # ------------------------------------------------------------------ T5
 
 def load_reference(path):
-    """paper/reference.csv: the reference numbers of theory.md 3 and 6."""
+    """paper/reference.csv: the reference numbers of docs/theory.md 3 and 6."""
     cols = ("kind", "dataset", "model", "P", "algorithm", "value", "source")
     t = read_csv(path, "reference", schema=(
         cols, {"kind": "str", "dataset": "str", "model": "str",
@@ -369,58 +450,133 @@ def epochs_of(run):
     return int(max(eps)) if eps else 0
 
 
-def group_runs(runs):
+# Within one experiment (one T5 row) the methods differ in these entries
+# only: the algorithm, its tuned learning rate (docs/theory.md 6), and the seed
+# (runs of different seeds are replicates and are averaged).
+EXPERIMENT_FREE = ("algorithm", "lr", "seed")
+ALGOS = ("uni", "bi", "sgd")
+
+
+# config.json entries that follow from others (P, the subsets, the
+# density), left out of the text that names a row's setting
+DERIVED = ("epochs_done", "workers", "steps_per_epoch", "k", "k_down",
+           "train_examples", "test_examples")
+
+
+def experiments(runs):
+    """{experiment key: {algo: {setting: [runs]}}}: runs grouped strictly
+    by their whole configuration (run_setting), never across settings."""
     g = {}
     for run in runs:
-        g.setdefault((run.dataset, run.model, run.P, run.algo), []).append(run)
+        if run.algo not in ALGOS:
+            continue
+        ek = run_setting(run, drop=EXPERIMENT_FREE)
+        g.setdefault(ek, {}).setdefault(run.algo, {}).setdefault(
+            run_setting(run, drop=("seed",)), []).append(run)
     return g
 
 
+def mean_final_accuracy(by_setting):
+    """(mean final accuracy in %, runs, note) of one method in one
+    experiment; None with a note when the runs are of several settings."""
+    if len(by_setting) != 1:
+        return None, [r for rs in by_setting.values() for r in rs], \
+            "%d settings" % len(by_setting)
+    runs = next(iter(by_setting.values()))
+    accs = [a for a in (final_accuracy_pct(r) for r in runs) if a is not None]
+    return (math.fsum(accs) / len(accs) if accs else None), runs, ""
+
+
 def table_accuracy(res, ref):
-    g = group_runs(res.runs)
-    keys = {(k[1], k[2], k[3]) for k in ref if k[0] == "accuracy_final"}
-    keys |= {(k[0], k[1], k[2]) for k in g if k[2] is not None}
+    """One row per configuration of ours, and one per reference experiment
+    (its own row: a 100-epoch reference beside a 1-epoch run of ours would
+    read as a comparison)."""
+    g = experiments(res.runs)
+    rows = []    # ((ds, model, P), 0 reference / 1 ours, experiment key)
+    for ek in g:
+        d = dict(ek)
+        rows.append(((json.loads(d["dataset"]), json.loads(d["model"]),
+                      json.loads(d["workers"]) or 0), 1, ek))
+    for key in sorted({k[1:4] for k in ref if k[0] == "accuracy_final"}):
+        rows.append((key, 0, ()))
+    rows.sort()
     body, pairs = [], []
-    for ds, model, P in sorted(keys):
-        row = ["%s-%s" % (ds, model), str(P)]
-        ours = {}
-        for algo in ("uni", "bi", "sgd"):
-            runs = g.get((ds, model, P, algo), [])
-            accs = [a for a in (final_accuracy_pct(r) for r in runs)
-                    if a is not None]
-            o = math.fsum(accs) / len(accs) if accs else None
-            ours[algo] = (o, runs)
-            rf = ref.get(("accuracy_final", ds, model, P, algo))
-            row += [fixed(o, 2) if o is not None else NOT_RUN,
-                    fixed(rf, 2) if rf is not None else "n/a",
-                    signed(o - rf, 2) if (o is not None and rf is not None)
-                    else "n/a"]
-        eps = sorted({epochs_of(r) for a in ours.values() for r in a[1]})
-        nruns = sum(len(a[1]) for a in ours.values())
-        row += [",".join(str(e) for e in eps) if eps else "n/a", str(nruns)]
+    for (ds, model, P), ours, ek in rows:
+        if not ours:
+            vals = {a: ref.get(("accuracy_final", ds, model, P, a))
+                    for a in ALGOS}
+            eps = TH["reference_epochs"].get(ds)
+            row = ["%s-%s" % (ds, model), str(P), fmt(eps),
+                   "reference (docs/theory.md 6)"]
+            row += [fixed(vals[a], 2) for a in ALGOS]
+            u, b = vals["uni"], vals["bi"]
+            row += [signed(b - u, 2) if u is not None and b is not None
+                    else "n/a", "1"]
+            body.append(row)
+            continue
+        # what tells this row from the other runs of the model (P and what
+        # follows from it are columns or tuned)
+        peers = [k for (sk, o, k) in rows if sk[:2] == (ds, model) and o]
+        cells = {a: mean_final_accuracy(g[ek][a]) if a in g[ek]
+                 else (None, [], "") for a in ALGOS}
+        eps = json.loads(dict(ek)["epochs_done"])
+        st = setting_text(ek, peers, hide=DERIVED)
+        row = ["%s-%s" % (ds, model), str(P), fmt(eps), st or "ours"]
+        for a in ALGOS:
+            o, runs, note = cells[a]
+            row.append(fixed(o, 2) if o is not None else
+                       note or (NOT_RUN if not runs else "n/a"))
+        u, b = cells["uni"][0], cells["bi"][0]
+        row.append(signed(b - u, 2) if u is not None and b is not None
+                   else "n/a")
+        row.append(str(sum(len(c[1]) for c in cells.values())))
         body.append(row)
-        if ours["uni"][0] is not None and ours["bi"][0] is not None:
-            pairs.append({"exp": "%s-%s P=%s" % (ds, model, P),
-                          "uni": ours["uni"][0], "bi": ours["bi"][0],
-                          "epochs": eps})
+        if u is not None and b is not None:
+            down = {a: mean([_run_bytes_per_step(r, "bytes_down")
+                             for r in cells[a][1]]) for a in ("uni", "bi")}
+            pairs.append({"exp": "%s-%s P=%s" % (ds, model, P), "setting": st,
+                          "uni": u, "bi": b, "epochs": [eps],
+                          "down_uni": down["uni"], "down_bi": down["bi"]})
+    # the setting names a pair only where the model and P do not
+    for p in pairs:
+        if p["setting"] and sum(q["exp"] == p["exp"] for q in pairs) > 1:
+            p["exp"] += " (%s)" % p["setting"]
     runs = sorted(res.runs, key=lambda r: r.rel)
     cmds = commands_of([r.log for r in runs])
     fl = [r.log.rel for r in runs] + ["paper/reference.csv"]
     doc = Doc("T5", "Neural nets: final test accuracy (%)",
-              "Our final-epoch test accuracy (mean over runs of the same "
-              "configuration) beside the reference of theory.md 6 (single "
-              "tuned run of the FLP code, 100 epochs for MNIST/FMNIST, 200 "
-              "for CIFAR; `paper/reference.csv`), and the difference "
-              "ours − reference.  Runs shorter than the reference are not "
-              "comparable to it; uni and bi of the same length are.",
+              "Final-epoch test accuracy, one row per configuration: runs "
+              "are averaged only when every setting but the seed is equal "
+              "(`setting` names what tells rows of the same model and P "
+              "apart; uni, bi and SGD each use their tuned learning rate). "
+              "Reference rows: single tuned runs of the FLP code "
+              "(docs/theory.md 6, `paper/reference.csv`); runs with fewer "
+              "epochs are not comparable to them.",
               cmds, fl,
-              [Block(["model", "P", "uni", "uni ref", "Δ", "bi", "bi ref",
-                      "Δ", "SGD", "SGD ref", "Δ", "epochs", "runs"], body,
-                     "l" + "r" * 12)])
+              [Block(["model", "P", "epochs", "setting", "uni", "bi", "SGD",
+                      "bi − uni", "runs"],
+                     body, ["l", "r", "r", "p{4.2cm}"] + ["r"] * 5)])
     return doc, pairs
 
 
 # ------------------------------------------------------------------ T6
+
+# A |S|/K-against-P series varies P and what follows from P only.
+SERIES_FREE = ("workers", "lr", "seed", "steps_per_epoch")
+
+
+def fit_support(label, who, pts):
+    """Least-squares line through {P: |S|/K}; no slope below
+    support_min_points distinct P (two points always give R^2 = 1)."""
+    xs = sorted(pts)
+    f = {"model": label, "who": who, "n": len(xs), "Ps": xs, "slope": None,
+         "intercept": None, "r2": None}
+    if len(xs) >= TH["support_min_points"]:
+        f["slope"], f["intercept"], f["r2"] = least_squares(
+            [float(x) for x in xs], [pts[x] for x in xs])
+    return f
+
+
 
 def _run_bytes_per_step(run, col):
     """gradcomp train logs the bytes of each epoch and the cumulative step
@@ -454,7 +610,8 @@ def table_communication(res, ref):
     blk_runs = Block(["run", "model", "P", "algorithm", "steps",
                       "bytes up / step", "bytes down / step",
                       "down / step / worker", "down / up", "mean |S|/K"],
-                     per_run, "llrl" + "r" * 6, "training runs")
+                     per_run, ["p{3.2cm}", "l", "r", "l"] + ["r"] * 6,
+                     "training runs")
 
     traj = []
     for t in sorted(res.files["trajectory"], key=lambda t: t.rel):
@@ -468,47 +625,53 @@ def table_communication(res, ref):
                       "bytes down / step", "mean |S|"], traj, "l" + "r" * 4,
                      "theory trajectories")
 
-    # |S|/K against P: our bi runs (the reference logs bi runs), else uni
+    # |S|/K against P: one series per configuration but P (and what
+    # follows P: the tuned lr, steps per epoch), mean over seeds at each P;
+    # bi series (the reference logs bi runs), else uni
     series = {}
     for run in runs:
         s = support[run]
         if s is None or run.P is None or run.algo not in ("uni", "bi"):
             continue
-        series.setdefault(("%s-%s" % (run.dataset, run.model), run.algo),
-                          {}).setdefault(run.P, []).append(s)
-    chosen = {}
-    for (model, algo), pts in sorted(series.items()):
-        if model not in chosen or algo == "bi":
-            chosen[model] = (algo, {P: math.fsum(v) / len(v)
-                                    for P, v in pts.items()})
+        key = run_setting(run, drop=SERIES_FREE)
+        series.setdefault(key, {}).setdefault(run.P, []).append(s)
+    by_model = {}
+    for key in series:
+        d = dict(key)
+        model = "%s-%s" % (json.loads(d["dataset"]), json.loads(d["model"]))
+        by_model.setdefault(model, []).append(key)
+    chosen = {}       # model -> [(label, algo, {P: mean |S|/K})]
+    for model, keys in by_model.items():
+        bi = [k for k in keys if dict(k)["algorithm"] == '"bi"']
+        keys = sorted(bi or keys)
+        for k in keys:
+            algo = json.loads(dict(k)["algorithm"])
+            st = setting_text(k, keys)
+            label = "%s %s%s" % (model, algo, " (%s)" % st if st else "")
+            chosen.setdefault(model, []).append(
+                (label, algo, {P: math.fsum(v) / len(v)
+                               for P, v in series[k].items()}))
     refs = {}
     for (kind, ds, m, P, algo), v in ref.items():
         if kind == "support_over_k":
             refs.setdefault("%s-%s" % (ds, m), {})[P] = v
     vs_rows, fits, fig = [], [], {"ours": {}, "ref": refs}
     for model in sorted(set(chosen) | set(refs)):
-        algo, pts = chosen.get(model, ("", {}))
         rpts = refs.get(model, {})
-        for P in sorted(set(pts) | set(rpts)):
-            o = pts.get(P)
-            vs_rows.append([model, str(P), algo or "", fmt(o) if o is not None
-                            else NOT_RUN, fmt(rpts.get(P)),
-                            fmt(o / P if o is not None else None, 3)])
-        fig["ours"][model] = pts
-        for who, p in (("ours", pts), ("reference", rpts)):
-            if len(p) >= th["support_min_points"]:
-                xs = sorted(p)
-                b, a, r2 = least_squares([float(x) for x in xs],
-                                         [p[x] for x in xs])
-                fits.append({"model": model, "who": who, "n": len(xs),
-                             "slope": b, "intercept": a, "r2": r2,
-                             "Ps": xs})
-            elif who == "ours" and p:
-                fits.append({"model": model, "who": who, "n": len(p),
-                             "slope": None, "intercept": None, "r2": None,
-                             "Ps": sorted(p)})
-    blk_vs = Block(["model", "P", "our algorithm", "|S|/K ours",
-                    "|S|/K reference", "ours / P"], vs_rows, "lrlrrr",
+        ours = chosen.get(model, [("%s" % model, "", {})])
+        for label, algo, pts in ours:
+            for P in sorted(set(pts) | set(rpts)):
+                o = pts.get(P)
+                vs_rows.append([label, str(P), fmt(o) if o is not None
+                                else NOT_RUN, fmt(rpts.get(P)),
+                                fmt(o / P if o is not None else None, 3)])
+            if pts:
+                fig["ours"][label] = pts
+                fits.append(fit_support(label, "ours", pts))
+        if len(rpts) >= th["support_min_points"]:
+            fits.append(fit_support(model, "reference", rpts))
+    blk_vs = Block(["series", "P", "|S|/K ours",
+                    "|S|/K reference", "ours / P"], vs_rows, "lrrrr",
                    "downlink saving |S|/K against P")
     fit_rows = [[f["model"], f["who"], ",".join(str(p) for p in f["Ps"]),
                  fmt(f["slope"]), fmt(f["intercept"]), fmt(f["r2"], 5)]
@@ -528,8 +691,9 @@ def table_communication(res, ref):
               "worker's copy), and the downlink saving "
               "|S|/K (|S| = size of the union of the workers' top-K "
               "supports) against P, with its least-squares slope; the "
-              "reference is theory.md 3.",
-              cmds, fl, [blk_runs, blk_traj, blk_vs, blk_fit])
+              "reference is docs/theory.md 3.",
+              cmds, fl, [blk_runs, blk_traj, blk_vs, blk_fit],
+              font="scriptsize")
     return doc, {"fits": fits, "fig": fig}
 
 

@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""test_claims -- the verdict rules of the claims table and the grouping
+they rely on, driven by small fixtures to every verdict (holds / partly /
+fails / not run).  Run by `make check` through paper/test-claims;
+standalone: python3 paper/test_claims.py -v.  Standard library only.
+"""
+import csv
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import claims   # noqa: E402
+import inputs   # noqa: E402
+import render   # noqa: E402
+import tables   # noqa: E402
+from claims import HOLDS, PARTLY, FAILS, NOT_RUN   # noqa: E402
+
+LOG_HEADER = ("epoch,steps,train_loss,test_acc,bytes_up,bytes_down,"
+              "support_union_over_k,xi,delta,time_compute,time_compress,"
+              "time_aggregate,time_total")
+CONTRACTION_HEADER = ("compressor,distribution,d,density,k,trials,"
+                      "delta_worst,delta_mean,delta_topk_theory,gauss_share")
+
+
+def config(**kw):
+    """A config.json like gradcomp train's (the fields the paper reads)."""
+    c = {"program": "gradcomp train", "version": "0.1.0",
+         "dataset": "mnist", "model": "mnist-mlp", "d": 50890, "workers": 10,
+         "partition": "iid", "batch": 10, "epochs": 1, "lr": 0.04,
+         "algorithm": "uni", "compressor": "topk", "density": 0.001,
+         "density_down": 0.001, "k": 50, "k_down": 50, "seed": 0,
+         "threads": 2, "train_subset": 20000, "machine": "x"}
+    c.update(kw)
+    return c
+
+
+class Fixture(unittest.TestCase):
+    """A temporary results folder with helpers to write producer files."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="test-claims-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def run_dir(self, name, cfg, accs, deltas=None, support=None):
+        """A `gradcomp train --out` folder: one log row per accuracy."""
+        d = os.path.join(self.dir, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        with open(os.path.join(d, "log.csv"), "w") as f:
+            f.write(LOG_HEADER + "\n")
+            for e, a in enumerate(accs):
+                dl = deltas[e] if deltas else "nan"
+                s = support if support is not None else 5.0
+                f.write("%d,%d,0.5,%s,1000,9000,%s,3.0,%s,0.1,0.1,0.1,0.3\n"
+                        % (e + 1, 200 * (e + 1), a, s, dl))
+
+    def csv_file(self, name, header, rows):
+        with open(os.path.join(self.dir, name), "w") as f:
+            f.write(header + "\n")
+            for r in rows:
+                f.write(",".join(str(v) for v in r) + "\n")
+
+    def results(self):
+        return inputs.discover([self.dir], lambda m: None)
+
+    def claims(self, timing=True):
+        res = self.results()
+        _, t1 = tables.table_contraction(res)
+        _, t2 = tables.table_counterexamples(res)
+        _, t5 = tables.table_accuracy(res, {})
+        _, t6 = tables.table_communication(res, {})
+        _, bench = tables.table_speed(res)
+        return claims.evaluate(claims.Inputs(t1, t2, t5, t6, res.runs, bench,
+                                             timing))
+
+
+# ----------------------------------------------------------- grouping (T5)
+
+class Grouping(Fixture):
+    def test_runs_of_different_settings_are_never_averaged(self):
+        # the issue's case: a full-data run and a 20000-image quick run
+        self.run_dir("full-uni", config(train_subset=0, epochs=1), [0.9222])
+        self.run_dir("quick-uni", config(), [0.8822])
+        self.run_dir("quick-bi", config(algorithm="bi", lr=0.1), [0.8839])
+        doc, pairs = tables.table_accuracy(self.results(), {})
+        rows = doc.blocks[0].rows
+        ours = [r for r in rows if r[3] != "reference (docs/theory.md 6)"]
+        self.assertEqual(len(ours), 2, rows)
+        self.assertNotIn("90.22", [c for r in rows for c in r])
+        by_setting = {r[3]: r for r in ours}
+        self.assertEqual(by_setting["train_subset=0"][4], "92.22")
+        self.assertEqual(by_setting["train_subset=20000"][4], "88.22")
+        # only the quick setting has both methods
+        self.assertEqual(len(pairs), 1)
+        self.assertAlmostEqual(pairs[0]["uni"], 88.22)
+
+    def test_seeds_are_averaged_and_threads_ignored(self):
+        self.run_dir("s0", config(seed=0, threads=1), [0.90])
+        self.run_dir("s1", config(seed=1, threads=8), [0.92])
+        doc, _ = tables.table_accuracy(self.results(), {})
+        (row,) = doc.blocks[0].rows
+        self.assertEqual(row[4], "91.00")
+        self.assertEqual(row[8], "2")
+
+    def test_one_method_of_two_settings_is_not_averaged(self):
+        self.run_dir("a", config(lr=0.04), [0.90])
+        self.run_dir("b", config(lr=0.05), [0.92])
+        self.run_dir("c", config(algorithm="bi", lr=0.1), [0.91])
+        doc, pairs = tables.table_accuracy(self.results(), {})
+        (row,) = doc.blocks[0].rows
+        self.assertEqual(row[4], "2 settings")
+        self.assertEqual(pairs, [])
+
+    def test_interrupted_run_is_another_setting(self):
+        self.run_dir("done", config(epochs=3), [0.8, 0.85, 0.9])
+        self.run_dir("cut", config(epochs=3, seed=1), [0.8])
+        doc, _ = tables.table_accuracy(self.results(), {})
+        self.assertEqual(len(doc.blocks[0].rows), 2)
+
+
+# ------------------------------------------------------------ claim 1
+
+def pair(uni, bi, epochs=20):
+    return {"exp": "mnist-mlp P=10", "uni": uni, "bi": bi,
+            "epochs": [epochs]}
+
+
+class Claim1Accuracy(unittest.TestCase):
+    def verdict(self, pairs):
+        return claims.claim_accuracy(pairs)[1]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict([pair(90.0, 89.8)]), HOLDS)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict([pair(90.0, 89.0)]), PARTLY)
+        self.assertEqual(self.verdict([pair(90.0, 89.9), pair(90.0, 85.0)]),
+                         PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict([pair(90.0, 88.0)]), FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict([]), NOT_RUN)
+        # short runs are shown, never judged
+        self.assertEqual(self.verdict([pair(90.0, 80.0, epochs=1)]), NOT_RUN)
+
+
+# ------------------------------------------------------------ claim 2
+
+def fit(pts):
+    return [tables.fit_support("mnist-mlp bi", "ours", pts)]
+
+
+class Claim2Support(unittest.TestCase):
+    def verdict(self, pts):
+        return claims.claim_support(fit(pts))[1]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict({10: 8.5, 20: 17.0, 50: 42.0}), HOLDS)
+
+    def test_partly_on_slope(self):
+        self.assertEqual(self.verdict({10: 5.0, 20: 10.0, 50: 25.0}), PARTLY)
+
+    def test_partly_on_r2(self):
+        # slope 0.8 but far from a line: R² < 0.98 must stop "holds"
+        pts = {10: 20.0, 20: 5.0, 50: 44.0, 100: 80.0}
+        f = fit(pts)[0]
+        self.assertGreaterEqual(f["slope"], 0.7)
+        self.assertLess(f["r2"], 0.98)
+        self.assertEqual(self.verdict(pts), PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict({10: 3.0, 20: 3.5, 50: 4.0}), FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(claims.claim_support([])[1], NOT_RUN)
+        # two P values always lie on a line: no slope, no verdict
+        self.assertEqual(self.verdict({10: 8.0, 20: 30.0}), NOT_RUN)
+        self.assertIsNone(fit({10: 8.0, 20: 30.0})[0]["r2"])
+
+
+# ------------------------------------------------------------ claim 3
+
+def facts(cycle_ok=True, toy_ratio=None, wins=None):
+    from fractions import Fraction as F
+    f = {"toy": [], "sweep": [], "cycle9": {}, "search": {}}
+    if cycle_ok is not None:
+        f["cycle9"] = {
+            "uni": {"period": 9 if cycle_ok else 4, "mean": F(9, 256),
+                    "max": F(9, 128)},
+            "bi": {"period": 1, "final": F(0)}}
+    if toy_ratio is not None:
+        f["toy"].append({"uni": 1.0, "bi": toy_ratio})
+    if wins is not None:
+        f["sweep"].append({"n": 5, "wins": wins})
+    return f
+
+
+class Claim3Counterexamples(unittest.TestCase):
+    def verdict(self, f):
+        return claims.claim_counterexamples(f)[1]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict(facts(True, 0.6, 5)), HOLDS)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict(facts(None, 0.95)), PARTLY)
+        self.assertEqual(self.verdict(facts(True, 0.6, 3)), PARTLY)
+        self.assertEqual(self.verdict(facts(False, 0.6)), PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict(facts(False, 1.2, 0)), FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict(facts(None)), NOT_RUN)
+
+
+# ------------------------------------------------------- claims 4a, 4b, 5a
+
+def contraction_row(compressor="topk", dist="gaussian", d=100000,
+                    density=0.001, k=100, worst=0.0124, mean=0.0126,
+                    extra=()):
+    r = [compressor, dist, d, density, k, 3, worst, mean, k / d,
+         tables.gauss_share(k / d)]
+    return r + list(extra)
+
+
+class Claim4aBound(Fixture):
+    def verdict(self, rows, runs=()):
+        self.csv_file("c.csv", CONTRACTION_HEADER, rows)
+        for i, deltas in enumerate(runs):
+            self.run_dir("run%d" % i, config(), [0.9] * len(deltas), deltas)
+        return self.claims()["4a"]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict([contraction_row()])[1], HOLDS)
+
+    def test_uses_each_cases_own_k_over_d(self):
+        # d = 50890, k = 50: K/d = 0.000983 < ρ = 0.001.  δ̂ = 0.00099 meets
+        # K/d; a rule on 1 − ρ would call it a violation.
+        row = contraction_row(d=50890, k=50, worst=0.00099, mean=0.00099)
+        self.assertEqual(self.verdict([row])[1], HOLDS)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict([contraction_row(worst=0.0005)])[1],
+                         FAILS)
+        # an epoch mean below K/d has a step below it
+        self.assertEqual(self.verdict([], runs=[[0.0009]])[1], FAILS)
+
+    def test_partly(self):
+        rows = [contraction_row(), contraction_row(dist="laplace",
+                                                   worst=0.0005)]
+        self.assertEqual(self.verdict(rows)[1], PARTLY)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict([])[1], NOT_RUN)
+        # epoch means alone cannot show a worst-case bound holds
+        txt, v = self.verdict([], runs=[[0.012, 0.013]])
+        self.assertEqual(v, NOT_RUN)
+        self.assertIn("epoch", txt)
+
+    def test_other_compressors_are_not_judged_by_topk(self):
+        # random-K's δ̂ falls below K/d on some draws: not a top-K case
+        rows = [contraction_row(), contraction_row("randk", worst=0.0009)]
+        self.assertEqual(self.verdict(rows)[1], HOLDS)
+
+
+class Claim4bGaussian(Fixture):
+    def verdict(self, rows=(), runs=()):
+        self.csv_file("c.csv", CONTRACTION_HEADER, rows)
+        for i, deltas in enumerate(runs):
+            self.run_dir("run%d" % i, config(), [0.9] * len(deltas), deltas)
+        return self.claims()["4b"]
+
+    # K/d = 50/50890 for the runs; δ̂ = 1 − share
+    g = tables.gauss_share(50 / 50890)
+
+    def test_holds(self):
+        self.assertEqual(self.verdict(runs=[[1 - self.g + 0.002]])[1], HOLDS)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict(runs=[[1 - self.g - 0.03]])[1], PARTLY)
+        # Gaussian synthetic data alone: at most partly
+        self.assertEqual(self.verdict(rows=[contraction_row()])[1], PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict(runs=[[1 - self.g - 0.2]])[1], FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict()[1], NOT_RUN)
+        # a distribution *named* like a gradient is not a real gradient
+        row = contraction_row(dist="real-grad")
+        self.assertEqual(self.verdict(rows=[row])[1], NOT_RUN)
+
+
+class Claim5aCount(Fixture):
+    header = CONTRACTION_HEADER + ",selected_mean"
+
+    def verdict(self, counts):
+        self.csv_file("c.csv", self.header,
+                      [contraction_row("gaussk", density=rho, k=int(rho * 1e5),
+                                       extra=[n])
+                       for rho, n in counts])
+        return self.claims()["5a"]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict([(0.001, 89), (0.01, 969)])[1], HOLDS)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict([(0.001, 89), (0.01, 400)])[1], PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict([(0.001, 20)])[1], FAILS)
+
+    def test_real_gradient_counts_are_shown_not_judged(self):
+        # a one-worker run logs its count (|S|/K of one message), but the
+        # claim is about Gaussian data
+        self.run_dir("gk", config(compressor="gaussk", workers=1), [0.9],
+                     support=0.0133)
+        txt, v = self.claims()["5a"]
+        self.assertEqual(v, NOT_RUN)
+        self.assertIn("0.0133", txt)
+        self.csv_file("c.csv", self.header,
+                      [contraction_row("gaussk", extra=[97])])
+        self.assertEqual(self.claims()["5a"][1], HOLDS)
+
+    def test_not_run_without_a_logged_count(self):
+        # an error share that matches the Gaussian one exactly is not a count
+        self.csv_file("c.csv", CONTRACTION_HEADER,
+                      [contraction_row("gaussk")])
+        txt, v = self.claims()["5a"]
+        self.assertEqual(v, NOT_RUN)
+        self.assertIn("not inferred", txt)
+
+
+# ------------------------------------------------------------ claim 5b
+
+def bench(compressor, median):
+    return {"compressor": compressor, "d": 1e6, "density": 0.001,
+            "threads": 1, "median_s": median}
+
+
+class Claim5bSpeed(unittest.TestCase):
+    def verdict(self, rows, timing=True):
+        return claims.claim_gaussk_speed({"cpu": rows}, timing)[1]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict([bench("topk", 2.0),
+                                       bench("gaussk", 1.0)]), HOLDS)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict([bench("topk", 1.0),
+                                       bench("gaussk", 2.0)]), FAILS)
+
+    def test_partly(self):
+        rows = [bench("topk", 1.0), bench("gaussk", 0.5)]
+        other = dict(bench("topk", 1.0), density=0.01)
+        rows += [other, dict(bench("gaussk", 3.0), density=0.01)]
+        self.assertEqual(self.verdict(rows), PARTLY)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict([bench("topk", 1.0)]), NOT_RUN)
+        self.assertEqual(self.verdict([bench("topk", 1.0),
+                                       bench("gaussk", 0.5)], False), NOT_RUN)
+
+
+# ------------------------------------------------------------ T1 constants
+
+class T1Constants(unittest.TestCase):
+    def check(self, compressor, worst, mean=0.5, d=100000, k=100):
+        r = dict(zip(CONTRACTION_HEADER.split(","),
+                     contraction_row(compressor, d=d, k=k, worst=worst,
+                                     mean=mean)))
+        return tables.guarantee(r)[0], tables.guarantee_check(r)
+
+    def test_each_compressor_has_its_own_constant(self):
+        self.assertEqual(self.check("topk", 0.0124), ("δ ≥ K/d", "yes"))
+        self.assertEqual(self.check("topk", 0.0009), ("δ ≥ K/d", "NO"))
+        self.assertEqual(self.check("scaled-sign", 0.4), ("δ ≥ 1/d", "yes"))
+        # random-K meets K/d in expectation only: a ratio, never "NO"
+        self.assertEqual(self.check("randk", 0.0005, mean=0.001),
+                         ("E δ = K/d", "mean 1×"))
+        text, chk = self.check("qsgd", -300, mean=-199)
+        self.assertEqual(text, "ω ≤ √d")
+        self.assertTrue(chk.startswith("mean 0.632"), chk)
+        for c in ("gaussk", "dgc", "threshold", "terngrad", "fp16"):
+            self.assertEqual(self.check(c, 0.0001), ("—", "—"))
+
+
+# ------------------------------------------------------ inputs and output
+
+class Inputs(Fixture):
+    def test_extra_columns_are_read(self):
+        # a producer that adds a column (keeping the old ones) still parses
+        self.csv_file("s.csv", "P,d,alpha,targets,x0,uni_limit,bi_limit,"
+                      "verdict,steps", [[2, 2, 0.5, "(1 1)", "(0 0)", 0, 0,
+                                         "bi_better", 100]])
+        res = self.results()
+        (t,) = res.files["search"]
+        self.assertEqual(t.rows[0]["steps"], 100.0)
+
+    def test_quoted_commas_are_one_field(self):
+        self.csv_file("b.csv", "problem,algorithm,compressor,density,steps,"
+                      "lr,L,gamma,xi_max,measured_min_grad2,"
+                      "measured_mean_grad2,bound,bound_name",
+                      [['"quadratic:P=4,d=100"', "uni", "topk", 0.01, 10,
+                        0.01, 1, 0.9, 3, 1e-3, 1e-2, 5, "nonconvex_4.3"]])
+        (t,) = self.results().files["bounds"]
+        self.assertEqual(t.rows[0]["problem"], "quadratic:P=4,d=100")
+
+    def test_reference_csv_is_plain_csv(self):
+        # readable by any CSV reader (pandas, numpy): no comment lines
+        with open(os.path.join(HERE, "reference.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        self.assertTrue(rows)
+        for r in rows:
+            float(r["value"])
+            int(r["P"])
+
+
+class Rendering(unittest.TestCase):
+    def test_no_question_marks_for_symbols(self):
+        s = "Δ ξ_bi ‖∇F‖² ≤ ρ·K/d — ≈ θ π Σ ω √d"
+        self.assertNotIn("?", render.tex(s))
+
+    def test_subscripts_in_math(self):
+        self.assertIn(r"\xi_{\mathrm{bi}}", render.tex("ξ_bi"))
+        self.assertNotIn(r"\_", render.tex("ξ_bi"))
+        self.assertIn(r"\_", render.tex("bytes_up"))
+        self.assertIn("$x_{t}$", render.tex("F(x_t)"))
+        self.assertIn(r"f\_gap", render.tex("f_gap"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
