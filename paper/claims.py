@@ -113,8 +113,12 @@ def claim_counterexamples(facts):
     if facts["search"]:
         c = facts["search"]
         n = sum(c.values())
-        pieces.append("search: bi strictly better in %d exact (%d float) of "
-                      "%d instances, worse in %d exact (%d float)"
+        # a search CSV without tie counts (older versions) cannot say
+        # which verdicts a tie decided
+        tf = "tie-free " if facts.get("search_ties_known") else ""
+        pieces.append("search: bi strictly better in %d {0}exact "
+                      "(%d {0}float) of %d instances, worse in %d "
+                      "{0}exact (%d {0}float)".format(tf)
                       % (c.get("bi_better", 0), c.get("bi_better_float", 0),
                          n, c.get("bi_worse", 0), c.get("bi_worse_float", 0)))
         # "can converge better" needs one exact instance; none found is no

@@ -327,7 +327,14 @@ def table_counterexamples(res):
             key = (r["P"], r["d"])
             groups.setdefault(key, {}).setdefault(r["verdict"], 0)
             groups[key][r["verdict"]] += 1
-            facts["search"][r["verdict"]] = facts["search"].get(r["verdict"], 0) + 1
+            # claim 3 counts only verdicts no top-K tie decided: a row of
+            # the current search CSV says how many decisive ties it had
+            v = r["verdict"]
+            if "ties_low" in r:
+                facts["search_ties_known"] = True
+            if r.get("ties_low") or r.get("ties_high"):
+                v += "_tied"
+            facts["search"][v] = facts["search"].get(v, 0) + 1
     s_rows = []
     for (P, d) in sorted(groups, key=lambda k: (k[0] or 0, k[1] or 0)):
         g = groups[(P, d)]

@@ -226,6 +226,29 @@ class Claim3Counterexamples(unittest.TestCase):
         self.assertEqual(self.verdict(facts(None)), NOT_RUN)
 
 
+class Claim3Search(Fixture):
+    HEADER = ("P,d,alpha,targets,x0,uni_limit,bi_limit,verdict,arithmetic,"
+              "ties_low,ties_high")
+
+    def search_facts(self, ties):
+        self.csv_file("search.csv", self.HEADER,
+                      [[2, 2, 0.5, "(0 -1 0 1)", "(-3 -1)", 0.03, 0,
+                        "bi_better", "exact", ties, ties]])
+        _, f = tables.table_counterexamples(self.results())
+        return f
+
+    def test_tie_free_find_holds(self):
+        f = self.search_facts(0)
+        self.assertEqual(f["search"], {"bi_better": 1})
+        self.assertEqual(claims.claim_counterexamples(f)[1], HOLDS)
+
+    def test_tie_decided_find_does_not_count(self):
+        # a verdict a top-K tie decided is no evidence for the claim
+        f = self.search_facts(2)
+        self.assertEqual(f["search"], {"bi_better_tied": 1})
+        self.assertEqual(claims.claim_counterexamples(f)[1], NOT_RUN)
+
+
 # ------------------------------------------------------- claims 4a, 4b, 5a
 
 def contraction_row(compressor="topk", dist="gaussian", d=100000,
