@@ -95,6 +95,7 @@ static void fmt_vec(char *buf, size_t cap, const double *v, size_t n)
 int main(int argc, char **argv)
 {
   gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
+  gc_cli_init_signals();
   size_t limit = 1500, examples = 3;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
@@ -121,7 +122,10 @@ int main(int argc, char **argv)
     if (!(f = fopen(csv, "w")))
       return gc_cli_fail(CMD, 0, "cannot write %s", csv);
     fprintf(f, "P,d,alpha,targets,x0,uni_limit,bi_limit,verdict\n");
-    fflush(f);
+    if (gc_cli_csv_flush(CMD, f, csv)) {
+      fclose(f);
+      return 1;
+    }
   }
   size_t count[2][NV] = { { 0 } };   /* [exact?][verdict] */
   size_t shown[NV] = { 0 };
@@ -181,7 +185,11 @@ int main(int argc, char **argv)
         if (f) {
           fprintf(f, "%zu,%zu,%g,%s,%s,%.17g,%.17g,%s%s\n", P, d, alpha, tb, xb,
                   ru.limit, rb.limit, vname[v], exact ? "" : "_float");
-          fflush(f);
+          if (gc_cli_csv_flush(CMD, f, csv)) {
+            gc_problem_free(prob);
+            fclose(f);
+            return 1;
+          }
         }
         if (exact && shown[v] < examples) {
           shown[v]++;
@@ -194,8 +202,8 @@ int main(int argc, char **argv)
         gc_problem_free(prob);
       }
     }
-  if (f)
-    fclose(f);
+  if (f && gc_cli_csv_close(CMD, f, csv))
+    return 1;
   printf("instances: %zu (exact dyadic: %zu)\n", total,
          count[1][0] + count[1][1] + count[1][2] + count[1][3]);
   printf("exact: bi strictly better %zu, strictly worse %zu, equal %zu, no cycle %zu\n",

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,62 @@ int gc_cli_usage_error(const char *cmd, const char *fmt, ...)
   vreport(cmd, 0, fmt, ap);
   va_end(ap);
   return 2;
+}
+
+static char interrupt_note[1100] = "gradcomp: interrupted; rows written so far are kept\n";
+
+static void on_interrupt(int sig)
+{
+  (void) sig;
+  /* async-signal-safe: one write of a prepared text, then _exit */
+  ssize_t w = write(STDERR_FILENO, interrupt_note, strlen(interrupt_note));
+  (void) w;
+  _exit(130);
+}
+
+void gc_cli_init_signals(void)
+{
+  signal(SIGXFSZ, SIG_IGN);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old;
+  /* a shell starts background jobs with SIGINT ignored: keep it so */
+  if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+    sigaction(SIGINT, &sa, NULL);
+}
+
+void gc_cli_set_interrupt_note(const char *cmd, const char *note)
+{
+  /* build the whole text now: the handler may not format */
+  char text[sizeof interrupt_note];
+  snprintf(text, sizeof text, "\ngradcomp %s: interrupted; %.1000s\n", cmd, note);
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  memcpy(interrupt_note, text, sizeof text);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path)
+{
+  if (fflush(f) != 0 || ferror(f)) {
+    fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+int gc_cli_csv_close(const char *cmd, FILE *f, const char *path)
+{
+  int bad = gc_cli_csv_flush(cmd, f, path);
+  if (fclose(f) != 0 && !bad) {
+    fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(errno));
+    bad = 1;
+  }
+  return bad;
 }
 
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)

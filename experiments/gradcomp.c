@@ -36,6 +36,7 @@ int main(int argc, char **argv)
    * (gc_cli_fail appends gc_last_error()); the default handler would print
    * it a second time. */
   gc_set_error_handler_off();
+  gc_cli_init_signals();
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "gc_data.h"
 #include "gc_errno.h"
+#include "gc_npy.h"
 #include "gc_test.h"
 
 static void be32(uint8_t *b, uint32_t v)
@@ -116,9 +118,96 @@ Test(data, idx_bad_files)
   fputc(10, f);
   fclose(f);
   cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
-  cr_assert(strstr(gc_last_error(), "label"), "%s", gc_last_error());
+  /* the label and its record, read before the buffer was freed */
+  cr_assert(strstr(gc_last_error(), "label 10 at record 2"), "%s", gc_last_error());
   remove(img);
   remove(lab);
+}
+
+/* Cap this test process's address space at what it maps now plus `mb`
+ * MiB, so that a loader allocating what a header claims fails with
+ * GC_ENOMEM instead of passing unnoticed.  (Each Criterion test runs in
+ * its own process.) */
+static void limit_memory(size_t mb)
+{
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (!f || fscanf(f, "%lu", &pages) != 1)
+    cr_skip_test("no /proc/self/statm");
+  fclose(f);
+  rlim_t cap = (rlim_t) pages * (rlim_t) sysconf(_SC_PAGESIZE) + (rlim_t) mb * 1048576;
+  struct rlimit rl = { cap, cap };
+  cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+}
+
+/* Raw and gzip IDX files whose header claims about 1.6 GB of images (2^21
+ * of them) but which hold 5: a format error naming the shortfall, found
+ * within the memory of the real data, and dimensions whose product would
+ * overflow are refused from the header alone. */
+Test(data, idx_header_claims_are_checked_before_allocating)
+{
+  paths();
+  limit_memory(256);
+  gc_dataset ds;
+  for (int gz = 0; gz <= 1; gz++) {
+    write_idx(img, 3, 5, gz, 0, 8, (1u << 21) - 5);
+    write_idx(lab, 1, 5, 0, 0, 8, (1u << 21) - 5);
+    cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT, "gz=%d: %s", gz,
+                 gc_last_error());
+    cr_assert(strstr(gc_last_error(), img) && strstr(gc_last_error(), "truncated"),
+              "%s", gc_last_error());
+  }
+  size_t dims[3];
+  uint8_t *data;
+  write_idx(img, 3, 5, 0, 0, 8, 0xffffffffu - 5);   /* 2^32 x 28 x 28 */
+  cr_assert_eq(gc_idx_read(img, 3, dims, &data), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "implausible"), "%s", gc_last_error());
+  cr_assert_null(data);
+  remove(img);
+  remove(lab);
+}
+
+static void write_npy_header(const char *path, const char *dict, size_t data_bytes)
+{
+  FILE *f = fopen(path, "wb");
+  cr_assert(f != NULL);
+  size_t len = strlen(dict);
+  unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                            (unsigned char) (len & 0xff), (unsigned char) (len >> 8) };
+  fwrite(pre, 1, 10, f);
+  fwrite(dict, 1, len, f);
+  for (size_t i = 0; i < data_bytes; i++)
+    fputc(0, f);
+  fclose(f);
+}
+
+/* .npy: a 129-byte file claiming 1.1 GB is a format error before any
+ * allocation; an empty Fortran-order array with a huge other dimension
+ * loads at once (the transpose used to loop over 10^15 rows); a shape
+ * number past 64 bits is refused. */
+Test(data, npy_header_claims, .timeout = 20)
+{
+  limit_memory(256);
+  char p[512];
+  snprintf(p, sizeof p, "%s", gc_test_tmp("claim.npy"));
+  gc_array a;
+  write_npy_header(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (140000000,), }\n", 48);
+  cr_assert_eq(gc_npy_read(p, &a), GC_EFORMAT, "%s", gc_last_error());
+  cr_assert(strstr(gc_last_error(), "truncated") && strstr(gc_last_error(), "140000000"),
+            "%s", gc_last_error());
+  write_npy_header(p, "{'descr': '<f4', 'fortran_order': True, 'shape': (1000000000000000, 0), }\n", 0);
+  cr_assert_eq(gc_npy_read(p, &a), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(a.count, 0);
+  gc_array_free(&a);
+  write_npy_header(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }\n", 0);
+  cr_assert_eq(gc_npy_read(p, &a), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "shape"), "%s", gc_last_error());
+  /* a good one still loads, data and all */
+  write_npy_header(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", 12);
+  cr_assert_eq(gc_npy_read(p, &a), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(a.count, 3);
+  gc_array_free(&a);
+  remove(p);
 }
 
 static void write_cifar(const char *path, size_t n, size_t cut, int badlabel)
