@@ -86,7 +86,8 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
   gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
-  gc_cli_init_signals();
+  if (gc_cli_start(CMD))
+    return 1;
   size_t steps = 2000, rows = 14;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);

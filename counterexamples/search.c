@@ -95,7 +95,8 @@ static void fmt_vec(char *buf, size_t cap, const double *v, size_t n)
 int main(int argc, char **argv)
 {
   gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
-  gc_cli_init_signals();
+  if (gc_cli_start(CMD))
+    return 1;
   size_t limit = 1500, examples = 3;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);

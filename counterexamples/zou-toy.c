@@ -43,7 +43,8 @@ int main(int argc, char **argv)
 {
   /* Failures are printed once, by gc_cli_fail with the library's reason. */
   gc_set_error_handler_off();
-  gc_cli_init_signals();
+  if (gc_cli_start(CMD))
+    return 1;
   size_t steps = 1000, sweep = 0;
   double lr = 0.01;
   uint64_t seed = 0;

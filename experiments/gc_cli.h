@@ -87,12 +87,16 @@ typedef struct gc_cli_args {
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val);
 int gc_cli_unknown(const gc_cli_args *a, const char *opt);
 
-/* Every program calls this first.  SIGXFSZ is ignored, so a write past
- * `ulimit -f` fails with EFBIG and the write checks below report it,
- * instead of a silent kill; Ctrl-C (SIGINT) prints the interrupt note and
- * exits 130.  Rows already written are flushed and snapshots are renamed
- * into place whole, so stopping at any moment loses nothing committed. */
-void gc_cli_init_signals(void);
+/* Every program calls this first; non-zero (after a message) means exit
+ * with that status.  SIGXFSZ is ignored, so a write past `ulimit -f` fails
+ * with EFBIG and the write checks below report it, instead of a silent
+ * kill; Ctrl-C (SIGINT) prints the interrupt note and exits 130.  Rows
+ * already written are flushed and snapshots are renamed into place whole,
+ * so stopping at any moment loses nothing committed.  Under an
+ * address-space limit (ulimit -v) the BLAS work buffer is taken now, or
+ * the program stops naming the limit: OpenBLAS would spin for ever on a
+ * failed allocation in the middle of a run. */
+int gc_cli_start(const char *cmd);
 /* The note Ctrl-C prints, e.g. where the results are and how to resume
  * (copied; at most 1000 bytes).  Default: "interrupted; rows written so far
  * are kept". */
