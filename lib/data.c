@@ -53,10 +53,12 @@ static int read_all(gzFile f, uint8_t *buf, size_t len)
 /* Read exactly `total` payload bytes.  The buffer grows with the data that
  * actually arrives, so a header that promises more than the file holds
  * costs no more memory than the file itself (a gzip stream has no size to
- * check up front). */
-static int read_payload(gzFile f, const char *path, size_t total, uint8_t **out)
+ * check up front); size_known: the file size was checked, take it at once. */
+static int read_payload(gzFile f, const char *path, size_t total, int size_known,
+                        uint8_t **out)
 {
-  size_t cap = total < ((size_t) 1 << 20) ? total : ((size_t) 1 << 20), got = 0;
+  size_t cap = size_known || total < ((size_t) 1 << 20) ? total : ((size_t) 1 << 20);
+  size_t got = 0;
   uint8_t *buf = malloc(cap);
   if (!buf)
     GC_ERRORF(GC_ENOMEM, "%s: cannot allocate %zu bytes", path, cap);
@@ -127,11 +129,11 @@ int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
     total *= dims[i];
   }
   /* An uncompressed file has a size to compare with before allocating. */
-  if (gzdirect(f)) {
-    struct stat sb;
+  int size_known = 0;
+  struct stat sb;
+  if (gzdirect(f) && stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
     size_t head_len = 4 + 4 * ndim;
-    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-        (size_t) sb.st_size != head_len + total) {
+    if ((size_t) sb.st_size != head_len + total) {
       gzclose(f);
       GC_ERRORF(GC_EFORMAT, "%s: %lld bytes, but the header promises %zu data"
                 " bytes after a %zu-byte header (%s)", path,
@@ -139,9 +141,10 @@ int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
                 (size_t) sb.st_size < head_len + total ? "truncated"
                                                        : "trailing bytes");
     }
+    size_known = 1;
   }
   uint8_t *buf;
-  int st = read_payload(f, path, total, &buf);
+  int st = read_payload(f, path, total, size_known, &buf);
   if (st) {
     gzclose(f);
     return st;

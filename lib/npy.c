@@ -254,6 +254,23 @@ int gc_npy_write(const char *path, int dtype, size_t ndim, const size_t *shape,
 int gc__write_atomic(const char *path, const void *const *parts,
                      const size_t *lens, size_t nparts)
 {
+  /* A device or pipe (/dev/null, /dev/stdout) is written in place: a
+   * rename over it would replace the device node with a regular file. */
+  struct stat sb;
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    FILE *d = fopen(path, "wb");
+    if (!d)
+      GC_ERRORF(GC_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    int good = 1;
+    for (size_t i = 0; good && i < nparts; i++)
+      good = fwrite(parts[i], 1, lens[i], d) == lens[i];
+    good = (fflush(d) == 0) && good;
+    int e = errno;
+    good = (fclose(d) == 0) && good;
+    if (!good)
+      GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(e));
+    return GC_SUCCESS;
+  }
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 32);
   if (!tmp)
