@@ -23,8 +23,9 @@ int gc__mkdir_p(const char *dir);
 int gc__flush_checked(FILE *f, const char *path);
 
 /* Remove the temporary files "NAME.tmp.PID" that gc__write_atomic left in
- * dir when process PID died mid-write (PID no longer running).  Returns
- * the number removed; a dir that cannot be read counts as none. */
-size_t gc__remove_stale_tmp(const char *dir);
+ * dir when process PID died mid-write (PID no longer running); with a
+ * prefix, only those whose NAME.tmp. starts with it.  Returns the number
+ * removed; a dir that cannot be read counts as none. */
+size_t gc__remove_stale_tmp(const char *dir, const char *prefix);
 
 #endif /* GC_IO_H */

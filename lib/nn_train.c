@@ -625,7 +625,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   /* the folder only once the options and data are known to be good */
   if ((st = setup(&R)) != GC_SUCCESS || (st = gc__mkdir_p(c->out)) != GC_SUCCESS)
     goto done;
-  gc__remove_stale_tmp(c->out);
+  gc__remove_stale_tmp(c->out, NULL);
 
   size_t P = c->workers, B = c->batch, d = R.d, ns = R.ns, dim = R.train.dim;
   size_t shard = R.off[1] - R.off[0], spe = shard / B;

@@ -251,6 +251,22 @@ int gc_npy_write(const char *path, int dtype, size_t ndim, const size_t *shape,
   return gc__write_atomic(path, parts, lens, 2);
 }
 
+/* Remove the temporaries of path itself that a killed writer left. */
+static void remove_stale_tmp_of(const char *path)
+{
+  char dir[4096], prefix[1024];
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if ((size_t) (slash - path) < sizeof dir)
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int) (slash - path), path);
+  else
+    return;
+  if ((size_t) snprintf(prefix, sizeof prefix, "%s.tmp.", base) < sizeof prefix)
+    gc__remove_stale_tmp(dir, prefix);
+}
+
 int gc__write_atomic(const char *path, const void *const *parts,
                      const size_t *lens, size_t nparts)
 {
@@ -271,6 +287,7 @@ int gc__write_atomic(const char *path, const void *const *parts,
       GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(e));
     return GC_SUCCESS;
   }
+  remove_stale_tmp_of(path);
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 32);
   if (!tmp)
@@ -304,7 +321,7 @@ int gc__flush_checked(FILE *f, const char *path)
   return GC_SUCCESS;
 }
 
-size_t gc__remove_stale_tmp(const char *dir)
+size_t gc__remove_stale_tmp(const char *dir, const char *prefix)
 {
   DIR *d = opendir(dir);
   if (!d)
@@ -313,7 +330,7 @@ size_t gc__remove_stale_tmp(const char *dir)
   struct dirent *e;
   while ((e = readdir(d))) {
     const char *t = strstr(e->d_name, ".tmp.");
-    if (!t || t == e->d_name)
+    if (!t || t == e->d_name || (prefix && strncmp(e->d_name, prefix, strlen(prefix))))
       continue;
     char *end;
     long pid = strtol(t + 5, &end, 10);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -311,4 +312,34 @@ Test(data, shuffle_is_a_permutation)
     moved += a[i] != i;
   }
   cr_assert_gt(moved, 50);
+}
+
+/* An atomic write removes the temporaries of the same file that a killed
+ * writer left ("v.npy.tmp.PID", PID gone), and only those: a live
+ * process's temporary and another file's stay. */
+Test(data, atomic_write_removes_stale_temporaries)
+{
+  char v[512], dead[600], live[600], other[600];
+  snprintf(v, sizeof v, "%s", gc_test_tmp("stale-v.npy"));
+  pid_t child = fork();
+  if (child == 0)
+    _exit(0);
+  cr_assert(child > 0);
+  waitpid(child, NULL, 0);   /* its pid now names no process */
+  snprintf(dead, sizeof dead, "%s.tmp.%ld", v, (long) child);
+  snprintf(live, sizeof live, "%s.tmp.%ld", v, (long) getpid());
+  snprintf(other, sizeof other, "%s.tmp.%ld", gc_test_tmp("stale-w.npy"), (long) child);
+  const char *made[3] = { dead, live, other };
+  for (int i = 0; i < 3; i++) {
+    FILE *f = fopen(made[i], "w");
+    cr_assert(f != NULL);
+    fclose(f);
+  }
+  float x[2] = { 1, 2 };
+  size_t n = 2;
+  cr_assert_eq(gc_npy_write(v, GC_F32, 1, &n, x), GC_SUCCESS);
+  cr_assert(access(dead, F_OK) != 0, "%s left behind", dead);
+  cr_assert(access(live, F_OK) == 0, "%s (a live writer's) removed", live);
+  cr_assert(access(other, F_OK) == 0, "%s (another file's) removed", other);
+  remove(v); remove(live); remove(other);
 }
