@@ -327,7 +327,9 @@ Test(data, atomic_write_removes_stale_temporaries)
   cr_assert(child > 0);
   waitpid(child, NULL, 0);   /* its pid now names no process */
   snprintf(dead, sizeof dead, "%s.tmp.%ld", v, (long) child);
-  snprintf(live, sizeof live, "%s.tmp.%ld", v, (long) getpid());
+  /* the runner that started this test is alive (our own pid would be the
+   * name of the writer's own temporary) */
+  snprintf(live, sizeof live, "%s.tmp.%ld", v, (long) getppid());
   snprintf(other, sizeof other, "%s.tmp.%ld", gc_test_tmp("stale-w.npy"), (long) child);
   const char *made[3] = { dead, live, other };
   for (int i = 0; i < 3; i++) {
