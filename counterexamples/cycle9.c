@@ -71,8 +71,7 @@ static int write_csv(const char *path, const double *uni, const double *bi,
               r[1], gap, frac(gap, g));
     }
   }
-  fclose(f);
-  return 0;
+  return gc_cli_csv_close(CMD, f, path);
 }
 
 static void usage(FILE *out)
@@ -87,6 +86,8 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
   gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
+  if (gc_cli_start(CMD))
+    return 1;
   size_t steps = 2000, rows = 14;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);

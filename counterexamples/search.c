@@ -197,6 +197,8 @@ static const char *tie_name[NTIE] = {
 int main(int argc, char **argv)
 {
   gc_set_error_handler_off();   /* failures are reported once, by gc_cli_fail */
+  if (gc_cli_start(CMD))
+    return 1;
   size_t limit = DEFAULT_LIMIT, examples = 3, only_P = 0, only_d = 0;
   const char *csv = NULL;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
@@ -232,7 +234,10 @@ int main(int argc, char **argv)
                "uni_limit_exact,bi_limit_exact,uni_start,uni_period,bi_start,"
                "bi_period,ties_low,ties_high,verdict_ties_high,"
                "tie_rule_survives,verdict_float\n");
-    fflush(f);
+    if (gc_cli_csv_flush(CMD, f, csv)) {
+      fclose(f);
+      return 1;
+    }
   }
   gc_search_ws *ws = gc_search_ws_alloc(MAX_STEPS);
   if (!ws)
@@ -305,7 +310,10 @@ int main(int argc, char **argv)
                   r.ties[0], r.ties[1], gc_search_verdict_name(r.verdict[1]),
                   r.verdict[0] == r.verdict[1],
                   gc_search_verdict_name(r.verdict_float[0]));
-          fflush(f);
+          if (gc_cli_csv_flush(CMD, f, csv)) {
+            status = 1;
+            break;
+          }
         }
         if (r.exact && tie == TIE_FREE && shown[v] < examples) {
           char ue[48], be[48];
@@ -326,8 +334,8 @@ int main(int argc, char **argv)
       free(c.tuple);
     }
   gc_search_ws_free(ws);
-  if (f)
-    fclose(f);
+  if (f && gc_cli_csv_close(CMD, f, csv) && !status)
+    status = 1;
   if (status)
     return status;
 

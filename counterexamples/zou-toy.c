@@ -43,6 +43,8 @@ int main(int argc, char **argv)
 {
   /* Failures are printed once, by gc_cli_fail with the library's reason. */
   gc_set_error_handler_off();
+  if (gc_cli_start(CMD))
+    return 1;
   size_t steps = 1000, sweep = 0;
   double lr = 0.01;
   uint64_t seed = 0;
@@ -117,6 +119,10 @@ int main(int argc, char **argv)
       for (size_t t = 0; t < steps; t++)
         fprintf(f, "%zu,%.17g,%.17g,%.17g\n", t, gaps[3 * t], gaps[3 * t + 1],
                 gaps[3 * t + 2]);
+      if (gc_cli_csv_flush(CMD, f, csv)) {
+        fclose(f);
+        return 1;
+      }
     }
     static const size_t shown[] = { 0, 100, 200, 500, 999 };
     for (size_t j = 0; j < sizeof shown / sizeof shown[0]; j++)
@@ -139,7 +145,10 @@ int main(int argc, char **argv)
   } else {
     if (f) {
       fprintf(f, "seed,uni_mean,bi_mean,down_final,bi_wins\n");
-      fflush(f);
+      if (gc_cli_csv_flush(CMD, f, csv)) {
+        fclose(f);
+        return 1;
+      }
     }
     size_t wins = 0, downs = 0;
     for (size_t s = 0; s < sweep; s++) {
@@ -156,15 +165,18 @@ int main(int argc, char **argv)
       if (f) {
         fprintf(f, "%llu,%.17g,%.17g,%.17g,%d\n", (unsigned long long) sd,
                 rep.uni_mean, rep.bi_mean, rep.down_final, w);
-        fflush(f);
+        if (gc_cli_csv_flush(CMD, f, csv)) {
+          fclose(f);
+          return 1;
+        }
       }
     }
     printf("bi's plateau is lower in %zu of %zu seeds; downlink-only converged in %zu of %zu\n",
            wins, sweep, downs, sweep);
     ok = wins == sweep && downs == sweep;
   }
-  if (f)
-    fclose(f);
+  if (f && gc_cli_csv_close(CMD, f, csv))
+    return 1;
   gc_array_free(&x0);
   printf("%s\n", ok ? "REPRODUCED: bi below uni on the plateau, downlink-only converges"
                     : "NOT REPRODUCED");

@@ -254,7 +254,7 @@ int gc_bench_compress(int argc, char **argv)
     free(dst);
   }
   free(t);
-  if (out)
-    fclose(out);
+  if (out && gc_cli_csv_close(CMD, out, csv))
+    rc = 1;
   return rc;
 }

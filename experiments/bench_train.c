@@ -222,9 +222,8 @@ int gc_bench_train(int argc, char **argv)
       gc_nn_free(nn);
     }
   }
-  if (out)
-    fclose(out);
+  int rc = out && gc_cli_csv_close("bench train", out, csv);
   if (torch)
     remove(script);
-  return 0;
+  return rc;
 }

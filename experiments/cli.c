@@ -1,12 +1,18 @@
 /* cli.c -- shared helpers of the front end. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cblas.h>
 
 #include "gc_cli.h"
 #include "gc_errno.h"
@@ -36,6 +42,114 @@ int gc_cli_usage_error(const char *cmd, const char *fmt, ...)
   vreport(cmd, 0, fmt, ap);
   va_end(ap);
   return 2;
+}
+
+/* OpenBLAS starts its thread pool in a library constructor, before main;
+ * under an address-space limit (ulimit -v) a pool thread retries its
+ * failed buffer allocation for ever and the program hangs.  One thread
+ * needs no pool, but the constructor reads OPENBLAS_NUM_THREADS from the
+ * process's initial environment (a setenv here is undone when libc starts),
+ * so re-execute once with it set.  The executable's preinit functions run
+ * before its libraries' constructors.  Training uses one BLAS thread
+ * anyway: results never depend on it. */
+static void blas_one_thread_under_memory_limit(int argc, char **argv, char **envp)
+{
+  static char one[] = "OPENBLAS_NUM_THREADS=1";
+  static char *env[4096];
+  struct rlimit rl;
+  (void) argc;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return;
+  size_t n = 0;
+  for (; envp[n]; n++)
+    if (!strncmp(envp[n], "OPENBLAS_NUM_THREADS=", 21) || n + 2 >= 4096)
+      return;   /* a user's own choice stays (and so does a huge environment) */
+  memcpy(env, envp, n * sizeof *env);
+  env[n] = one;
+  env[n + 1] = NULL;
+  execve("/proc/self/exe", argv, env);   /* returns only on failure: go on */
+}
+__attribute__((section(".preinit_array"), used))
+static void (*const gc_cli_preinit)(int, char **, char **) = blas_one_thread_under_memory_limit;
+
+static char interrupt_note[1100] = "gradcomp: interrupted; rows written so far are kept\n";
+
+static void on_interrupt(int sig)
+{
+  (void) sig;
+  /* async-signal-safe: one write of a prepared text, then _exit */
+  ssize_t w = write(STDERR_FILENO, interrupt_note, strlen(interrupt_note));
+  (void) w;
+  _exit(130);
+}
+
+/* What OpenBLAS maps for its work buffer at the first level-2/3 call
+ * (128 MiB and a page in Debian's build), with some room to spare. */
+#define BLAS_BUFFER_BYTES ((size_t) 136 << 20)
+
+static int reserve_blas_buffer(const char *cmd)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return 0;
+  void *probe = mmap(NULL, BLAS_BUFFER_BYTES, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe == MAP_FAILED)
+    return gc_cli_fail(cmd, 0, "the address-space limit (ulimit -v %llu KiB) leaves"
+                       " no room for the %zu MiB BLAS work buffer; raise the limit",
+                       (unsigned long long) rl.rlim_cur / 1024, BLAS_BUFFER_BYTES >> 20);
+  munmap(probe, BLAS_BUFFER_BYTES);
+  /* a small product makes OpenBLAS take its buffer now; it keeps it */
+  double a[16] = { 1 }, c[16];
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 4, 4, 4, 1.0, a, 4, a, 4,
+              0.0, c, 4);
+  return 0;
+}
+
+int gc_cli_start(const char *cmd)
+{
+  signal(SIGXFSZ, SIG_IGN);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old;
+  /* a shell starts background jobs with SIGINT ignored: keep it so */
+  if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+    sigaction(SIGINT, &sa, NULL);
+  return reserve_blas_buffer(cmd);
+}
+
+void gc_cli_set_interrupt_note(const char *cmd, const char *note)
+{
+  /* build the whole text now: the handler may not format */
+  char text[sizeof interrupt_note];
+  snprintf(text, sizeof text, "\ngradcomp %s: interrupted; %.1000s\n", cmd, note);
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  memcpy(interrupt_note, text, sizeof text);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path)
+{
+  if (fflush(f) != 0 || ferror(f)) {
+    fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+int gc_cli_csv_close(const char *cmd, FILE *f, const char *path)
+{
+  int bad = gc_cli_csv_flush(cmd, f, path);
+  if (fclose(f) != 0 && !bad) {
+    fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(errno));
+    bad = 1;
+  }
+  return bad;
 }
 
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)

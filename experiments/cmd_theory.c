@@ -24,7 +24,10 @@ static FILE *open_csv(const char *path, const char *header)
   }
   if (header)
     fputs(header, f);
-  fflush(f);
+  if (gc_cli_csv_flush(CMD, f, path)) {
+    fclose(f);
+    return NULL;
+  }
   return f;
 }
 
@@ -187,13 +190,16 @@ static int cmd_contraction(int argc, char **argv)
         if (f) {
           fprintf(f, "%s,%s,%zu,%.17g,%zu,%zu,%.17g,%.17g,%.17g,%.17g\n", types[c]->name,
                   dname, d, dens[j], kc, trials, worst, mean, rho, share);
-          fflush(f);
+          if (gc_cli_csv_flush(CMD, f, csv)) {
+            rc = 1;
+            break;
+          }
         }
       }
     }
   }
-  if (f)
-    fclose(f);
+  if (f && gc_cli_csv_close(CMD, f, csv))
+    rc = 1;
   free(xs);
   free(scratch);
   return rc;
@@ -324,6 +330,12 @@ static int cmd_trajectory(int argc, char **argv)
       return 1;
     }
     gc_probe_csv_header(f);
+    if (gc_cli_csv_flush(CMD, f, csv)) {
+      fclose(f);
+      gc_theory_run_free(r);
+      gc_problem_free(prob);
+      return 1;
+    }
   }
   int rc = 0;
   gc_probe_row row;
@@ -336,8 +348,11 @@ static int cmd_trajectory(int argc, char **argv)
                        a.algorithm, t);
       break;
     }
-    if (f)
+    if (f) {
       gc_probe_csv_row(f, &row);
+      if ((rc = gc_cli_csv_flush(CMD, f, csv)))
+        break;
+    }
     gc_cli_progress("theory trajectory", t + 1, steps, 0);
   }
   if (!rc) {
@@ -368,8 +383,8 @@ static int cmd_trajectory(int argc, char **argv)
     printf("bytes: up %llu, down %llu\n", (unsigned long long) gc_ledger_total(l, GC_UP),
            (unsigned long long) gc_ledger_total(l, GC_DOWN));
   }
-  if (f)
-    fclose(f);
+  if (f && gc_cli_csv_close(CMD, f, csv))
+    rc = 1;
   gc_theory_run_free(r);
   gc_problem_free(prob);
   return rc;
@@ -544,15 +559,16 @@ static int cmd_bounds(int argc, char **argv)
                     pfield, aname, cname, dens, bc.T, lr, prob->L, b->gamma, b->xi,
                     bc.min_grad2, bc.mean_grad2, b->value, b->name, bc.runs, bc.sigma,
                     b->delta, on, ex, b->measured, ok ? "ok" : "refused", b->failed);
-            fflush(f);
+            if ((rc = gc_cli_csv_flush(CMD, f, csv)))
+              break;
           }
         }
       }
     }
     gc_problem_free(prob);
   }
-  if (f)
-    fclose(f);
+  if (f && gc_cli_csv_close(CMD, f, csv))
+    rc = 1;
   return rc;
 }
 

@@ -5,9 +5,12 @@
  * Without --lr the tuned learning rate of the reference runs is used when
  * the (model, P, algorithm) triple is in the table, else 0.05. */
 #define _POSIX_C_SOURCE 200809L   /* strdup, strtok_r */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gc_cli.h"
 #include "gc_errno.h"
@@ -194,19 +197,40 @@ static void free_config(char **av, int n)
  * guessing from their text which ones it owns. */
 static int read_config(const char *path, char ***argv_out, int *argc_out)
 {
-  enum { MAXARGS = 512 };
+  enum { MAXARGS = 512, MAXTEXT = 1 << 16 };
   FILE *f = fopen(path, "r");
   if (!f)
-    return gc_cli_fail("train", 0, "--config %s: cannot open", path);
-  char *text = calloc(1, 1 << 16), **av = calloc(MAXARGS, sizeof *av);
+    return gc_cli_usage_error("train", "--config %s: cannot open: %s", path,
+                              strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return gc_cli_usage_error("train", "--config %s: not a regular file", path);
+  }
+  char *text = calloc(1, MAXTEXT + 1), **av = calloc(MAXARGS, sizeof *av);
   if (!text || !av) {
     fclose(f);
     free(text);
     free(av);
     return gc_cli_fail("train", 0, "out of memory");
   }
-  size_t len = fread(text, 1, (1 << 16) - 1, f);
+  size_t len = fread(text, 1, MAXTEXT + 1, f);
+  int read_error = ferror(f);
   fclose(f);
+  /* a text of "option value" lines: refuse what cannot be one rather
+   * than guess at options in it */
+  const char *why = read_error ? "read error"
+                    : len > MAXTEXT ? "longer than 64 KiB" : NULL;
+  for (size_t i = 0; !why && i < len; i++) {
+    unsigned char ch = (unsigned char) text[i];
+    if (ch < 0x20 && ch != '\n' && ch != '\t' && ch != '\r')
+      why = "binary data (control bytes), not a text of \"option value\" lines";
+  }
+  if (why) {
+    free(text);
+    free(av);
+    return gc_cli_usage_error("train", "--config %s: %s", path, why);
+  }
   text[len] = '\0';
   int n = 0, oom = 0;
   char *save = NULL;
@@ -270,6 +294,29 @@ int gc_cmd_train(int argc, char **argv)
     }
     o.c.config_file = o.config;
   }
+  const char *bad = o.c.epochs == 0 ? "--epochs must be at least 1"
+                    : o.lr_set && !(o.c.lr > 0) ? "--lr must be positive"
+                    : !(o.c.momentum >= 0 && o.c.momentum < 1) ? "--momentum must lie in [0, 1)"
+                    : NULL;
+  if (bad) {
+    free_config(cav, cac);
+    return gc_cli_usage_error("train", "%s", bad);
+  }
+  if (o.c.resume) {
+    /* killed before the first checkpoint: nothing to resume, start over */
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/checkpoint.json", o.c.out);
+    if (access(ck, F_OK) != 0 && errno == ENOENT) {
+      fprintf(stderr, "gradcomp train: --resume: no checkpoint in %s yet;"
+              " starting from the beginning\n", o.c.out);
+      o.c.resume = 0;
+    }
+  }
+  char note[1000];
+  snprintf(note, sizeof note, "the rows of %s/log.csv and the checkpoint of the"
+           " last finished epoch are kept; continue with the same options and"
+           " --resume", o.c.out);
+  gc_cli_set_interrupt_note("train", note);
   const char *model = o.c.model && *o.c.model ? o.c.model
                       : gc_nn_model_default(o.c.dataset);
   if (!o.lr_set)

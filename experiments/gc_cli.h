@@ -87,6 +87,27 @@ typedef struct gc_cli_args {
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val);
 int gc_cli_unknown(const gc_cli_args *a, const char *opt);
 
+/* Every program calls this first; non-zero (after a message) means exit
+ * with that status.  SIGXFSZ is ignored, so a write past `ulimit -f` fails
+ * with EFBIG and the write checks below report it, instead of a silent
+ * kill; Ctrl-C (SIGINT) prints the interrupt note and exits 130.  Rows
+ * already written are flushed and snapshots are renamed into place whole,
+ * so stopping at any moment loses nothing committed.  Under an
+ * address-space limit (ulimit -v) the BLAS work buffer is taken now, or
+ * the program stops naming the limit: OpenBLAS would spin for ever on a
+ * failed allocation in the middle of a run. */
+int gc_cli_start(const char *cmd);
+/* The note Ctrl-C prints, e.g. where the results are and how to resume
+ * (copied; at most 1000 bytes).  Default: "interrupted; rows written so far
+ * are kept". */
+void gc_cli_set_interrupt_note(const char *cmd, const char *note);
+/* After each CSV row: push it to the kernel and check the stream.  On a
+ * write error (full disk, file-size limit) print "gradcomp CMD: FILE:
+ * write failed: REASON" and return 1; else 0.  gc_cli_csv_close does the
+ * same and closes f (also on error). */
+int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path);
+int gc_cli_csv_close(const char *cmd, FILE *f, const char *path);
+
 /* Subcommands: each returns the process exit status. */
 int gc_cmd_compress(int argc, char **argv);
 int gc_cmd_bench(int argc, char **argv);

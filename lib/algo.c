@@ -138,6 +138,11 @@ int gc_algo_config_check(const gc_algo_config *cfg)
               " (down_params.segments)", cfg->down->name);
   if (!(cfg->momentum >= 0.0 && cfg->momentum < 1.0))
     GC_ERROR("algorithm: momentum must lie in [0,1)", GC_EINVAL);
+  /* refused rather than ignored: a run records the momentum it was given */
+  if (cfg->momentum > 0.0 && worker_ef_kind(cfg) != GC_EF_DGC)
+    GC_ERRORF(GC_EINVAL, "algorithm %s does not apply momentum (DGC momentum"
+              " works in uni, allgather and allreduce-randk): use momentum 0",
+              gc_algo_name(cfg->kind));
   if (cfg->ef21_init != GC_EF21_INIT_COMPRESSED &&
       cfg->ef21_init != GC_EF21_INIT_GRADIENT)
     GC_ERROR("algorithm: ef21_init must be GC_EF21_INIT_*", GC_EINVAL);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "gc_data.h"
@@ -45,6 +46,46 @@ static int read_all(gzFile f, uint8_t *buf, size_t len)
   return 0;
 }
 
+/* The largest IDX payload accepted: the header's dimensions are only a
+ * claim, and MNIST-like sets are tens of MB. */
+#define IDX_MAX_BYTES ((size_t) 1 << 31)
+
+/* Read exactly `total` payload bytes.  The buffer grows with the data that
+ * actually arrives, so a header that promises more than the file holds
+ * costs no more memory than the file itself (a gzip stream has no size to
+ * check up front); size_known: the file size was checked, take it at once. */
+static int read_payload(gzFile f, const char *path, size_t total, int size_known,
+                        uint8_t **out)
+{
+  size_t cap = size_known || total < ((size_t) 1 << 20) ? total : ((size_t) 1 << 20);
+  size_t got = 0;
+  uint8_t *buf = malloc(cap);
+  if (!buf)
+    GC_ERRORF(GC_ENOMEM, "%s: cannot allocate %zu bytes", path, cap);
+  while (got < total) {
+    if (got == cap) {
+      size_t ncap = cap > total / 2 ? total : 2 * cap;
+      uint8_t *nb = realloc(buf, ncap);
+      if (!nb) {
+        free(buf);
+        GC_ERRORF(GC_ENOMEM, "%s: cannot allocate %zu bytes", path, ncap);
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    size_t want = cap - got;
+    int n = gzread(f, buf + got, want > (1u << 30) ? (1u << 30) : (unsigned) want);
+    if (n <= 0) {
+      free(buf);
+      GC_ERRORF(GC_EFORMAT, "%s: truncated: the header promises %zu data bytes,"
+                " the file holds %zu", path, total, got);
+    }
+    got += (size_t) n;
+  }
+  *out = buf;
+  return GC_SUCCESS;
+}
+
 int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
 {
   *data = NULL;
@@ -80,22 +121,33 @@ int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
       gzclose(f);
       GC_ERRORF(GC_EFORMAT, "%s: dimension %zu is zero", path, i);
     }
+    if (total > IDX_MAX_BYTES / dims[i]) {   /* also keeps the product exact */
+      gzclose(f);
+      GC_ERRORF(GC_EFORMAT, "%s: implausible IDX size: dimensions multiply to"
+                " more than %zu bytes", path, IDX_MAX_BYTES);
+    }
     total *= dims[i];
   }
-  if (total > ((size_t) 1 << 34)) {
-    gzclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: implausible IDX size %zu", path, total);
+  /* An uncompressed file has a size to compare with before allocating. */
+  int size_known = 0;
+  struct stat sb;
+  if (gzdirect(f) && stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    size_t head_len = 4 + 4 * ndim;
+    if ((size_t) sb.st_size != head_len + total) {
+      gzclose(f);
+      GC_ERRORF(GC_EFORMAT, "%s: %lld bytes, but the header promises %zu data"
+                " bytes after a %zu-byte header (%s)", path,
+                (long long) sb.st_size, total, head_len,
+                (size_t) sb.st_size < head_len + total ? "truncated"
+                                                       : "trailing bytes");
+    }
+    size_known = 1;
   }
-  uint8_t *buf = malloc(total);
-  if (!buf) {
+  uint8_t *buf;
+  int st = read_payload(f, path, total, size_known, &buf);
+  if (st) {
     gzclose(f);
-    GC_ERRORF(GC_ENOMEM, "%s: cannot allocate %zu bytes", path, total);
-  }
-  if (read_all(f, buf, total) != 0) {
-    free(buf);
-    gzclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: truncated: the header promises %zu data bytes",
-              path, total);
+    return st;
   }
   uint8_t extra;
   if (gzread(f, &extra, 1) != 0) {
@@ -144,9 +196,10 @@ int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
   }
   for (size_t i = 0; i < dl[0]; i++)
     if (lab[i] >= 10) {
+      unsigned bad = lab[i];   /* read before the buffer is freed */
       free(px); free(lab);
       GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9",
-                labels, lab[i], i);
+                labels, bad, i);
     }
   size_t n = di[0], dim = 28 * 28;
   ds->x = malloc(n * dim * sizeof *ds->x);

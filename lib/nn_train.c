@@ -4,6 +4,7 @@
  * are independent (one per OpenMP iteration, BLAS single-threaded) and every
  * reduction runs in worker order, so the thread count never changes a bit. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -198,10 +199,31 @@ static int write_config_json(const run *r, const char *dir)
 static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
 enum { CKPT_HDR = 8 + 8 + 4 };
 
+/* Remove every checkpoint-eN.bin of dir but epoch `keep` (0: all): a kill
+ * between writing a new one and committing it, or between committing and
+ * removing the old one, leaves an orphan that nothing else would delete. */
+static void remove_other_checkpoints(const char *dir, size_t keep)
+{
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  char path[4200];
+  while ((e = readdir(d))) {
+    unsigned long long ep;
+    int end = 0;
+    if (sscanf(e->d_name, "checkpoint-e%llu.bin%n", &ep, &end) == 1 &&
+        e->d_name[end] == '\0' && ep != keep &&
+        path_in(path, sizeof path, dir, e->d_name) == GC_SUCCESS)
+      remove(path);
+  }
+  closedir(d);
+}
+
 static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
                      uint64_t down)
 {
-  char name[64], path[4200], old[4200], fp[512], text[1400];
+  char name[64], path[4200], fp[512], text[1400];
   snprintf(name, sizeof name, "checkpoint-e%zu.bin", epoch);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
   size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
@@ -229,11 +251,7 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
            (unsigned long long) down, fp);
   GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
   GC_TRY(write_atomic(path, text));
-  if (epoch > 0) {
-    snprintf(name, sizeof name, "checkpoint-e%zu.bin", epoch - 1);
-    if (path_in(old, sizeof old, r->c->out, name) == GC_SUCCESS)
-      remove(old);
-  }
+  remove_other_checkpoints(r->c->out, epoch);
   return GC_SUCCESS;
 }
 
@@ -312,10 +330,20 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
   if (!q || strncmp(q + 16, fp, strlen(fp)) != 0 || q[16 + strlen(fp)] != '"')
     GC_ERRORF(GC_EINVAL, "%s: the checkpoint belongs to another configuration"
               " (resume with the same options)", path);
+  /* Only whole epochs are checkpointed, so steps = epoch x steps per
+   * epoch; and the simulator's own counter (it indexes the byte ledger)
+   * must say the same, or a crafted file could make the ledger huge. */
+  size_t spe = (r->off[1] - r->off[0]) / r->c->batch;
+  if (e == 0 || spe == 0 || s % spe != 0 || s / spe != e)
+    GC_ERRORF(GC_EFORMAT, "%s: epoch %llu and steps %llu disagree (%zu steps"
+              " per epoch)", path, e, s, spe);
   char name[64];
   snprintf(name, sizeof name, "checkpoint-e%llu.bin", e);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
   GC_TRY(ckpt_read(r, path));
+  if (gc_sim_steps_done(r->sim) != s)
+    GC_ERRORF(GC_EFORMAT, "%s: step counter %lu, but checkpoint.json says %llu"
+              " steps", path, (unsigned long) gc_sim_steps_done(r->sim), s);
   *epoch = e;
   *steps = s;
   *up = bu;
@@ -329,7 +357,8 @@ static int log_truncate(const char *path, size_t rows)
 {
   FILE *f = fopen(path, "r");
   if (!f)
-    return GC_EIO;
+    GC_ERRORF(GC_EIO, "%s: cannot open the log to resume: %s", path,
+              strerror(errno));
   char line[4096];
   size_t cap = 1 << 16, len = 0, kept = 0;
   char *buf = malloc(cap);
@@ -856,10 +885,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   int st = GC_SUCCESS;
   FILE *log = NULL;
   char path[4200];
-  if ((st = gc__mkdir_p(c->out)) != GC_SUCCESS)
-    return st;
-  if ((st = setup(&R)) != GC_SUCCESS)
+  /* the folder only once the options and data are known to be good */
+  if ((st = setup(&R)) != GC_SUCCESS || (st = gc__mkdir_p(c->out)) != GC_SUCCESS)
     goto done;
+  gc__remove_stale_tmp(c->out, NULL);
 
   size_t P = c->workers, B = c->batch, d = R.d, ns = R.ns, dim = R.train.dim;
   size_t shard = R.off[1] - R.off[0], spe = shard / B;
@@ -871,6 +900,13 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     if ((st = path_in(path, sizeof path, c->out, "log.csv")) ||
         (st = log_truncate(path, epoch0)))
       goto done;
+    remove_other_checkpoints(c->out, epoch0);
+  } else {
+    /* a fresh log: an old checkpoint no longer describes this folder */
+    if ((st = path_in(path, sizeof path, c->out, "checkpoint.json")))
+      goto done;
+    remove(path);
+    remove_other_checkpoints(c->out, 0);
   }
   if ((st = write_config_json(&R, c->out)))
     goto done;
@@ -885,7 +921,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   }
   if (!c->resume) {
     fputs(log_header, log);
-    fflush(log);
+    if ((st = gc__flush_checked(log, path)))
+      goto done;
   }
   if (c->max_steps && steps >= c->max_steps)
     goto done;
@@ -1052,7 +1089,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
             usum / (double) done_here / (double) R.K,
             xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
             tcomp, w1 - w0, s1 - s0 + tstats, ttot);
-    fflush(log);
+    if ((st = gc__flush_checked(log, path)))
+      break;
     if (!c->quiet)
       fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
               e + 1, lsum / (double) done_here, acc, ttot);
@@ -1078,8 +1116,11 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     res->epoch_seconds = tn ? tsum / (double) tn : 0;
   free(gp);
 done:
-  if (log)
-    fclose(log);
+  if (log && fclose(log) != 0 && st == GC_SUCCESS) {
+    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: write failed: %s", path,
+              strerror(errno));
+    st = GC_EIO;
+  }
   run_free(&R);
   return st;
 }

@@ -3,7 +3,9 @@
  * 'shape': (n,), } padded so that the data starts on a 64-byte boundary. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,10 @@ static int parse_shape(const char *s, gc_array *a)
     if (!isdigit((unsigned char) *s) || a->ndim == GC_NPY_MAXDIM)
       return -1;
     char *end;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE || v > SIZE_MAX)
+      return -1;
     a->shape[a->ndim++] = (size_t) v;
     s = end;
     if (*s == 'L')   /* written by Python 2 */
@@ -158,6 +163,19 @@ int gc_npy_read(const char *path, gc_array *a)
     a->count *= a->shape[i];
   }
   size_t bytes = a->count * (size_t) a->dtype;
+  /* The header's shape is only a claim: compare it with what the file
+   * holds before allocating for it. */
+  struct stat sb;
+  long at = ftell(f);
+  if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && at >= 0 &&
+      (uint64_t) (sb.st_size - at) < bytes) {
+    char what[160];
+    snprintf(what, sizeof what, "truncated data: the header promises %zu "
+             "values (%zu bytes), the file holds %lld bytes of data", a->count,
+             bytes, (long long) (sb.st_size - at));
+    status = fail_format(path, what);
+    goto done;
+  }
   a->data = malloc(bytes ? bytes : 1);
   if (!a->data) {
     status = GC_ENOMEM;
@@ -171,7 +189,9 @@ int gc_npy_read(const char *path, gc_array *a)
     status = short_read(f, path, what);
     goto done;
   }
-  if (is_fortran && a->ndim == 2) {   /* column-major -> row-major */
+  /* column-major -> row-major; nothing to move in an empty array, whose
+   * other dimension may be huge */
+  if (is_fortran && a->ndim == 2 && a->count > 0) {
     size_t r = a->shape[0], c = a->shape[1], es = (size_t) a->dtype;
     unsigned char *t = malloc(bytes ? bytes : 1);
     if (!t) {
@@ -231,9 +251,43 @@ int gc_npy_write(const char *path, int dtype, size_t ndim, const size_t *shape,
   return gc__write_atomic(path, parts, lens, 2);
 }
 
+/* Remove the temporaries of path itself that a killed writer left. */
+static void remove_stale_tmp_of(const char *path)
+{
+  char dir[4096], prefix[1024];
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if ((size_t) (slash - path) < sizeof dir)
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int) (slash - path), path);
+  else
+    return;
+  if ((size_t) snprintf(prefix, sizeof prefix, "%s.tmp.", base) < sizeof prefix)
+    gc__remove_stale_tmp(dir, prefix);
+}
+
 int gc__write_atomic(const char *path, const void *const *parts,
                      const size_t *lens, size_t nparts)
 {
+  /* A device or pipe (/dev/null, /dev/stdout) is written in place: a
+   * rename over it would replace the device node with a regular file. */
+  struct stat sb;
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    FILE *d = fopen(path, "wb");
+    if (!d)
+      GC_ERRORF(GC_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    int good = 1;
+    for (size_t i = 0; good && i < nparts; i++)
+      good = fwrite(parts[i], 1, lens[i], d) == lens[i];
+    good = (fflush(d) == 0) && good;
+    int e = errno;
+    good = (fclose(d) == 0) && good;
+    if (!good)
+      GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(e));
+    return GC_SUCCESS;
+  }
+  remove_stale_tmp_of(path);
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 32);
   if (!tmp)
@@ -258,6 +312,38 @@ int gc__write_atomic(const char *path, const void *const *parts,
   }
   free(tmp);
   return GC_SUCCESS;
+}
+
+int gc__flush_checked(FILE *f, const char *path)
+{
+  if (fflush(f) != 0 || ferror(f))
+    GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(errno));
+  return GC_SUCCESS;
+}
+
+size_t gc__remove_stale_tmp(const char *dir, const char *prefix)
+{
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  size_t removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *t = strstr(e->d_name, ".tmp.");
+    if (!t || t == e->d_name || (prefix && strncmp(e->d_name, prefix, strlen(prefix))))
+      continue;
+    char *end;
+    long pid = strtol(t + 5, &end, 10);
+    /* only names gc__write_atomic makes, and only a writer that is gone */
+    if (*end || end == t + 5 || pid <= 0 || kill((pid_t) pid, 0) == 0 || errno != ESRCH)
+      continue;
+    char path[4200];
+    if ((size_t) snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < sizeof path &&
+        remove(path) == 0)
+      removed++;
+  }
+  closedir(d);
+  return removed;
 }
 
 int gc_array_convert(gc_array *a, int dtype)

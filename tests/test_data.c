@@ -5,11 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "gc_data.h"
 #include "gc_errno.h"
+#include "gc_npy.h"
 #include "gc_test.h"
 
 static void be32(uint8_t *b, uint32_t v)
@@ -116,9 +119,96 @@ Test(data, idx_bad_files)
   fputc(10, f);
   fclose(f);
   cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT);
-  cr_assert(strstr(gc_last_error(), "label"), "%s", gc_last_error());
+  /* the label and its record, read before the buffer was freed */
+  cr_assert(strstr(gc_last_error(), "label 10 at record 2"), "%s", gc_last_error());
   remove(img);
   remove(lab);
+}
+
+/* Cap this test process's address space at what it maps now plus `mb`
+ * MiB, so that a loader allocating what a header claims fails with
+ * GC_ENOMEM instead of passing unnoticed.  (Each Criterion test runs in
+ * its own process.) */
+static void limit_memory(size_t mb)
+{
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (!f || fscanf(f, "%lu", &pages) != 1)
+    cr_skip_test("no /proc/self/statm");
+  fclose(f);
+  rlim_t cap = (rlim_t) pages * (rlim_t) sysconf(_SC_PAGESIZE) + (rlim_t) mb * 1048576;
+  struct rlimit rl = { cap, cap };
+  cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+}
+
+/* Raw and gzip IDX files whose header claims about 1.6 GB of images (2^21
+ * of them) but which hold 5: a format error naming the shortfall, found
+ * within the memory of the real data, and dimensions whose product would
+ * overflow are refused from the header alone. */
+Test(data, idx_header_claims_are_checked_before_allocating)
+{
+  paths();
+  limit_memory(256);
+  gc_dataset ds;
+  for (int gz = 0; gz <= 1; gz++) {
+    write_idx(img, 3, 5, gz, 0, 8, (1u << 21) - 5);
+    write_idx(lab, 1, 5, 0, 0, 8, (1u << 21) - 5);
+    cr_assert_eq(gc_data_load_idx(img, lab, 0, &ds), GC_EFORMAT, "gz=%d: %s", gz,
+                 gc_last_error());
+    cr_assert(strstr(gc_last_error(), img) && strstr(gc_last_error(), "truncated"),
+              "%s", gc_last_error());
+  }
+  size_t dims[3];
+  uint8_t *data;
+  write_idx(img, 3, 5, 0, 0, 8, 0xffffffffu - 5);   /* 2^32 x 28 x 28 */
+  cr_assert_eq(gc_idx_read(img, 3, dims, &data), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "implausible"), "%s", gc_last_error());
+  cr_assert_null(data);
+  remove(img);
+  remove(lab);
+}
+
+static void write_npy_header(const char *path, const char *dict, size_t data_bytes)
+{
+  FILE *f = fopen(path, "wb");
+  cr_assert(f != NULL);
+  size_t len = strlen(dict);
+  unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                            (unsigned char) (len & 0xff), (unsigned char) (len >> 8) };
+  fwrite(pre, 1, 10, f);
+  fwrite(dict, 1, len, f);
+  for (size_t i = 0; i < data_bytes; i++)
+    fputc(0, f);
+  fclose(f);
+}
+
+/* .npy: a 129-byte file claiming 1.1 GB is a format error before any
+ * allocation; an empty Fortran-order array with a huge other dimension
+ * loads at once (the transpose used to loop over 10^15 rows); a shape
+ * number past 64 bits is refused. */
+Test(data, npy_header_claims, .timeout = 20)
+{
+  limit_memory(256);
+  char p[512];
+  snprintf(p, sizeof p, "%s", gc_test_tmp("claim.npy"));
+  gc_array a;
+  write_npy_header(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (140000000,), }\n", 48);
+  cr_assert_eq(gc_npy_read(p, &a), GC_EFORMAT, "%s", gc_last_error());
+  cr_assert(strstr(gc_last_error(), "truncated") && strstr(gc_last_error(), "140000000"),
+            "%s", gc_last_error());
+  write_npy_header(p, "{'descr': '<f4', 'fortran_order': True, 'shape': (1000000000000000, 0), }\n", 0);
+  cr_assert_eq(gc_npy_read(p, &a), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(a.count, 0);
+  gc_array_free(&a);
+  write_npy_header(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }\n", 0);
+  cr_assert_eq(gc_npy_read(p, &a), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "shape"), "%s", gc_last_error());
+  /* a good one still loads, data and all */
+  write_npy_header(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", 12);
+  cr_assert_eq(gc_npy_read(p, &a), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(a.count, 3);
+  gc_array_free(&a);
+  remove(p);
 }
 
 static void write_cifar(const char *path, size_t n, size_t cut, int badlabel)
@@ -222,4 +312,36 @@ Test(data, shuffle_is_a_permutation)
     moved += a[i] != i;
   }
   cr_assert_gt(moved, 50);
+}
+
+/* An atomic write removes the temporaries of the same file that a killed
+ * writer left ("v.npy.tmp.PID", PID gone), and only those: a live
+ * process's temporary and another file's stay. */
+Test(data, atomic_write_removes_stale_temporaries)
+{
+  char v[512], dead[600], live[600], other[600];
+  snprintf(v, sizeof v, "%s", gc_test_tmp("stale-v.npy"));
+  pid_t child = fork();
+  if (child == 0)
+    _exit(0);
+  cr_assert(child > 0);
+  waitpid(child, NULL, 0);   /* its pid now names no process */
+  snprintf(dead, sizeof dead, "%s.tmp.%ld", v, (long) child);
+  /* the runner that started this test is alive (our own pid would be the
+   * name of the writer's own temporary) */
+  snprintf(live, sizeof live, "%s.tmp.%ld", v, (long) getppid());
+  snprintf(other, sizeof other, "%s.tmp.%ld", gc_test_tmp("stale-w.npy"), (long) child);
+  const char *made[3] = { dead, live, other };
+  for (int i = 0; i < 3; i++) {
+    FILE *f = fopen(made[i], "w");
+    cr_assert(f != NULL);
+    fclose(f);
+  }
+  float x[2] = { 1, 2 };
+  size_t n = 2;
+  cr_assert_eq(gc_npy_write(v, GC_F32, 1, &n, x), GC_SUCCESS);
+  cr_assert(access(dead, F_OK) != 0, "%s left behind", dead);
+  cr_assert(access(live, F_OK) == 0, "%s (a live writer's) removed", live);
+  cr_assert(access(other, F_OK) == 0, "%s (another file's) removed", other);
+  remove(v); remove(live); remove(other);
 }

@@ -239,3 +239,25 @@ Test(frontend, bench_compress_device_and_dense_rows)
   st = run(out, sizeof out, "%s bench compress --device tpu --d 1000", gradcomp);
   cr_assert(st == 2 && strstr(out, "tpu"), "exit %d\n%s", st, out);
 }
+
+/* --resume before the first checkpoint exists (a run killed in epoch 1)
+ * starts the run from the beginning instead of refusing; it says so, and
+ * the run then leaves a checkpoint to resume from. */
+Test(frontend, train_resume_without_checkpoint_starts_fresh)
+{
+  const char *data = gc_test_need_dataset("mnist");
+  char dir[512], out[8192], ck[600];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-fresh"));
+  snprintf(ck, sizeof ck, "%s/checkpoint.json", dir);
+  int st = run(out, sizeof out, "%s train --data %s --train-subset 200 --test-subset 100"
+               " --workers 2 --epochs 1 --out %s --resume", gradcomp, data, dir);
+  cr_assert(st == 0, "exit %d\n%s", st, out);
+  cr_assert(strstr(out, "no checkpoint in") && strstr(out, "starting from the beginning"),
+            "%s", out);
+  FILE *f = fopen(ck, "r");
+  cr_assert(f != NULL, "%s missing", ck);
+  fclose(f);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert(system(cmd) == 0);
+}

@@ -1,0 +1,43 @@
+# tests/bad-input/helpers.sh -- sourced by each case of the catalogue
+# (tests/bad-input/run) before its command: makers of malformed inputs.
+
+# be32 N: four big-endian bytes
+be32() {
+  printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) \
+    $(($1 >> 8 & 255)) $(($1 & 255)))"
+}
+# idx FILE NDIM DIM... PAYLOAD_BYTES: an IDX header (magic 00 00 08 NDIM:
+# unsigned bytes) and PAYLOAD_BYTES zero bytes
+idx() {
+  f=$1 nd=$2
+  shift 2
+  { printf '\000\000\010'; printf "$(printf '\\%03o' "$nd")"
+    i=0
+    while [ "$i" -lt "$nd" ]; do be32 "$1"; shift; i=$((i + 1)); done
+    head -c "$1" /dev/zero; } > "$f"
+}
+# npy FILE DICT DATA_BYTES: a version-1 .npy with that header dict
+npy() {
+  len=$(printf '%s\n' "$2" | wc -c)
+  { printf '\223NUMPY\001\000'; printf "$(printf '\\%03o\\%03o' $((len & 255)) $((len >> 8)))"
+    printf '%s\n' "$2"; head -c "$3" /dev/zero; } > "$1"
+}
+# fake_mnist DIR: the four MNIST IDX files, all pixels 0, labels 0
+fake_mnist() {
+  mkdir -p "$1/mnist"
+  idx "$1/mnist/train-images-idx3-ubyte" 3 60000 28 28 47040000
+  idx "$1/mnist/train-labels-idx1-ubyte" 1 60000 60000
+  idx "$1/mnist/t10k-images-idx3-ubyte" 3 10000 28 28 7840000
+  idx "$1/mnist/t10k-labels-idx1-ubyte" 1 10000 10000
+}
+# fixture_run: a tiny finished training run (one epoch) in ./run, copied
+# from $WORK/fixture/run, which the first case that asks for it makes
+fixture_run() {
+  if [ ! -f "$WORK/fixture/run/checkpoint.json" ]; then
+    "$G" train $TRAIN_SMALL --epochs 1 --out "$WORK/fixture/run" >/dev/null 2>&1 ||
+      { echo "fixture run failed"; return 1; }
+  fi
+  cp -r "$WORK/fixture/run" run
+}
+needs_data() { :; }   # a marker: the runner skips the case without MNIST
+
