@@ -135,6 +135,7 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
                            int p_one, size_t want, size_t *refused)
 {
   size_t done = 0, printed = 0;
+  double min_ratio[2] = { INFINITY, INFINITY };   /* path, expectation rows */
   *refused = 0;
   for (uint32_t i = 0; done < want; i++) {
     cr_assert(i < 4 * want, "too many diverging instances");
@@ -185,10 +186,13 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
       cr_assert(r->delta >= (double) (up_side ? in.k : in.k_down) / (double) in.d * (1 - REL),
                 "%s instance %u: delta %g", r->name, i, r->delta);
     cr_assert(r->expectation == (in.sigma > 0 || random));
+    if (r->measured > 0)
+      min_ratio[r->expectation] = fmin(min_ratio[r->expectation], r->value / r->measured);
     printed++;
   }
-  cr_log_info("bound %d: %zu runs, %zu printed, %zu refused", bound, done, printed,
-              *refused);
+  cr_log_info("bound %d: %zu runs, %zu printed, %zu refused; min bound/measured %g on "
+              "the path, %g in expectation", bound, done, printed, *refused, min_ratio[0],
+              min_ratio[1]);
   return printed;
 }
 
