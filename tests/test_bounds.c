@@ -104,15 +104,15 @@ static const char *expected_refusal(int bound, const instance *in, const gc_boun
   gc_algo_kind k = in->kind;
   switch (bound) {
   case B_NONCONVEX:
-    if (k == GC_ALGO_EF21)
+    if (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC)
       return "error memory";
     if (has_server_memory(k) && strcmp(in->down, "topk"))
       return "not top-K";
     return NULL;
   case B_EF_SGD:
-    if (k != GC_ALGO_UNI && k != GC_ALGO_DOWNLINK)
+    if (k != GC_ALGO_UNI && k != GC_ALGO_ALLGATHER && k != GC_ALGO_DOWNLINK)
       return "not EF-SGD";
-    if (k == GC_ALGO_UNI && in->P != 1)
+    if (k != GC_ALGO_DOWNLINK && in->P != 1)
       return "P = ";
     return NULL;
   default: {
@@ -177,7 +177,7 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
     /* the measured quantity is the one the row says it bounds */
     cr_assert(r->measured == (r->on == GC_BOUND_ON_MIN ? c.min_grad2 : c.mean_grad2));
     /* randk's contraction is K/d in expectation on every input */
-    int up_side = bound == B_EF21 || in.kind == GC_ALGO_UNI;
+    int up_side = bound == B_EF21 || in.kind != GC_ALGO_DOWNLINK;
     int random = bound != B_NONCONVEX && !strcmp(up_side ? in.up : in.down, "randk");
     if (random)
       cr_assert(r->delta == (double) (up_side ? in.k : in.k_down) / (double) in.d,
@@ -197,19 +197,21 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
 }
 
 static const gc_algo_kind ALL[] = { GC_ALGO_SGD, GC_ALGO_UNI, GC_ALGO_BI, GC_ALGO_DOWNLINK,
-                                    GC_ALGO_DOUBLESQUEEZE, GC_ALGO_EF21 };
+                                    GC_ALGO_DOUBLESQUEEZE, GC_ALGO_EF21, GC_ALGO_EF21_BC,
+                                    GC_ALGO_ALLREDUCE, GC_ALGO_ALLREDUCE_RANDK,
+                                    GC_ALGO_ALLGATHER };
 
 Test(bounds_property, nonconvex_4_3)
 {
-  size_t refused, ok = check_family(B_NONCONVEX, 11, ALL, 6, 0, 220, &refused);
+  size_t refused, ok = check_family(B_NONCONVEX, 11, ALL, 10, 0, 220, &refused);
   cr_assert(ok >= 100 && refused >= 20, "printed %zu, refused %zu", ok, refused);
 }
 
 Test(bounds_property, ef_sgd_4_6)
 {
   static const gc_algo_kind kinds[] = { GC_ALGO_UNI, GC_ALGO_UNI, GC_ALGO_DOWNLINK,
-                                        GC_ALGO_BI };
-  size_t refused, ok = check_family(B_EF_SGD, 12, kinds, 4, 1, 220, &refused);
+                                        GC_ALGO_BI, GC_ALGO_ALLGATHER, GC_ALGO_SGD };
+  size_t refused, ok = check_family(B_EF_SGD, 12, kinds, 6, 1, 220, &refused);
   cr_assert(ok >= 80 && refused >= 20, "printed %zu, refused %zu", ok, refused);
 }
 
