@@ -1,4 +1,4 @@
-/* test_bounds.c -- property tests of the bounds of docs/theory.md section 5:
+/* test_bounds.c -- property tests of the bounds of docs/theory.md 4.7:
  * over randomly generated runs, every bound whose assumptions hold is at
  * least the measured quantity it bounds, and the tool refuses (naming the
  * assumption) exactly when the test's own reading of the theorem says it
