@@ -413,3 +413,37 @@ Test(bounds_frontend, list_declares_every_bound)
   cr_assert(gc_theory_bound_info(GC_BOUND_COUNT) == NULL);
   cr_assert(strstr(out, "one worker") == NULL && strstr(out, "P = 1") != NULL);
 }
+
+/* A random compressor without an exact delta (qsgd) gets the multi-draw
+ * lower estimate: printed with fine levels, refused with coarse ones (omega
+ * > 1: no delta > 0) and refused without draws. */
+Test(bounds_property, qsgd_uses_the_multi_draw_estimate)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=2,d=8,L=1,mu=0.5,hetero=1", 0, &prob),
+                   GC_SUCCESS));
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  cfg.kind = GC_ALGO_DOWNLINK;
+  cfg.up = cfg.down = gc_compressor_type_by_name("qsgd");
+  cr_assert(cfg.down != NULL);
+  gc_bound_case c;
+  gc_bound_row rows[GC_BOUND_COUNT];
+  cfg.down_params.levels = 16;   /* omega = min(8/256, sqrt(8)/16) = 0.031 */
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 4, 64, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  const gc_bound_row *r = &rows[B_EF_SGD];
+  cr_assert(r->failed[0] == 0, "%s", r->failed);
+  cr_assert(r->expectation && r->delta == c.delta_down_draws);
+  cr_assert(r->delta > 1 - 0.2 && r->delta < 1, "delta %g", r->delta);
+  cr_assert(r->value >= r->measured, "%g < %g", r->value, r->measured);
+  cfg.down_params.levels = 1;    /* omega = sqrt(8) > 1 */
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 4, 64, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(strstr(r->failed, "downlink compressor qsgd: measured delta = -") != NULL, "%s",
+            r->failed);
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 4, 0, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(strstr(r->failed, "multi-draw probe is off") != NULL, "%s", r->failed);
+  gc_problem_free(prob);
+}
