@@ -313,7 +313,7 @@ static int eval_ef21(const gc_bound_case *c, gc_bound_row *r)
   row_init(r, 2, GC_BOUND_ON_MEAN, c);
   if (c->kind != GC_ALGO_EF21)
     return refuse(r, "algorithm %s is not EF21", gc_algo_name(c->kind));
-  r->expectation = is_random(c->up);
+  r->expectation = c->sigma > 0 || is_random(c->up);
   if (c->sigma > 0)
     return refuse(r, "sigma = %g (theorem: exact gradients)", c->sigma);
   if (!c->constant_lr)
