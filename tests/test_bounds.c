@@ -1,4 +1,4 @@
-/* test_bounds.c -- property tests of the bounds of docs/theory.md section 5:
+/* test_bounds.c -- property tests of the bounds of docs/theory.md 4.7:
  * over randomly generated runs, every bound whose assumptions hold is at
  * least the measured quantity it bounds, and the tool refuses (naming the
  * assumption) exactly when the test's own reading of the theorem says it
@@ -104,15 +104,15 @@ static const char *expected_refusal(int bound, const instance *in, const gc_boun
   gc_algo_kind k = in->kind;
   switch (bound) {
   case B_NONCONVEX:
-    if (k == GC_ALGO_EF21)
+    if (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC)
       return "error memory";
     if (has_server_memory(k) && strcmp(in->down, "topk"))
       return "not top-K";
     return NULL;
   case B_EF_SGD:
-    if (k != GC_ALGO_UNI && k != GC_ALGO_DOWNLINK)
+    if (k != GC_ALGO_UNI && k != GC_ALGO_ALLGATHER && k != GC_ALGO_DOWNLINK)
       return "not EF-SGD";
-    if (k == GC_ALGO_UNI && in->P != 1)
+    if (k != GC_ALGO_DOWNLINK && in->P != 1)
       return "P = ";
     return NULL;
   default: {
@@ -135,6 +135,7 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
                            int p_one, size_t want, size_t *refused)
 {
   size_t done = 0, printed = 0;
+  double min_ratio[2] = { INFINITY, INFINITY };   /* path, expectation rows */
   *refused = 0;
   for (uint32_t i = 0; done < want; i++) {
     cr_assert(i < 4 * want, "too many diverging instances");
@@ -176,7 +177,7 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
     /* the measured quantity is the one the row says it bounds */
     cr_assert(r->measured == (r->on == GC_BOUND_ON_MIN ? c.min_grad2 : c.mean_grad2));
     /* randk's contraction is K/d in expectation on every input */
-    int up_side = bound == B_EF21 || in.kind == GC_ALGO_UNI;
+    int up_side = bound == B_EF21 || in.kind != GC_ALGO_DOWNLINK;
     int random = bound != B_NONCONVEX && !strcmp(up_side ? in.up : in.down, "randk");
     if (random)
       cr_assert(r->delta == (double) (up_side ? in.k : in.k_down) / (double) in.d,
@@ -185,27 +186,32 @@ static size_t check_family(int bound, uint64_t seed, const gc_algo_kind *kinds, 
       cr_assert(r->delta >= (double) (up_side ? in.k : in.k_down) / (double) in.d * (1 - REL),
                 "%s instance %u: delta %g", r->name, i, r->delta);
     cr_assert(r->expectation == (in.sigma > 0 || random));
+    if (r->measured > 0)
+      min_ratio[r->expectation] = fmin(min_ratio[r->expectation], r->value / r->measured);
     printed++;
   }
-  cr_log_info("bound %d: %zu runs, %zu printed, %zu refused", bound, done, printed,
-              *refused);
+  cr_log_info("bound %d: %zu runs, %zu printed, %zu refused; min bound/measured %g on "
+              "the path, %g in expectation", bound, done, printed, *refused, min_ratio[0],
+              min_ratio[1]);
   return printed;
 }
 
 static const gc_algo_kind ALL[] = { GC_ALGO_SGD, GC_ALGO_UNI, GC_ALGO_BI, GC_ALGO_DOWNLINK,
-                                    GC_ALGO_DOUBLESQUEEZE, GC_ALGO_EF21 };
+                                    GC_ALGO_DOUBLESQUEEZE, GC_ALGO_EF21, GC_ALGO_EF21_BC,
+                                    GC_ALGO_ALLREDUCE, GC_ALGO_ALLREDUCE_RANDK,
+                                    GC_ALGO_ALLGATHER };
 
 Test(bounds_property, nonconvex_4_3)
 {
-  size_t refused, ok = check_family(B_NONCONVEX, 11, ALL, 6, 0, 220, &refused);
+  size_t refused, ok = check_family(B_NONCONVEX, 11, ALL, 10, 0, 220, &refused);
   cr_assert(ok >= 100 && refused >= 20, "printed %zu, refused %zu", ok, refused);
 }
 
 Test(bounds_property, ef_sgd_4_6)
 {
   static const gc_algo_kind kinds[] = { GC_ALGO_UNI, GC_ALGO_UNI, GC_ALGO_DOWNLINK,
-                                        GC_ALGO_BI };
-  size_t refused, ok = check_family(B_EF_SGD, 12, kinds, 4, 1, 220, &refused);
+                                        GC_ALGO_BI, GC_ALGO_ALLGATHER, GC_ALGO_SGD };
+  size_t refused, ok = check_family(B_EF_SGD, 12, kinds, 6, 1, 220, &refused);
   cr_assert(ok >= 80 && refused >= 20, "printed %zu, refused %zu", ok, refused);
 }
 
@@ -406,4 +412,38 @@ Test(bounds_frontend, list_declares_every_bound)
   }
   cr_assert(gc_theory_bound_info(GC_BOUND_COUNT) == NULL);
   cr_assert(strstr(out, "one worker") == NULL && strstr(out, "P = 1") != NULL);
+}
+
+/* A random compressor without an exact delta (qsgd) gets the multi-draw
+ * lower estimate: printed with fine levels, refused with coarse ones (omega
+ * > 1: no delta > 0) and refused without draws. */
+Test(bounds_property, qsgd_uses_the_multi_draw_estimate)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=2,d=8,L=1,mu=0.5,hetero=1", 0, &prob),
+                   GC_SUCCESS));
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  cfg.kind = GC_ALGO_DOWNLINK;
+  cfg.up = cfg.down = gc_compressor_type_by_name("qsgd");
+  cr_assert(cfg.down != NULL);
+  gc_bound_case c;
+  gc_bound_row rows[GC_BOUND_COUNT];
+  cfg.down_params.levels = 16;   /* omega = min(8/256, sqrt(8)/16) = 0.031 */
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 4, 64, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  const gc_bound_row *r = &rows[B_EF_SGD];
+  cr_assert(r->failed[0] == 0, "%s", r->failed);
+  cr_assert(r->expectation && r->delta == c.delta_down_draws);
+  cr_assert(r->delta > 1 - 0.2 && r->delta < 1, "delta %g", r->delta);
+  cr_assert(r->value >= r->measured, "%g < %g", r->value, r->measured);
+  cfg.down_params.levels = 1;    /* omega = sqrt(8) > 1 */
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 4, 64, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(strstr(r->failed, "downlink compressor qsgd: measured delta = -") != NULL, "%s",
+            r->failed);
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 40, 4, 0, 0, &c), GC_SUCCESS));
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(strstr(r->failed, "multi-draw probe is off") != NULL, "%s", r->failed);
+  gc_problem_free(prob);
 }

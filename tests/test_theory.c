@@ -1,5 +1,5 @@
 /* test_theory.c -- problems, probes, bounds and the counterexample checks
- * (theory.md section 7, properties 13, 14, 16-19). */
+ * (docs/theory.md section 7, properties 13, 14, 16-19). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,7 +301,7 @@ Test(counterexample, toy_bi_below_uni_and_downlink_converges)
               (unsigned long long) seed, rep.bi_mean, rep.uni_mean);
     cr_assert(rep.down_final <= 1e-6 * rep.down_f0, "seed %llu: down %g from %g",
               (unsigned long long) seed, rep.down_final, rep.down_f0);
-    /* xi is large here (about 30-40, theory.md 5.1); never assert xi < 1 */
+    /* xi is large here (about 30-40, docs/theory.md 5.1); never assert xi < 1 */
     cr_assert(isfinite(rep.uni_xi_mean) && rep.uni_xi_mean > 10 && rep.uni_xi_mean < 100,
               "uni xi mean %g", rep.uni_xi_mean);
     cr_assert(eq(long, rep.mean_from, 500));

@@ -123,7 +123,8 @@ const gc_bound_info *gc_theory_bound_info(size_t i)
   return i < GC_BOUND_COUNT ? &INFO[i] : NULL;
 }
 
-static void refuse(gc_bound_row *r, const char *fmt, ...)
+/* Record the failed assumption; returns 0 so that checks can `return refuse(...)`. */
+static int refuse(gc_bound_row *r, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -133,6 +134,7 @@ static void refuse(gc_bound_row *r, const char *fmt, ...)
     if (*p == ',')
       *p = ';';   /* one CSV field, readable without quoting */
   r->value = NAN;
+  return 0;
 }
 
 static void row_init(gc_bound_row *r, size_t which, int on, const gc_bound_case *c)
@@ -216,8 +218,11 @@ static int plain_ef(gc_bound_row *r, const gc_bound_case *c)
   return 1;
 }
 
+/* The eval_* functions fill one row and return 1 when the bound was
+ * evaluated, 0 when an assumption failed. */
+
 /* Non-convex bound of 4.3 on mean_t ||grad F||^2. */
-static void eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
+static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 0, GC_BOUND_ON_MEAN, c);
   gc_algo_kind k = c->kind;
@@ -225,7 +230,7 @@ static void eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
         server_memory(k)))
     return refuse(r, "algorithm %s keeps no error memory of 4.3", gc_algo_name(k));
   if (!plain_ef(r, c))
-    return;
+    return 0;
   if (c->recursion_fails)
     return refuse(r, "downlink compressor %s is not top-K (xi_bi and the recursion use "
                   "TopK_d)", c->down ? c->down->name : "none");
@@ -250,10 +255,11 @@ static void eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
     return refuse(r, "max ||E_t|| = %.6g exceeds (gamma+xi)/(1-gamma) lr M = %.6g",
                   c->mem_norm_max, unrolled);
   r->value = gc_bound_nonconvex(c->f0_gap, c->lr, c->T, c->L, c->M2, g, xi);
+  return 1;
 }
 
 /* EF-SGD of Karimireddy et al. (4.6) on min_t ||grad F||^2. */
-static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
+static int eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 1, GC_BOUND_ON_MIN, c);
   gc_algo_kind k = c->kind;
@@ -277,7 +283,7 @@ static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
   }
   r->expectation = c->sigma > 0 || is_random(t);
   if (!plain_ef(r, c))
-    return;
+    return 0;
   if (!c->constant_lr)
     return refuse(r, "the step size varies (theorem: constant)");
   if (c->T < 1)
@@ -285,20 +291,21 @@ static void eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
   double delta;
   if (!usable_delta(r, side, t, k == GC_ALGO_DOWNLINK ? c->k_down : c->k, c->d, path, draws,
                     c->draws, &delta))
-    return;
+    return 0;
   r->delta = delta;
   r->gamma = sqrt(1.0 - delta);
   /* the theorem's T + 1 iterates x_0..x_T are the T measured ones */
   r->value = gc_bound_ef_sgd(c->f0_gap, c->lr, c->T - 1, c->L, c->M2, delta);
+  return 1;
 }
 
 /* EF21 (3 d) on mean_t ||grad F||^2. */
-static void eval_ef21(const gc_bound_case *c, gc_bound_row *r)
+static int eval_ef21(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 2, GC_BOUND_ON_MEAN, c);
   if (c->kind != GC_ALGO_EF21)
     return refuse(r, "algorithm %s is not EF21", gc_algo_name(c->kind));
-  r->expectation = is_random(c->up);
+  r->expectation = c->sigma > 0 || is_random(c->up);
   if (c->sigma > 0)
     return refuse(r, "sigma = %g (theorem: exact gradients)", c->sigma);
   if (!c->constant_lr)
@@ -308,7 +315,7 @@ static void eval_ef21(const gc_bound_case *c, gc_bound_row *r)
   double delta;
   if (!usable_delta(r, "uplink", c->up, c->k, c->d, c->delta_up, c->delta_up_draws, c->draws,
                     &delta))
-    return;
+    return 0;
   r->delta = delta;
   r->gamma = sqrt(1.0 - delta);
   double theta = 1.0 - sqrt(1.0 - delta);
@@ -317,6 +324,7 @@ static void eval_ef21(const gc_bound_case *c, gc_bound_row *r)
     return refuse(r, "lr = %.6g exceeds the step cap 1/(L + L~ sqrt(beta/theta)) = %.6g",
                   c->lr, cap);
   r->value = gc_bound_ef21(c->f0_gap, c->lr, c->T, c->L, c->L_tilde, delta, c->G0);
+  return 1;
 }
 
 void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)

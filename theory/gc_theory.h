@@ -156,7 +156,7 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s);
  * at every step each input of a random compressor is compressed `draws`
  * more times by a second instance with another seed, and the mean
  * contraction is recorded (delta_*_draws).  Call before the first step.
- * GC_EINVAL if already set to another value, GC_ENOMEM. */
+ * GC_EINVAL if already set to another value or after a step, GC_ENOMEM. */
 int gc_theory_run_set_draws(gc_theory_run *r, size_t draws);
 gc_sim *gc_theory_run_sim(gc_theory_run *r);
 

@@ -180,18 +180,20 @@ static gc_compressor *draw_instance(const gc_compressor_type *T, size_t n,
 
 int gc_theory_run_set_draws(gc_theory_run *r, size_t draws)
 {
-  if (draws == 0 || r->draws)
-    return draws == r->draws ? GC_SUCCESS : GC_EINVAL;
+  if (draws == r->draws)
+    return GC_SUCCESS;
+  if (draws == 0 || r->draws || gc_sim_steps_done(r->sim))
+    GC_ERROR("multi-draw probe: set once, before the first step", GC_EINVAL);
   r->draw_up = draw_instance(r->cfg.up, r->n, &r->cfg.up_params);
   r->draw_down = draw_instance(r->cfg.down, r->n, &r->cfg.down_params);
   int need_up = r->cfg.up && (r->cfg.up->flags & GC_COMP_RANDOM);
   int need_down = r->cfg.down && (r->cfg.down->flags & GC_COMP_RANDOM);
   if ((need_up && !r->draw_up) || (need_down && !r->draw_down))
-    return GC_ENOMEM;
+    GC_ERROR("multi-draw probe: out of memory", GC_ENOMEM);
   size_t a = r->draw_up ? gc_compressor_max_bytes(r->draw_up) : 0;
   size_t b = r->draw_down ? gc_compressor_max_bytes(r->draw_down) : 0;
   if ((a || b) && !(r->draw_buf = malloc(a > b ? a : b)))
-    return GC_ENOMEM;
+    GC_ERROR("multi-draw probe: out of memory", GC_ENOMEM);
   r->draws = draws;
   return GC_SUCCESS;
 }
