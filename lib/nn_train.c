@@ -867,6 +867,10 @@ static int setup(run *r)
       return GC_SUCCESS;
     }
     r->xi_log = r->xi_log && gc_xi_probe_defined(r->xip);
+    if (!r->xi_log && !c->bounds_every) {   /* nothing to read: free d-sized scratch */
+      gc_xi_probe_free(r->xip);
+      r->xip = NULL;
+    }
   }
   if (c->bounds_every)
     GC_TRY(bounds_alloc(r));

@@ -19,7 +19,7 @@ struct gc_xi_probe {
   gc_compressor *topk_up, *topk_down;
   uint8_t *buf;                 /* messages of both reference TopK's      */
   double *dprev;                /* server memory before the step          */
-  double *macc, *msent, *t1, *t2, *t3;
+  double *macc, *msent, *t1, *t2;
 };
 
 /* Where each method keeps its memories (gc_algo.h: the probe views). */
@@ -57,7 +57,6 @@ void gc_xi_probe_free(gc_xi_probe *w)
   free(w->msent);
   free(w->t1);
   free(w->t2);
-  free(w->t3);
   free(w);
 }
 
@@ -92,8 +91,7 @@ gc_xi_probe *gc_xi_probe_alloc(const gc_algo_config *cfg)
       !(w->macc = calloc(n, sizeof *w->macc)) ||
       !(w->msent = calloc(n, sizeof *w->msent)) ||
       !(w->t1 = calloc(n, sizeof *w->t1)) ||
-      !(w->t2 = calloc(n, sizeof *w->t2)) ||
-      !(w->t3 = calloc(n, sizeof *w->t3))) {
+      !(w->t2 = calloc(n, sizeof *w->t2))) {
     gc_xi_probe_free(w);
     GC_ERROR_NULL("out of memory for the xi probe", GC_ENOMEM);
   }
@@ -182,12 +180,12 @@ int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
   GC_TRY(roundtrip(w, w->topk_up, w->macc, w->t1));
   out->num = c * sqrt(dist2(w->t1, w->msent, n));
   out->xi = out->num / denom;
-  for (size_t i = 0; i < n; i++) {
-    w->t1[i] = w->dprev[i] + w->macc[i];
-    w->t3[i] = w->dprev[i] + w->msent[i];
+  for (size_t i = 0; i < n; i++) {   /* the means are not needed again */
+    w->macc[i] += w->dprev[i];
+    w->msent[i] += w->dprev[i];
   }
-  GC_TRY(roundtrip(w, w->topk_down, w->t1, w->t2));
-  GC_TRY(roundtrip(w, w->topk_down, w->t3, w->t1));
+  GC_TRY(roundtrip(w, w->topk_down, w->macc, w->t2));
+  GC_TRY(roundtrip(w, w->topk_down, w->msent, w->t1));
   out->num_bi = c * sqrt(dist2(w->t2, w->t1, n));
   out->xi_bi = out->num_bi / denom;
   return GC_SUCCESS;

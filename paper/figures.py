@@ -339,6 +339,8 @@ def nn_bounds_runs(res):
         cfg = cfg if isinstance(cfg, dict) else {}
         label = "%s P=%s %s" % (cfg.get("model", "?"), cfg.get("workers", "?"),
                                 cfg.get("algorithm", "?"))
+        if cfg.get("train_subset"):
+            label += " (%s examples)" % cfg["train_subset"]
         out.append((label, cfg, t))
     return sorted(out, key=lambda r: (r[0], r[2].rel))
 
