@@ -22,14 +22,6 @@ npy() {
   { printf '\223NUMPY\001\000'; printf "$(printf '\\%03o\\%03o' $((len & 255)) $((len >> 8)))"
     printf '%s\n' "$2"; head -c "$3" /dev/zero; } > "$1"
 }
-# fake_mnist DIR: the four MNIST IDX files, all pixels 0, labels 0
-fake_mnist() {
-  mkdir -p "$1/mnist"
-  idx "$1/mnist/train-images-idx3-ubyte" 3 60000 28 28 47040000
-  idx "$1/mnist/train-labels-idx1-ubyte" 1 60000 60000
-  idx "$1/mnist/t10k-images-idx3-ubyte" 3 10000 28 28 7840000
-  idx "$1/mnist/t10k-labels-idx1-ubyte" 1 10000 10000
-}
 # fixture_run: a tiny finished training run (one epoch) in ./run, copied
 # from $WORK/fixture/run, which the first case that asks for it makes
 fixture_run() {
