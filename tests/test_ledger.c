@@ -99,6 +99,12 @@ Test(ledger, resumed_simulator, .init = gc_test_quiet)
   const gc_ledger *l = gc_sim_ledger(s);
   cr_assert(gc_ledger_step_total(l, at, GC_UP) > 0);
   cr_assert(eq(u64, gc_ledger_step_total(l, at, GC_UP), gc_ledger_total(l, GC_UP)));
+  /* A counter at its limit refuses the step instead of wrapping to 0. */
+  const uint32_t last = UINT32_MAX;
+  memcpy(state, &last, sizeof last);
+  cr_assert(eq(int, gc_sim_state_load(s, state, len), GC_SUCCESS));
+  cr_assert(eq(int, gc_sim_step(s, gp, 0.1), GC_EINVAL));
+  cr_assert(eq(u32, gc_sim_steps_done(s), UINT32_MAX));
   free(state);
   gc_sim_free(s);
 }
