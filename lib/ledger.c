@@ -20,8 +20,9 @@ struct gc_ledger {
   size_t workers;
   row *rows;
   size_t nrows, caprows;
-  uint64_t *step_tot;   /* [3 * nsteps]: up, down, broadcast */
-  size_t nsteps;
+  uint64_t *step_tot;   /* [3 * nsteps]: up, down, broadcast of steps */
+  size_t nsteps;        /* first_step .. first_step + nsteps - 1       */
+  uint32_t first_step;
   uint64_t *worker_tot; /* [2 * workers] */
   uint64_t tot[3];
 };
@@ -61,6 +62,37 @@ void gc_ledger_clear(gc_ledger *l)
   memset(l->tot, 0, sizeof l->tot);
 }
 
+/* Widen the per-step totals to cover `step`.  They span the steps
+ * recorded, not 0 .. step: a simulator resumed from a checkpoint at step s
+ * must not pay 24 bytes for each step before s (a damaged checkpoint's
+ * counter near 2^32 asked for 96 GB). */
+static int cover_step(gc_ledger *l, uint32_t step)
+{
+  if (l->nsteps == 0)
+    l->first_step = step;
+  else if (step >= l->first_step && step - l->first_step < l->nsteps)
+    return GC_SUCCESS;
+  size_t lo = step < l->first_step ? step : l->first_step;
+  size_t end = (size_t) l->first_step + l->nsteps;   /* one past the last */
+  if (step >= end)
+    end = (size_t) step + 1;
+  size_t ns = l->nsteps ? l->nsteps : 64;
+  while (ns < end - lo)
+    ns *= 2;
+  uint64_t *t = realloc(l->step_tot, 3 * ns * sizeof *t);
+  if (!t)
+    GC_ERROR("out of memory", GC_ENOMEM);
+  size_t shift = l->first_step - lo;   /* new steps in front of the old */
+  memmove(t + 3 * shift, t, 3 * l->nsteps * sizeof *t);
+  memset(t, 0, 3 * shift * sizeof *t);
+  memset(t + 3 * (shift + l->nsteps), 0,
+         3 * (ns - shift - l->nsteps) * sizeof *t);
+  l->step_tot = t;
+  l->nsteps = ns;
+  l->first_step = (uint32_t) lo;
+  return GC_SUCCESS;
+}
+
 /* Grow amortised: the ledger is written by the transport, once per
  * message, not inside a step function. */
 static int add_row(gc_ledger *l, uint32_t step, size_t worker, int dir,
@@ -74,20 +106,10 @@ static int add_row(gc_ledger *l, uint32_t step, size_t worker, int dir,
     l->rows = r;
     l->caprows = cap;
   }
-  if (step >= l->nsteps) {
-    size_t ns = l->nsteps ? l->nsteps : 64;
-    while (ns <= step)
-      ns *= 2;
-    uint64_t *t = realloc(l->step_tot, 3 * ns * sizeof *t);
-    if (!t)
-      GC_ERROR("out of memory", GC_ENOMEM);
-    memset(t + 3 * l->nsteps, 0, 3 * (ns - l->nsteps) * sizeof *t);
-    l->step_tot = t;
-    l->nsteps = ns;
-  }
+  GC_TRY(cover_step(l, step));
   l->rows[l->nrows++] = (row) { step, (uint32_t) dir, worker,
                                 (uint64_t) bytes };
-  l->step_tot[3 * (size_t) step + (size_t) dir] += bytes;
+  l->step_tot[3 * (size_t) (step - l->first_step) + (size_t) dir] += bytes;
   l->tot[dir] += bytes;
   return GC_SUCCESS;
 }
@@ -117,9 +139,10 @@ uint64_t gc_ledger_total(const gc_ledger *l, int dir)
 
 uint64_t gc_ledger_step_total(const gc_ledger *l, uint32_t step, int dir)
 {
-  if (dir < 0 || dir > GC_LEDGER_BCAST || step >= l->nsteps)
+  if (dir < 0 || dir > GC_LEDGER_BCAST || step < l->first_step ||
+      step - l->first_step >= l->nsteps)
     return 0;
-  return l->step_tot[3 * (size_t) step + (size_t) dir];
+  return l->step_tot[3 * (size_t) (step - l->first_step) + (size_t) dir];
 }
 
 uint64_t gc_ledger_worker_total(const gc_ledger *l, size_t worker, int dir)

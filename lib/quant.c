@@ -98,6 +98,7 @@ static uint16_t to_bf16_f64(double v)
  * to a multiple of 8; 0 without F16C).  The scalar conversion runs at a
  * thirtieth of the streaming bandwidth. */
 #if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 __attribute__((target("avx,f16c")))
 static size_t halves_f16c(const float *x, size_t n, uint8_t *out)
@@ -114,8 +115,14 @@ static size_t halves_f16c(const float *x, size_t n, uint8_t *out)
 static size_t halves_fast(const float *x, size_t n, uint8_t *out)
 {
   static int have = -1;
-  if (have < 0)
-    have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  if (have < 0) {
+    /* The F16C bit from CPUID leaf 1 itself: clang's
+     * __builtin_cpu_supports does not know "f16c".  "avx" also checks
+     * that the OS saves the YMM registers. */
+    unsigned a, b, c, d;
+    have = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d)
+           && (c & bit_F16C);
+  }
   return have ? halves_f16c(x, n, out) : 0;
 }
 #else

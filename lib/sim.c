@@ -106,6 +106,10 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
 {
   size_t P = s->cfg.workers;
   uint32_t t = s->steps;
+  /* The counter keys the RNG and the ledger: it must not wrap to 0 (a
+   * restored state can hold any value; fuzz_checkpoint found this). */
+  if (t == UINT32_MAX)
+    GC_ERROR("the step counter is at its limit 2^32 - 1", GC_EINVAL);
   double t0 = gc__now();
   for (size_t p = 0; p < P; p++)
     GC_TRY(gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
