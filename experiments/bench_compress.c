@@ -331,8 +331,8 @@ int gc_bench_compress(int argc, char **argv)
       x[i] = (float) gc_rng_normal(2024, 0, 0, i);
     memcpy(dst, x, n * sizeof *x);   /* touch the pages before timing */
     double t_stream = time_read(x, n, 1, t, repeat);
-    int T = cores();
-    double t_all = T > 1 ? time_read(x, n, T, t, repeat) : t_stream;
+    int ncores = cores();
+    double t_all = ncores > 1 ? time_read(x, n, ncores, t, repeat) : t_stream;
     double t_libc = time_copy(libc_copy, dst, x, n, t, repeat), t_memcpy = t_libc;
     const char *copy_name = "libc memcpy";
     if (vector_copy()) {
@@ -345,15 +345,15 @@ int gc_bench_compress(int argc, char **argv)
     }
     double bytes = 4.0 * (double) n;
     printf("# d = %zu: read %.2f GB/s on 1 core, %.2f GB/s on %d; copy %.2f GB/s "
-           "(%s; libc memcpy %.2f)\n", n, bytes / t_stream * 1e-9, bytes / t_all * 1e-9, T,
+           "(%s; libc memcpy %.2f)\n", n, bytes / t_stream * 1e-9, bytes / t_all * 1e-9, ncores,
            bytes / t_memcpy * 1e-9, copy_name, bytes / t_libc * 1e-9);
     char bn[3][40];
     snprintf(bn[0], sizeof bn[0], "stream-read");
     snprintf(bn[1], sizeof bn[1], "memcpy");
     snprintf(bn[2], sizeof bn[2], "stream-read");
     double bt[3] = {t_stream, t_memcpy, t_all};
-    int bthr[3] = {1, 1, T};
-    for (int b = 0; b < (T > 1 ? 3 : 2); b++) {
+    int bthr[3] = {1, 1, ncores};
+    for (int b = 0; b < (ncores > 1 ? 3 : 2); b++) {
       printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", bn[b], n, "-", bthr[b], bt[b],
              bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b]);
       if (out)
