@@ -26,6 +26,10 @@ int gc__isa_force(int isa);
 int gc__isa_by_name(const char *name);   /* -1 when unknown */
 const char *gc__isa_name(int isa);
 
+/* Set this thread's gc_last_error without calling the handler: an error
+ * reported on a worker thread, passed on to the calling thread. */
+void gc__error_restore(const char *reason, int code);
+
 /* Monotonic wall-clock seconds, for the timing columns. */
 double gc__now(void);
 

@@ -545,6 +545,7 @@ static int setup(run *r)
   /* a bad setting is named by the compressor that rejects it */
   if (!(r->sim = gc_sim_alloc(a, r->x0)))
     return gc_last_error_code();
+  gc_sim_set_threads(r->sim, r->T);   /* workers' compression in parallel */
   /* Probes, with the method's own compressor (deterministic types only):
    * xi in model units, as theory/probe.c defines it, so memories in
    * gradient units (downlink-only, DoubleSqueeze) are scaled by lr; it is
