@@ -28,12 +28,14 @@ static void usage(FILE *out)
   fprintf(out,
           "usage: gradcomp bench compress [--device cpu] [--csv FILE] [--d N[,N]]\n"
           "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
+          "                [--threads T]\n"
           "Median single-thread time of compress+encode on N(0,1) float32 input,\n"
           "with input GB/s and ratios to the fastest streaming read and copy of the\n"
           "same array (vector loops of the CPU's widest instruction set; GC_ISA=\n"
           "sse2|avx2|avx512 caps it) measured in the same run, whose rows also\n"
           "give the read bandwidth of all cores.  Defaults: d = 1e6,2.5e7; density =\n"
-          "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats.\n");
+          "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats;\n"
+          "--threads T: the compressors run their loops on T OpenMP threads (1).\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -210,6 +212,13 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
     } else if (!strcmp(a, "--density")) {
       if (!(o->ndensity = gc_cli_doubles(cmd, a, v, o->density, GC_BENCH_MAXL)))
         return 2;
+    } else if (!strcmp(a, "--threads")) {
+      size_t th;
+      if (gc_cli_size(cmd, a, v, &th))
+        return 2;
+      if (th < 1 || th > 256)
+        return gc_cli_usage_error(cmd, "--threads: %zu is outside [1, 256]", th);
+      o->threads = (int) th;
     } else if (!strcmp(a, "--repeat")) {
       size_t r;
       if (gc_cli_size(cmd, a, v, &r))
@@ -302,7 +311,7 @@ static double time_copy(void (*copy)(float *, const float *, size_t), float *dst
 int gc_bench_compress(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
-                      .ndensity = 3, .repeat = 7, .torch = -1 };
+                      .ndensity = 3, .repeat = 7, .threads = 1, .torch = -1 };
   int done = gc_bench_parse(CMD, usage, argc, argv, &o);
   if (done >= 0)
     return done;
@@ -314,6 +323,12 @@ int gc_bench_compress(int argc, char **argv)
   if (out)
     fprintf(out, "compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy\n");
   machine();
+#ifdef _OPENMP
+  omp_set_num_threads(o.threads);
+#else
+  if (o.threads > 1)
+    return gc_cli_usage_error(CMD, "--threads %d: built without OpenMP", o.threads);
+#endif
   printf("%-16s %10s %8s %3s %12s %8s %9s %9s\n", "compressor", "d", "density", "thr",
          "median_s", "GB/s", "x_stream", "x_memcpy");
   double *t = malloc((size_t) repeat * sizeof *t);
@@ -396,10 +411,10 @@ int gc_bench_compress(int argc, char **argv)
           double tm = gc_bench_median(t, repeat);
           char dens[32];
           snprintf(dens, sizeof dens, "%g", T->flags & GC_COMP_SPARSE ? o.density[ri] : 0.0);
-          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", T->name, n, dens, 1,
-                 tm, bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
+          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", T->name, n, dens,
+                 o.threads, tm, bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
           if (out)
-            fprintf(out, "%s,%zu,%s,1,%.9f,%.4f,%.4f,%.4f\n", T->name, n, dens, tm,
+            fprintf(out, "%s,%zu,%s,%d,%.9f,%.4f,%.4f,%.4f\n", T->name, n, dens, o.threads, tm,
                     bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
         }
         fflush(stdout);

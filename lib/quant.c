@@ -20,6 +20,12 @@
  *                  H + W nb + ceil((sum_i |gamma(xi_i+1)| + nnz)/8),
  *                  |gamma(v)| = 2 floor(log2 v) + 1, nb = ceil(n/bucket);
  *                  at most H + W nb + ceil(n (|gamma(s+1)| + 1)/8).
+ * Randomness (gc_rng.h): entry i of qsgd and terngrad draws the 16-bit
+ * uniform gc_rng_u16(seed, stream, step, i), eight entries per Philox
+ * call, and takes the larger value when u < p 2^16 (p = r - floor r, resp.
+ * min(|x_i|, c) / s): E[C(x)] = x up to a bias below 2^-16 in p.
+ * qsgd's float32 bucket norm is sqrt of the sum of x_i^2 in double in
+ * sumsq's order (below); float64 scales by the largest |x_i| first.
  * Decoded values: qsgd sgn * (REAL)(norm * xi / s) computed in double;
  * terngrad +-s; scaled-sign +-scale; fp16/bf16 the exact 16-bit value.
  * Decoders validate the whole message (header, exact length, levels <= s,
@@ -271,6 +277,11 @@ enum { SUM_BLOCK = 1024 };
  * and its codes stay in L1 between the two loops that use them. */
 enum { CHUNK = 1024 };
 
+/* Loops over at least PAR_MIN entries run on the OpenMP threads (the
+ * caller's omp_set_num_threads; one inside a parallel region), in
+ * PAR_CHUNK pieces where the pieces are not CHUNKs. */
+enum { PAR_MIN = 1 << 18, PAR_CHUNK = 1 << 16 };
+
 typedef struct rngkey { uint64_t seed; uint32_t stream, step; } rngkey;
 typedef void u16_fill(const rngkey *k, uint64_t b, size_t nblk, uint16_t *u);
 
@@ -368,7 +379,7 @@ TARGET_AVX2 static void u16_blocks_avx2(const rngkey *k, uint64_t b, size_t nblk
 /* Largest |x_i| of float32 entries as a bit pattern (the order of the
  * patterns of non-negative floats is that of their values); at least
  * 0x7f800000 when some entry is NaN or Inf. */
-INLINE uint32_t absmax_bits_body(const float *x, size_t n)
+INLINE uint32_t absmax_run(const float *x, size_t n)
 {
   uint32_t m = 0;
   for (size_t i = 0; i < n; i++) {
@@ -397,21 +408,19 @@ INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
   for (unsigned h = 8; h; h >>= 1)
     for (unsigned j = 0; j < h; j++)
       acc[j] += acc[j + h];
-  uint32_t b = absmax_bits_body(x, m);
+  uint32_t b = absmax_run(x, m);
   *amax = b > *amax ? b : *amax;
   return acc[0];
 }
 
-/* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK
- * entries combined by gc__pairwise. */
-INLINE double sumsq_body(const float *x, size_t n, uint32_t *amax)
+/* The block sums of x[0, n), SUM_BLOCK entries each, into part[]; returns
+ * their number. */
+INLINE size_t sumsq_blocks_body(const float *x, size_t n, double *part, uint32_t *amax)
 {
-  gc__pairwise t = {{0}, 0, 0};
-  *amax = 0;
+  size_t nb = 0;
   for (size_t lo = 0; lo < n; lo += SUM_BLOCK)
-    gc__pairwise_push(&t, sumsq_block_body(x + lo, n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK,
-                                           amax));
-  return gc__pairwise_total(&t);
+    part[nb++] = sumsq_block_body(x + lo, n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, amax);
+  return nb;
 }
 
 /* One entry point per kernel, `name`: `body` compiled for each instruction
@@ -456,8 +465,52 @@ INLINE double sumsq_body(const float *x, size_t n, uint32_t *amax)
   static ret name params { return body(__VA_ARGS__, u16_blocks_sse2); }
 #endif
 
-DISPATCH(uint32_t, absmax_bits, absmax_bits_body, (const float *x, size_t n), x, n)
-DISPATCH(double, sumsq, sumsq_body, (const float *x, size_t n, uint32_t *amax), x, n, amax)
+DISPATCH(uint32_t, absmax_piece, absmax_run, (const float *x, size_t n), x, n)
+
+/* absmax_run over the OpenMP threads (a maximum: any split gives the
+ * same). */
+static uint32_t absmax_bits(const float *x, size_t n)
+{
+  uint32_t m = 0;
+  size_t np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  #pragma omp parallel for schedule(static) reduction(max : m) if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++) {
+    size_t lo = j * PAR_CHUNK;
+    uint32_t v = absmax_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK);
+    m = v > m ? v : m;
+  }
+  return m;
+}
+DISPATCH(size_t, sumsq_blocks, sumsq_blocks_body,
+         (const float *x, size_t n, double *part, uint32_t *amax), x, n, part, amax)
+
+/* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK
+ * entries combined by gc__pairwise in block order.  The block sums of a
+ * group of SUM_GROUP blocks are computed on the OpenMP threads (16 blocks
+ * a piece), then pushed in order: the same result for any thread count. */
+enum { SUM_GROUP = 1024, SUM_PIECE = 16 };
+static double sumsq(const float *x, size_t n, uint32_t *amax)
+{
+  gc__pairwise t = {{0}, 0, 0};
+  double part[SUM_GROUP];
+  uint32_t m = 0;
+  for (size_t g0 = 0; g0 < n; g0 += (size_t) SUM_GROUP * SUM_BLOCK) {
+    size_t gn = n - g0 < (size_t) SUM_GROUP * SUM_BLOCK ? n - g0 : (size_t) SUM_GROUP * SUM_BLOCK;
+    size_t nb = (gn + SUM_BLOCK - 1) / SUM_BLOCK, np = (nb + SUM_PIECE - 1) / SUM_PIECE;
+    #pragma omp parallel for schedule(static) reduction(max : m) if (n >= PAR_MIN)
+    for (size_t k = 0; k < np; k++) {
+      size_t lo = k * SUM_PIECE * SUM_BLOCK, len = gn - lo < SUM_PIECE * SUM_BLOCK
+                                                   ? gn - lo : SUM_PIECE * SUM_BLOCK;
+      uint32_t mk = 0;
+      sumsq_blocks(x + g0 + lo, len, part + k * SUM_PIECE, &mk);
+      m = mk > m ? mk : m;
+    }
+    for (size_t k = 0; k < nb; k++)
+      gc__pairwise_push(&t, part[k]);
+  }
+  *amax = m;
+  return gc__pairwise_total(&t);
+}
 
 #define REAL float
 #define SFX f32

@@ -454,24 +454,39 @@ INLINE size_t FN(tern_chunk)(const REAL *x, size_t m, const uint16_t *u,
   return nnz;
 }
 
-INLINE size_t FN(tern_codes_body)(const rngkey *key, const REAL *x, size_t n,
-                                    REAL c, double inv, uint8_t *out,
+/* Codes of the entries [lo, hi) (lo a multiple of CHUNK), chunk by chunk. */
+INLINE size_t FN(tern_range_body)(const rngkey *key, const REAL *x, size_t lo,
+                                    size_t hi, REAL c, double inv, uint8_t *out,
                                     u16_fill *fill)
 {
   uint16_t u[CHUNK];
   size_t nnz = 0;
-  for (size_t lo = 0; lo < n; lo += CHUNK) {
-    size_t m = n - lo < CHUNK ? n - lo : CHUNK;
-    fill(key, lo / 8, (m + 7) / 8, u);
-    nnz += FN(tern_chunk)(x + lo, m, u, c, inv, out + lo / 4);
+  for (size_t i = lo; i < hi; i += CHUNK) {
+    size_t m = hi - i < CHUNK ? hi - i : CHUNK;
+    fill(key, i / 8, (m + 7) / 8, u);
+    nnz += FN(tern_chunk)(x + i, m, u, c, inv, out + i / 4);
   }
   return nnz;
 }
 
-DISPATCH_RNG(size_t, FN(tern_codes), FN(tern_codes_body),
-             (const rngkey *key, const REAL *x, size_t n, REAL c, double inv,
-              uint8_t *out),
-             key, x, n, c, inv, out)
+DISPATCH_RNG(size_t, FN(tern_range), FN(tern_range_body),
+             (const rngkey *key, const REAL *x, size_t lo, size_t hi, REAL c,
+              double inv, uint8_t *out),
+             key, x, lo, hi, c, inv, out)
+
+/* Pieces of PAR_CHUNK entries on the OpenMP threads: the key, not the
+ * thread, picks the uniforms, so any thread count writes the same bytes. */
+static size_t FN(tern_codes)(const rngkey *key, const REAL *x, size_t n, REAL c,
+                               double inv, uint8_t *out)
+{
+  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz) if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++)
+    nnz += FN(tern_range)(key, x, j * PAR_CHUNK,
+                          n - j * PAR_CHUNK < PAR_CHUNK ? n : (j + 1) * PAR_CHUNK,
+                          c, inv, out);
+  return nnz;
+}
 
 static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
                                  uint8_t *buf, size_t cap, size_t *len,

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gc_algo.h"
 #include "gc_algo_vec.h"
@@ -144,9 +147,20 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
         return s->wst[p];
       }
   } else {
-    for (size_t p = 0; p < P; p++)
-      GC_TRY(gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
-                            s->upcap, &s->uplen[p]));
+    /* one thread means one: the compressors' own OpenMP loops too */
+#ifdef _OPENMP
+    int caller = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    int st = GC_SUCCESS;
+    for (size_t p = 0; p < P && st == GC_SUCCESS; p++)
+      st = gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
+                          s->upcap, &s->uplen[p]);
+#ifdef _OPENMP
+    omp_set_num_threads(caller);
+#endif
+    if (st)
+      return st;
   }
   double t1 = gc__now();
   size_t downlen;

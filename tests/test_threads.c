@@ -4,6 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -100,4 +103,42 @@ Test(threads, worker_error_reaches_the_caller, .init = gc_test_quiet)
   cr_assert(eq(int, gc_last_error_code(), GC_EDOM));
   cr_assert(not(eq(ptr, strstr(gc_last_error(), "123"), NULL)), "message: %s", gc_last_error());
   gc_sim_free(s);
+}
+
+/* The compressors' own loops over OpenMP threads (vectors of at least
+ * 2^18 entries; ragged last piece): 1, 2 and 3 threads, the same bytes. */
+Test(threads, compressor_loops_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { M = (1 << 18) * 3 + 4097 };
+  static const char *const names[] = {"terngrad", "qsgd"};
+  float *x = malloc(M * sizeof *x);
+  for (size_t i = 0; i < M; i++)
+    x[i] = (float) sin(0.001 * (double) i * (double) (i % 7 + 1));
+  int saved = omp_get_max_threads();
+  for (size_t j = 0; j < sizeof names / sizeof names[0]; j++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.levels = 4;
+    p.seed = 3;
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[j]), M, &p);
+    size_t cap = gc_compressor_max_bytes(c), l1, lt;
+    uint8_t *one = malloc(cap), *many = malloc(cap);
+    omp_set_num_threads(1);
+    cr_assert(eq(int, gc_compress_f32(c, x, 9, one, cap, &l1, NULL), GC_SUCCESS));
+    for (int T = 2; T <= 3; T++) {
+      omp_set_num_threads(T);
+      cr_assert(eq(int, gc_compress_f32(c, x, 9, many, cap, &lt, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, lt, l1));
+      cr_assert(eq(int, memcmp(one, many, l1), 0), "%s: %d threads", names[j], T);
+    }
+    free(one);
+    free(many);
+    gc_compressor_free(c);
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
 }
