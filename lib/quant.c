@@ -391,6 +391,25 @@ INLINE uint32_t absmax_run(const float *x, size_t n)
   return m;
 }
 
+/* Copy float32 x[0, n) to out as little-endian words, in the same pass
+ * counting nonzeros (-0 is zero) and the largest absolute bit pattern (at
+ * least 0x7f800000 when some entry is NaN or Inf): one read of x. */
+INLINE size_t copy_count_body(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0;
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, x + i, sizeof b);
+    memcpy(out + 4 * i, &b, sizeof b);
+    uint32_t a = b & 0x7fffffffu;
+    nnz += a != 0;
+    m = a > m ? a : m;
+  }
+  *amax = m;
+  return nnz;
+}
+
 /* sum x_i^2 over x[0, m), m <= SUM_BLOCK, in double (each square is
  * exact): sixteen lane sums, lane j adding x_j, x_{j+16}, ... in order,
  * then folded by halves (lane j += lane j + h, h = 8, 4, 2, 1); *amax gets
@@ -466,6 +485,27 @@ INLINE size_t sumsq_blocks_body(const float *x, size_t n, double *part, uint32_t
 #endif
 
 DISPATCH(uint32_t, absmax_piece, absmax_run, (const float *x, size_t n), x, n)
+
+DISPATCH(size_t, copy_count_piece, copy_count_body,
+         (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
+
+/* copy_count_body over the OpenMP threads (a sum and a maximum of
+ * integers: any split gives the same). */
+static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  uint32_t m = 0;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
+      if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++) {
+    size_t lo = j * PAR_CHUNK;
+    uint32_t mj;
+    nnz += copy_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 4 * lo, &mj);
+    m = mj > m ? mj : m;
+  }
+  *amax = m;
+  return nnz;
+}
 
 /* absmax_run over the OpenMP threads (a maximum: any split gives the
  * same). */

@@ -73,6 +73,12 @@ static int FN(identity_encode)(void *st, const REAL *x, uint32_t step,
   (void) step;
   GC_TRY(FN(check_cap)(x, n, cap, need, "identity"));
   size_t nnz = 0;
+#if PREC == 32
+  uint32_t amax;   /* one pass: copy, count, check */
+  nnz = copy_count(x, n, buf + HDR, &amax);
+  if (amax >= 0x7f800000u)
+    return FN(check_finite)(x, n, "identity");
+#else
   unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     nnz += x[i] != 0;
@@ -80,9 +86,10 @@ static int FN(identity_encode)(void *st, const REAL *x, uint32_t step,
   }
   if (bad)
     return FN(check_finite)(x, n, "identity");
+  memcpy(buf + HDR, x, W * n);
+#endif
   buf[0] = TAG_IDENTITY;
   buf[1] = PREC;
-  memcpy(buf + HDR, x, W * n);
   *len = need;
   info->nnz = nnz;
   info->selected = n;
