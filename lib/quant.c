@@ -410,6 +410,27 @@ INLINE size_t copy_count_body(const float *x, size_t n, uint8_t *out, uint32_t *
   return nnz;
 }
 
+/* bfloat16 of float32 x[0, n) (round to nearest even on the bit pattern,
+ * as to_bf16_f32 for every finite x) as little-endian halves, nonzero
+ * halves counted and the largest absolute bit pattern of x in *amax, in
+ * one pass; the caller rejects non-finite x by *amax. */
+INLINE size_t bf16_count_body(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0;
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, x + i, sizeof b);
+    uint32_t a = b & 0x7fffffffu;
+    m = a > m ? a : m;
+    uint16_t h = (uint16_t) ((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    memcpy(out + 2 * i, &h, sizeof h);
+    nnz += (h & 0x7fffu) != 0;
+  }
+  *amax = m;
+  return nnz;
+}
+
 /* sum x_i^2 over x[0, m), m <= SUM_BLOCK, in double (each square is
  * exact): sixteen lane sums, lane j adding x_j, x_{j+16}, ... in order,
  * then folded by halves (lane j += lane j + h, h = 8, 4, 2, 1); *amax gets
@@ -501,6 +522,25 @@ static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
     size_t lo = j * PAR_CHUNK;
     uint32_t mj;
     nnz += copy_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 4 * lo, &mj);
+    m = mj > m ? mj : m;
+  }
+  *amax = m;
+  return nnz;
+}
+
+DISPATCH(size_t, bf16_count_piece, bf16_count_body,
+         (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
+
+static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  uint32_t m = 0;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
+      if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++) {
+    size_t lo = j * PAR_CHUNK;
+    uint32_t mj;
+    nnz += bf16_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 2 * lo, &mj);
     m = mj > m ? mj : m;
   }
   *amax = m;

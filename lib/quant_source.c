@@ -585,6 +585,19 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
   buf[0] = bf ? TAG_BF16 : TAG_FP16;
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
+#if PREC == 32
+  if (bf) {   /* one pass: convert, count, check */
+    uint32_t amax;
+    nnz = bf16_count(x, n, p, &amax);
+    if (amax >= 0x7f800000u)
+      return FN(check_finite)(x, n, who);
+    *len = need;
+    info->nnz = nnz;
+    info->selected = n;
+    info->loops = 0;
+    return GC_SUCCESS;
+  }
+#endif
   /* finiteness first, so that the conversion loops below stay simple
    * enough to vectorise (or to use F16C) */
   GC_TRY(FN(check_finite)(x, n, who));
