@@ -392,7 +392,8 @@ __global__ void tern_clip(Plan *pl, const double *sq, size_t n, double clip)
   pl->clipc = __double2float_rn(__dmul_rn(clip, sd));
 }
 
-/* One thread per output byte = entries 4b..4b+3 = one Philox block. */
+/* One thread per output byte = entries 4b..4b+3 = half of Philox block
+ * b/2 (gc_rng_u16: 16-bit uniforms, eight entries per block). */
 __global__ void __launch_bounds__(BLOCK)
 tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, uint32_t step,
            uint8_t *buf, Plan *pl)
@@ -400,7 +401,7 @@ tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, ui
   typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
   __shared__ typename Reduce::TempStorage tmp;
   const float s = __uint_as_float(pl->smax), c = pl->clipc;
-  const double inv = s > 0 ? 1.0 / (double) s : 0.0;
+  const double inv = s > 0 ? __ddiv_rn(65536.0, (double) s) : 0.0;
   const size_t nb = (2 * n + 7) / 8;
   uint8_t *out = buf + Q_HDR + 4;
   uint32_t nz = 0;
@@ -408,15 +409,15 @@ tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, ui
        b += (size_t) gridDim.x * BLOCK) {
     unsigned byte = 0;
     if (s > 0) {
-      gc_rng4 blk = gc_rng_block(seed, rs, step, b);
+      gc_rng4 blk = gc_rng_block(seed, rs, step, b >> 1);
       for (unsigned q = 0; q < 4; q++) {
         size_t i = 4 * b + q;
         if (i >= n)
           break;
+        uint32_t u = (blk.v[(i >> 1) & 3] >> (16 * (unsigned) (i & 1))) & 0xffffu;
         float a = fabsf(x[i]);
         a = a < c ? a : c;
-        double pr = __dmul_rn((double) a, inv);
-        if ((double) blk.v[q] < __dmul_rn(pr, 4294967296.0)) {
+        if ((double) u < __dmul_rn((double) a, inv)) {
           byte |= (x[i] < 0 ? 3u : 1u) << (2 * q);
           nz++;
         }
@@ -432,20 +433,46 @@ tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, ui
 }
 
 /* ---- QSGD ------------------------------------------------------------------
- * quant_source.c FN(qsgd_encode): per bucket the norm amax * sqrt(ss), ss =
- * sum (x_i / amax)^2 added in index order, rounded to float and sent; per
- * entry the level xi (stochastic rounding with gc_rng keyed by the element)
- * coded as gamma(xi + 1), then a sign bit when xi > 0, in one LSB-first bit
- * stream after the norms.
- * The CPU adds ss sequentially, so the GPU does too: one warp per bucket
- * squares 32 entries at once and folds them into ss in order through
- * shuffles.  Buckets run in parallel; a single bucket of n entries is a
- * chain of n dependent adds, the price of bit-identical norms.
+ * quant_source.c FN(qsgd_encode): per bucket the norm sqrt(sum x_i^2) in
+ * quant.c's sumsq order (16 lane sums per 1024-entry block, folded by
+ * halves, blocks combined pairwise), rounded to float and sent; per entry
+ * the level xi (stochastic rounding with the entry's 16-bit uniform,
+ * gc_rng_u16) coded as gamma(xi + 1), then a sign bit when xi > 0, in one
+ * LSB-first bit stream after the norms.
+ * One warp per bucket; its lanes 0-15 hold the lane sums, lane 0 the
+ * pairwise tree: a bucket of n entries is a chain of n/16 dependent adds.
  * Code lengths are summed per tile and scanned, so every code lands at the
  * CPU's bit offset.  A block assembles its tile's bits in shared memory and
  * stores whole words, with atomicOr only on the two words it may share with
  * the neighbouring tiles (the stream is zeroed first). */
-enum { QSGD_MAX_CODE = 66,   /* gamma(2^32) + sign: levels s < 2^32 */
+/* lib/gc_internal.h gc__pairwise on the device: the same additions in
+ * the same order. */
+struct Pairwise {
+  double v[64];
+  uint64_t count;
+  unsigned top;
+};
+__device__ __forceinline__ void pw_init(Pairwise *t) { t->count = 0; t->top = 0; }
+__device__ __forceinline__ void pw_push(Pairwise *t, double p)
+{
+  t->v[t->top++] = p;
+  for (uint64_t c = ++t->count; !(c & 1); c >>= 1) {
+    t->top--;
+    t->v[t->top - 1] = __dadd_rn(t->v[t->top - 1], t->v[t->top]);
+  }
+}
+__device__ __forceinline__ double pw_total(const Pairwise *t)
+{
+  if (t->top == 0)
+    return 0;
+  double s = t->v[t->top - 1];
+  for (unsigned i = t->top - 1; i-- > 0;)
+    s = __dadd_rn(t->v[i], s);
+  return s;
+}
+
+enum { QSGD_SUM_BLOCK = 1024,  /* lib/quant.c SUM_BLOCK */
+       QSGD_MAX_CODE = 66,   /* gamma(2^32) + sign: levels s < 2^32 */
        QSGD_TILE_WORDS = TILE * QSGD_MAX_CODE / 32 + 2 };
 
 __global__ void __launch_bounds__(BLOCK)
@@ -457,27 +484,35 @@ qsgd_norms(const float *__restrict__ x, size_t n, size_t bucket, size_t nb, floa
   int bad = 0;
   for (size_t b = ((size_t) blockIdx.x * BLOCK + threadIdx.x) / 32; b < nb; b += warps) {
     size_t lo = b * bucket, hi = n - lo < bucket ? n : lo + bucket;
-    double amax = 0;
     int bucket_bad = 0;
-    for (size_t i = lo + lane; i < hi; i += 32) {
-      float v = x[i];
-      bucket_bad |= nonfinite(v);
-      amax = fmax(amax, fabs((double) v));   /* a maximum: order-free */
-    }
-    for (int o = 16; o; o >>= 1)
-      amax = fmax(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    for (size_t i = lo + lane; i < hi; i += 32)
+      bucket_bad |= nonfinite(x[i]);
     bucket_bad = __any_sync(0xffffffffu, bucket_bad);
     float norm = 0.0f;
-    if (!bucket_bad && amax > 0) {
-      double ss = 0.0;
-      for (size_t i0 = lo; i0 < hi; i0 += 32) {
-        size_t i = i0 + lane;
-        double t = i < hi ? __ddiv_rn((double) x[i], amax) : 0.0, t2 = __dmul_rn(t, t);
-        unsigned cnt = hi - i0 < 32 ? (unsigned) (hi - i0) : 32;
-        for (unsigned j = 0; j < cnt; j++)
-          ss = __dadd_rn(ss, __shfl_sync(0xffffffffu, t2, j));
+    if (!bucket_bad) {
+      /* lib/quant.c sumsq: per block of QSGD_SUM_BLOCK entries, lane j <
+       * 16 adds x_j^2, x_{j+16}^2, ... in order, the lanes fold by halves,
+       * and lane 0 combines the blocks with the pairwise tree. */
+      Pairwise pw;
+      pw_init(&pw);
+      for (size_t b0 = lo; b0 < hi; b0 += QSGD_SUM_BLOCK) {
+        size_t b1 = hi - b0 < QSGD_SUM_BLOCK ? hi : b0 + QSGD_SUM_BLOCK;
+        double acc = 0.0;
+        if (lane < 16)
+          for (size_t i = b0 + lane; i < b1; i += 16) {
+            double v = (double) x[i];
+            acc = __dadd_rn(acc, __dmul_rn(v, v));
+          }
+        for (int h = 8; h; h >>= 1) {
+          double o = __shfl_down_sync(0xffffffffu, acc, h);
+          if (lane < (unsigned) h)
+            acc = __dadd_rn(acc, o);
+        }
+        if (lane == 0)
+          pw_push(&pw, acc);
       }
-      norm = __double2float_rn(__dmul_rn(amax, sqrt(ss)));
+      if (lane == 0)
+        norm = __double2float_rn(sqrt(pw_total(&pw)));
     }
     /* a norm that overflows float is GC_EDOM on the CPU too */
     bucket_bad |= nonfinite(norm);
@@ -491,14 +526,15 @@ qsgd_norms(const float *__restrict__ x, size_t n, size_t bucket, size_t nb, floa
 }
 
 /* xi for one entry: r = |x| s / norm (norm as sent), xi = floor(r) + [u <
- * (r - floor r) 2^32], at most s; 0 for a zero bucket. */
+ * (r - floor r) 2^16] with u the entry's 16-bit uniform, at most s; 0 for
+ * a zero bucket. */
 __device__ __forceinline__ uint32_t qsgd_level(float v, float norm, unsigned s, uint32_t u)
 {
   if (norm == 0.0f)
     return 0;
   double k = __ddiv_rn((double) s, (double) norm);
   double r = __dmul_rn(fabs((double) v), k), l = floor(r);
-  uint64_t xi = (uint64_t) l + ((double) u < __dmul_rn(__dsub_rn(r, l), 4294967296.0));
+  uint64_t xi = (uint64_t) l + ((double) u < __dmul_rn(__dsub_rn(r, l), 65536.0));
   return xi > s ? s : (uint32_t) xi;
 }
 
@@ -523,7 +559,7 @@ qsgd_lengths(const float *__restrict__ x, size_t n, size_t bucket, const float *
   for (unsigned j = 0; j < ITEMS; j++) {
     size_t i = base + (size_t) j * BLOCK + threadIdx.x;   /* coalesced */
     if (!bad && i < n) {
-      uint32_t xi = qsgd_level(x[i], norms[i / bucket], s, gc_rng_u32(seed, rs, step, i));
+      uint32_t xi = qsgd_level(x[i], norms[i / bucket], s, gc_rng_u16(seed, rs, step, i));
       c += qsgd_code_bits(xi) + ((uint64_t) (xi != 0) << 32);
     }
   }
@@ -573,14 +609,15 @@ qsgd_write(const float *__restrict__ x, size_t n, size_t bucket, const float *no
     return;
   const size_t base = (size_t) blockIdx.x * TILE + (size_t) threadIdx.x * ITEMS;
   uint32_t xi[ITEMS], neg = 0, mine = 0;
-  for (unsigned q = 0; q < ITEMS; q += 4) {   /* one Philox block per 4 entries */
-    gc_rng4 r = gc_rng_block(seed, rs, step, (base + q) >> 2);
-    for (unsigned t = 0; t < 4; t++) {
+  for (unsigned q = 0; q < ITEMS; q += 8) {   /* one Philox block per 8 entries */
+    gc_rng4 r = gc_rng_block(seed, rs, step, (base + q) >> 3);
+    for (unsigned t = 0; t < 8; t++) {
       size_t i = base + q + t;
       xi[q + t] = 0;
       if (i < n) {
         float v = x[i];
-        xi[q + t] = qsgd_level(v, norms[i / bucket], s, r.v[t]);
+        uint32_t u = (r.v[t >> 1] >> (16 * (t & 1))) & 0xffffu;
+        xi[q + t] = qsgd_level(v, norms[i / bucket], s, u);
         neg |= (uint32_t) (v < 0) << (q + t);
         mine += qsgd_code_bits(xi[q + t]);
       }

@@ -1,11 +1,16 @@
-/* bench_compress.c -- `gradcomp bench compress`: single-thread speed of
- * compress+encode for every registered compressor on N(0,1) float32 input,
- * as ratios to a streaming read (a sum over the same array) and to memcpy,
- * both measured in the same run, so the figures travel between machines. */
+/* bench_compress.c -- `gradcomp bench compress`: speed of compress+encode
+ * for every registered compressor on N(0,1) float32 input, as ratios to a
+ * streaming read (a sum over the same array) and to a copy, both the
+ * fastest this CPU does and measured in the same run, so the figures
+ * travel between machines. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <gsl/gsl_cdf.h>
 
@@ -13,6 +18,7 @@
 #include "gc_cli.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_rng.h"
 
 static const char *CMD = "bench compress";
@@ -22,10 +28,15 @@ static void usage(FILE *out)
   fprintf(out,
           "usage: gradcomp bench compress [--device cpu] [--csv FILE] [--d N[,N]]\n"
           "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
+          "                [--threads T]\n"
           "Median single-thread time of compress+encode on N(0,1) float32 input,\n"
-          "with input GB/s and ratios to a streaming read and to memcpy of the same\n"
-          "array measured in the same run.  Defaults: d = 1e6,2.5e7; density =\n"
-          "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats.\n");
+          "with input GB/s and ratios to the fastest streaming read and copy of the\n"
+          "same array (vector loops of the CPU's widest instruction set; GC_ISA=\n"
+          "sse2|avx2|avx512 caps it) measured in the same run, whose rows also\n"
+          "give the read bandwidth of all cores.  x_stream is the median ratio of\n"
+          "each run to a read just before it.  Defaults: d = 1e6,2.5e7; density =\n"
+          "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats;\n"
+          "--threads T: the compressors run their loops on T OpenMP threads (1).\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -34,9 +45,15 @@ static int cmp_double(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-/* Sixteen independent accumulators: the loop vectorises and is limited by
- * memory, not by the latency of one float add chain. */
-static float stream_sum(const float *x, size_t n)
+/* The baselines: the fastest read and copy of the array this CPU can do,
+ * in the widest instruction set it has (gc__isa, so GC_ISA=sse2 caps the
+ * baseline with the library).  A read is a float sum over independent
+ * accumulators (a whole cache line per iteration, so it is limited by
+ * memory, not by the add latency); a copy is the faster of libc's memcpy
+ * and a vector loop with streaming stores.  Built for SSE2 without these
+ * paths the read reached two thirds of what the memory gives, and every
+ * ratio came out inflated by the difference. */
+static float read_sse2(const float *x, size_t n)
 {
   float acc[16] = {0};
   size_t i = 0;
@@ -48,6 +65,114 @@ static float stream_sum(const float *x, size_t n)
   float s = 0;
   for (int j = 0; j < 16; j++)
     s += acc[j];
+  return s;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_VECTOR_BASELINES 1
+__attribute__((target("avx2")))
+static float read_avx2(const float *x, size_t n)
+{
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
+  }
+  float t[8], s = 0;
+  _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (int j = 0; j < 8; j++)
+    s += t[j];
+  return s + read_sse2(x + i, n - i);
+}
+
+__attribute__((target("avx512f")))
+static float read_avx512(const float *x, size_t n)
+{
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + i + 48));
+  }
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  return s + read_sse2(x + i, n - i);
+}
+
+/* Streaming stores bypass the cache: no read-for-ownership of dst. */
+__attribute__((target("avx2")))
+static void copy_avx2(float *dst, const float *x, size_t n)
+{
+  size_t i = 0;
+  while (i < n && ((uintptr_t) (dst + i) & 31))
+    dst[i] = x[i], i++;
+  for (; i + 32 <= n; i += 32)
+    for (int j = 0; j < 32; j += 8)
+      _mm256_stream_ps(dst + i + j, _mm256_loadu_ps(x + i + j));
+  _mm_sfence();
+  for (; i < n; i++)
+    dst[i] = x[i];
+}
+
+__attribute__((target("avx512f")))
+static void copy_avx512(float *dst, const float *x, size_t n)
+{
+  size_t i = 0;
+  while (i < n && ((uintptr_t) (dst + i) & 63))
+    dst[i] = x[i], i++;
+  for (; i + 64 <= n; i += 64)
+    for (int j = 0; j < 64; j += 16)
+      _mm512_stream_ps(dst + i + j, _mm512_loadu_ps(x + i + j));
+  _mm_sfence();
+  for (; i < n; i++)
+    dst[i] = x[i];
+}
+#endif
+
+static float stream_read(const float *x, size_t n)
+{
+#ifdef HAVE_VECTOR_BASELINES
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return read_avx512(x, n);
+  if (isa >= GC__ISA_AVX2)
+    return read_avx2(x, n);
+#endif
+  return read_sse2(x, n);
+}
+
+static void libc_copy(float *dst, const float *x, size_t n)
+{
+  memcpy(dst, x, n * sizeof *x);
+}
+
+/* The vector copy of the chosen instruction set, or NULL (SSE2). */
+static void (*vector_copy(void))(float *, const float *, size_t)
+{
+#ifdef HAVE_VECTOR_BASELINES
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return copy_avx512;
+  if (isa >= GC__ISA_AVX2)
+    return copy_avx2;
+#endif
+  return NULL;
+}
+
+/* Read of the whole array by T threads, each a contiguous share. */
+static float stream_read_threads(const float *x, size_t n, int T)
+{
+  float s = 0;
+  #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : s)
+  for (int t = 0; t < T; t++) {
+    size_t lo = n / (size_t) T * (size_t) t, hi = t == T - 1 ? n : lo + n / (size_t) T;
+    s += stream_read(x + lo, hi - lo);
+  }
   return s;
 }
 
@@ -88,6 +213,13 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
     } else if (!strcmp(a, "--density")) {
       if (!(o->ndensity = gc_cli_doubles(cmd, a, v, o->density, GC_BENCH_MAXL)))
         return 2;
+    } else if (!strcmp(a, "--threads")) {
+      size_t th;
+      if (gc_cli_size(cmd, a, v, &th))
+        return 2;
+      if (th < 1 || th > 256)
+        return gc_cli_usage_error(cmd, "--threads: %zu is outside [1, 256]", th);
+      o->threads = (int) th;
     } else if (!strcmp(a, "--repeat")) {
       size_t r;
       if (gc_cli_size(cmd, a, v, &r))
@@ -113,6 +245,15 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
   return -1;
 }
 
+static int cores(void)
+{
+#ifdef _OPENMP
+  return omp_get_num_procs();
+#else
+  return 1;
+#endif
+}
+
 static void machine(void)
 {
   char model[256] = "unknown";
@@ -130,27 +271,48 @@ static void machine(void)
       }
     fclose(f);
   }
-  printf("# machine: %s\n", model);
+  printf("# cpu: %s, %d cores; vector ISA used: %s (the CPU has %s; GC_ISA caps it)\n",
+         model, cores(), gc__isa_name(gc__isa()), gc__isa_name(gc__isa_cpu()));
 #ifdef __VERSION__
   printf("# compiler: %s", "gcc/cc " __VERSION__);
 #endif
 #ifdef __OPTIMIZE__
   printf(", optimised");
 #endif
-#ifdef __AVX512F__
-  printf(", -mavx512f");
-#elif defined(__AVX2__)
-  printf(", -mavx2");
-#elif defined(__SSE2__)
-  printf(", SSE2 baseline (no -march)");
-#endif
-  printf("; library scans built with GCC O3 pragma; single thread\n");
+  printf("; hot loops dispatched at run time\n");
+}
+
+/* Median seconds of `repeat` runs of the read on T threads. */
+static double time_read(const float *x, size_t n, int T, double *t, int repeat)
+{
+  volatile float sink = 0;
+  for (int r = 0; r < repeat; r++) {
+    double t0 = gc_cli_now();
+    sink += T > 1 ? stream_read_threads(x, n, T) : stream_read(x, n);
+    t[r] = gc_cli_now() - t0;
+  }
+  (void) sink;
+  return gc_bench_median(t, repeat);
+}
+
+static double time_copy(void (*copy)(float *, const float *, size_t), float *dst,
+                        const float *x, size_t n, double *t, int repeat)
+{
+  volatile float sink = 0;
+  for (int r = 0; r < repeat; r++) {
+    double t0 = gc_cli_now();
+    copy(dst, x, n);
+    t[r] = gc_cli_now() - t0;
+    sink += dst[(size_t) r % n];
+  }
+  (void) sink;
+  return gc_bench_median(t, repeat);
 }
 
 int gc_bench_compress(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
-                      .ndensity = 3, .repeat = 7, .torch = -1 };
+                      .ndensity = 3, .repeat = 7, .threads = 1, .torch = -1 };
   int done = gc_bench_parse(CMD, usage, argc, argv, &o);
   if (done >= 0)
     return done;
@@ -162,14 +324,20 @@ int gc_bench_compress(int argc, char **argv)
   if (out)
     fprintf(out, "compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy\n");
   machine();
+#ifdef _OPENMP
+  omp_set_num_threads(o.threads);
+#else
+  if (o.threads > 1)
+    return gc_cli_usage_error(CMD, "--threads %d: built without OpenMP", o.threads);
+#endif
   printf("%-16s %10s %8s %3s %12s %8s %9s %9s\n", "compressor", "d", "density", "thr",
          "median_s", "GB/s", "x_stream", "x_memcpy");
-  double *t = malloc((size_t) repeat * sizeof *t);
+  double *t = malloc((size_t) repeat * sizeof *t), *pair = malloc((size_t) repeat * sizeof *pair);
   int rc = 0;
   for (size_t di = 0; di < o.nd; di++) {
     size_t n = (size_t) o.d[di];
     float *x = malloc(n * sizeof *x), *dst = malloc(n * sizeof *dst);
-    if (!x || !dst || !t) {
+    if (!x || !dst || !t || !pair) {
       free(x);
       free(dst);
       rc = gc_cli_fail(CMD, 0, "out of memory for d = %zu", n);
@@ -178,29 +346,34 @@ int gc_bench_compress(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
       x[i] = (float) gc_rng_normal(2024, 0, 0, i);
     memcpy(dst, x, n * sizeof *x);   /* touch the pages before timing */
-    volatile float sink = 0;
-    for (int r = 0; r < repeat; r++) {
-      double t0 = gc_cli_now();
-      sink += stream_sum(x, n);
-      t[r] = gc_cli_now() - t0;
+    double t_stream = time_read(x, n, 1, t, repeat);
+    int ncores = cores();
+    double t_all = ncores > 1 ? time_read(x, n, ncores, t, repeat) : t_stream;
+    double t_libc = time_copy(libc_copy, dst, x, n, t, repeat), t_memcpy = t_libc;
+    const char *copy_name = "libc memcpy";
+    if (vector_copy()) {
+      double tv = time_copy(vector_copy(), dst, x, n, t, repeat);
+      if (tv < t_memcpy) {
+        t_memcpy = tv;
+        copy_name = gc__isa() >= GC__ISA_AVX512 ? "avx512 streaming stores"
+                                                : "avx2 streaming stores";
+      }
     }
-    double t_stream = gc_bench_median(t, repeat);
-    for (int r = 0; r < repeat; r++) {
-      double t0 = gc_cli_now();
-      memcpy(dst, x, n * sizeof *x);
-      t[r] = gc_cli_now() - t0;
-      sink += dst[r % n];
-    }
-    double t_memcpy = gc_bench_median(t, repeat);
-    (void) sink;
     double bytes = 4.0 * (double) n;
-    const char *bn[2] = {"stream-read", "memcpy"};
-    double bt[2] = {t_stream, t_memcpy};
-    for (int b = 0; b < 2; b++) {
-      printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", bn[b], n, "-", 1, bt[b],
+    printf("# d = %zu: read %.2f GB/s on 1 core, %.2f GB/s on %d; copy %.2f GB/s "
+           "(%s; libc memcpy %.2f)\n", n, bytes / t_stream * 1e-9, bytes / t_all * 1e-9, ncores,
+           bytes / t_memcpy * 1e-9, copy_name, bytes / t_libc * 1e-9);
+    char bn[3][40];
+    snprintf(bn[0], sizeof bn[0], "stream-read");
+    snprintf(bn[1], sizeof bn[1], "memcpy");
+    snprintf(bn[2], sizeof bn[2], "stream-read");
+    double bt[3] = {t_stream, t_memcpy, t_all};
+    int bthr[3] = {1, 1, ncores};
+    for (int b = 0; b < (ncores > 1 ? 3 : 2); b++) {
+      printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", bn[b], n, "-", bthr[b], bt[b],
              bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b]);
       if (out)
-        fprintf(out, "%s,%zu,0,1,%.9f,%.4f,%.4f,%.4f\n", bn[b], n, bt[b],
+        fprintf(out, "%s,%zu,0,%d,%.9f,%.4f,%.4f,%.4f\n", bn[b], n, bthr[b], bt[b],
                 bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b]);
     }
     for (size_t ri = 0; ri < o.ndensity; ri++) {
@@ -228,22 +401,30 @@ int gc_bench_compress(int argc, char **argv)
         size_t cap = gc_compressor_max_bytes(c), len;
         uint8_t *buf = malloc(cap);
         int st = buf ? GC_SUCCESS : GC_ENOMEM;
+        /* Each run follows a read of the same array, and x_stream is the
+         * median of the pairs' ratios: on a shared machine the load drifts
+         * between a baseline measured once and a compressor measured later. */
         for (int r = 0; r < repeat && st == GC_SUCCESS; r++) {
+          volatile float sink = stream_read(x, n);
+          (void) sink;
           double t0 = gc_cli_now();
+          sink = stream_read(x, n);
+          double t1 = gc_cli_now();
           st = gc_compress_f32(c, x, (uint32_t) r, buf, cap, &len, NULL);
-          t[r] = gc_cli_now() - t0;
+          t[r] = gc_cli_now() - t1;
+          pair[r] = (t1 - t0) / t[r];
         }
         if (st) {
           fprintf(stderr, "gradcomp %s: %s failed: %s\n", CMD, T->name, gc_last_error());
         } else {
-          double tm = gc_bench_median(t, repeat);
+          double tm = gc_bench_median(t, repeat), xs = gc_bench_median(pair, repeat);
           char dens[32];
           snprintf(dens, sizeof dens, "%g", T->flags & GC_COMP_SPARSE ? o.density[ri] : 0.0);
-          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", T->name, n, dens, 1,
-                 tm, bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
+          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", T->name, n, dens,
+                 o.threads, tm, bytes / tm * 1e-9, xs, t_memcpy / tm);
           if (out)
-            fprintf(out, "%s,%zu,%s,1,%.9f,%.4f,%.4f,%.4f\n", T->name, n, dens, tm,
-                    bytes / tm * 1e-9, t_stream / tm, t_memcpy / tm);
+            fprintf(out, "%s,%zu,%s,%d,%.9f,%.4f,%.4f,%.4f\n", T->name, n, dens, o.threads, tm,
+                    bytes / tm * 1e-9, xs, t_memcpy / tm);
         }
         fflush(stdout);
         free(buf);
@@ -254,6 +435,7 @@ int gc_bench_compress(int argc, char **argv)
     free(dst);
   }
   free(t);
+  free(pair);
   if (out && gc_cli_csv_close(CMD, out, csv))
     rc = 1;
   return rc;

@@ -1,9 +1,12 @@
 /* bench_train.c -- `gradcomp bench train`: milliseconds per worker step
  * (forward + backward + top-K compression of the gradient at density
- * 0.001) of each reference model at batch 10 and 64, one thread.  When a
- * Python with torch is found ($GRADCOMP_PYTHON, else python3 on the PATH,
- * else /usr/bin/python3, where Debian's python3-torch lives), the same
- * models run in PyTorch (one thread) in the same invocation and the ratio
+ * 0.001) of each reference model at batch 10 and 64, on T threads (1 by
+ * default).  Ours uses threads as training does: T workers step in
+ * parallel, each on its own thread, and a step's time is the wall time
+ * over the steps done.  When a Python with torch is found
+ * ($GRADCOMP_PYTHON, else python3 on the PATH, else /usr/bin/python3,
+ * where Debian's python3-torch lives), the same models run in PyTorch
+ * with torch.set_num_threads(T) in the same invocation and the ratio
  * ours/torch is printed; it is an optional peer, never a dependency.
  * Reports the OpenBLAS kernel of both sides. */
 #define _POSIX_C_SOURCE 200809L
@@ -22,7 +25,7 @@
 /* PyTorch twins of the models (same shapes), timed like ours. */
 static const char torch_script[] =
   "import sys, time, torch, torch.nn as nn, torch.nn.functional as F\n"
-  "torch.set_num_threads(1)\n"
+  "torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 1)\n"
   "def vgg():\n"
   "  L=[]; c=3\n"
   "  for v in [64,64,'M',128,128,'M',256,256,256,256,'M',512,512,512,512,'M',512,512,512,512,'M']:\n"
@@ -54,11 +57,11 @@ static const char torch_script[] =
 
 /* Run the torch script; its first output line, or "" on failure. */
 static void torch_run(const char *py, const char *script, const char *args,
-                      char *line, size_t cap)
+                      int threads, char *line, size_t cap)
 {
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 '%s' %s %s 2>/dev/null", py,
-           script, args);
+  snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d '%s' %s %s %d 2>/dev/null", threads, py,
+           script, args, threads);
   line[0] = 0;
   FILE *p = popen(cmd, "r");
   if (!p)
@@ -70,11 +73,11 @@ static void torch_run(const char *py, const char *script, const char *args,
 }
 
 static double torch_ms(const char *py, const char *script, const char *model,
-                       size_t B, int reps)
+                       size_t B, int reps, int threads)
 {
   char args[128], line[256];
   snprintf(args, sizeof args, "%s %zu %d", model, B, reps);
-  torch_run(py, script, args, line, sizeof line);
+  torch_run(py, script, args, threads, line, sizeof line);
   char *end;
   double v = strtod(line, &end);
   return end == line ? NAN : v;
@@ -95,13 +98,15 @@ static void step(gc_nn *nn, const float *w, float *st, const float *x,
 static void usage(FILE *out)
 {
   fprintf(out, "usage: gradcomp bench train [--csv FILE] [--model NAME]"
-          " [--seconds S] [--no-peer]\n"
+          " [--seconds S] [--threads T]\n                           [--no-peer]\n"
           "Milliseconds per worker step (forward + backward + top-K at"
           " density 0.001) of\neach reference model at batch 10 and 64,"
-          " one thread, about S seconds each\n(default 1).  When a Python"
-          " with torch is found ($GRADCOMP_PYTHON, python3,\n"
-          "/usr/bin/python3) the same models run there in the same"
-          " invocation and the\nratio ours/torch is printed; --no-peer"
+          " about S seconds each (default 1).\nWith --threads T (default 1)"
+          " T workers step in parallel, one per thread, and\na step takes"
+          " the wall time over the steps done.  When a Python with torch"
+          " is\nfound ($GRADCOMP_PYTHON, python3, /usr/bin/python3) the same"
+          " models run there\n(torch.set_num_threads(T)) in the same"
+          " invocation and the ratio ours/torch is\nprinted; --no-peer"
           " skips them.  CSV columns:\nmodel,batch,ms_per_step,"
           "torch_ms_per_step,ratio\n");
 }
@@ -111,6 +116,7 @@ int gc_bench_train(int argc, char **argv)
   const char *csv = NULL, *only = NULL;
   double budget = 1.0;   /* seconds per entry, roughly */
   int peer = 1;          /* run the PyTorch twins when torch is found */
+  int threads = 1;       /* workers stepping in parallel (torch: intra-op) */
   gc_cli_args args = GC_CLI_ARGS("bench train", "", usage, argc, argv);
   static const char *const flags[] = { "--no-peer", NULL };
   args.flags = flags;
@@ -122,6 +128,14 @@ int gc_bench_train(int argc, char **argv)
       csv = v;
     else if (!strcmp(o, "--model"))
       only = v;
+    else if (!strcmp(o, "--threads")) {
+      size_t t;
+      if (gc_cli_size("bench train", o, v, &t))
+        return 2;
+      if (t < 1 || t > 256)
+        return gc_cli_usage_error("bench train", "--threads: %zu is outside [1, 256]", t);
+      threads = (int) t;
+    }
     else if (!strcmp(o, "--seconds")) {
       if (gc_cli_double("bench train", o, v, &budget))
         return 2;
@@ -144,6 +158,8 @@ int gc_bench_train(int argc, char **argv)
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),
          ct ? ct : "unset: autodetected");
+  printf("# threads: %d (ours: %d workers stepping in parallel; torch: "
+         "set_num_threads(%d))\n", threads, threads, threads);
   const char *py = peer ? gc_cli_python_with("import torch") : NULL;
   int torch = py != NULL;
   char script[256] = "";
@@ -157,8 +173,8 @@ int gc_bench_train(int argc, char **argv)
   }
   if (torch) {
     char info[512];
-    torch_run(py, script, "--info 0 0", info, sizeof info);
-    printf("# peer: %s, one thread: %s\n", py, info);
+    torch_run(py, script, "--info 0 0", 1, info, sizeof info);
+    printf("# peer: %s, %d thread(s): %s\n", py, threads, info);
   } else {
     printf("# torch: not available (set GRADCOMP_PYTHON to a python with torch)\n");
   }
@@ -177,37 +193,54 @@ int gc_bench_train(int argc, char **argv)
       continue;
     for (int bi = 0; bi < 2; bi++) {
       size_t B = batches[bi];
-      gc_nn *nn = gc_nn_alloc_model(names[m], B);
-      if (!nn)
+      /* per thread: a model (its activations), running statistics, a
+       * gradient, a compressor and a message; weights and data shared */
+      enum { TMAX = 256 };
+      gc_nn *nn[TMAX] = {0};
+      float *g[TMAX] = {0}, *st[TMAX] = {0};
+      gc_compressor *c[TMAX] = {0};
+      uint8_t *buf[TMAX] = {0};
+      size_t cap = 0;
+      int ok = 1;
+      for (int t = 0; t < threads && ok; t++)
+        ok = (nn[t] = gc_nn_alloc_model(names[m], B)) != NULL;
+      if (!ok)
         return gc_cli_fail("bench train", 1, "cannot build %s", names[m]);
-      size_t d = gc_nn_nparams(nn), nin = B * gc_nn_in_dim(nn);
-      float *w = malloc(d * sizeof *w), *g = malloc(d * sizeof *g);
-      float *x = malloc(nin * sizeof *x);
-      float *st = calloc(gc_nn_nstats(nn) + 1, sizeof *st);
+      size_t d = gc_nn_nparams(nn[0]), nin = B * gc_nn_in_dim(nn[0]);
+      float *w = malloc(d * sizeof *w), *x = malloc(nin * sizeof *x);
       uint8_t *y = malloc(B);
       gc_compressor_params p;
       gc_compressor_params_default(&p);
       p.density = 0.001;
-      gc_compressor *c = topk ? gc_compressor_alloc(topk, d, &p) : NULL;
-      size_t cap = c ? gc_compressor_max_bytes(c) : 0;
-      uint8_t *buf = malloc(cap + 1);
-      if (!w || !g || !x || !st || !y || !c || !buf)
+      ok = w && x && y && topk;
+      for (int t = 0; t < threads && ok; t++) {
+        ok = (g[t] = malloc(d * sizeof *g[t])) &&
+             (st[t] = calloc(gc_nn_nstats(nn[0]) + 1, sizeof *st[t])) &&
+             (c[t] = gc_compressor_alloc(topk, d, &p));
+        cap = ok ? gc_compressor_max_bytes(c[t]) : 0;
+        ok = ok && (buf[t] = malloc(cap + 1));
+      }
+      if (!ok)
         return gc_cli_fail("bench train", 1, "out of memory or no topk");
-      gc_nn_init(nn, w, st, 1);
+      gc_nn_init(nn[0], w, st[0], 1);
+      for (int t = 1; t < threads; t++)
+        memcpy(st[t], st[0], (gc_nn_nstats(nn[0]) + 1) * sizeof *st[t]);
       for (size_t i = 0; i < nin; i++)
         x[i] = (float) gc_rng_normal(2, 0, 0, i);
       for (size_t b = 0; b < B; b++)
         y[b] = (uint8_t) (b % 10);
       double t0 = gc_cli_now();
-      step(nn, w, st, x, y, B, g, c, buf, cap, 0);   /* warm-up, sizes reps */
+      step(nn[0], w, st[0], x, y, B, g[0], c[0], buf[0], cap, 0);   /* warm-up, sizes reps */
       double one = gc_cli_now() - t0;
       int reps = one > 0 ? (int) (budget / one) : 100;
       reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
       t0 = gc_cli_now();
-      for (int r = 0; r < reps; r++)
-        step(nn, w, st, x, y, B, g, c, buf, cap, (uint32_t) r + 1);
-      double ms = (gc_cli_now() - t0) / reps * 1e3;
-      double tms = torch ? torch_ms(py, script, names[m], B, reps) : NAN;
+      #pragma omp parallel for schedule(static) num_threads(threads)
+      for (int t = 0; t < threads; t++)
+        for (int r = 0; r < reps; r++)
+          step(nn[t], w, st[t], x, y, B, g[t], c[t], buf[t], cap, (uint32_t) r + 1);
+      double ms = (gc_cli_now() - t0) / ((double) reps * threads) * 1e3;
+      double tms = torch ? torch_ms(py, script, names[m], B, reps, threads) : NAN;
       char line[256];
       snprintf(line, sizeof line, "%s,%zu,%.3f,%.3f,%.3f\n", names[m], B, ms,
                tms, ms / tms);
@@ -217,9 +250,12 @@ int gc_bench_train(int argc, char **argv)
       fflush(stdout);
       if (out)
         fputs(line, out);
-      free(w); free(g); free(x); free(st); free(y); free(buf);
-      gc_compressor_free(c);
-      gc_nn_free(nn);
+      free(w); free(x); free(y);
+      for (int t = 0; t < threads; t++) {
+        free(g[t]); free(st[t]); free(buf[t]);
+        gc_compressor_free(c[t]);
+        gc_nn_free(nn[t]);
+      }
     }
   }
   int rc = out && gc_cli_csv_close("bench train", out, csv);

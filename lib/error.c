@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gc_errno.h"
+#include "gc_internal.h"
 
 static _Thread_local char last_reason[512];
 static _Thread_local int last_code;
@@ -51,6 +52,12 @@ gc_error_handler *gc_set_error_handler(gc_error_handler *h)
 gc_error_handler *gc_set_error_handler_off(void)
 {
   return gc_set_error_handler(silent_handler);
+}
+
+void gc__error_restore(const char *reason, int code)
+{
+  snprintf(last_reason, sizeof last_reason, "%s", reason);
+  last_code = code;
 }
 
 const char *gc_last_error(void) { return last_reason; }

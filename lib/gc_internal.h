@@ -13,6 +13,23 @@
 #define GC__CAT(a, b) GC__CAT2(a, b)
 #define FN(name) GC__CAT(name, SFX)
 
+/* The vector instruction set of the dispatched loops (isa.c).  Every
+ * path gives bit-identical results: they differ in speed only.
+ * gc__isa: the best the CPU has, capped by GC_ISA=sse2|avx2|avx512 in the
+ * environment (read once); gc__isa_force caps it from now on (at most
+ * what the CPU has) and returns the previous choice, for tests and
+ * benchmarks; gc__isa_cpu: what the CPU has.  avx512 means F+BW+VL+DQ. */
+enum { GC__ISA_SSE2 = 0, GC__ISA_AVX2 = 1, GC__ISA_AVX512 = 2 };
+int gc__isa(void);
+int gc__isa_cpu(void);
+int gc__isa_force(int isa);
+int gc__isa_by_name(const char *name);   /* -1 when unknown */
+const char *gc__isa_name(int isa);
+
+/* Set this thread's gc_last_error without calling the handler: an error
+ * reported on a worker thread, passed on to the calling thread. */
+void gc__error_restore(const char *reason, int code);
+
 /* Monotonic wall-clock seconds, for the timing columns. */
 double gc__now(void);
 

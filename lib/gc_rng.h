@@ -70,6 +70,18 @@ GC_HD static inline uint32_t gc_rng_u32(uint64_t seed, uint32_t stream,
   return gc_rng_block(seed, stream, step, i >> 2).v[i & 3];
 }
 
+/* The 16-bit uniform of element i: the i-th little-endian 16-bit unit of
+ * the stream of Philox blocks 0, 1, 2, ... (block i / 8, word (i / 2) % 4,
+ * the low half for even i).  One Philox call serves eight elements; the
+ * quantizers that need only a Bernoulli draw test u < p 2^16, a bias
+ * below 2^-16 in p (qsgd, terngrad). */
+GC_HD static inline uint32_t gc_rng_u16(uint64_t seed, uint32_t stream,
+                                        uint32_t step, uint64_t i)
+{
+  gc_rng4 r = gc_rng_block(seed, stream, step, i >> 3);
+  return (r.v[(i >> 1) & 3] >> (16 * (unsigned) (i & 1))) & 0xffffu;
+}
+
 /* Uniform in [0,1) with 24 random bits: exact in float. */
 GC_HD static inline float gc_rng_to_f32(uint32_t u)
 {

@@ -848,6 +848,7 @@ static int setup(run *r)
   /* a bad setting is named by the compressor that rejects it */
   if (!(r->sim = gc_sim_alloc(a, r->x0)))
     return gc_last_error_code();
+  gc_sim_set_threads(r->sim, r->T);   /* workers' compression in parallel */
   if (c->bounds_every)
     GC_TRY(bounds_check(r));
   /* Probes (deterministic compressors only): xi through the library's one

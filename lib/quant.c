@@ -20,6 +20,12 @@
  *                  H + W nb + ceil((sum_i |gamma(xi_i+1)| + nnz)/8),
  *                  |gamma(v)| = 2 floor(log2 v) + 1, nb = ceil(n/bucket);
  *                  at most H + W nb + ceil(n (|gamma(s+1)| + 1)/8).
+ * Randomness (gc_rng.h): entry i of qsgd and terngrad draws the 16-bit
+ * uniform gc_rng_u16(seed, stream, step, i), eight entries per Philox
+ * call, and takes the larger value when u < p 2^16 (p = r - floor r, resp.
+ * min(|x_i|, c) / s): E[C(x)] = x up to a bias below 2^-16 in p.
+ * qsgd's float32 bucket norm is sqrt of the sum of x_i^2 in double in
+ * sumsq's order (below); float64 scales by the largest |x_i| first.
  * Decoded values: qsgd sgn * (REAL)(norm * xi / s) computed in double;
  * terngrad +-s; scaled-sign +-scale; fp16/bf16 the exact 16-bit value.
  * Decoders validate the whole message (header, exact length, levels <= s,
@@ -58,7 +64,24 @@ typedef struct qstate {
   double clip;         /* terngrad clip factor, 0 = none */
   uint64_t seed;
   uint32_t stream;
+  /* qsgd with s <= PAIR_MAX_S: the codes of two entries at once, indexed
+   * by sym0 + 32 sym1 with sym = 2 xi + (xi > 0 && x < 0): gamma(xi0 + 1),
+   * sign, gamma(xi1 + 1), sign in the low 24 bits, the length above; and
+   * of one entry (pair[sym] with no second code is not that). */
+  uint32_t pair[1024], one[32];
 } qstate;
+
+enum { PAIR_MAX_S = 15 };
+
+/* The code of one symbol (see qstate.pair) as code | length << 24. */
+static uint32_t sym_code(unsigned sym)
+{
+  unsigned xi = sym >> 1, v = xi + 1, N = (unsigned) (31 - __builtin_clz(v));
+  uint32_t code = (1u << N) | ((v & ((1u << N) - 1)) << (N + 1)), len = 2 * N + 1;
+  if (xi)
+    code |= (uint32_t) (sym & 1) << len++;
+  return code | len << 24;
+}
 
 static int isfin_f32(float v)
 {
@@ -154,6 +177,16 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   base_init(state, n, p);
   q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
   q->nb = (n + q->bucket - 1) / q->bucket;
+  if (q->s <= PAIR_MAX_S)
+    for (unsigned a = 0; a < 32; a++) {
+      uint32_t ca = sym_code(a);
+      q->one[a] = ca;
+      for (unsigned b = 0; b < 32; b++) {
+        uint32_t cb = sym_code(b), la = ca >> 24;
+        q->pair[a + 32 * b] = ((ca & 0xffffffu) | (cb & 0xffffffu) << la) |
+                              (la + (cb >> 24)) << 24;
+      }
+    }
   return GC_SUCCESS;
 }
 
@@ -230,6 +263,342 @@ static uint64_t sign_word_f32(const float *x, unsigned *bad)
  * combines them with gc__pairwise: an order the GPU twin reproduces. */
 enum { SUM_BLOCK = 1024 };
 
+/* ---- dispatched kernels ------------------------------------------------
+ * The hot loops of qsgd and terngrad are written once (always-inline
+ * bodies in quant_source.c) and compiled for SSE2, AVX2 and AVX-512; the
+ * entry points pick one by gc__isa().  The paths perform the same IEEE
+ * operations on the same values in the same order (no contraction into
+ * FMA: -std=c11 turns it off in GCC, the pragma below in clang), so their
+ * messages are bit-identical, which test_quant checks by forcing each. */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+#define INLINE static inline __attribute__((always_inline))
+#if defined(__GNUC__) && defined(__x86_64__)
+#define HAVE_ISA_PATHS 1
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#endif
+
+/* Elements per chunk of the encoders: the uniforms of a chunk (2 KiB)
+ * and its codes stay in L1 between the two loops that use them. */
+enum { CHUNK = 1024 };
+
+/* Loops over at least PAR_MIN entries run on the OpenMP threads (the
+ * caller's omp_set_num_threads; one inside a parallel region), in
+ * PAR_CHUNK pieces where the pieces are not CHUNKs. */
+enum { PAR_MIN = 1 << 18, PAR_CHUNK = 1 << 16 };
+
+typedef struct rngkey { uint64_t seed; uint32_t stream, step; } rngkey;
+typedef void u16_fill(const rngkey *k, uint64_t b, size_t nblk, uint16_t *u);
+
+/* Philox blocks b .. b + nblk - 1 as 8 nblk 16-bit uniforms, the stream of
+ * gc_rng_u16 (element 8 b first). */
+static void u16_blocks_sse2(const rngkey *k, uint64_t b, size_t nblk, uint16_t *u)
+{
+  for (size_t j = 0; j < nblk; j++) {
+    gc_rng4 r = gc_rng_block(k->seed, k->stream, k->step, b + j);
+    for (unsigned w = 0; w < 4; w++) {
+      u[8 * j + 2 * w] = (uint16_t) r.v[w];
+      u[8 * j + 2 * w + 1] = (uint16_t) (r.v[w] >> 16);
+    }
+  }
+}
+
+#ifdef HAVE_ISA_PATHS
+/* Philox4x32-10 in vector lanes, one block per 32-bit lane.  Lane 4L + j
+ * (L = 128-bit lane) computes block 4j + L (AVX-512) or 2j + L (AVX2), so
+ * that the in-lane unpack transpose at the end leaves whole blocks in
+ * stream order.  The counter's high word is shared by the lanes: a group
+ * that straddles 2^32 blocks goes to the scalar loop. */
+TARGET_AVX512 static void u16_blocks_avx512(const rngkey *k, uint64_t b, size_t nblk,
+                                            uint16_t *u)
+{
+  const __m512i lanes = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i m0 = _mm512_set1_epi32((int) 0xD2511F53u), m1 = _mm512_set1_epi32((int) 0xCD9E8D57u);
+  size_t j = 0;
+  for (; j + 16 <= nblk && (b + j) >> 32 == (b + j + 15) >> 32; j += 16) {
+    __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32((int) (uint32_t) (b + j)), lanes);
+    __m512i c1 = _mm512_set1_epi32((int) (uint32_t) ((b + j) >> 32));
+    __m512i c2 = _mm512_set1_epi32((int) k->step), c3 = _mm512_set1_epi32((int) k->stream);
+    uint32_t k0 = (uint32_t) k->seed, k1 = (uint32_t) (k->seed >> 32);
+    for (int r = 0; r < 10; r++) {
+      __m512i e0 = _mm512_mul_epu32(c0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
+      __m512i e1 = _mm512_mul_epu32(c2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
+      __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
+      __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
+      __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
+      __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
+      c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32((int) k0), 0x96);
+      c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int) k1), 0x96);
+      c1 = lo1;
+      c3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    __m512i A = _mm512_unpacklo_epi32(c0, c1), B = _mm512_unpackhi_epi32(c0, c1);
+    __m512i C = _mm512_unpacklo_epi32(c2, c3), D = _mm512_unpackhi_epi32(c2, c3);
+    uint16_t *o = u + 8 * j;
+    _mm512_storeu_si512((void *) o, _mm512_unpacklo_epi64(A, C));
+    _mm512_storeu_si512((void *) (o + 32), _mm512_unpackhi_epi64(A, C));
+    _mm512_storeu_si512((void *) (o + 64), _mm512_unpacklo_epi64(B, D));
+    _mm512_storeu_si512((void *) (o + 96), _mm512_unpackhi_epi64(B, D));
+  }
+  u16_blocks_sse2(k, b + j, nblk - j, u + 8 * j);
+}
+
+TARGET_AVX2 static void u16_blocks_avx2(const rngkey *k, uint64_t b, size_t nblk, uint16_t *u)
+{
+  const __m256i lanes = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i m0 = _mm256_set1_epi32((int) 0xD2511F53u), m1 = _mm256_set1_epi32((int) 0xCD9E8D57u);
+  size_t j = 0;
+  for (; j + 8 <= nblk && (b + j) >> 32 == (b + j + 7) >> 32; j += 8) {
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int) (uint32_t) (b + j)), lanes);
+    __m256i c1 = _mm256_set1_epi32((int) (uint32_t) ((b + j) >> 32));
+    __m256i c2 = _mm256_set1_epi32((int) k->step), c3 = _mm256_set1_epi32((int) k->stream);
+    uint32_t k0 = (uint32_t) k->seed, k1 = (uint32_t) (k->seed >> 32);
+    for (int r = 0; r < 10; r++) {
+      __m256i e0 = _mm256_mul_epu32(c0, m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
+      __m256i e1 = _mm256_mul_epu32(c2, m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(c2, 32), m1);
+      __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xAA);
+      __m256i lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
+      __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xAA);
+      __m256i lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int) k0));
+      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int) k1));
+      c1 = lo1;
+      c3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    __m256i A = _mm256_unpacklo_epi32(c0, c1), B = _mm256_unpackhi_epi32(c0, c1);
+    __m256i C = _mm256_unpacklo_epi32(c2, c3), D = _mm256_unpackhi_epi32(c2, c3);
+    uint16_t *o = u + 8 * j;
+    _mm256_storeu_si256((__m256i *) o, _mm256_unpacklo_epi64(A, C));
+    _mm256_storeu_si256((__m256i *) (o + 16), _mm256_unpackhi_epi64(A, C));
+    _mm256_storeu_si256((__m256i *) (o + 32), _mm256_unpacklo_epi64(B, D));
+    _mm256_storeu_si256((__m256i *) (o + 48), _mm256_unpackhi_epi64(B, D));
+  }
+  u16_blocks_sse2(k, b + j, nblk - j, u + 8 * j);
+}
+#endif
+
+/* Largest |x_i| of float32 entries as a bit pattern (the order of the
+ * patterns of non-negative floats is that of their values); at least
+ * 0x7f800000 when some entry is NaN or Inf. */
+INLINE uint32_t absmax_run(const float *x, size_t n)
+{
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, x + i, sizeof b);
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+
+/* Copy float32 x[0, n) to out as little-endian words, in the same pass
+ * counting nonzeros (-0 is zero) and the largest absolute bit pattern (at
+ * least 0x7f800000 when some entry is NaN or Inf): one read of x. */
+INLINE size_t copy_count_body(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0;
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, x + i, sizeof b);
+    memcpy(out + 4 * i, &b, sizeof b);
+    uint32_t a = b & 0x7fffffffu;
+    nnz += a != 0;
+    m = a > m ? a : m;
+  }
+  *amax = m;
+  return nnz;
+}
+
+/* bfloat16 of float32 x[0, n) (round to nearest even on the bit pattern,
+ * as to_bf16_f32 for every finite x) as little-endian halves, nonzero
+ * halves counted and the largest absolute bit pattern of x in *amax, in
+ * one pass; the caller rejects non-finite x by *amax. */
+INLINE size_t bf16_count_body(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0;
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, x + i, sizeof b);
+    uint32_t a = b & 0x7fffffffu;
+    m = a > m ? a : m;
+    uint16_t h = (uint16_t) ((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    memcpy(out + 2 * i, &h, sizeof h);
+    nnz += (h & 0x7fffu) != 0;
+  }
+  *amax = m;
+  return nnz;
+}
+
+/* sum x_i^2 over x[0, m), m <= SUM_BLOCK, in double (each square is
+ * exact): sixteen lane sums, lane j adding x_j, x_{j+16}, ... in order,
+ * then folded by halves (lane j += lane j + h, h = 8, 4, 2, 1); *amax gets
+ * the largest absolute bit pattern as above.  The order is what the
+ * vector paths compute and what cuda/wire.cu reproduces. */
+INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
+{
+  double acc[16] = {0};
+  size_t i = 0;
+  for (; i + 16 <= m; i += 16)
+    for (unsigned j = 0; j < 16; j++)
+      acc[j] += (double) x[i + j] * (double) x[i + j];
+  for (unsigned j = 0; i + j < m; j++)
+    acc[j] += (double) x[i + j] * (double) x[i + j];
+  for (unsigned h = 8; h; h >>= 1)
+    for (unsigned j = 0; j < h; j++)
+      acc[j] += acc[j + h];
+  uint32_t b = absmax_run(x, m);
+  *amax = b > *amax ? b : *amax;
+  return acc[0];
+}
+
+/* The block sums of x[0, n), SUM_BLOCK entries each, into part[]; returns
+ * their number. */
+INLINE size_t sumsq_blocks_body(const float *x, size_t n, double *part, uint32_t *amax)
+{
+  size_t nb = 0;
+  for (size_t lo = 0; lo < n; lo += SUM_BLOCK)
+    part[nb++] = sumsq_block_body(x + lo, n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, amax);
+  return nb;
+}
+
+/* One entry point per kernel, `name`: `body` compiled for each instruction
+ * set, chosen by gc__isa().  DISPATCH_RNG passes the body the 16-bit
+ * uniform generator of the same instruction set as its last argument. */
+#ifdef HAVE_ISA_PATHS
+#define DISPATCH(ret, name, body, params, ...)                              \
+  TARGET_AVX512 static ret GC__CAT(name, avx512) params                      \
+  { return body(__VA_ARGS__); }                                              \
+  TARGET_AVX2 static ret GC__CAT(name, avx2) params                          \
+  { return body(__VA_ARGS__); }                                              \
+  static ret GC__CAT(name, sse2) params { return body(__VA_ARGS__); }        \
+  static ret name params                                                     \
+  {                                                                          \
+    int isa = gc__isa();                                                     \
+    if (isa >= GC__ISA_AVX512)                                               \
+      return GC__CAT(name, avx512)(__VA_ARGS__);                             \
+    if (isa >= GC__ISA_AVX2)                                                 \
+      return GC__CAT(name, avx2)(__VA_ARGS__);                               \
+    return GC__CAT(name, sse2)(__VA_ARGS__);                                 \
+  }
+#define DISPATCH_RNG(ret, name, body, params, ...)                          \
+  TARGET_AVX512 static ret GC__CAT(name, avx512) params                      \
+  { return body(__VA_ARGS__, u16_blocks_avx512); }                           \
+  TARGET_AVX2 static ret GC__CAT(name, avx2) params                          \
+  { return body(__VA_ARGS__, u16_blocks_avx2); }                             \
+  static ret GC__CAT(name, sse2) params                                      \
+  { return body(__VA_ARGS__, u16_blocks_sse2); }                             \
+  static ret name params                                                     \
+  {                                                                          \
+    int isa = gc__isa();                                                     \
+    if (isa >= GC__ISA_AVX512)                                               \
+      return GC__CAT(name, avx512)(__VA_ARGS__);                             \
+    if (isa >= GC__ISA_AVX2)                                                 \
+      return GC__CAT(name, avx2)(__VA_ARGS__);                               \
+    return GC__CAT(name, sse2)(__VA_ARGS__);                                 \
+  }
+#else
+#define DISPATCH(ret, name, body, params, ...)                              \
+  static ret name params { return body(__VA_ARGS__); }
+#define DISPATCH_RNG(ret, name, body, params, ...)                          \
+  static ret name params { return body(__VA_ARGS__, u16_blocks_sse2); }
+#endif
+
+DISPATCH(uint32_t, absmax_piece, absmax_run, (const float *x, size_t n), x, n)
+
+DISPATCH(size_t, copy_count_piece, copy_count_body,
+         (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
+
+/* copy_count_body over the OpenMP threads (a sum and a maximum of
+ * integers: any split gives the same). */
+static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  uint32_t m = 0;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
+      if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++) {
+    size_t lo = j * PAR_CHUNK;
+    uint32_t mj;
+    nnz += copy_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 4 * lo, &mj);
+    m = mj > m ? mj : m;
+  }
+  *amax = m;
+  return nnz;
+}
+
+DISPATCH(size_t, bf16_count_piece, bf16_count_body,
+         (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
+
+static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  uint32_t m = 0;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
+      if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++) {
+    size_t lo = j * PAR_CHUNK;
+    uint32_t mj;
+    nnz += bf16_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 2 * lo, &mj);
+    m = mj > m ? mj : m;
+  }
+  *amax = m;
+  return nnz;
+}
+
+/* absmax_run over the OpenMP threads (a maximum: any split gives the
+ * same). */
+static uint32_t absmax_bits(const float *x, size_t n)
+{
+  uint32_t m = 0;
+  size_t np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  #pragma omp parallel for schedule(static) reduction(max : m) if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++) {
+    size_t lo = j * PAR_CHUNK;
+    uint32_t v = absmax_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK);
+    m = v > m ? v : m;
+  }
+  return m;
+}
+DISPATCH(size_t, sumsq_blocks, sumsq_blocks_body,
+         (const float *x, size_t n, double *part, uint32_t *amax), x, n, part, amax)
+
+/* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK
+ * entries combined by gc__pairwise in block order.  The block sums of a
+ * group of SUM_GROUP blocks are computed on the OpenMP threads (16 blocks
+ * a piece), then pushed in order: the same result for any thread count. */
+enum { SUM_GROUP = 1024, SUM_PIECE = 16 };
+static double sumsq(const float *x, size_t n, uint32_t *amax)
+{
+  gc__pairwise t = {{0}, 0, 0};
+  double part[SUM_GROUP];
+  uint32_t m = 0;
+  for (size_t g0 = 0; g0 < n; g0 += (size_t) SUM_GROUP * SUM_BLOCK) {
+    size_t gn = n - g0 < (size_t) SUM_GROUP * SUM_BLOCK ? n - g0 : (size_t) SUM_GROUP * SUM_BLOCK;
+    size_t nb = (gn + SUM_BLOCK - 1) / SUM_BLOCK, np = (nb + SUM_PIECE - 1) / SUM_PIECE;
+    #pragma omp parallel for schedule(static) reduction(max : m) if (n >= PAR_MIN)
+    for (size_t k = 0; k < np; k++) {
+      size_t lo = k * SUM_PIECE * SUM_BLOCK, len = gn - lo < SUM_PIECE * SUM_BLOCK
+                                                   ? gn - lo : SUM_PIECE * SUM_BLOCK;
+      uint32_t mk = 0;
+      sumsq_blocks(x + g0 + lo, len, part + k * SUM_PIECE, &mk);
+      m = mk > m ? mk : m;
+    }
+    for (size_t k = 0; k < nb; k++)
+      gc__pairwise_push(&t, part[k]);
+  }
+  *amax = m;
+  return gc__pairwise_total(&t);
+}
+
 #define REAL float
 #define SFX f32
 #define PREC 32
@@ -239,6 +608,8 @@ enum { SUM_BLOCK = 1024 };
 #define SFX f64
 #define PREC 64
 #include "quant_source.c"
+#undef DISPATCH
+#undef DISPATCH_RNG
 
 #define QUANT_TYPE(var, nm, sum, fl, initf, maxf, fn)                       \
   static const gc_compressor_type var##_type = {                            \

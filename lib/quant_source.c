@@ -73,6 +73,12 @@ static int FN(identity_encode)(void *st, const REAL *x, uint32_t step,
   (void) step;
   GC_TRY(FN(check_cap)(x, n, cap, need, "identity"));
   size_t nnz = 0;
+#if PREC == 32
+  uint32_t amax;   /* one pass: copy, count, check */
+  nnz = copy_count(x, n, buf + HDR, &amax);
+  if (amax >= 0x7f800000u)
+    return FN(check_finite)(x, n, "identity");
+#else
   unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     nnz += x[i] != 0;
@@ -80,9 +86,10 @@ static int FN(identity_encode)(void *st, const REAL *x, uint32_t step,
   }
   if (bad)
     return FN(check_finite)(x, n, "identity");
+  memcpy(buf + HDR, x, W * n);
+#endif
   buf[0] = TAG_IDENTITY;
   buf[1] = PREC;
-  memcpy(buf + HDR, x, W * n);
   *len = need;
   info->nnz = nnz;
   info->selected = n;
@@ -221,6 +228,18 @@ FLAVOUR(scaled_sign, sign, 1)
 
 /* ---- qsgd --------------------------------------------------------------- */
 
+#if PREC == 32
+/* ||x[lo,hi)||_2 as sqrt of sumsq (quant.c): no float32 square overflows
+ * a double.  *bad is set (and 0 returned) when some entry is NaN or Inf. */
+static double FN(bucket_norm)(const REAL *x, size_t lo, size_t hi,
+                                unsigned *bad)
+{
+  uint32_t amax;
+  double ss = sumsq(x + lo, hi - lo, &amax);
+  *bad = amax >= 0x7f800000u;
+  return *bad ? 0 : sqrt(ss);
+}
+#else
 /* ||x[lo,hi)||_2 without overflow: scale by the largest magnitude.  *bad
  * is set (and 0 returned) when some entry is NaN or Inf. */
 static double FN(bucket_norm)(const REAL *x, size_t lo, size_t hi,
@@ -242,6 +261,70 @@ static double FN(bucket_norm)(const REAL *x, size_t lo, size_t hi,
   }
   return amax * sqrt(ss);
 }
+#endif
+
+/* The codes of bucket x[lo, hi) with norm > 0 (as sent) into w; returns
+ * the nonzero levels.  r_i = |x_i| s / norm, so E[decoded] = x_i up to
+ * the uniform's resolution; xi = l + 1 with probability r - l, tested as
+ * u_i < (r - l) 2^16 with the 16-bit uniform of element i (bias < 2^-16).
+ * In chunks: the uniforms (and, for s <= PAIR_MAX_S, the symbols of
+ * qstate.pair) first, in loops that vectorise, then the bit writer. */
+INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
+                                     const REAL *x, size_t lo, size_t hi,
+                                     REAL norm, gc__bw *w, u16_fill *fill)
+{
+  uint16_t u[CHUNK + 8];
+  uint8_t sym[CHUNK];
+  size_t nnz = 0;
+  const double k = (double) q->s / (double) norm;
+  const int s = (int) (q->s <= PAIR_MAX_S ? q->s : 0);
+  for (size_t c0 = lo; c0 < hi; c0 += CHUNK) {
+    size_t m = hi - c0 < CHUNK ? hi - c0 : CHUNK, sh = c0 & 7;
+    fill(key, c0 >> 3, (sh + m + 7) >> 3, u);
+    const uint16_t *uc = u + sh;
+    const REAL *xc = x + c0;
+    if (s) {
+      unsigned nz = 0;
+      for (size_t t = 0; t < m; t++) {
+        /* 0 <= r <= s (1 + 2^-23): truncation is floor */
+        double r = fabs((double) xc[t]) * k;
+        int l = (int) r;
+        int xi = l + ((double) uc[t] < (r - (double) l) * 65536.0);
+        xi = xi < s ? xi : s;            /* above s only by rounding */
+        sym[t] = (uint8_t) (2 * xi + ((xi != 0) & (xc[t] < 0)));
+        nz += xi != 0;
+      }
+      nnz += nz;
+      gc__bw lw = *w;   /* a local copy stays in registers: byte stores alias */
+      size_t t = 0;
+      for (; t + 2 <= m; t += 2) {
+        uint32_t e = q->pair[sym[t] + 32u * sym[t + 1]];
+        gc__bw_put(&lw, e & 0xffffffu, e >> 24);
+      }
+      if (t < m)
+        gc__bw_put(&lw, q->one[sym[t]] & 0xffffffu, q->one[sym[t]] >> 24);
+      *w = lw;
+      continue;
+    }
+    for (size_t t = 0; t < m; t++) {
+      double r = fabs((double) xc[t]) * k, l = floor(r);
+      uint64_t xi = (uint64_t) l + ((double) uc[t] < (r - l) * 65536.0);
+      if (xi > q->s)
+        xi = q->s;
+      gc__bw_gamma(w, xi + 1);
+      if (xi) {
+        gc__bw_put(w, xc[t] < 0, 1);
+        nnz++;
+      }
+    }
+  }
+  return nnz;
+}
+
+DISPATCH_RNG(size_t, FN(qsgd_bucket), FN(qsgd_bucket_body),
+             (const qstate *q, const rngkey *key, const REAL *x, size_t lo,
+              size_t hi, REAL norm, gc__bw *w),
+             q, key, x, lo, hi, norm, w)
 
 static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
@@ -249,7 +332,7 @@ static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
 {
   const qstate *q = st;
   size_t n = q->n, B = q->bucket, off = HDR + W * q->nb, nnz = 0;
-  double s = (double) q->s;
+  const rngkey key = { q->seed, q->stream, step };
   GC_TRY(FN(check_cap)(x, n, cap, off, "qsgd"));
   buf[0] = TAG_QSGD;
   buf[1] = PREC;
@@ -269,23 +352,7 @@ static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
         gc__bw_put(&w, 1, 1);
       continue;
     }
-    /* r_i uses the norm as sent, so E[decoded] = x_i exactly; xi = l + 1
-     * with probability r - l, tested as u < (r - l) 2^32 (bias < 2^-32). */
-    double k = s / (double) norm;
-    gc_rng4 blk = gc_rng_block(q->seed, q->stream, step, lo >> 2);
-    for (size_t i = lo; i < hi; i++) {
-      if ((i & 3) == 0)
-        blk = gc_rng_block(q->seed, q->stream, step, i >> 2);
-      double r = fabs((double) x[i]) * k, l = floor(r);
-      uint64_t xi = (uint64_t) l + ((double) blk.v[i & 3] < (r - l) * 4294967296.0);
-      if (xi > q->s)                    /* only by rounding of the norm */
-        xi = q->s;
-      gc__bw_gamma(&w, xi + 1);
-      if (xi) {
-        gc__bw_put(&w, x[i] < 0, 1);
-        nnz++;
-      }
-    }
+    nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);
   }
   if (gc__bw_finish(&w) != 0)
     GC_ERRORF(GC_ENOSPACE, "qsgd: message does not fit in %zu bytes "
@@ -366,6 +433,68 @@ static double FN(block_sum)(const REAL *x, size_t n, int squares, double mean)
   return gc__pairwise_total(&t);
 }
 
+/* TernGrad codes of x[0, m) into out[0, ceil(m/4)) from the uniforms u:
+ * b_i = [u_i < a_i 2^16 / s] (inv = 2^16 / s, bias < 2^-16) with a_i =
+ * min(|x_i|, c), code b_i | (b_i & x_i < 0) << 1; returns the nonzeros.
+ * Branch-free (b_i is unpredictable); four codes per byte through a
+ * 32-bit word, whose byte t lands at bits 2t. */
+INLINE size_t FN(tern_chunk)(const REAL *x, size_t m, const uint16_t *u,
+                               REAL c, double inv, uint8_t *out)
+{
+  uint8_t code[CHUNK];
+  size_t nnz = 0;
+  for (size_t t = 0; t < m; t++) {
+    REAL a = (REAL) fabs((double) x[t]);
+    a = a < c ? a : c;
+    unsigned b = (double) u[t] < (double) a * inv;
+    code[t] = (uint8_t) (b | ((b & (x[t] < 0)) << 1));
+    nnz += b;
+  }
+  size_t nbytes = (m + 3) / 4;
+  for (size_t t = m; t < 4 * nbytes; t++)
+    code[t] = 0;
+  for (size_t j = 0; j < nbytes; j++) {
+    uint32_t v;
+    memcpy(&v, code + 4 * j, sizeof v);
+    out[j] = (uint8_t) (v | v >> 6 | v >> 12 | v >> 18);
+  }
+  return nnz;
+}
+
+/* Codes of the entries [lo, hi) (lo a multiple of CHUNK), chunk by chunk. */
+INLINE size_t FN(tern_range_body)(const rngkey *key, const REAL *x, size_t lo,
+                                    size_t hi, REAL c, double inv, uint8_t *out,
+                                    u16_fill *fill)
+{
+  uint16_t u[CHUNK];
+  size_t nnz = 0;
+  for (size_t i = lo; i < hi; i += CHUNK) {
+    size_t m = hi - i < CHUNK ? hi - i : CHUNK;
+    fill(key, i / 8, (m + 7) / 8, u);
+    nnz += FN(tern_chunk)(x + i, m, u, c, inv, out + i / 4);
+  }
+  return nnz;
+}
+
+DISPATCH_RNG(size_t, FN(tern_range), FN(tern_range_body),
+             (const rngkey *key, const REAL *x, size_t lo, size_t hi, REAL c,
+              double inv, uint8_t *out),
+             key, x, lo, hi, c, inv, out)
+
+/* Pieces of PAR_CHUNK entries on the OpenMP threads: the key, not the
+ * thread, picks the uniforms, so any thread count writes the same bytes. */
+static size_t FN(tern_codes)(const rngkey *key, const REAL *x, size_t n, REAL c,
+                               double inv, uint8_t *out)
+{
+  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz) if (n >= PAR_MIN)
+  for (size_t j = 0; j < np; j++)
+    nnz += FN(tern_range)(key, x, j * PAR_CHUNK,
+                          n - j * PAR_CHUNK < PAR_CHUNK ? n : (j + 1) * PAR_CHUNK,
+                          c, inv, out);
+  return nnz;
+}
+
 static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
                                  uint8_t *buf, size_t cap, size_t *len,
                                  gc_compress_info *info)
@@ -382,7 +511,15 @@ static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
     double var = FN(block_sum)(x, n, 1, mean);
     c = (REAL) (q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0));
   }
+  /* s = max_i min(|x_i|, c) = min(max_i |x_i|, c) */
   REAL s = 0;
+#if PREC == 32
+  uint32_t amax = absmax_bits(x, n);
+  if (amax >= 0x7f800000u)
+    return FN(check_finite)(x, n, "terngrad");
+  memcpy(&s, &amax, sizeof s);
+  s = s < c ? s : c;
+#else
   unsigned bad = 0;
   for (size_t i = 0; i < n; i++) {
     REAL a = (REAL) fabs((double) x[i]);
@@ -392,29 +529,16 @@ static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
   }
   if (bad)
     return FN(check_finite)(x, n, "terngrad");
+#endif
   buf[0] = TAG_TERNGRAD;
   buf[1] = PREC;
   memcpy(buf + HDR, &s, W);
   uint8_t *out = buf + HDR + W;
-  memset(out, 0, need - HDR - W);
   if (s > 0) {
-    /* b_i ~ Bernoulli(|x_i|/s): u < p 2^32 (bias < 2^-32).  One Philox
-     * block serves the four entries of one output byte; branch-free,
-     * since b_i is unpredictable. */
-    double inv = 4294967296.0 / (double) s;
-    for (size_t k = 0; 4 * k < n; k++) {
-      gc_rng4 blk = gc_rng_block(q->seed, q->stream, step, k);
-      unsigned byte = 0, m = n - 4 * k < 4 ? (unsigned) (n - 4 * k) : 4;
-      for (unsigned t = 0; t < m; t++) {
-        REAL xv = x[4 * k + t];
-        REAL a = (REAL) fabs((double) xv);
-        a = a < c ? a : c;
-        unsigned b = (double) blk.v[t] < (double) a * inv;
-        byte |= (b | ((b & (xv < 0)) << 1)) << (2 * t);
-        nnz += b;
-      }
-      out[k] = (uint8_t) byte;
-    }
+    const rngkey key = { q->seed, q->stream, step };
+    nnz = FN(tern_codes)(&key, x, n, c, 65536.0 / (double) s, out);
+  } else {
+    memset(out, 0, need - HDR - W);
   }
   *len = need;
   info->nnz = nnz;
@@ -461,6 +585,19 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
   buf[0] = bf ? TAG_BF16 : TAG_FP16;
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
+#if PREC == 32
+  if (bf) {   /* one pass: convert, count, check */
+    uint32_t amax;
+    nnz = bf16_count(x, n, p, &amax);
+    if (amax >= 0x7f800000u)
+      return FN(check_finite)(x, n, who);
+    *len = need;
+    info->nnz = nnz;
+    info->selected = n;
+    info->loops = 0;
+    return GC_SUCCESS;
+  }
+#endif
   /* finiteness first, so that the conversion loops below stay simple
    * enough to vectorise (or to use F16C) */
   GC_TRY(FN(check_finite)(x, n, who));

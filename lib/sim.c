@@ -2,9 +2,13 @@
  * one model copy x (all workers hold the same one), every message recorded
  * in the ledger.  Message buffers are sized once at allocation. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gc_algo.h"
 #include "gc_algo_vec.h"
@@ -24,7 +28,12 @@ struct gc_sim {
   uint8_t *down;
   uint32_t steps;
   double worker_s, server_s;   /* wall time inside the two sides */
+  size_t threads;              /* for the workers' steps (>= 1)     */
+  int *wst;                    /* [P] status of each worker's step  */
+  char *werr;                  /* [P][WERR] its error message       */
 };
+
+enum { WERR = 512 };
 
 double gc__now(void)
 {
@@ -48,6 +57,8 @@ void gc_sim_free(gc_sim *s)
   free(s->up);
   free(s->uplen);
   free(s->down);
+  free(s->wst);
+  free(s->werr);
   free(s);
 }
 
@@ -73,7 +84,10 @@ gc_sim *gc_sim_alloc(const gc_algo_config *cfg, const void *x0)
            (s->upbuf = malloc(P * s->upcap)) &&
            (s->up = calloc(P, sizeof *s->up)) &&
            (s->uplen = calloc(P, sizeof *s->uplen)) &&
-           (s->down = malloc(s->downcap));
+           (s->down = malloc(s->downcap)) &&
+           (s->wst = calloc(P, sizeof *s->wst)) &&
+           (s->werr = calloc(P, WERR));
+  s->threads = 1;
   if (!ok) {
     gc_sim_free(s);
     GC_ERROR_NULL("simulator: out of memory", GC_ENOMEM);
@@ -94,6 +108,16 @@ gc_sim *gc_sim_alloc(const gc_algo_config *cfg, const void *x0)
   return s;
 }
 
+void gc_sim_set_threads(gc_sim *s, size_t threads)
+{
+#ifdef _OPENMP
+  s->threads = threads ? threads : 1;
+#else
+  (void) threads;
+  s->threads = 1;
+#endif
+}
+
 const void *gc_sim_point(const gc_sim *s) { return s->x; }
 
 const void *gc_sim_model(const gc_sim *s)
@@ -111,9 +135,37 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
   if (t == UINT32_MAX)
     GC_ERROR("the step counter is at its limit 2^32 - 1", GC_EINVAL);
   double t0 = gc__now();
-  for (size_t p = 0; p < P; p++)
-    GC_TRY(gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
-                          s->upcap, &s->uplen[p]));
+  if (s->threads > 1) {
+    /* A failing worker reports on its own thread; its message is passed
+     * on, and the first failure in worker order is the one returned. */
+    #pragma omp parallel for schedule(static) num_threads((int) s->threads)
+    for (size_t p = 0; p < P; p++) {
+      s->wst[p] = gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
+                                 s->upcap, &s->uplen[p]);
+      if (s->wst[p])
+        snprintf(s->werr + p * WERR, WERR, "%s", gc_last_error());
+    }
+    for (size_t p = 0; p < P; p++)
+      if (s->wst[p]) {
+        gc__error_restore(s->werr + p * WERR, s->wst[p]);
+        return s->wst[p];
+      }
+  } else {
+    /* one thread means one: the compressors' own OpenMP loops too */
+#ifdef _OPENMP
+    int caller = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    int st = GC_SUCCESS;
+    for (size_t p = 0; p < P && st == GC_SUCCESS; p++)
+      st = gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
+                          s->upcap, &s->uplen[p]);
+#ifdef _OPENMP
+    omp_set_num_threads(caller);
+#endif
+    if (st)
+      return st;
+  }
   double t1 = gc__now();
   size_t downlen;
   GC_TRY(gc_server_step(s->s, s->up, s->uplen, lr, t, s->down, s->downcap,

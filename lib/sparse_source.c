@@ -125,12 +125,19 @@ static REAL FN(kth_largest)(REAL *a, size_t m, size_t k)
  * output is written after cand[j] is read).  Of the entries equal to the
  * K-th magnitude, the lowest (ties low) or highest (ties high) indices
  * fill the remaining places. */
+static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
+                                     REAL *scratch, size_t cap);
+
+/* magcap: REALs that mag holds (>= c); what is left past c is the
+ * bucketed selection's scratch (the partitioning quickselect over all c
+ * magnitudes took most of top-K's time at density 0.01 and up). */
 static void FN(select_among)(const REAL *x, const uint32_t *cand, size_t c,
-                             size_t k, int ties, REAL *mag, uint32_t *out)
+                             size_t k, int ties, REAL *mag, size_t magcap,
+                             uint32_t *out)
 {
   for (size_t j = 0; j < c; j++)
     mag[j] = FABS(x[cand[j]]);
-  REAL t = FN(kth_largest)(mag, c, k);
+  REAL t = FN(kth_largest_bucketed)(mag, c, k, mag + c, magcap - c);
   size_t g = 0, e = 0;
   for (size_t j = 0; j < c; j++) {   /* mag is reordered, the counts are not */
     g += mag[j] > t;
@@ -239,7 +246,8 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
   if (c >= k && c <= s->cand_cap)
-    FN(select_among)(x, s->cand, c, k, s->p.ties, mag, s->idx);
+    FN(select_among)(x, s->cand, c, k, s->p.ties, mag,
+                     s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
   else
     FN(radix_topk)(x, n, k, s->p.ties, s->idx);
   return GC_SUCCESS;
@@ -400,7 +408,8 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
          * top-ns is the global top-ns (same tie rule): select among I in
          * place rather than scan x again, unless it outgrows the workspace */
         if (c <= s->cand_cap)
-          FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag, s->idx);
+          FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
+                           s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
         else
           GC_TRY(FN(topk)(s, x, ns));
         c = ns;

@@ -14,6 +14,7 @@
 #include "gc_bitio.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_rng.h"
 #include "gc_test.h"
 
@@ -718,5 +719,115 @@ Test(quant, other_corrupt_bodies, .init = gc_test_quiet)
   cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, sizeof buf, &len, NULL), 0));
   buf[2] = 0x81; buf[3] = 0xff;                     /* a NaN pattern */
   expect_corrupt64(c, buf, len, "NaN bf16");
+  gc_compressor_free(c);
+}
+
+/* ---- dispatched kernels: every instruction set, one definition ----------- */
+
+/* The message of each compressor at every vector path the CPU has
+ * (gc__isa_force) equals the SSE2 path's byte for byte: odd lengths, chunk
+ * and bucket boundaries off the 8-entry Philox groups, the pair-table and
+ * the general qsgd coder, clipped and plain terngrad, both precisions. */
+static void encode_both(gc_compressor *c, const float *xf, const double *xd,
+                        uint32_t step, uint8_t *b32, size_t *l32, uint8_t *b64,
+                        size_t *l64, size_t cap)
+{
+  gc_compress_info info;
+  cr_assert(eq(int, gc_compress_f32(c, xf, step, b32, cap, l32, &info), GC_SUCCESS));
+  cr_assert(eq(int, gc_compress_f64(c, xd, step, b64, cap, l64, &info), GC_SUCCESS));
+}
+
+Test(dispatch, quant_paths_bit_identical)
+{
+  static const size_t ns[] = {1, 9, 1031, 5003};
+  static const struct { const char *name; unsigned s; size_t bucket; double clip; } cfg[] = {
+    {"terngrad", 1, 0, 0}, {"terngrad", 1, 0, 2.5}, {"qsgd", 1, 0, 0}, {"qsgd", 4, 13, 0},
+    {"qsgd", 15, 1000, 0}, {"qsgd", 16, 0, 0}, {"qsgd", 300, 77, 0}, {"qsgd", 4, 1, 0}, {"identity", 1, 0, 0}, {"bf16", 1, 0, 0}};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    size_t n = ns[a];
+    double *xd = malloc(n * sizeof *xd);
+    float *xf = malloc(n * sizeof *xf);
+    gc_test_fill_normal(xd, n, 31 + a);
+    xd[n / 2] = 0;   /* an exact zero and, below, a clipped outlier */
+    if (n > 3)
+      xd[3] = 40.0;
+    for (size_t i = 0; i < n; i++)
+      xf[i] = (float) xd[i];
+    for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
+      gc_compressor *c = make(cfg[j].name, n, cfg[j].s, cfg[j].bucket, cfg[j].clip, 1234);
+      size_t cap = gc_compressor_max_bytes(c), l32, l64, m32, m64;
+      uint8_t *r32 = malloc(cap), *r64 = malloc(cap), *b32 = malloc(cap), *b64 = malloc(cap);
+      for (uint32_t step = 0; step < 8; step += 7) {
+        gc__isa_force(GC__ISA_SSE2);
+        encode_both(c, xf, xd, step, r32, &l32, r64, &l64, cap);
+        for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+          gc__isa_force(isa);
+          encode_both(c, xf, xd, step, b32, &m32, b64, &m64, cap);
+          cr_assert(eq(sz, m32, l32), "%s s=%u n=%zu %s: float32 length", cfg[j].name,
+                    cfg[j].s, n, gc__isa_name(isa));
+          cr_assert(eq(sz, m64, l64), "%s n=%zu %s: float64 length", cfg[j].name, n,
+                    gc__isa_name(isa));
+          cr_assert(eq(int, memcmp(b32, r32, l32), 0), "%s s=%u bucket=%zu n=%zu %s: float32 "
+                    "bytes", cfg[j].name, cfg[j].s, cfg[j].bucket, n, gc__isa_name(isa));
+          cr_assert(eq(int, memcmp(b64, r64, l64), 0), "%s s=%u n=%zu %s: float64 bytes",
+                    cfg[j].name, cfg[j].s, n, gc__isa_name(isa));
+        }
+      }
+      free(r32); free(r64); free(b32); free(b64);
+      gc_compressor_free(c);
+    }
+    free(xd);
+    free(xf);
+  }
+  gc__isa_force(saved);
+}
+
+/* The randomness contract, entry by entry, on the widest path: terngrad
+ * sends entry i iff gc_rng_u16(i) < min(|x_i|, c) 2^16 / s, and qsgd's
+ * level is l + [gc_rng_u16(i) < (r - l) 2^16], r = |x_i| s / norm (the
+ * norm as sent), l = floor(r). */
+Test(dispatch, quant_uniforms_follow_the_contract)
+{
+  enum { N = 3001 };
+  const uint64_t seed = 99;
+  const uint32_t stream = 0, step = 5;
+  float x[N], y[N];
+  double xd[N];
+  gc_test_fill_normal(xd, N, 8);
+  for (size_t i = 0; i < N; i++)
+    x[i] = (float) xd[i];
+  gc_compressor *c = make("terngrad", N, 1, 0, 0, seed);
+  uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+  gc_compress_info info;
+  size_t len;
+  cr_assert(eq(int, gc_compress_f32(c, x, step, buf, gc_compressor_max_bytes(c), &len, &info),
+               GC_SUCCESS));
+  float s;
+  memcpy(&s, buf + 2, 4);
+  for (size_t i = 0; i < N; i++) {
+    unsigned code = (buf[6 + i / 4] >> (2 * (i % 4))) & 3;
+    int b = (double) gc_rng_u16(seed, stream, step, i) < (double) fabsf(x[i]) * (65536.0 / s);
+    cr_assert(eq(u32, code, b ? (x[i] < 0 ? 3u : 1u) : 0u), "terngrad entry %zu", i);
+  }
+  free(buf);
+  gc_compressor_free(c);
+
+  const unsigned S = 4;
+  c = make("qsgd", N, S, 0, 0, seed);
+  buf = malloc(gc_compressor_max_bytes(c));
+  cr_assert(eq(int, gc_compress_f32(c, x, step, buf, gc_compressor_max_bytes(c), &len, &info),
+               GC_SUCCESS));
+  float norm;
+  memcpy(&norm, buf + 2, 4);
+  memset(y, 0, sizeof y);
+  cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, step, 1.0f, y), GC_SUCCESS));
+  for (size_t i = 0; i < N; i++) {
+    double r = fabs((double) x[i]) * ((double) S / (double) norm), l = floor(r);
+    unsigned want = (unsigned) l + ((double) gc_rng_u16(seed, stream, step, i) < (r - l) * 65536.0);
+    unsigned got = (unsigned) lround(fabs((double) y[i]) * S / norm);
+    cr_assert(eq(u32, got, want), "qsgd entry %zu", i);
+  }
+  free(buf);
   gc_compressor_free(c);
 }

@@ -1,0 +1,144 @@
+/* test_threads.c -- parallel workers in the simulator (gc_sim_set_threads):
+ * any thread count gives the bytes of one thread, and an error on a worker
+ * thread reaches the caller with its message. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_algo.h"
+#include "gc_compressor.h"
+#include "gc_errno.h"
+#include "gc_npy.h"
+#include "gc_test.h"
+
+enum { P = 5, N = 3001, STEPS = 6 };
+
+static gc_sim *make_sim(const char *up, gc_algo_kind kind, const float *x0)
+{
+  gc_algo_config c;
+  gc_algo_config_default(&c);
+  c.kind = kind;
+  c.workers = P;
+  c.n = N;
+  c.dtype = GC_F32;
+  c.up = gc_compressor_type_by_name(up);
+  c.down = gc_compressor_type_by_name("topk");
+  gc_compressor_params_default(&c.up_params);
+  gc_compressor_params_default(&c.down_params);
+  c.up_params.levels = 4;
+  c.up_params.seed = c.down_params.seed = 17;
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  cr_assert(not(eq(ptr, s, NULL)), "%s", gc_last_error());
+  return s;
+}
+
+/* Gradients that differ per worker and step, so a mix-up of workers'
+ * messages or states between threads changes the bytes. */
+static void grads(float g[P][N], const float *x, uint32_t t)
+{
+  for (size_t p = 0; p < P; p++)
+    for (size_t i = 0; i < N; i++)
+      g[p][i] = x[i] + (float) sin(0.37 * (double) (i + 1) * (double) (p + 1) + t);
+}
+
+/* The whole state (model, memories, compressor warm starts) after STEPS
+ * steps on `threads` threads. */
+static void run(const char *up, gc_algo_kind kind, size_t threads, uint8_t **state, size_t *len)
+{
+  static float x0[N], g[P][N];
+  const void *gp[P];
+  for (size_t i = 0; i < N; i++)
+    x0[i] = (float) cos(0.1 * (double) i);
+  gc_sim *s = make_sim(up, kind, x0);
+  gc_sim_set_threads(s, threads);
+  for (size_t p = 0; p < P; p++)
+    gp[p] = g[p];
+  for (uint32_t t = 0; t < STEPS; t++) {
+    grads(g, gc_sim_point(s), t);
+    cr_assert(eq(int, gc_sim_step(s, gp, 0.05), GC_SUCCESS), "%s", gc_last_error());
+  }
+  *len = gc_sim_state_bytes(s);
+  *state = malloc(*len);
+  gc_sim_state_save(s, *state);
+  gc_sim_free(s);
+}
+
+Test(threads, sim_workers_bit_identical)
+{
+  static const char *const up[] = {"qsgd", "terngrad", "topk", "randk", "scaled-sign"};
+  for (size_t j = 0; j < sizeof up / sizeof up[0]; j++) {
+    uint8_t *a, *b;
+    size_t la, lb;
+    run(up[j], GC_ALGO_BI, 1, &a, &la);
+    for (size_t T = 2; T <= 3; T++) {
+      run(up[j], GC_ALGO_BI, T, &b, &lb);
+      cr_assert(eq(sz, la, lb));
+      cr_assert(eq(int, memcmp(a, b, la), 0), "%s: state after %d steps differs between 1 and "
+                "%zu threads", up[j], STEPS, T);
+      free(b);
+    }
+    free(a);
+  }
+}
+
+/* Worker 3 (the second thread's share) gets a NaN: the step fails with
+ * GC_EDOM and the calling thread's gc_last_error names the entry. */
+Test(threads, worker_error_reaches_the_caller, .init = gc_test_quiet)
+{
+  static float x0[N], g[P][N];
+  const void *gp[P];
+  gc_sim *s = make_sim("qsgd", GC_ALGO_UNI, x0);
+  gc_sim_set_threads(s, 2);
+  grads(g, x0, 0);
+  g[3][123] = NAN;
+  for (size_t p = 0; p < P; p++)
+    gp[p] = g[p];
+  cr_assert(eq(int, gc_sim_step(s, gp, 0.05), GC_EDOM));
+  cr_assert(eq(int, gc_last_error_code(), GC_EDOM));
+  cr_assert(not(eq(ptr, strstr(gc_last_error(), "123"), NULL)), "message: %s", gc_last_error());
+  gc_sim_free(s);
+}
+
+/* The compressors' own loops over OpenMP threads (vectors of at least
+ * 2^18 entries; ragged last piece): 1, 2 and 3 threads, the same bytes. */
+Test(threads, compressor_loops_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { M = (1 << 18) * 3 + 4097 };
+  static const char *const names[] = {"terngrad", "qsgd", "identity", "bf16"};
+  float *x = malloc(M * sizeof *x);
+  for (size_t i = 0; i < M; i++)
+    x[i] = (float) sin(0.001 * (double) i * (double) (i % 7 + 1));
+  int saved = omp_get_max_threads();
+  for (size_t j = 0; j < sizeof names / sizeof names[0]; j++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.levels = 4;
+    p.seed = 3;
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[j]), M, &p);
+    size_t cap = gc_compressor_max_bytes(c), l1, lt;
+    uint8_t *one = malloc(cap), *many = malloc(cap);
+    omp_set_num_threads(1);
+    cr_assert(eq(int, gc_compress_f32(c, x, 9, one, cap, &l1, NULL), GC_SUCCESS));
+    for (int T = 2; T <= 3; T++) {
+      omp_set_num_threads(T);
+      cr_assert(eq(int, gc_compress_f32(c, x, 9, many, cap, &lt, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, lt, l1));
+      cr_assert(eq(int, memcmp(one, many, l1), 0), "%s: %d threads", names[j], T);
+    }
+    free(one);
+    free(many);
+    gc_compressor_free(c);
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
+}
