@@ -9,6 +9,7 @@
 
 #include "gc_algo.h"
 #include "gc_cli.h"
+#include "gc_transport_cli.h"
 #include "gc_errno.h"
 #include "gc_theory.h"
 
@@ -244,7 +245,9 @@ static void trajectory_usage(FILE *out)
           "         --compressor NAME [--compressor-down NAME]\n"
           "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
           "         --lr A --steps N [--seed S] [--csv FILE]\n"
-          "  Runs the algorithm with the in-process transport and logs per step\n"
+          "         [--transport inproc|mpi] [--save-x FILE.npy]\n"
+          "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
+          "  mpi: rank 0 the server, rank p+1 worker p) and logs per step\n"
           "  F-F*, ||grad F||^2, xi_t (4.2), xi_bi,t (4.4), ||E_t|| and its recursion\n"
           "  bound (4.3), bytes up/down and |support union|.\n"
           "  quadratic spec: key=value list of P, d, L, mu, spectrum=geom|lin, hetero,\n"
@@ -262,6 +265,7 @@ static int cmd_trajectory(int argc, char **argv)
   size_t steps = 0;
   uint64_t seed = 0;
   int dd_set = 0, kd_set = 0;
+  gc_transport_opts tro = { 0 };
   gc_cli_args args = GC_CLI_ARGS(CMD, "trajectory: ", trajectory_usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
@@ -283,7 +287,7 @@ static int cmd_trajectory(int argc, char **argv)
     else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr);
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
     else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
-    else
+    else if (!gc_transport_option(CMD, o, v, &tro, &err))
       return gc_cli_unknown(&args, o);
     if (err)
       return 2;
@@ -314,6 +318,12 @@ static int cmd_trajectory(int argc, char **argv)
   if (!r) {
     gc_problem_free(prob);
     return gc_cli_fail(CMD, 1, "cannot set up the run");
+  }
+  int worker_exit = gc_trajectory_transport_begin(&tro, r, prob, &cfg, lr, steps);
+  if (worker_exit >= 0) {   /* an MPI worker rank, done */
+    gc_theory_run_free(r);
+    gc_problem_free(prob);
+    return worker_exit;
   }
   FILE *f = NULL;
   if (csv) {
@@ -365,6 +375,7 @@ static int cmd_trajectory(int argc, char **argv)
   }
   if (f)
     fclose(f);
+  rc = gc_trajectory_transport_end(&tro, r, rc);
   gc_theory_run_free(r);
   gc_problem_free(prob);
   return rc;
