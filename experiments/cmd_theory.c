@@ -246,6 +246,7 @@ static void trajectory_usage(FILE *out)
           "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
           "         --lr A --steps N [--seed S] [--csv FILE]\n"
           "         [--transport inproc|mpi] [--save-x FILE.npy]\n"
+          "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
           "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
           "  mpi: rank 0 the server, rank p+1 worker p) and logs per step\n"
           "  F-F*, ||grad F||^2, xi_t (4.2), xi_bi,t (4.4), ||E_t|| and its recursion\n"

@@ -19,10 +19,13 @@ typedef struct gc_transport_opts {
   const char *save_x;      /* --save-x FILE: the final iterate (.npy) */
   struct gc_traj_mpi *run; /* set by gc_trajectory_transport_begin   */
   size_t n;                /* the run's dimension (begin sets it)     */
+  const char *net_bw, *net_lat, *net_csv;   /* --net-bandwidth/-latency/-csv */
+  gc_algo_config cfg;      /* the run's configuration (begin sets it) */
 } gc_transport_opts;
 
-/* Take --transport and --save-x: 1 when opt is one of them (*err set to
- * 2 on a bad value, after a message), 0 otherwise. */
+/* Take --transport, --save-x and the network model's --net-bandwidth B
+ * --net-latency L [--net-csv FILE]: 1 when opt is one of them (*err set
+ * to 2 on a bad value, after a message), 0 otherwise. */
 int gc_transport_option(const char *cmd, const char *opt, const char *val,
                         gc_transport_opts *o, int *err);
 /* After gc_theory_run_alloc, on every rank.  inproc: nothing, returns -1.
@@ -34,7 +37,9 @@ int gc_trajectory_transport_begin(gc_transport_opts *o, gc_theory_run *r,
                                   const gc_algo_config *cfg, double lr,
                                   size_t steps);
 /* At the end on rank 0 (or in-process), after the results are closed:
- * rc is the run's exit status so far.  Writes --save-x, checks the ranks'
+ * rc is the run's exit status so far.  Writes --save-x, prints the
+ * network model's time (gc_netmodel.h) and writes its per-step CSV
+ * (step,bytes_up,bytes_down,net_s,net_cum_s), checks the ranks'
  * agreement (mpi) and returns the final exit status.  A failed run under
  * MPI aborts the job here, so the worker ranks stop too. */
 int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
+#include "gc_netmodel.h"
 #include "gc_npy.h"
 #include "gc_transport.h"
 #include "gc_transport_cli.h"
@@ -18,8 +19,21 @@ int gc_transport_option(const char *cmd, const char *opt, const char *val,
                         gc_transport_opts *o, int *err)
 {
   *err = 0;
+  double unused;
   if (!strcmp(opt, "--save-x")) {
     o->save_x = val;
+    return 1;
+  }
+  if (!strcmp(opt, "--net-bandwidth") || !strcmp(opt, "--net-latency")) {
+    int bw = opt[6] == 'b';
+    if ((bw ? gc_net_parse_bandwidth(val, &unused)
+            : gc_net_parse_latency(val, &unused)) != GC_SUCCESS)
+      *err = gc_cli_usage_error(cmd, "%s: %s", opt, gc_last_error());
+    *(bw ? &o->net_bw : &o->net_lat) = val;
+    return 1;
+  }
+  if (!strcmp(opt, "--net-csv")) {
+    o->net_csv = val;
     return 1;
   }
   if (strcmp(opt, "--transport") != 0)
@@ -192,6 +206,10 @@ int gc_trajectory_transport_begin(gc_transport_opts *o, gc_theory_run *r,
 {
   o->run = NULL;
   o->n = prob->n;
+  o->cfg = run_config(prob, cfg);
+  if ((o->net_bw != NULL) != (o->net_lat != NULL) || (o->net_csv && !o->net_bw))
+    return gc_cli_usage_error("theory", "the network model needs both "
+                              "--net-bandwidth and --net-latency");
   if (!o->mpi)
     return -1;
 #ifdef HAVE_MPI
@@ -230,9 +248,46 @@ int gc_trajectory_transport_begin(gc_transport_opts *o, gc_theory_run *r,
 #endif
 }
 
+/* The alpha-beta model over the run's ledger: a summary line and, with
+ * --net-csv, one row per step. */
+static int net_report(const gc_transport_opts *o, gc_theory_run *r)
+{
+  gc_net_model m;
+  gc_net_parse_bandwidth(o->net_bw, &m.bandwidth);   /* checked when parsed */
+  gc_net_parse_latency(o->net_lat, &m.latency);
+  const gc_ledger *l = gc_sim_ledger(gc_theory_run_sim(r));
+  uint32_t steps = gc_sim_steps_done(gc_theory_run_sim(r));
+  FILE *f = NULL;
+  if (o->net_csv) {
+    if (!(f = fopen(o->net_csv, "w")))
+      return gc_cli_fail("theory", GC_EIO, "--net-csv %s: cannot open",
+                         o->net_csv);
+    fprintf(f, "step,bytes_up,bytes_down,net_s,net_cum_s\n");
+  }
+  double total = 0;
+  for (uint32_t t = 0; t < steps; t++) {
+    double s = gc_net_ledger_step_time(&m, &o->cfg, l, t);
+    total += s;
+    if (f)
+      fprintf(f, "%u,%llu,%llu,%.17g,%.17g\n", (unsigned) t,
+              (unsigned long long) gc_ledger_step_total(l, t, GC_UP),
+              (unsigned long long) gc_ledger_step_total(l, t, GC_DOWN), s,
+              total);
+  }
+  if (f && fclose(f) != 0)
+    return gc_cli_fail("theory", GC_EIO, "--net-csv %s: write failed",
+                       o->net_csv);
+  printf("network model (%s, %s per direction, server link shared): "
+         "%.6g s per step, %.6g s over %u steps\n", o->net_bw, o->net_lat,
+         steps ? total / steps : 0.0, total, (unsigned) steps);
+  return 0;
+}
+
 int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
                                 int rc)
 {
+  if (!rc && o->net_bw)
+    rc = net_report(o, r);
   if (!rc && o->save_x) {
     size_t n = o->n;
     int st = gc_npy_write(o->save_x, GC_F64, 1, &n,

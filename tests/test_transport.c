@@ -15,6 +15,7 @@
 #include "config.h"
 #include "gc_algo.h"
 #include "gc_errno.h"
+#include "gc_netmodel.h"
 #include "gc_npy.h"
 #include "gc_test.h"
 #include "gc_transport.h"
@@ -231,6 +232,67 @@ Test(transport, worker_rejects_non_finite_downlink)
   cr_assert(eq(int, gc_decompress_add_f64(id, m, len, 0, 1.0, x), GC_ECORRUPT));
   free(m);
   gc_compressor_free(id);
+}
+
+/* ---- the alpha-beta network model --------------------------------------- */
+
+Test(transport, net_parse)
+{
+  gc_test_quiet();
+  double v;
+  cr_assert(eq(int, gc_net_parse_bandwidth("10Gbps", &v), 0));
+  cr_assert(eq(dbl, v, 1.25e9));
+  cr_assert(eq(int, gc_net_parse_bandwidth("800MB/s", &v), 0));
+  cr_assert(eq(dbl, v, 8e8));
+  cr_assert(eq(int, gc_net_parse_latency("50us", &v), 0));
+  cr_assert(ieee_ulp_eq(dbl, v, 5e-5, 4));
+  cr_assert(eq(int, gc_net_parse_latency("0s", &v), 0));
+  cr_assert(eq(dbl, v, 0.0));
+  const char *bad_bw[] = { "10", "10Gbs", "-1Gbps", "0Gbps", "fast", "nanGbps" };
+  for (size_t i = 0; i < sizeof bad_bw / sizeof *bad_bw; i++)
+    cr_assert(eq(int, gc_net_parse_bandwidth(bad_bw[i], &v), GC_EINVAL), "%s", bad_bw[i]);
+  const char *bad_lat[] = { "50", "5 us", "-1ms", "infs" };
+  for (size_t i = 0; i < sizeof bad_lat / sizeof *bad_lat; i++)
+    cr_assert(eq(int, gc_net_parse_latency(bad_lat[i], &v), GC_EINVAL), "%s", bad_lat[i]);
+}
+
+/* The model over a real run's ledger against its closed form, with the
+ * message sizes worked out by hand: dense float64 messages of D values. */
+Test(transport, net_model_closed_form)
+{
+  gc_net_model m = { 1e6, 1e-3 };   /* 8 Mbps, 1 ms */
+  double b[P][D], g[P][D], x0[D] = { 0 };
+  for (size_t p = 0; p < P; p++)
+    gc_test_fill_normal(b[p], D, 40 + p);
+  /* SGD: P uplinks and P copies of the downlink through the server link */
+  double ps = 2 * 1e-3 + (2.0 * P * D * 8) / 1e6;
+  /* ring allreduce: 2(P-1) rounds, each rank sends 2(P-1)/P of D values */
+  double ring = 2 * (P - 1) * 1e-3 + (2.0 * (P - 1) / P * D * 8) / 1e6;
+  gc_algo_kind kinds[2] = { GC_ALGO_SGD, GC_ALGO_ALLREDUCE };
+  double want[2] = { ps, ring };
+  for (int i = 0; i < 2; i++) {
+    gc_algo_config c;
+    config(&c, kinds[i]);
+    gc_sim *s = gc_sim_alloc(&c, x0);
+    run(s, b, g);
+    for (uint32_t t = 0; t < STEPS; t++) {
+      double got = gc_net_ledger_step_time(&m, &c, gc_sim_ledger(s), t);
+      cr_assert(ieee_ulp_eq(dbl, got, want[i], 8), "%s step %u: %.17g vs %.17g",
+                gc_algo_name(kinds[i]), t, got, want[i]);
+    }
+    cr_assert(eq(dbl, gc_net_ledger_step_time(&m, &c, gc_sim_ledger(s), STEPS), 0.0));
+    gc_sim_free(s);
+  }
+  /* zero latency, bandwidth halved: the time doubles exactly */
+  gc_algo_config c;
+  config(&c, GC_ALGO_UNI);
+  double u1, d1, u2, d2;
+  gc_net_model m0 = { 1e6, 0 }, mh = { 5e5, 0 };
+  gc_net_step_time(&m0, &c, 1234, 5678, &u1, &d1);
+  gc_net_step_time(&mh, &c, 1234, 5678, &u2, &d2);
+  cr_assert(eq(dbl, u2, 2 * u1));
+  cr_assert(eq(dbl, d2, 2 * d1));
+  cr_assert(eq(dbl, u1, 1234 / 1e6));
 }
 
 /* ---- MPI: the same run in-process and under mpirun --------------------- */
