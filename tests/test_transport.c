@@ -383,3 +383,42 @@ Test(transport_mpi, wrong_rank_count)
   cr_assert(ne(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
   cr_assert(strstr(out, "need 5 ranks") != NULL, "%s", out);
 }
+
+/* A worker rank killed mid-run: the job stops (mpirun ends every rank)
+ * with the dead rank named and a non-zero exit, and the CSV rows written
+ * before stay whole.  The kill waits until rows appear, so it lands in
+ * the middle of the run; the run itself is far longer than the test. */
+Test(transport_mpi, killed_worker_stops_the_run, .timeout = 120)
+{
+  need_mpirun();
+  char dir[512], cmd[4096], out[16384];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-kill"));
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s'",
+           gc_test_srcdir("tests/mpi_kill.sh"), dir, gradcomp);
+  gc_test_run(cmd, out, sizeof out);
+  char *rc = strstr(out, "rc=");
+  cr_assert(rc && rc[3] != '\n' && strncmp(rc, "rc=0\n", 5) != 0,
+            "the run did not stop with a non-zero exit within 30 s: %s", out);
+  cr_assert(strstr(out, "rank 2") != NULL, "%s", out);
+  char path[600];
+  snprintf(path, sizeof path, "%s/k.csv", dir);
+  size_t len;
+  char *csv = gc_test_slurp(path, &len);
+  cr_assert(csv && len > 0);
+  cr_assert(eq(chr, csv[len - 1], '\n'), "the last row is cut");
+  size_t rows = 0, fields = 0, want = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (csv[i] == ',')
+      fields++;
+    if (csv[i] == '\n') {
+      if (rows++ == 0)
+        want = fields;
+      cr_assert(eq(sz, fields, want), "row %zu has %zu commas", rows, fields);
+      fields = 0;
+    }
+  }
+  cr_assert(rows >= 5, "%zu rows", rows);
+  free(csv);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  gc_test_run(cmd, out, sizeof out);
+}
