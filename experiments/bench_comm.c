@@ -20,6 +20,7 @@
 #include "gc_algo.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
+#include "gc_netmodel.h"
 #include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_transport.h"
@@ -45,11 +46,14 @@ static void usage(FILE *out)
 {
   fprintf(out,
           "usage: gradcomp bench comm [--csv FILE] [--workers 2,4,8] [--steps N]\n"
-          "                           [--density R]\n"
+          "                           [--density R] [--net-bandwidth 10Gbps]\n"
+          "                           [--net-latency 50us]\n"
           "  steps/s and bytes per step up and down of the MPI transport (mpirun\n"
           "  -n P+1 on this machine) beside the in-process transport, uni vs bi\n"
           "  with top-K both ways (density R, default 0.01), at MNIST-MLP\n"
           "  (d = 50890) and MNIST-CNN (d = 1199882) sized float32 vectors.\n"
+          "  Bytes are summed over the P workers; \"net ms\" is the alpha-beta\n"
+          "  model's time for those bytes (server link shared).\n"
           "  mpirun -n P+1 [--hostfile H] gradcomp bench comm --under-mpirun\n"
           "  runs the MPI half alone, e.g. across nodes.\n");
 }
@@ -223,6 +227,8 @@ int gc_bench_comm(int argc, char **argv)
   const char *csv = NULL;
   size_t steps = 10, workers[8] = { 2, 4, 8 }, nw = 3;
   double density = 0.01;
+  const char *bw = "10Gbps", *lat = "50us";
+  gc_net_model net;
   int child = 0;
   gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
   static const char *const flags[] = { "--under-mpirun", NULL };
@@ -234,6 +240,8 @@ int gc_bench_comm(int argc, char **argv)
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
     else if (!strcmp(o, "--density")) err = gc_cli_double(CMD, o, v, &density);
     else if (!strcmp(o, "--under-mpirun")) child = 1;
+    else if (!strcmp(o, "--net-bandwidth")) bw = v;
+    else if (!strcmp(o, "--net-latency")) lat = v;
     else if (!strcmp(o, "--workers")) {
       double w[8];
       nw = gc_cli_doubles(CMD, o, v, w, 8);
@@ -254,6 +262,9 @@ int gc_bench_comm(int argc, char **argv)
     return args.exit;
   if (steps == 0 || !(density > 0 && density <= 1))
     return gc_cli_usage_error(CMD, "--steps must be >= 1 and --density in (0,1]");
+  if (gc_net_parse_bandwidth(bw, &net.bandwidth) ||
+      gc_net_parse_latency(lat, &net.latency))
+    return gc_cli_usage_error(CMD, "%s", gc_last_error());
 #ifndef HAVE_MPI
   (void) child;
   (void) csv;
@@ -267,12 +278,15 @@ int gc_bench_comm(int argc, char **argv)
     return gc_cli_fail(CMD, GC_EIO, "cannot write --csv %s", csv);
   if (f)
     fprintf(f, "model,d,workers,algorithm,transport,steps_per_s,"
-               "bytes_up_per_step,bytes_down_per_step,support_mean,k_down\n");
+               "bytes_up_per_step,bytes_down_per_step,support_mean,k_down,"
+               "net_model_s\n");
   printf("# synthetic float32 gradients, topk density %g both ways, %zu timed"
          " steps after one warm-up; MPI on this machine (loopback)\n",
          density, steps);
-  printf("%-10s %2s %-4s %12s %12s %8s %13s %13s\n", "model", "P", "algo",
-         "mpi step/s", "inproc st/s", "mpi/in", "up B/step", "down B/step");
+  printf("# net ms: alpha-beta model at %s, %s per direction\n", bw, lat);
+  printf("%-10s %2s %-4s %12s %12s %8s %13s %13s %9s\n", "model", "P", "algo",
+         "mpi step/s", "inproc st/s", "mpi/in", "up B/step", "down B/step",
+         "net ms");
   int rc = 0;
   for (size_t w = 0; !rc && w < nw; w++) {
     size_t P = workers[w];
@@ -294,15 +308,21 @@ int gc_bench_comm(int argc, char **argv)
       size_t kd = (size_t) (density * (double) d);
       for (size_t a = 0; !rc && a < NALGOS; a++) {
         comm_row *mr = &mrow[m][a], *ir = &irow[m][a];
-        printf("%-10s %2zu %-4s %12.2f %12.2f %8.3f %13.0f %13.0f\n",
+        gc_algo_config c;
+        bench_config(&c, algos[a], P, d, density);
+        double up_s, down_s;
+        gc_net_step_time(&net, &c, (uint64_t) mr->up_b, (uint64_t) mr->down_b,
+                         &up_s, &down_s);
+        printf("%-10s %2zu %-4s %12.2f %12.2f %8.3f %13.0f %13.0f %9.4f\n",
                models[m].name, P, gc_algo_name(algos[a]), mr->steps_s,
-               ir->steps_s, mr->steps_s / ir->steps_s, mr->up_b, mr->down_b);
+               ir->steps_s, mr->steps_s / ir->steps_s, mr->up_b, mr->down_b,
+               1e3 * (up_s + down_s));
         for (int t = 0; f && t < 2; t++) {
           comm_row *r = t ? ir : mr;
-          fprintf(f, "%s,%zu,%zu,%s,%s,%.6g,%.17g,%.17g,%.17g,%zu\n",
+          fprintf(f, "%s,%zu,%zu,%s,%s,%.6g,%.17g,%.17g,%.17g,%zu,%.17g\n",
                   models[m].name, d, P, gc_algo_name(algos[a]),
                   t ? "inproc" : "mpi", r->steps_s, r->up_b, r->down_b,
-                  r->support, kd);
+                  r->support, kd, up_s + down_s);
         }
       }
       if (!rc)
