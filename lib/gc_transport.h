@@ -18,6 +18,8 @@
 extern "C" {
 #endif
 
+/* Either call may be NULL where there is nothing to move (an allgather
+ * transport, whose every process runs the server step, has no downlink). */
 typedef struct gc_transport_type {
   const char *name;
   /* After this process's workers wrote their uplinks: up[p], up_len[p] are

@@ -147,7 +147,7 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
                           &s->uplen[p]));
   }
   double t1 = gc__now();
-  if (s->tr.type)
+  if (s->tr.type && s->tr.type->gather_up)
     GC_TRY(s->tr.type->gather_up(s->tr.state, t, s->up, s->uplen));
   double t2 = gc__now();
   size_t downlen = 0;
