@@ -24,11 +24,18 @@
 #include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_transport.h"
-#ifdef HAVE_MPI
-#include "gc_transport_mpi.h"
-#endif
-
 static const char CMD[] = "bench comm";
+
+#ifndef HAVE_MPI
+int gc_bench_comm(int argc, char **argv)
+{
+  (void) argc;
+  (void) argv;
+  return gc_cli_fail(CMD, 0, "this build has no MPI (configure found no "
+                     "ompi-c; install libopenmpi-dev and reconfigure)");
+}
+#else
+#include "gc_transport_mpi.h"
 
 static const struct {
   const char *name;
@@ -120,7 +127,6 @@ static int inproc_row(gc_algo_kind k, size_t P, size_t d, double density,
   return rc;
 }
 
-#ifdef HAVE_MPI
 static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
 
 /* Under mpirun: every model and method, one "row" line each from rank 0. */
@@ -179,7 +185,6 @@ static int under_mpirun(size_t steps, double density)
   MPI_Finalize();
   return rc;
 }
-#endif
 
 /* Run this program under mpirun for P workers; rows[model][algo]. */
 static int mpi_rows(size_t P, size_t steps, double density,
@@ -265,12 +270,6 @@ int gc_bench_comm(int argc, char **argv)
   if (gc_net_parse_bandwidth(bw, &net.bandwidth) ||
       gc_net_parse_latency(lat, &net.latency))
     return gc_cli_usage_error(CMD, "%s", gc_last_error());
-#ifndef HAVE_MPI
-  (void) child;
-  (void) csv;
-  return gc_cli_fail(CMD, 0, "this build has no MPI (configure found no "
-                     "ompi-c; install libopenmpi-dev and reconfigure)");
-#else
   if (child)
     return under_mpirun(steps, density);
   FILE *f = NULL;
@@ -337,5 +336,5 @@ int gc_bench_comm(int argc, char **argv)
   if (f && fclose(f) != 0 && !rc)
     rc = gc_cli_fail(CMD, GC_EIO, "cannot write --csv %s", csv);
   return rc;
-#endif
 }
+#endif /* HAVE_MPI */
