@@ -1,4 +1,4 @@
-/* cmd_bench.c -- `gradcomp bench compress|train`: dispatch only. */
+/* cmd_bench.c -- `gradcomp bench compress|train|comm`: dispatch only. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +9,7 @@ static void usage(FILE *out)
 {
   fprintf(out, "usage: gradcomp bench compress [--device cpu|cuda] [--csv FILE] [...]\n"
                "       gradcomp bench train [--csv FILE] [...]\n"
+               "       gradcomp bench comm [--csv FILE] [...]\n"
                "Speed figures are printed as ratios to baselines measured in the same run.\n"
                "Each target takes --help.\n");
 }
@@ -49,6 +50,8 @@ int gc_cmd_bench(int argc, char **argv)
   }
   if (!strcmp(argv[1], "train"))
     return gc_bench_train(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "comm"))
+    return gc_bench_comm(argc - 1, argv + 1);
   fprintf(stderr, "gradcomp bench: unknown target '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -9,6 +9,7 @@
 
 #include "gc_algo.h"
 #include "gc_cli.h"
+#include "gc_transport_cli.h"
 #include "gc_errno.h"
 #include "gc_theory.h"
 
@@ -250,7 +251,10 @@ static void trajectory_usage(FILE *out)
           "         --compressor NAME [--compressor-down NAME]\n"
           "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
           "         --lr A --steps N [--seed S] [--csv FILE]\n"
-          "  Runs the algorithm with the in-process transport and logs per step\n"
+          "         [--transport inproc|mpi] [--save-x FILE.npy]\n"
+          "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
+          "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
+          "  mpi: rank 0 the server, rank p+1 worker p) and logs per step\n"
           "  F-F*, ||grad F||^2, xi_t, xi_bi,t, ||E_t|| and its recursion bound, bytes\n"
           "  up/down and |support union| (docs/theory.md 4.2-4.4).  mem_bound is nan\n"
           "  where the recursion is no bound (a downlink compressor other than topk).\n"
@@ -269,6 +273,7 @@ static int cmd_trajectory(int argc, char **argv)
   size_t steps = 0;
   uint64_t seed = 0;
   int dd_set = 0, kd_set = 0;
+  gc_transport_opts tro = { 0 };
   gc_cli_args args = GC_CLI_ARGS(CMD, "trajectory: ", trajectory_usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
@@ -290,7 +295,7 @@ static int cmd_trajectory(int argc, char **argv)
     else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr);
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
     else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
-    else
+    else if (!gc_transport_option(CMD, o, v, &tro, &err))
       return gc_cli_unknown(&args, o);
     if (err)
       return 2;
@@ -321,6 +326,12 @@ static int cmd_trajectory(int argc, char **argv)
   if (!r) {
     gc_problem_free(prob);
     return gc_cli_fail(CMD, 1, "cannot set up the run");
+  }
+  int worker_exit = gc_trajectory_transport_begin(&tro, r, prob, &cfg, lr, steps);
+  if (worker_exit >= 0) {   /* an MPI worker rank, done */
+    gc_theory_run_free(r);
+    gc_problem_free(prob);
+    return worker_exit;
   }
   FILE *f = NULL;
   if (csv) {
@@ -385,6 +396,7 @@ static int cmd_trajectory(int argc, char **argv)
   }
   if (f && gc_cli_csv_close(CMD, f, csv))
     rc = 1;
+  rc = gc_trajectory_transport_end(&tro, r, rc);
   gc_theory_run_free(r);
   gc_problem_free(prob);
   return rc;

@@ -296,6 +296,8 @@ int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
   return GC_SUCCESS;
 }
 
+void gc__worker_set_lr(gc_worker *w, double lr) { w->lr = lr; }
+
 const void *gc_worker_memory(const gc_worker *w)
 {
   return w->ef ? gc_ef_memory(w->ef) : NULL;

@@ -178,12 +178,16 @@ int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
   if (len != n * (size_t) dt)
     GC_ERRORF(GC_ECORRUPT, "dense message of %zu bytes, expected %zu", len,
               n * (size_t) dt);
-  /* memcpy per element: the buffer need not be aligned */
+  /* memcpy per element: the buffer need not be aligned.  A message is
+   * untrusted input: a NaN or Inf in it is rejected, not summed. */
+  size_t bad = n;
   if (dt == GC_F64) {
     double *yy = y;
     for (size_t i = 0; i < n; i++) {
       double v;
       memcpy(&v, buf + i * sizeof v, sizeof v);
+      if (!isfinite(v) && bad == n)
+        bad = i;
       yy[i] += scale * v;
     }
   } else {
@@ -192,9 +196,13 @@ int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
     for (size_t i = 0; i < n; i++) {
       float v;
       memcpy(&v, buf + i * sizeof v, sizeof v);
+      if (!isfinite(v) && bad == n)
+        bad = i;
       yy[i] += s * v;
     }
   }
+  if (bad < n)
+    GC_ERRORF(GC_ECORRUPT, "dense message value %zu is not finite", bad);
   return GC_SUCCESS;
 }
 

@@ -108,4 +108,9 @@ int gc__check_msg(const uint8_t *buf, size_t len, size_t hdr, unsigned tag,
                   unsigned prec, const char *who);
 int gc__check_msg_len(size_t len, size_t want, const char *who);
 
+/* The step size gc_worker_apply scales with, for a process that applies
+ * the downlink without stepping a worker (sim.c, over a transport). */
+struct gc_worker;
+void gc__worker_set_lr(struct gc_worker *w, double lr);
+
 #endif /* GC_INTERNAL_H */

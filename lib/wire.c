@@ -33,6 +33,7 @@
  * exact length -- no trailing bytes --, indices in range and strictly
  * increasing, bitmap popcount == c) and only then accumulates, so a rejected
  * message leaves y untouched. */
+#include <math.h>
 #include <string.h>
 
 #include "gc_compressor.h"
@@ -266,6 +267,15 @@ size_t gc_sparse_max_bytes(size_t n, size_t nnz, int dtype)
 {
   return gc__wire_bound(n, nnz, dtype == GC_F64 ? 8 : 4);
 }
+
+/* A message is untrusted input (a peer may send anything): a value that
+ * is NaN or Inf is rejected before it reaches the sum. */
+#define NONFINITE_CHECK(val, j)                                          \
+  do {                                                                   \
+    if (!isfinite(val))                                                  \
+      GC_ERRORF(GC_ECORRUPT, "message value %zu is %g (not finite)",     \
+                (size_t) (j), (double) (val));                           \
+  } while (0)
 
 #define REAL float
 #define SFX f32

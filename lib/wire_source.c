@@ -36,6 +36,7 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
   case GC__IDX_RAW:
     for (size_t j = 0; j < c; j++) {
       memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+      NONFINITE_CHECK(val, j);
       y[get_u32(p + 4 * j)] += scale * val;
     }
     break;
@@ -51,6 +52,7 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
       }
       i += g;
       memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+      NONFINITE_CHECK(val, j);
       y[i++] += scale * val;
     }
     break;
@@ -59,7 +61,9 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
     size_t j = 0;
     for (size_t b = 0; b < (n + 7) / 8; b++)
       for (unsigned w = p[b]; w; w &= w - 1) {
-        memcpy(&val, v + j++ * sizeof(REAL), sizeof(REAL));
+        memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+        NONFINITE_CHECK(val, j);
+        j++;
         y[8 * b + (size_t) __builtin_ctz(w)] += scale * val;
       }
     break;

@@ -1,0 +1,315 @@
+/* transport_cli.c -- the --transport flag and `theory trajectory` over MPI
+ * (gc_transport_cli.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "gc_cli.h"
+#include "gc_errno.h"
+#include "gc_netmodel.h"
+#include "gc_npy.h"
+#include "gc_transport.h"
+#include "gc_transport_cli.h"
+#ifdef HAVE_MPI
+#include "gc_transport_mpi.h"
+#endif
+
+int gc_transport_option(const char *cmd, const char *opt, const char *val,
+                        gc_transport_opts *o, int *err)
+{
+  *err = 0;
+  double unused;
+  if (!strcmp(opt, "--save-x")) {
+    o->save_x = val;
+    return 1;
+  }
+  if (!strcmp(opt, "--net-bandwidth") || !strcmp(opt, "--net-latency")) {
+    int bw = opt[6] == 'b';
+    if ((bw ? gc_net_parse_bandwidth(val, &unused)
+            : gc_net_parse_latency(val, &unused)) != GC_SUCCESS)
+      *err = gc_cli_usage_error(cmd, "%s: %s", opt, gc_last_error());
+    *(bw ? &o->net_bw : &o->net_lat) = val;
+    return 1;
+  }
+  if (!strcmp(opt, "--net-csv")) {
+    o->net_csv = val;
+    return 1;
+  }
+  if (strcmp(opt, "--transport") != 0)
+    return 0;
+  if (!strcmp(val, "inproc")) {
+    o->mpi = 0;
+  } else if (!strcmp(val, "mpi")) {
+#ifdef HAVE_MPI
+    o->mpi = 1;
+#else
+    gc_cli_fail(cmd, 0, "--transport mpi: this build has no MPI (configure "
+                "found no ompi-c; install libopenmpi-dev and reconfigure)");
+    *err = 2;
+#endif
+  } else {
+    *err = gc_cli_usage_error(cmd, "--transport must be inproc or mpi, not "
+                              "'%s'", val);
+  }
+  return 1;
+}
+
+/* The configuration a theory run actually uses (gc_theory_run_alloc). */
+static gc_algo_config run_config(const gc_problem *prob,
+                                 const gc_algo_config *cfg)
+{
+  gc_algo_config c = *cfg;
+  c.n = prob->n;
+  c.workers = prob->workers;
+  c.dtype = GC_F64;
+  return c;
+}
+
+#ifdef HAVE_MPI
+struct gc_traj_mpi {
+  gc_mpi *m;
+  gc_algo_config cfg;
+};
+
+static const char CMD[] = "theory";
+
+static int mpi_start(void)
+{
+  int up = 0;
+  MPI_Initialized(&up);
+  if (!up && MPI_Init(NULL, NULL) != MPI_SUCCESS)
+    return gc_cli_fail(CMD, 0, "--transport mpi: MPI_Init failed");
+  return 0;
+}
+
+/* Per rank: its payload counters and whether its final iterate differs
+ * from rank 0's (every rank, collective). */
+enum { F_SENT, F_RECV, F_DOWN, F_DIFFERS, NF };
+
+static int gather_finals(struct gc_traj_mpi *t, const double *x, size_t n,
+                         uint64_t *all)
+{
+  MPI_Comm comm = gc_mpi_comm(t->m);
+  double *ref = malloc(n * sizeof *ref);
+  if (!ref)
+    return GC_ENOMEM;
+  memcpy(ref, x, n * sizeof *ref);
+  uint64_t mine[NF];
+  int rc = MPI_Bcast(ref, (int) n, MPI_DOUBLE, 0, comm);
+  gc_mpi_bytes(t->m, &mine[F_SENT], &mine[F_RECV], &mine[F_DOWN]);
+  mine[F_DIFFERS] = memcmp(ref, x, n * sizeof *ref) != 0;
+  free(ref);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Gather(mine, NF, MPI_UINT64_T, all, NF, MPI_UINT64_T, 0, comm);
+  return rc == MPI_SUCCESS ? GC_SUCCESS : GC_EMPI;
+}
+
+/* A worker rank: its own f_p, the same gradient as probe.c forms for it
+ * (noise keyed by worker and step), through the same step driver. */
+static int worker_run(struct gc_traj_mpi *t, const gc_problem *prob,
+                      double lr, size_t steps)
+{
+  size_t p = (size_t) gc_mpi_rank(t->m) - 1, n = prob->n;
+  gc_sim *sim = gc_sim_alloc_transport(&t->cfg, prob->x0,
+                                       gc_mpi_transport(t->m));
+  double *g = malloc(n * sizeof *g);
+  const void **grads = calloc(t->cfg.workers, sizeof *grads);
+  int rc = 0;
+  if (!sim || !g || !grads) {
+    rc = gc_cli_fail(CMD, gc_last_error_code(), "rank %zu: cannot set up "
+                     "worker %zu", p + 1, p);
+  }
+  for (size_t s = 0; !rc && s < steps; s++) {
+    gc_problem_worker_grad(prob, p, gc_sim_point(sim), g);
+    gc_problem_add_noise(prob, p, (uint32_t) s, g);
+    grads[p] = g;
+    int st = gc_sim_step(sim, grads, lr);
+    if (st != GC_SUCCESS)
+      rc = gc_cli_fail(CMD, st, "rank %zu (worker %zu) failed at step %zu",
+                       p + 1, p, s);
+  }
+  if (!rc) {
+    uint64_t unused[NF];
+    if (gather_finals(t, gc_sim_point(sim), n, unused) != GC_SUCCESS)
+      rc = gc_cli_fail(CMD, GC_EMPI, "rank %zu: final check failed", p + 1);
+  }
+  gc_sim_free(sim);
+  free(g);
+  free(grads);
+  if (rc) {
+    fflush(NULL);
+    MPI_Abort(MPI_COMM_WORLD, rc);   /* rank 0 waits on this rank */
+  }
+  return rc;
+}
+
+/* Rank 0: every rank holds rank 0's final iterate, and the payload bytes
+ * agree: sent by the workers, received (MPI_Get_count) and in the ledger.
+ * Dense and random-K allreduce go through rank 0, while their ledger
+ * counts the ring the method stands for: printed side by side. */
+static int server_check(struct gc_traj_mpi *t, gc_theory_run *r)
+{
+  gc_sim *sim = gc_theory_run_sim(r);
+  size_t P = t->cfg.workers;
+  uint64_t *all = calloc((P + 1) * NF, sizeof *all);
+  if (!all)
+    return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
+  if (gather_finals(t, gc_sim_point(sim), t->cfg.n, all) != GC_SUCCESS) {
+    free(all);
+    return gc_cli_fail(CMD, GC_EMPI, "the final check across ranks failed");
+  }
+  uint64_t sent = 0, recv_workers = 0, down = 0;
+  int rc = 0;
+  for (size_t q = 1; q <= P; q++) {
+    sent += all[q * NF + F_SENT];
+    recv_workers += all[q * NF + F_RECV];
+    down += all[q * NF + F_DOWN];
+    if (all[q * NF + F_DIFFERS] && !rc)
+      rc = gc_cli_fail(CMD, 0, "rank %zu (worker %zu) ended with a final "
+                       "iterate that differs from rank 0's", q, q - 1);
+  }
+  uint64_t recv0 = all[F_RECV];
+  free(all);
+  const gc_ledger *l = gc_sim_ledger(sim);
+  uint64_t lup = gc_ledger_total(l, GC_UP), ldown = gc_ledger_total(l, GC_DOWN);
+  gc_algo_kind k = t->cfg.kind;
+  int ring = k == GC_ALGO_ALLREDUCE || k == GC_ALGO_ALLREDUCE_RANDK;
+  /* allgather: each worker receives the P-1 others' messages */
+  uint64_t up_moved = k == GC_ALGO_ALLGATHER ? recv_workers : recv0;
+  if (!rc && sent != recv0)
+    rc = gc_cli_fail(CMD, 0, "uplink payload: workers sent %llu bytes, rank 0"
+                     " received %llu", (unsigned long long) sent,
+                     (unsigned long long) recv0);
+  if (!rc && !ring && (up_moved != lup || down != ldown))
+    rc = gc_cli_fail(CMD, 0, "payload moved (up %llu, down %llu bytes) "
+                     "differs from the ledger (up %llu, down %llu)",
+                     (unsigned long long) up_moved, (unsigned long long) down,
+                     (unsigned long long) lup, (unsigned long long) ldown);
+  if (!rc)
+    printf("mpi: %zu worker ranks end on rank 0's iterate; uplink payload "
+           "sent %llu, received %llu (%s), ledger %llu%s; "
+           "downlink received %llu, ledger %llu\n", P,
+           (unsigned long long) sent, (unsigned long long) up_moved,
+           k == GC_ALGO_ALLGATHER ? "Allgatherv, by the P workers"
+                                  : "MPI_Get_count at rank 0",
+           (unsigned long long) lup, ring ? " (ring allreduce model)" : "",
+           (unsigned long long) down, (unsigned long long) ldown);
+  return rc;
+}
+#endif
+
+int gc_trajectory_transport_begin(gc_transport_opts *o, gc_theory_run *r,
+                                  const gc_problem *prob,
+                                  const gc_algo_config *cfg, double lr,
+                                  size_t steps)
+{
+  o->run = NULL;
+  o->n = prob->n;
+  o->cfg = run_config(prob, cfg);
+  if ((o->net_bw != NULL) != (o->net_lat != NULL) || (o->net_csv && !o->net_bw))
+    return gc_cli_usage_error("theory", "the network model needs both "
+                              "--net-bandwidth and --net-latency");
+  if (!o->mpi)
+    return -1;
+#ifdef HAVE_MPI
+  if (mpi_start())
+    return 1;
+  struct gc_traj_mpi *t = calloc(1, sizeof *t);
+  if (!t)
+    return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
+  t->cfg = run_config(prob, cfg);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  t->m = gc_mpi_alloc(MPI_COMM_WORLD, &t->cfg, rank == 0);
+  if (!t->m) {
+    free(t);
+    int rc = gc_cli_fail(CMD, gc_last_error_code(), "--transport mpi: "
+                         "run it as mpirun -n %zu (P+1)", prob->workers + 1);
+    MPI_Finalize();
+    return rc;
+  }
+  if (rank > 0) {
+    int rc = worker_run(t, prob, lr, steps);
+    gc_mpi_free(t->m);
+    free(t);
+    MPI_Finalize();
+    return rc;
+  }
+  if (gc_sim_set_transport(gc_theory_run_sim(r), gc_mpi_transport(t->m))) {
+    fflush(NULL);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  o->run = t;
+  return -1;
+#else
+  (void) r; (void) prob; (void) cfg; (void) lr; (void) steps;
+  return 2;   /* gc_transport_option refused --transport mpi */
+#endif
+}
+
+/* The alpha-beta model over the run's ledger: a summary line and, with
+ * --net-csv, one row per step. */
+static int net_report(const gc_transport_opts *o, gc_theory_run *r)
+{
+  gc_net_model m;
+  gc_net_parse_bandwidth(o->net_bw, &m.bandwidth);   /* checked when parsed */
+  gc_net_parse_latency(o->net_lat, &m.latency);
+  const gc_ledger *l = gc_sim_ledger(gc_theory_run_sim(r));
+  uint32_t steps = gc_sim_steps_done(gc_theory_run_sim(r));
+  FILE *f = NULL;
+  if (o->net_csv) {
+    if (!(f = fopen(o->net_csv, "w")))
+      return gc_cli_fail("theory", GC_EIO, "--net-csv %s: cannot open",
+                         o->net_csv);
+    fprintf(f, "step,bytes_up,bytes_down,net_s,net_cum_s\n");
+  }
+  double total = 0;
+  for (uint32_t t = 0; t < steps; t++) {
+    double s = gc_net_ledger_step_time(&m, &o->cfg, l, t);
+    total += s;
+    if (f)
+      fprintf(f, "%u,%llu,%llu,%.17g,%.17g\n", (unsigned) t,
+              (unsigned long long) gc_ledger_step_total(l, t, GC_UP),
+              (unsigned long long) gc_ledger_step_total(l, t, GC_DOWN), s,
+              total);
+  }
+  if (f && fclose(f) != 0)
+    return gc_cli_fail("theory", GC_EIO, "--net-csv %s: write failed",
+                       o->net_csv);
+  printf("network model (%s, %s per direction, server link shared): "
+         "%.6g s per step, %.6g s over %u steps\n", o->net_bw, o->net_lat,
+         steps ? total / steps : 0.0, total, (unsigned) steps);
+  return 0;
+}
+
+int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
+                                int rc)
+{
+  if (!rc && o->net_bw)
+    rc = net_report(o, r);
+  if (!rc && o->save_x) {
+    size_t n = o->n;
+    int st = gc_npy_write(o->save_x, GC_F64, 1, &n,
+                          gc_sim_model(gc_theory_run_sim(r)));
+    if (st != GC_SUCCESS)
+      rc = gc_cli_fail("theory", st, "--save-x %s: cannot write the final "
+                       "iterate", o->save_x);
+  }
+#ifdef HAVE_MPI
+  struct gc_traj_mpi *t = o->run;
+  if (t) {
+    if (!rc)
+      rc = server_check(t, r);
+    if (rc) {
+      fflush(NULL);
+      MPI_Abort(MPI_COMM_WORLD, rc);
+    }
+    gc_mpi_free(t->m);
+    free(t);
+    o->run = NULL;
+    MPI_Finalize();
+  }
+#endif
+  return rc;
+}

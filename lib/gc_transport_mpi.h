@@ -1,0 +1,49 @@
+/* gc_transport_mpi.h -- the MPI transport of gc_transport.h (built where
+ * configure found OpenMPI: HAVE_MPI).  A run of P workers uses P+1 ranks
+ * of a communicator: rank 0 runs the server, rank p+1 worker p.
+ *
+ * Parameter-server methods (sgd, uni, bi, downlink, doublesqueeze, ef21,
+ * ef21-bc): each worker sends its uplink to rank 0 (MPI_Send; rank 0 posts
+ * one MPI_Irecv per worker and takes each message's length from
+ * MPI_Get_count), rank 0 runs the server step and broadcasts the downlink
+ * (MPI_Bcast of its length, then of its bytes).  Dense and random-K
+ * allreduce travel the same way: rank 0 sums in worker order 0..P-1, a
+ * fixed order (MPI_Allreduce's is unspecified), while the ledger still
+ * counts what the method's ring would send (gc_algo_record_step).
+ * Allgather: the lengths by MPI_Allgather, the messages by MPI_Allgatherv,
+ * then every rank runs the same server step on the same bytes.
+ * The payload bytes are the messages themselves; lengths are control
+ * traffic and not counted.  MPI errors are returned (MPI_ERRORS_RETURN on
+ * a duplicate of the communicator) as GC_EMPI naming the call and step. */
+#ifndef GC_TRANSPORT_MPI_H
+#define GC_TRANSPORT_MPI_H
+#include <mpi.h>
+#include "gc_transport.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gc_mpi gc_mpi;
+
+/* comm must have cfg->workers + 1 ranks (GC_EMPI otherwise); collective
+ * over comm.  mirror != 0 (rank 0 only): rank 0 also steps every worker
+ * itself, for probes that read the workers' state, and the transport
+ * checks each step that every received uplink equals its mirror's bytes
+ * (GC_EMPI naming the rank otherwise).  NULL after reporting. */
+gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg, int mirror);
+void gc_mpi_free(gc_mpi *m);
+/* The transport to give gc_sim_alloc_transport (or gc_sim_set_transport
+ * on a mirroring rank 0); valid while m lives. */
+const gc_transport *gc_mpi_transport(const gc_mpi *m);
+int gc_mpi_rank(const gc_mpi *m);
+MPI_Comm gc_mpi_comm(const gc_mpi *m);   /* the duplicate */
+/* Payload bytes this rank handed to MPI (its uplinks) and received:
+ * uplinks as MPI_Get_count measured them (rank 0) or as Allgatherv
+ * delivered them (allgather), and downlinks broadcast to it. */
+void gc_mpi_bytes(const gc_mpi *m, uint64_t *up_sent, uint64_t *up_received,
+                  uint64_t *down_received);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_TRANSPORT_MPI_H */

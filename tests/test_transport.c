@@ -1,0 +1,424 @@
+/* test_transport.c -- the transport seam under gc_sim_step: a transport
+ * that moves every message through its own buffers gives the in-process
+ * result bit for bit; messages with NaN/Inf values are rejected where
+ * they are decoded (a peer is a trust boundary); and, where MPI and
+ * mpirun are present, `theory trajectory --transport mpi` writes the same
+ * CSV, final iterate and summary as the in-process run for P = 2 and 4. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "config.h"
+#include "gc_algo.h"
+#include "gc_errno.h"
+#include "gc_netmodel.h"
+#include "gc_npy.h"
+#include "gc_test.h"
+#include "gc_transport.h"
+
+enum { P = 3, D = 64, STEPS = 25 };
+
+/* ---- a loopback transport: every message crosses a copy --------------- */
+
+typedef struct loopback {
+  uint8_t *up;        /* P * cap */
+  size_t cap;
+  uint8_t *down;      /* downcap */
+  size_t downcap;
+  int gathers, bcasts;
+} loopback;
+
+/* Copy the uplinks out, then poison the workers' buffers: the server must
+ * read the transport's copies. */
+static int loop_gather(void *state, uint32_t step, const uint8_t **up,
+                       size_t *up_len)
+{
+  loopback *L = state;
+  (void) step;
+  for (size_t p = 0; p < P; p++) {
+    memcpy(L->up + p * L->cap, up[p], up_len[p]);
+    memset((uint8_t *) up[p], 0xA5, up_len[p]);
+    up[p] = L->up + p * L->cap;
+  }
+  L->gathers++;
+  return GC_SUCCESS;
+}
+
+static int loop_bcast(void *state, uint32_t step, uint8_t *down, size_t *len)
+{
+  loopback *L = state;
+  (void) step;
+  memcpy(L->down, down, *len);
+  memset(down, 0x5A, L->downcap);
+  memcpy(down, L->down, *len);
+  L->bcasts++;
+  return GC_SUCCESS;
+}
+
+static const gc_transport_type loop_type = { "loopback", loop_gather,
+                                             loop_bcast };
+
+static void config(gc_algo_config *c, gc_algo_kind k)
+{
+  gc_algo_config_default(c);
+  c->kind = k;
+  c->workers = P;
+  c->n = D;
+  c->dtype = GC_F64;
+  c->up = gc_compressor_type_by_name(k == GC_ALGO_ALLREDUCE_RANDK ? "randk"
+                                                                    : "topk");
+  c->down = gc_compressor_type_by_name("topk");
+  c->up_params.k = 6;
+  c->up_params.seed = 77;
+  c->down_params.k = 9;
+}
+
+/* f_p(x) = 1/2 ||x - b_p||^2 with different b_p: gradients x - b_p. */
+static void run(gc_sim *s, double b[P][D], double g[P][D])
+{
+  const void *gp[P] = { g[0], g[1], g[2] };
+  for (int t = 0; t < STEPS; t++) {
+    const double *x = gc_sim_point(s);
+    for (size_t p = 0; p < P; p++)
+      for (size_t i = 0; i < D; i++)
+        g[p][i] = x[i] - b[p][i];
+    cr_assert(eq(int, gc_sim_step(s, gp, 0.2), GC_SUCCESS), "step %d", t);
+  }
+}
+
+Test(transport, loopback_equals_in_process)
+{
+  double b[P][D], g[P][D], x0[D] = { 0 };
+  for (size_t p = 0; p < P; p++)
+    gc_test_fill_normal(b[p], D, 11 + p);
+  for (int k = GC_ALGO_SGD; k <= GC_ALGO_ALLGATHER; k++) {
+    gc_algo_config c;
+    config(&c, (gc_algo_kind) k);
+    loopback L = { 0 };
+    L.cap = gc_algo_max_up_bytes(&c);
+    L.downcap = gc_algo_max_down_bytes(&c);
+    L.up = malloc(P * L.cap);
+    L.down = malloc(L.downcap);
+    gc_transport tr = { &loop_type, &L, 0, P, 1 };
+    gc_sim *a = gc_sim_alloc(&c, x0);
+    gc_sim *m = gc_sim_alloc_transport(&c, x0, &tr);
+    cr_assert(a && m);
+    run(a, b, g);
+    run(m, b, g);
+    const char *name = gc_algo_name((gc_algo_kind) k);
+    cr_assert(eq(int, L.gathers, STEPS), "%s", name);
+    cr_assert(eq(int, memcmp(gc_sim_model(a), gc_sim_model(m), sizeof x0), 0),
+              "%s: the model differs through the transport", name);
+    for (int dir = GC_UP; dir <= GC_LEDGER_BCAST; dir++)
+      cr_assert(eq(u64, gc_ledger_total(gc_sim_ledger(a), dir),
+                   gc_ledger_total(gc_sim_ledger(m), dir)), "%s dir %d", name, dir);
+    size_t sa = gc_sim_state_bytes(a);
+    cr_assert(eq(sz, sa, gc_sim_state_bytes(m)));
+    uint8_t *ba = malloc(sa), *bm = malloc(sa);
+    gc_sim_state_save(a, ba);
+    gc_sim_state_save(m, bm);
+    cr_assert(eq(int, memcmp(ba, bm, sa), 0), "%s: state differs", name);
+    free(ba);
+    free(bm);
+    gc_sim_free(a);
+    gc_sim_free(m);
+    free(L.up);
+    free(L.down);
+  }
+}
+
+/* A process that runs the server only (no worker) still applies the
+ * downlink to its copy; one that runs one worker has no ledger rows. */
+Test(transport, partial_nodes)
+{
+  gc_test_quiet();
+  gc_algo_config c;
+  config(&c, GC_ALGO_BI);
+  double x0[D] = { 0 };
+  loopback L = { 0 };
+  gc_transport bad = { &loop_type, &L, 2, P + 1, 1 };
+  cr_assert(eq(ptr, gc_sim_alloc_transport(&c, x0, &bad), NULL));
+  cr_assert(eq(int, gc_last_error_code(), GC_EINVAL));
+  gc_transport one = { &loop_type, &L, 1, 2, 0 };
+  gc_sim *w = gc_sim_alloc_transport(&c, x0, &one);
+  cr_assert(w != NULL);
+  cr_assert(gc_sim_worker(w, 0) == NULL && gc_sim_worker(w, 1) != NULL);
+  cr_assert(gc_sim_server(w) == NULL);
+  /* only a fresh simulator holding every node can be moved on a transport */
+  gc_transport all = { &loop_type, &L, 0, P, 1 };
+  cr_assert(eq(int, gc_sim_set_transport(w, &all), GC_EINVAL));
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  cr_assert(eq(int, gc_sim_set_transport(s, &one), GC_EINVAL));
+  cr_assert(eq(int, gc_sim_set_transport(s, &all), GC_SUCCESS));
+  gc_sim_free(s);
+  gc_sim_free(w);
+}
+
+/* ---- a received message is untrusted ----------------------------------- */
+
+/* Put v into the j-th value of a sparse message (values follow the header
+ * and index section, at its end: c values of the dtype). */
+static void poison_last_values(uint8_t *msg, size_t len, size_t c, double v)
+{
+  for (size_t j = 0; j < c; j++)
+    memcpy(msg + len - (c - j) * sizeof v, &v, sizeof v);
+}
+
+Test(transport, server_rejects_non_finite_uplinks)
+{
+  gc_test_quiet();
+  double specials[2] = { NAN, INFINITY };
+  gc_algo_kind kinds[3] = { GC_ALGO_UNI, GC_ALGO_SGD, GC_ALGO_ALLGATHER };
+  for (int s = 0; s < 2; s++)
+    for (int ki = 0; ki < 3; ki++) {
+      gc_algo_config c;
+      config(&c, kinds[ki]);
+      gc_worker *w[P];
+      gc_server *srv = gc_server_alloc(&c);
+      size_t cap = gc_algo_max_up_bytes(&c), dcap = gc_algo_max_down_bytes(&c);
+      uint8_t *buf = malloc(P * cap), *down = malloc(dcap);
+      const uint8_t *up[P];
+      size_t len[P];
+      double g[D];
+      for (size_t p = 0; p < P; p++) {
+        w[p] = gc_worker_alloc(&c, p);
+        gc_test_fill_normal(g, D, 5 + p);
+        up[p] = buf + p * cap;
+        cr_assert(eq(int, gc_worker_step(w[p], g, 0.1, 0, buf + p * cap, cap,
+                                         &len[p]), GC_SUCCESS));
+      }
+      /* worker 1's message carries a NaN or Inf in place of its values */
+      size_t nvals = kinds[ki] == GC_ALGO_SGD ? D : 6;
+      poison_last_values(buf + cap, len[1], nvals, specials[s]);
+      size_t dlen;
+      cr_assert(eq(int, gc_server_step(srv, up, len, 0.1, 0, down, dcap, &dlen),
+                   GC_ECORRUPT), "%s", gc_algo_name(kinds[ki]));
+      cr_assert(strstr(gc_last_error(), "worker 1") != NULL, "%s", gc_last_error());
+      for (size_t p = 0; p < P; p++)
+        gc_worker_free(w[p]);
+      gc_server_free(srv);
+      free(buf);
+      free(down);
+    }
+}
+
+Test(transport, worker_rejects_non_finite_downlink)
+{
+  gc_test_quiet();
+  gc_algo_config c;
+  config(&c, GC_ALGO_SGD);   /* dense downlink */
+  gc_worker *w = gc_worker_alloc(&c, 0);
+  double g[D], x[D] = { 0 };
+  uint8_t msg[D * sizeof(double)];
+  size_t len;
+  gc_test_fill_normal(g, D, 3);
+  cr_assert(eq(int, gc_worker_step(w, g, 0.1, 0, msg, sizeof msg, &len), 0));
+  double v = NAN;
+  memcpy(msg + 17 * sizeof v, &v, sizeof v);
+  cr_assert(eq(int, gc_worker_apply(w, msg, len, 0, x), GC_ECORRUPT));
+  gc_worker_free(w);
+  /* the identity compressor's raw values, through its own decoder */
+  gc_compressor *id = gc_compressor_alloc(gc_compressor_type_by_name("identity"),
+                                          D, NULL);
+  size_t cap = gc_compressor_max_bytes(id);
+  uint8_t *m = malloc(cap);
+  cr_assert(eq(int, gc_compress_f64(id, g, 0, m, cap, &len, NULL), 0));
+  v = -INFINITY;
+  memcpy(m + len - sizeof v, &v, sizeof v);
+  cr_assert(eq(int, gc_decompress_add_f64(id, m, len, 0, 1.0, x), GC_ECORRUPT));
+  free(m);
+  gc_compressor_free(id);
+}
+
+/* ---- the alpha-beta network model --------------------------------------- */
+
+Test(transport, net_parse)
+{
+  gc_test_quiet();
+  double v;
+  cr_assert(eq(int, gc_net_parse_bandwidth("10Gbps", &v), 0));
+  cr_assert(eq(dbl, v, 1.25e9));
+  cr_assert(eq(int, gc_net_parse_bandwidth("800MB/s", &v), 0));
+  cr_assert(eq(dbl, v, 8e8));
+  cr_assert(eq(int, gc_net_parse_latency("50us", &v), 0));
+  cr_assert(ieee_ulp_eq(dbl, v, 5e-5, 4));
+  cr_assert(eq(int, gc_net_parse_latency("0s", &v), 0));
+  cr_assert(eq(dbl, v, 0.0));
+  const char *bad_bw[] = { "10", "10Gbs", "-1Gbps", "0Gbps", "fast", "nanGbps" };
+  for (size_t i = 0; i < sizeof bad_bw / sizeof *bad_bw; i++)
+    cr_assert(eq(int, gc_net_parse_bandwidth(bad_bw[i], &v), GC_EINVAL), "%s", bad_bw[i]);
+  const char *bad_lat[] = { "50", "5 us", "-1ms", "infs" };
+  for (size_t i = 0; i < sizeof bad_lat / sizeof *bad_lat; i++)
+    cr_assert(eq(int, gc_net_parse_latency(bad_lat[i], &v), GC_EINVAL), "%s", bad_lat[i]);
+}
+
+/* The model over a real run's ledger against its closed form, with the
+ * message sizes worked out by hand: dense float64 messages of D values. */
+Test(transport, net_model_closed_form)
+{
+  gc_net_model m = { 1e6, 1e-3 };   /* 8 Mbps, 1 ms */
+  double b[P][D], g[P][D], x0[D] = { 0 };
+  for (size_t p = 0; p < P; p++)
+    gc_test_fill_normal(b[p], D, 40 + p);
+  /* SGD: P uplinks and P copies of the downlink through the server link */
+  double ps = 2 * 1e-3 + (2.0 * P * D * 8) / 1e6;
+  /* ring allreduce: 2(P-1) rounds, each rank sends 2(P-1)/P of D values */
+  double ring = 2 * (P - 1) * 1e-3 + (2.0 * (P - 1) / P * D * 8) / 1e6;
+  gc_algo_kind kinds[2] = { GC_ALGO_SGD, GC_ALGO_ALLREDUCE };
+  double want[2] = { ps, ring };
+  for (int i = 0; i < 2; i++) {
+    gc_algo_config c;
+    config(&c, kinds[i]);
+    gc_sim *s = gc_sim_alloc(&c, x0);
+    run(s, b, g);
+    for (uint32_t t = 0; t < STEPS; t++) {
+      double got = gc_net_ledger_step_time(&m, &c, gc_sim_ledger(s), t);
+      cr_assert(ieee_ulp_eq(dbl, got, want[i], 8), "%s step %u: %.17g vs %.17g",
+                gc_algo_name(kinds[i]), t, got, want[i]);
+    }
+    cr_assert(eq(dbl, gc_net_ledger_step_time(&m, &c, gc_sim_ledger(s), STEPS), 0.0));
+    gc_sim_free(s);
+  }
+  /* zero latency, bandwidth halved: the time doubles exactly */
+  gc_algo_config c;
+  config(&c, GC_ALGO_UNI);
+  double u1, d1, u2, d2;
+  gc_net_model m0 = { 1e6, 0 }, mh = { 5e5, 0 };
+  gc_net_step_time(&m0, &c, 1234, 5678, &u1, &d1);
+  gc_net_step_time(&mh, &c, 1234, 5678, &u2, &d2);
+  cr_assert(eq(dbl, u2, 2 * u1));
+  cr_assert(eq(dbl, d2, 2 * d1));
+  cr_assert(eq(dbl, u1, 1234 / 1e6));
+}
+
+/* ---- MPI: the same run in-process and under mpirun --------------------- */
+
+static char gradcomp[1024];
+
+static void need_mpirun(void)
+{
+#ifndef HAVE_MPI
+  cr_skip_test("this build has no MPI (configure found no ompi-c)");
+#endif
+  char out[256];
+  if (gc_test_run("command -v mpirun", out, sizeof out) != 0)
+    cr_skip_test("mpirun not found: install openmpi-bin to run the MPI tests");
+  snprintf(gradcomp, sizeof gradcomp, "%s",
+           gc_test_builddir("experiments/gradcomp"));
+}
+
+#define MPIRUN "mpirun --oversubscribe --allow-run-as-root -n %zu "
+
+/* Drop the "mpi:" line (the MPI run's own cross-check) from stdout. */
+static void drop_mpi_line(char *out)
+{
+  char *l = strstr(out, "mpi: ");
+  if (l) {
+    char *e = strchr(l, '\n');
+    memmove(l, e ? e + 1 : l + strlen(l), strlen(e ? e + 1 : l + strlen(l)) + 1);
+  }
+}
+
+static void same_as_in_process(const char *algo, const char *comp, size_t nw)
+{
+  need_mpirun();
+  char args[512], cmd[4096], out1[16384], out2[16384];
+  char csv1[256], csv2[256], x1[256], x2[256];
+  char tag[64];
+  snprintf(tag, sizeof tag, "mpi-%s-%zu", algo, nw);
+  snprintf(csv1, sizeof csv1, "%s.csv", gc_test_tmp(tag));
+  snprintf(x1, sizeof x1, "%s.npy", gc_test_tmp(tag));
+  snprintf(csv2, sizeof csv2, "%s-mpi.csv", gc_test_tmp(tag));
+  snprintf(x2, sizeof x2, "%s-mpi.npy", gc_test_tmp(tag));
+  snprintf(args, sizeof args, "theory trajectory --problem quadratic:P=%zu,"
+           "d=48,sigma=0.2,hetero=1 --algorithm %s --compressor %s --k 5 "
+           "--k-down 7 --lr 0.05 --steps 40 --seed 9", nw, algo, comp);
+  snprintf(cmd, sizeof cmd, "%s %s --csv %s --save-x %s", gradcomp, args,
+           csv1, x1);
+  cr_assert(eq(int, gc_test_run(cmd, out1, sizeof out1), 0), "%s", out1);
+  snprintf(cmd, sizeof cmd, MPIRUN "%s %s --csv %s --save-x %s --transport mpi",
+           nw + 1, gradcomp, args, csv2, x2);
+  cr_assert(eq(int, gc_test_run(cmd, out2, sizeof out2), 0), "%s", out2);
+  /* the MPI run checked its ranks and its bytes against the ledger */
+  cr_assert(strstr(out2, "worker ranks end on rank 0's iterate") != NULL,
+            "%s", out2);
+  drop_mpi_line(out2);
+  cr_assert(eq(str, out1, out2));
+  const char *files[2][2] = { { csv1, csv2 }, { x1, x2 } };
+  for (int i = 0; i < 2; i++) {
+    size_t la, lb;
+    char *a = gc_test_slurp(files[i][0], &la), *b = gc_test_slurp(files[i][1], &lb);
+    cr_assert(a && b && la > 0);
+    cr_assert(eq(sz, la, lb), "%s vs %s", files[i][0], files[i][1]);
+    cr_assert(eq(int, memcmp(a, b, la), 0), "%s and %s differ", files[i][0],
+              files[i][1]);
+    free(a);
+    free(b);
+    remove(files[i][0]);
+    remove(files[i][1]);
+  }
+}
+
+Test(transport_mpi, sgd) { same_as_in_process("sgd", "topk", 2); same_as_in_process("sgd", "topk", 4); }
+Test(transport_mpi, uni) { same_as_in_process("uni", "topk", 2); same_as_in_process("uni", "topk", 4); }
+Test(transport_mpi, bi) { same_as_in_process("bi", "topk", 2); same_as_in_process("bi", "topk", 4); }
+Test(transport_mpi, downlink) { same_as_in_process("downlink", "topk", 2); same_as_in_process("downlink", "topk", 4); }
+Test(transport_mpi, doublesqueeze) { same_as_in_process("doublesqueeze", "topk", 2); same_as_in_process("doublesqueeze", "topk", 4); }
+Test(transport_mpi, ef21) { same_as_in_process("ef21", "topk", 2); same_as_in_process("ef21", "topk", 4); }
+Test(transport_mpi, allgather) { same_as_in_process("allgather", "topk", 2); same_as_in_process("allgather", "topk", 4); }
+Test(transport_mpi, allreduce_randk) { same_as_in_process("allreduce-randk", "randk", 2); }
+
+/* Wrong rank count: a message naming the ranks needed, non-zero exit. */
+Test(transport_mpi, wrong_rank_count)
+{
+  need_mpirun();
+  char cmd[2048], out[16384];
+  snprintf(cmd, sizeof cmd, MPIRUN "%s theory trajectory --problem "
+           "quadratic:P=4,d=16 --algorithm uni --compressor topk --k 2 --lr 0.1"
+           " --steps 3 --transport mpi", (size_t) 2, gradcomp);
+  cr_assert(ne(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  cr_assert(strstr(out, "need 5 ranks") != NULL, "%s", out);
+}
+
+/* A worker rank killed mid-run: the job stops (mpirun ends every rank)
+ * with the dead rank named and a non-zero exit, and the CSV rows written
+ * before stay whole.  The kill waits until rows appear, so it lands in
+ * the middle of the run; the run itself is far longer than the test. */
+Test(transport_mpi, killed_worker_stops_the_run, .timeout = 120)
+{
+  need_mpirun();
+  char dir[512], cmd[4096], out[16384];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-kill"));
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s'",
+           gc_test_srcdir("tests/mpi_kill.sh"), dir, gradcomp);
+  gc_test_run(cmd, out, sizeof out);
+  char *rc = strstr(out, "rc=");
+  cr_assert(rc && rc[3] != '\n' && strncmp(rc, "rc=0\n", 5) != 0,
+            "the run did not stop with a non-zero exit within 30 s: %s", out);
+  cr_assert(strstr(out, "rank 2") != NULL, "%s", out);
+  char path[600];
+  snprintf(path, sizeof path, "%s/k.csv", dir);
+  size_t len;
+  char *csv = gc_test_slurp(path, &len);
+  cr_assert(csv && len > 0);
+  cr_assert(eq(chr, csv[len - 1], '\n'), "the last row is cut");
+  size_t rows = 0, fields = 0, want = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (csv[i] == ',')
+      fields++;
+    if (csv[i] == '\n') {
+      if (rows++ == 0)
+        want = fields;
+      cr_assert(eq(sz, fields, want), "row %zu has %zu commas", rows, fields);
+      fields = 0;
+    }
+  }
+  cr_assert(rows >= 5, "%zu rows", rows);
+  free(csv);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  gc_test_run(cmd, out, sizeof out);
+}
