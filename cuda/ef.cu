@@ -29,23 +29,26 @@ enum { BAD_ACC = 1u, BAD_G = 2u };
 
 /* DGC's global-norm clipping (gc_clip_global_norm_f32): the sum of
  * (double) x_i^2 in index order, one thread, because that order fixes the
- * rounded bits; *factor = (float)(thr / norm), or 0 when no clipping. */
-__global__ void clip_factor(const float *g, size_t n, double thr, float *factor)
+ * rounded bits; clip[0] = 1 when the norm exceeds thr, clip[1] =
+ * (float)(thr / norm) then. */
+__global__ void clip_factor(const float *g, size_t n, double thr, float *clip)
 {
   double s = 0.0;
   for (size_t i = 0; i < n; i++)
     s = __dadd_rn(s, __dmul_rn((double) g[i], (double) g[i]));
   double nrm = sqrt(s);
-  *factor = nrm > thr ? __double2float_rn(__ddiv_rn(thr, nrm)) : 0.0f;
+  clip[0] = nrm > thr ? 1.0f : 0.0f;
+  clip[1] = nrm > thr ? __double2float_rn(__ddiv_rn(thr, nrm)) : 1.0f;
 }
 
 __global__ void __launch_bounds__(BLOCK)
-clip_apply(const float *g, size_t n, const float *factor, float *out)
+clip_apply(const float *g, size_t n, const float *clip, float *out)
 {
-  const float f = *factor;
+  const bool scale = clip[0] != 0.0f;
+  const float f = clip[1];
   for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
        i += (size_t) gridDim.x * BLOCK)
-    out[i] = f != 0.0f ? __fmul_rn(f, g[i]) : g[i];
+    out[i] = scale ? __fmul_rn(f, g[i]) : g[i];
 }
 
 /* acc (and DGC's u' into next) from g and the memories; flags BAD_ACC for a
@@ -192,7 +195,7 @@ extern "C" int gc_cuda_ef_step_sync(gc_cuda_ef *e, gc_compressor *c, void *d_tmp
                                     stream));
   Carver cv(d_tmp);
   uint32_t *flags = cv.take<uint32_t>(1);
-  float *factor = cv.take<float>(1);
+  float *clip = cv.take<float>(2);
   gc_cuda_info *d_info = cv.take<gc_cuda_info>(2);
   void *ctmp = cv.take<char>(cbytes);
   void *dtmp = cv.take<char>(dbytes);
@@ -208,9 +211,9 @@ extern "C" int gc_cuda_ef_step_sync(gc_cuda_ef *e, gc_compressor *c, void *d_tmp
   const float *g = d_g;
   if (e->kind == GC_EF_DGC && e->opt.clip_norm > 0.0) {
     double thr = e->opt.clip_norm / sqrt((double) e->opt.workers);
-    clip_factor<<<1, 1, 0, stream>>>(d_g, n, thr, factor);
+    clip_factor<<<1, 1, 0, stream>>>(d_g, n, thr, clip);
     GC_CUDA_LAUNCHED();
-    clip_apply<<<grid, BLOCK, 0, stream>>>(d_g, n, factor, e->d_next);
+    clip_apply<<<grid, BLOCK, 0, stream>>>(d_g, n, clip, e->d_next);
     GC_CUDA_LAUNCHED();
     g = e->d_next;   /* accumulate reads each g_i before it writes u'_i there */
   }
