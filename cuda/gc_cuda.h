@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gc_compressor.h"
+#include "gc_ef.h"
 #include "gc_errno.h"
 
 #ifdef __cplusplus
@@ -158,8 +159,55 @@ int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp,
                          size_t *tmp_bytes, const float *d_x, uint32_t step,
                          uint8_t *d_buf, size_t cap, gc_cuda_info *d_info,
                          cudaStream_t stream);
-/* Does gc_cuda_compress_f32 support this type? (1/0; host-only check) */
+/* Does this type have a device twin, i.e. both gc_cuda_compress_f32 and
+ * gc_cuda_decompress_add_f32?  (1/0; host-only.)  The twins are found by
+ * the type pointer, never by name; every registered type without
+ * GC_COMP_NEEDS_SHAPE has one (test_cuda_compress checks the registry). */
 int gc_cuda_supports(const gc_compressor_type *T);
+
+/* Decode-accumulate on the device: d_y += scale * C(x) from the message of
+ * len bytes at d_buf, the same floats as gc_decompress_add_f32 (float
+ * product then sum, no FMA).  `step` as for the encoder (randk-unbiased
+ * redraws its indices from it).  d_info->status receives GC_SUCCESS or
+ * GC_ECORRUPT, with the CPU's checks; d_y is untouched on GC_ECORRUPT.
+ * Two-phase scratch.  Returns GC_EUNSUP for a type without a device twin. */
+int gc_cuda_decompress_add_f32(const gc_compressor *c, void *d_tmp,
+                               size_t *tmp_bytes, const uint8_t *d_buf,
+                               size_t len, uint32_t step, float scale,
+                               float *d_y, gc_cuda_info *d_info,
+                               cudaStream_t stream);
+
+/* ---- error-feedback memories (gc_ef.h on the device, float32) -----------
+ * The same kinds and options as gc_ef_alloc, the same float operations in
+ * the same order, so that a worker step on the device sends the CPU's
+ * bytes and leaves the CPU's memories bit for bit.  The memories live in
+ * device memory; the struct itself is host memory. */
+typedef struct gc_cuda_ef gc_cuda_ef;
+
+/* NULL after reporting GC_EINVAL (as gc_ef_alloc), GC_ENOMEM or GC_ECUDA. */
+gc_cuda_ef *gc_cuda_ef_alloc(gc_ef_kind kind, size_t n, const gc_ef_options *opt);
+void gc_cuda_ef_free(gc_cuda_ef *e);          /* NULL is a no-op */
+
+/* gc_ef_step on the device: acc from d_g (length n) and the memory, the
+ * message C(acc) into d_buf (cap >= gc_compressor_max_bytes(c)), then the
+ * memory update from the decoded message (enqueued last, not waited for).
+ * Synchronises `stream` twice
+ * (the host needs the status and the length, as gc_ef_step returns them);
+ * *len and info (may be NULL) as gc_ef_step.  Two-phase scratch (d_tmp ==
+ * NULL: only *tmp_bytes).  Returns what gc_ef_step would (GC_EDOM for a
+ * non-finite g or an overflowing acc, the memory then left as it was),
+ * GC_EUNSUP for a compressor without a device twin, GC_ECUDA. */
+int gc_cuda_ef_step_sync(gc_cuda_ef *e, gc_compressor *c, void *d_tmp,
+                         size_t *tmp_bytes, const float *d_g, double lr,
+                         uint32_t step, uint8_t *d_buf, size_t cap,
+                         size_t *len, gc_compress_info *info,
+                         cudaStream_t stream);
+
+/* Device probes, length n (NULL where the kind has none), as gc_ef.h's:
+ * memory eps / v / h, momentum u (DGC), sent = decoded C(acc). */
+const float *gc_cuda_ef_memory(const gc_cuda_ef *e);
+const float *gc_cuda_ef_momentum(const gc_cuda_ef *e);
+const float *gc_cuda_ef_sent(const gc_cuda_ef *e);
 
 #ifdef __cplusplus
 }

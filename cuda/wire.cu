@@ -23,11 +23,8 @@ using namespace gc_cuda;
 
 namespace {
 
-/* lib/quant.c constants (private to quant.c, so repeated here; the tests
- * compare whole messages, which pins them).  The sparse layout's come from
- * lib/gc_wire.h. */
-enum { Q_HDR = 2, T_IDENTITY = 0xD0, T_SIGN = 0xD1, T_SCALED_SIGN = 0xD2, T_QSGD = 0xD3,
-       T_TERNGRAD = 0xD4, T_FP16 = 0xD5, T_BF16 = 0xD6, PREC32 = 32 };
+/* The quantizers' tags are in gc_cuda_internal.cuh; the sparse layout's
+ * come from lib/gc_wire.h. */
 
 struct Plan {
   uint32_t c;
@@ -662,21 +659,20 @@ __global__ void qfinish(const Plan *pl, size_t n, uint64_t len, gc_cuda_info *in
   info->len = pl->bad ? 0 : len + (pl->bits + 7) / 8;
 }
 
-enum Kind { K_NONE, K_TOPK, K_RANDK, K_RANDKU, K_THRESHOLD, K_GAUSSK, K_DGC, K_IDENTITY,
-            K_SIGN, K_SCALED_SIGN, K_QSGD, K_TERNGRAD, K_FP16, K_BF16 };
-
-Kind kind_of(const gc_compressor_type *T)
-{
-  static const struct { const char *name; Kind k; } tab[] = {
-    {"topk", K_TOPK}, {"randk", K_RANDK}, {"randk-unbiased", K_RANDKU},
-    {"threshold", K_THRESHOLD}, {"gaussk", K_GAUSSK}, {"dgc", K_DGC},
-    {"identity", K_IDENTITY}, {"sign", K_SIGN}, {"scaled-sign", K_SCALED_SIGN},
-    {"qsgd", K_QSGD}, {"terngrad", K_TERNGRAD}, {"fp16", K_FP16}, {"bf16", K_BF16}};
-  for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-    if (!strcmp(T->name, tab[i].name))
-      return tab[i].k;
-  return K_NONE;
-}
+/* The device slot of every type with a GPU twin, keyed by the type
+ * pointer (a name is not an identity: a type registered under a reused
+ * name must not pick up another type's kernels).  Every kind listed here
+ * has an encoder (gc_cuda_compress_f32) and a decoder
+ * (gc_cuda_decompress_add_f32); test_cuda_compress walks the registry and
+ * fails for any type without GC_COMP_NEEDS_SHAPE that is missing here. */
+const struct { const gc_compressor_type *const *type; Kind kind; } device_slots[] = {
+  {&gc_compressor_topk, K_TOPK}, {&gc_compressor_randk, K_RANDK},
+  {&gc_compressor_randk_unbiased, K_RANDKU}, {&gc_compressor_threshold, K_THRESHOLD},
+  {&gc_compressor_gaussk, K_GAUSSK}, {&gc_compressor_dgc, K_DGC},
+  {&gc_compressor_identity, K_IDENTITY}, {&gc_compressor_sign, K_SIGN},
+  {&gc_compressor_scaled_sign, K_SCALED_SIGN}, {&gc_compressor_qsgd, K_QSGD},
+  {&gc_compressor_terngrad, K_TERNGRAD}, {&gc_compressor_fp16, K_FP16},
+  {&gc_compressor_bf16, K_BF16}};
 
 /* Run the selector of a sparsifier kind; d_tmp == NULL only sizes it (the
  * selectors then ignore idx, val and d_info). */
@@ -737,6 +733,14 @@ int encode_sparse(Carver &cv, bool sizing, const gc_compressor *c, uint8_t type,
 }
 
 } /* namespace */
+
+Kind gc_cuda::kind_of(const gc_compressor_type *T)
+{
+  for (size_t i = 0; i < sizeof device_slots / sizeof device_slots[0]; i++)
+    if (*device_slots[i].type == T)
+      return device_slots[i].kind;
+  return K_NONE;
+}
 
 extern "C" int gc_cuda_supports(const gc_compressor_type *T)
 {

@@ -663,13 +663,77 @@ Test(cuda_host, two_phase_sizing)
   cr_assert(gc_cuda_supports(gc_compressor_bf16));
 }
 
-/* Issue #4: every registered compressor has a GPU encoder, except those
- * that need layer shapes (PowerSGD works per layer, not on one vector). */
-Test(cuda_host, every_vector_compressor_has_a_gpu_encoder)
+/* Issues #4, #16: every registered compressor has a device twin (encoder
+ * and decoder), except those that need layer shapes (PowerSGD works per
+ * layer, not on one vector), and those have none: a new type without a
+ * twin fails here instead of returning GC_EUNSUP at run time. */
+Test(cuda_host, every_vector_compressor_has_a_device_twin)
 {
-  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++)
-    if (!((*t)->flags & GC_COMP_NEEDS_SHAPE))
-      cr_assert(gc_cuda_supports(*t), "no GPU encoder for '%s'", (*t)->name);
+  size_t listed = 0;
+  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++, listed++) {
+    int vector = !((*t)->flags & GC_COMP_NEEDS_SHAPE);
+    cr_assert(eq(int, gc_cuda_supports(*t), vector), "'%s': device twin %s", (*t)->name,
+              vector ? "missing" : "unexpected (update this test)");
+  }
+  cr_assert(listed >= 14, "the registry lists %zu types", listed);
   cr_assert(gc_cuda_supports(gc_compressor_dgc));
   cr_assert(gc_cuda_supports(gc_compressor_qsgd));
+  cr_assert(eq(int, gc_cuda_supports(gc_compressor_powersgd), 0));
+}
+
+/* The slot is keyed by the type, not by its name: a type that reuses
+ * "topk" (an experiment's own variant) gets no kernels meant for another. */
+Test(cuda_host, device_slot_is_keyed_by_type_not_name)
+{
+  gc_compressor_type impostor = *gc_compressor_topk;
+  cr_assert(eq(int, gc_cuda_supports(&impostor), 0));
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.k = 3;
+  gc_compressor *c = gc_compressor_alloc(&impostor, 100, &p);
+  cr_assert(c != NULL);
+  size_t tmp = 0;
+  cr_assert(eq(int, gc_cuda_compress_f32(c, NULL, &tmp, NULL, 0, NULL, 0, NULL, 0), GC_EUNSUP));
+  cr_assert(eq(int, gc_cuda_decompress_add_f32(c, NULL, &tmp, NULL, 0, 0, 1.0f, NULL, NULL, 0),
+               GC_EUNSUP));
+  gc_compressor_free(c);
+}
+
+/* The decoders size their scratch without a device, for every twin. */
+Test(cuda_host, decoder_two_phase_sizing)
+{
+  for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++) {
+    if (!gc_cuda_supports(*t))
+      continue;
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.threshold = 1.0;
+    gc_compressor *c = gc_compressor_alloc(*t, 12345, &p);
+    cr_assert(c != NULL, "%s", (*t)->name);
+    size_t tmp = 0;
+    cr_assert(eq(int, gc_cuda_decompress_add_f32(c, NULL, &tmp, NULL, 0, 0, 1.0f, NULL, NULL, 0),
+                 GC_SUCCESS), "%s", (*t)->name);
+    cr_assert(tmp > 0, "%s: scratch size", (*t)->name);
+    gc_compressor_free(c);
+  }
+}
+
+/* gc_cuda_ef_alloc checks its arguments as gc_ef_alloc does, before any
+ * device memory is asked for. */
+Test(cuda_host, ef_argument_errors)
+{
+  gc_ef_options o;
+  gc_ef_options_default(&o);
+  cr_assert(gc_cuda_ef_alloc(GC_EF_BEFORE, 0, NULL) == NULL);
+  cr_assert(eq(int, gc_last_error_code(), GC_EINVAL));
+  cr_assert(gc_cuda_ef_alloc((gc_ef_kind) 99, 10, NULL) == NULL);
+  cr_assert(eq(int, gc_last_error_code(), GC_EINVAL));
+  o.momentum = 1.0;
+  cr_assert(gc_cuda_ef_alloc(GC_EF_DGC, 10, &o) == NULL);
+  cr_assert(eq(int, gc_last_error_code(), GC_EINVAL));
+  gc_ef_options_default(&o);
+  o.ef21_init = GC_EF21_INIT_GRADIENT;
+  cr_assert(gc_cuda_ef_alloc(GC_EF_EF21, 10, &o) == NULL);
+  cr_assert(eq(int, gc_last_error_code(), GC_EUNSUP));
+  gc_cuda_ef_free(NULL);
 }
