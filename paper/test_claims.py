@@ -442,6 +442,27 @@ class Inputs(Fixture):
         (t,) = self.results().files["bounds"]
         self.assertEqual(t.rows[0]["problem"], "quadratic:P=4,d=100")
 
+    def test_refused_bounds_are_no_bounds(self):
+        # a refused row (assumption not met) must not appear as a bound
+        head = ("problem,algorithm,compressor,density,steps,lr,L,gamma,"
+                "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
+                "bound_name,runs,sigma,delta,bounds,expectation,measured,"
+                "status,failed_assumption")
+        self.csv_file("b.csv", head, [
+            ["toy", "uni", "topk", 0.01, 300, 0.01, 1, 0.99, 46, 40, 5926,
+             1.9e8, "nonconvex_4.3", 1, 0, "nan", "mean_t_grad2", "path",
+             5926, "ok", ""],
+            ["toy", "uni", "topk", 0.01, 300, 0.01, 1, "nan", "nan", 40,
+             5926, "nan", "ef_sgd_4.6", 1, 0, "nan", "min_t_grad2", "path",
+             40, "refused", "P = 3 (theorem: one worker)"]])
+        doc, _ = tables.table_bounds(self.results())
+        shown, refused = doc.blocks
+        self.assertEqual([r[12] for r in shown.rows], ["nonconvex_4.3"])
+        self.assertEqual(shown.rows[0][9], "mean")
+        self.assertEqual(shown.rows[0][-1], "yes")
+        self.assertEqual(refused.rows, [["ef_sgd_4.6",
+                                         "P = 3 (theorem: one worker)", "1"]])
+
     def test_reference_csv_is_plain_csv(self):
         # readable by any CSV reader (pandas, numpy): no comment lines
         with open(os.path.join(HERE, "reference.csv"), newline="") as f:
