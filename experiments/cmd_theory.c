@@ -46,7 +46,9 @@ static void contraction_usage(FILE *out)
           "  tail share 1-rho-2 tau phi(tau) of docs/theory.md 4.5.\n"
           "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors.\n"
           "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
-          "       delta_topk_theory,gauss_share\n");
+          "       delta_topk_theory,gauss_share,selected_mean\n"
+          "  selected_mean: entries sent per trial (the achieved count of\n"
+          "  Gaussian-k and DGC against k).\n");
 }
 
 /* Trajectory inputs: worker 0's accumulators of uni top-K at this density
@@ -126,7 +128,7 @@ static int cmd_contraction(int argc, char **argv)
     return gc_cli_fail(CMD, 0, "out of memory");
   FILE *f = NULL;
   if (csv && !(f = open_csv(csv, "compressor,distribution,d,density,k,trials,delta_worst,"
-                                 "delta_mean,delta_topk_theory,gauss_share\n")))
+                                 "delta_mean,delta_topk_theory,gauss_share,selected_mean\n")))
     return 1;
   printf("%-16s %-11s %9s %8s %8s %12s %12s %10s %11s\n", "compressor", "distribution",
          "d", "density", "k", "delta_worst", "delta_mean", "K/d", "gauss_share");
@@ -164,14 +166,17 @@ static int cmd_contraction(int argc, char **argv)
           rc = gc_cli_fail(CMD, 0, "out of memory");
           break;
         }
-        double worst = INFINITY, sum = 0;
+        double worst = INFINITY, sum = 0, selected = 0;
         size_t cnt = 0;
         for (size_t t = 0; t < trials; t++) {
           double dl;
-          if (gc_theory_delta(cmp, xs + t * d, (uint32_t) t, buf, scratch, &dl)) {
+          gc_compress_info info = { 0 };
+          if (gc_theory_delta_info(cmp, xs + t * d, (uint32_t) t, buf, scratch, &dl,
+                                   &info)) {
             rc = gc_cli_fail(CMD, 1, "compressor %s failed", types[c]->name);
             break;
           }
+          selected += (double) info.selected;
           if (isfinite(dl)) {
             worst = fmin(worst, dl);
             sum += dl;
@@ -189,8 +194,9 @@ static int cmd_contraction(int argc, char **argv)
         printf("%-16s %-11s %9zu %8g %8zu %12.6f %12.6f %10.6f %11.6f\n", types[c]->name,
                dname, d, dens[j], kc, worst, mean, rho, share);
         if (f) {
-          fprintf(f, "%s,%s,%zu,%.17g,%zu,%zu,%.17g,%.17g,%.17g,%.17g\n", types[c]->name,
-                  dname, d, dens[j], kc, trials, worst, mean, rho, share);
+          fprintf(f, "%s,%s,%zu,%.17g,%zu,%zu,%.17g,%.17g,%.17g,%.17g,%.17g\n",
+                  types[c]->name, dname, d, dens[j], kc, trials, worst, mean, rho,
+                  share, selected / (double) trials);
           if (gc_cli_csv_flush(CMD, f, csv)) {
             rc = 1;
             break;

@@ -191,6 +191,39 @@ Test(bounds, formulas)
   cr_assert(fabs(gc_theory_gauss_share(0.01) - 0.91551) < 5e-5);
 }
 
+/* The contraction probe reports the count each compressor sent: exactly k
+ * for top-K; for Gaussian-k on Gaussian data within [2k/3, 4k/3] (7.10). */
+Test(contraction, reports_selected_count)
+{
+  size_t n = 100000;
+  double *x = malloc(n * sizeof *x), *scratch = malloc(n * sizeof *scratch);
+  cr_assert(x && scratch);
+  gc_theory_fill(GC_DIST_GAUSSIAN, 7, 0, x, n);
+  const char *names[] = { "topk", "gaussk" };
+  for (int c = 0; c < 2; c++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.density = 0.01;
+    gc_compressor *comp = gc_compressor_alloc(gc_compressor_type_by_name(names[c]), n, &p);
+    cr_assert(comp != NULL);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(comp));
+    gc_compress_info info = { 0 };
+    double delta;
+    cr_assert(eq(int, gc_theory_delta_info(comp, x, 0, buf, scratch, &delta, &info),
+                 GC_SUCCESS));
+    if (c == 0)
+      cr_assert(eq(sz, info.selected, 1000));
+    else
+      cr_assert(info.selected >= 667 && info.selected <= 1333, "selected %zu",
+                info.selected);
+    cr_assert(delta > 0.01 * (1 - 1e-12));   /* at least K/d of the energy kept */
+    free(buf);
+    gc_compressor_free(comp);
+  }
+  free(x);
+  free(scratch);
+}
+
 /* ---- probes ------------------------------------------------------------------ */
 
 static gc_algo_config topk_cfg(gc_algo_kind kind, size_t k, size_t kd, int ties)

@@ -170,6 +170,11 @@ void gc_probe_csv_row(FILE *f, const gc_probe_row *row);
  * capacity gc_compressor_max_bytes(c). */
 int gc_theory_delta(gc_compressor *c, const double *x, uint32_t step,
                     uint8_t *buf, double *scratch, double *delta);
+/* The same, also returning what the compress call reported (the entries
+ * sent, selected, is the achieved count of Gaussian-k and DGC). */
+int gc_theory_delta_info(gc_compressor *c, const double *x, uint32_t step,
+                         uint8_t *buf, double *scratch, double *delta,
+                         gc_compress_info *info);
 /* The Gaussian tail share 1 - rho - 2 tau phi(tau), tau = Phi^{-1}(1-rho/2):
  * ||x - TopK(x)||^2/||x||^2 for i.i.d. N(0,1) entries as d -> infinity. */
 double gc_theory_gauss_share(double rho);

@@ -70,14 +70,20 @@ static double dist2(const double *x, const double *y, size_t n)
 
 /* out = C(x) at `step` through the library's compressor (encode, then
  * decode); buf holds gc_compressor_max_bytes(c). */
-static int roundtrip(gc_compressor *c, const double *x, uint32_t step,
-                     uint8_t *buf, double *out)
+static int roundtrip_info(gc_compressor *c, const double *x, uint32_t step,
+                          uint8_t *buf, double *out, gc_compress_info *info)
 {
   size_t len;
   GC_TRY(gc_compress_f64(c, x, step, buf, gc_compressor_max_bytes(c), &len,
-                         NULL));
+                         info));
   memset(out, 0, gc_compressor_n(c) * sizeof *out);
   return gc_decompress_add_f64(c, buf, len, step, 1.0, out);
+}
+
+static int roundtrip(gc_compressor *c, const double *x, uint32_t step,
+                     uint8_t *buf, double *out)
+{
+  return roundtrip_info(c, x, step, buf, out, NULL);
 }
 
 /* out = (1/P) sum_p v[p], summed in worker order. */
@@ -457,12 +463,19 @@ void gc_probe_csv_row(FILE *f, const gc_probe_row *w)
   fflush(f);
 }
 
+int gc_theory_delta_info(gc_compressor *c, const double *x, uint32_t step,
+                         uint8_t *buf, double *scratch, double *delta,
+                         gc_compress_info *info)
+{
+  GC_TRY(roundtrip_info(c, x, step, buf, scratch, info));
+  *delta = contraction(x, scratch, gc_compressor_n(c));
+  return GC_SUCCESS;
+}
+
 int gc_theory_delta(gc_compressor *c, const double *x, uint32_t step,
                     uint8_t *buf, double *scratch, double *delta)
 {
-  GC_TRY(roundtrip(c, x, step, buf, scratch));
-  *delta = contraction(x, scratch, gc_compressor_n(c));
-  return GC_SUCCESS;
+  return gc_theory_delta_info(c, x, step, buf, scratch, delta, NULL);
 }
 
 const char *gc_theory_dist_name(int dist)
