@@ -517,9 +517,14 @@ DISPATCH(uint32_t, absmax_piece, absmax_run, (const float *x, size_t n), x, n)
 DISPATCH(size_t, copy_count_piece, copy_count_body,
          (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
 
-/* copy_count_body over the OpenMP threads (a sum and a maximum of
- * integers: any split gives the same). */
-static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+/* A counting pack (one of the pieces above, writing `width` bytes per
+ * entry) over the OpenMP threads (a sum and a maximum of integers: any
+ * split gives the same). */
+typedef size_t (*count_piece_fn)(const float *x, size_t n, uint8_t *out,
+                                 uint32_t *amax);
+
+static size_t count_pieces(count_piece_fn piece, size_t width, const float *x,
+                           size_t n, uint8_t *out, uint32_t *amax)
 {
   size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
   uint32_t m = 0;
@@ -528,11 +533,16 @@ static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
   for (size_t j = 0; j < np; j++) {
     size_t lo = j * PAR_CHUNK;
     uint32_t mj;
-    nnz += copy_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 4 * lo, &mj);
+    nnz += piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + width * lo, &mj);
     m = mj > m ? mj : m;
   }
   *amax = m;
   return nnz;
+}
+
+static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+  return count_pieces(copy_count_piece, 4, x, n, out, amax);
 }
 
 DISPATCH(size_t, bf16_count_piece, bf16_count_body,
@@ -540,18 +550,7 @@ DISPATCH(size_t, bf16_count_piece, bf16_count_body,
 
 static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
-  uint32_t m = 0;
-  #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
-      if (n >= PAR_MIN)
-  for (size_t j = 0; j < np; j++) {
-    size_t lo = j * PAR_CHUNK;
-    uint32_t mj;
-    nnz += bf16_count_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK, out + 2 * lo, &mj);
-    m = mj > m ? mj : m;
-  }
-  *amax = m;
-  return nnz;
+  return count_pieces(bf16_count_piece, 2, x, n, out, amax);
 }
 
 /* absmax_run over the OpenMP threads (a maximum: any split gives the
