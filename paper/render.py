@@ -175,8 +175,8 @@ def _tex_plain(s):
             sub = sub if len(sub) == 1 else r"\mathrm{%s}" % sub
             out.append("$%s_{%s}$" % (sym, sub))
     # adjacent math pieces: $a$$b$ -> $ab$ reads better and stays valid;
-    # long specs like quadratic:P=4,d=50 may break after a comma
-    return re.sub(r",(?=\S)", r",\\allowbreak{}",
+    # long specs like quadratic:P=4;d=50 may break after a comma or ';'
+    return re.sub(r"([,;])(?=\S)", r"\1\\allowbreak{}",
                   "".join(out).replace("$$", ""))
 
 

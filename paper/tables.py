@@ -427,8 +427,8 @@ def table_bounds(res):
                      "n/a" if holds is None else ("yes" if holds else "NO")])
     blocks = [Block(["problem", "algorithm", "compressor", "ρ", "steps", "α",
                      "L", "γ", "ξ max", "on", "measured", "bound",
-                     "bound name", "measured ≤ bound"], body,
-                    ["p{1.6cm}", "l", "l"] + ["r"] * 6 + ["l"] + ["r"] * 2
+                     "bound name", "holds"], body,
+                    ["p{2.2cm}", "l", "l"] + ["r"] * 6 + ["l"] + ["r"] * 2
                     + ["l", "l"])]
     if refused:
         blocks.append(Block(
