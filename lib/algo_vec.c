@@ -179,15 +179,24 @@ int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
     GC_ERRORF(GC_ECORRUPT, "dense message of %zu bytes, expected %zu", len,
               n * (size_t) dt);
   /* memcpy per element: the buffer need not be aligned.  A message is
-   * untrusted input: a NaN or Inf in it is rejected, not summed. */
-  size_t bad = n;
+   * untrusted input: a NaN or Inf in it is rejected before y is touched. */
+  for (size_t i = 0; i < n; i++) {
+    double v;
+    if (dt == GC_F64) {
+      memcpy(&v, buf + i * sizeof v, sizeof v);
+    } else {
+      float f;
+      memcpy(&f, buf + i * sizeof f, sizeof f);
+      v = f;
+    }
+    if (!isfinite(v))
+      GC_ERRORF(GC_ECORRUPT, "dense message value %zu is not finite", i);
+  }
   if (dt == GC_F64) {
     double *yy = y;
     for (size_t i = 0; i < n; i++) {
       double v;
       memcpy(&v, buf + i * sizeof v, sizeof v);
-      if (!isfinite(v) && bad == n)
-        bad = i;
       yy[i] += scale * v;
     }
   } else {
@@ -196,13 +205,9 @@ int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
     for (size_t i = 0; i < n; i++) {
       float v;
       memcpy(&v, buf + i * sizeof v, sizeof v);
-      if (!isfinite(v) && bad == n)
-        bad = i;
       yy[i] += s * v;
     }
   }
-  if (bad < n)
-    GC_ERRORF(GC_ECORRUPT, "dense message value %zu is not finite", bad);
   return GC_SUCCESS;
 }
 

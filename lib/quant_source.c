@@ -106,12 +106,12 @@ static int FN(identity_decode)(const void *st, const uint8_t *buf,
   GC_TRY(gc__check_msg(buf, len, HDR, TAG_IDENTITY, PREC, "identity"));
   GC_TRY(gc__check_msg_len(len, HDR + W * n, "identity"));
   const uint8_t *p = buf + HDR;
-  for (size_t i = 0; i < n; i++) {
-    REAL v = FN(load)(p + W * i);
-    if (!FN(isfin)(v))   /* untrusted input: not summed */
+  /* untrusted input: a non-finite value is rejected before y is touched */
+  for (size_t i = 0; i < n; i++)
+    if (!FN(isfin)(FN(load)(p + W * i)))
       GC_ERRORF(GC_ECORRUPT, "identity: message value %zu is not finite", i);
-    y[i] += scale * v;
-  }
+  for (size_t i = 0; i < n; i++)
+    y[i] += scale * FN(load)(p + W * i);
   return GC_SUCCESS;
 }
 

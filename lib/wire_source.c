@@ -32,11 +32,16 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
   GC_TRY(check_explicit(type, sizeof(REAL), buf, len, n, &c, &coding, &off));
   const uint8_t *p = buf + GC__WIRE_HDR, *v = buf + off;
   REAL val;
+  /* A message is untrusted input: a NaN or Inf value is rejected before
+   * anything is added, so y is untouched on every error. */
+  for (size_t j = 0; j < c; j++) {
+    memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
+    NONFINITE_CHECK(val, j);
+  }
   switch (coding) {
   case GC__IDX_RAW:
     for (size_t j = 0; j < c; j++) {
       memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
-      NONFINITE_CHECK(val, j);
       y[get_u32(p + 4 * j)] += scale * val;
     }
     break;
@@ -52,7 +57,6 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
       }
       i += g;
       memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
-      NONFINITE_CHECK(val, j);
       y[i++] += scale * val;
     }
     break;
@@ -61,9 +65,7 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
     size_t j = 0;
     for (size_t b = 0; b < (n + 7) / 8; b++)
       for (unsigned w = p[b]; w; w &= w - 1) {
-        memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
-        NONFINITE_CHECK(val, j);
-        j++;
+        memcpy(&val, v + j++ * sizeof(REAL), sizeof(REAL));
         y[8 * b + (size_t) __builtin_ctz(w)] += scale * val;
       }
     break;

@@ -7,7 +7,7 @@
 dir=$1
 gradcomp=$2
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
-(timeout 90 mpirun --oversubscribe --allow-run-as-root -n 3 "$gradcomp" theory trajectory \
+(timeout 90 mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0 -n 3 "$gradcomp" theory trajectory \
    --problem quadratic:P=2,d=24 --algorithm bi --compressor topk --k 3 \
    --lr 0.01 --steps 50000000 --csv "$dir/k.csv" --transport mpi \
    > out 2>&1; echo $? > rc) &
