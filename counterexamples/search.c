@@ -310,7 +310,9 @@ int main(int argc, char **argv)
                   r.ties[0], r.ties[1], gc_search_verdict_name(r.verdict[1]),
                   r.verdict[0] == r.verdict[1],
                   gc_search_verdict_name(r.verdict_float[0]));
-          if (gc_cli_csv_flush(CMD, f, csv)) {
+          if (gc_cli_csv_flush(CMD, f, csv)) {   /* reported once, here */
+            fclose(f);
+            f = NULL;
             status = 1;
             break;
           }
@@ -334,7 +336,7 @@ int main(int argc, char **argv)
       free(c.tuple);
     }
   gc_search_ws_free(ws);
-  if (f && gc_cli_csv_close(CMD, f, csv) && !status)
+  if (f && gc_cli_csv_close(CMD, f, csv))
     status = 1;
   if (status)
     return status;
