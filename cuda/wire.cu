@@ -13,8 +13,8 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cuda_fp16.h>
 
+#include "gc_bitio.h"
 #include "gc_cuda_internal.cuh"
 #include "gc_rng.h"
 #include "gc_wire.h"
@@ -225,7 +225,8 @@ __global__ void qheader(uint8_t *buf, uint8_t tag)
 /* identity, fp16 and bf16: each entry's bytes in one pass, with the NaN/Inf
  * flag and the nonzero count.  bf16 uses quant.c's integer rounding on the
  * bit pattern (identical to round-to-nearest-even, subnormals kept); fp16
- * the IEEE conversion, which equals gc__half_from_double for every float. */
+ * gc_bitio.h's integer conversion, the CPU's bits for every float (the
+ * device's __float2half_rn rounded a tie away from even on an H100). */
 enum Plain { P_IDENTITY, P_FP16, P_BF16 };
 
 template <int FMT>
@@ -250,7 +251,7 @@ write_plain(const float *__restrict__ x, size_t n, uint8_t *out, Plan *pl)
     if (FMT == P_BF16)
       h = (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
     else
-      h = __half_as_ushort(__float2half_rn(v));
+      h = gc__half_from_float_bits(u);
     nz += (h & 0x7fffu) != 0;
     out[2 * i] = (uint8_t) h;
     out[2 * i + 1] = (uint8_t) (h >> 8);

@@ -225,6 +225,39 @@ static inline uint16_t gc__minifloat_from_double(double d, unsigned eb,
   return (uint16_t) (sign | h);
 }
 
+/* float32 bits -> IEEE half, round to nearest even, in integer operations
+ * only: the same 16 bits as gc__half_from_double((double) x) for every
+ * float (test_bitio checks all 2^32 patterns).  The GPU encoder uses it
+ * because the device's __float2half_rn rounded the tie 1 + 2^-11 up on an
+ * H100 (CUDA 13.0), so the CPU's messages were not reproduced. */
+#ifndef GC_HD
+#if defined(__CUDACC__)
+#define GC_HD __host__ __device__
+#else
+#define GC_HD
+#endif
+#endif
+static inline GC_HD uint16_t gc__half_from_float_bits(uint32_t u)
+{
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u)                     /* Inf, or NaN kept quiet */
+    return (uint16_t) (sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+  if (a >= 0x477ff000u)                     /* >= 65520 rounds to Inf */
+    return (uint16_t) (sign | 0x7c00u);
+  if (a >= 0x38800000u) {                   /* normal half: >= 2^-14 */
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return (uint16_t) (sign | ((r >> 13) - 0x1c000u));
+  }
+  if (a < 0x33000000u)                      /* <= 2^-25 (a tie to 0) */
+    return (uint16_t) sign;
+  /* subnormal half, units of 2^-24: m 2^(e-150) = (m >> (126 - e)) units */
+  uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+  uint32_t shift = 126u - e, q = m >> shift;
+  uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  q += rem > half || (rem == half && (q & 1u));
+  return (uint16_t) (sign | q);
+}
+
 /* Exact value of a small float (NaN patterns give NaN). */
 static inline double gc__minifloat_to_double(uint16_t h, unsigned eb,
                                              unsigned mb)

@@ -111,6 +111,37 @@ int gc_nn_evaluate(gc_nn *nn, const float *w, float *stats,
 void gc_nn_blas_single_thread(void);
 const char *gc_nn_blas_core(void);
 
+/* ---- another device for the nets (a type table, as gc_compressor_type) ---
+ * Training (gc_train_config.device) can compute its gradients and
+ * evaluations on another device: cuda/ provides gc_cuda_nn_device
+ * (gc_cuda_nn.h); lib itself knows no device.  All pointers here are host
+ * memory; the implementation moves what it needs.  The same model, layer
+ * layout and formulas as gc_nn (float rounding may differ: the CPU is the
+ * oracle, tests state the tolerance). */
+typedef struct gc_nn_device_type {
+  const char *name;                                   /* "cuda"          */
+  /* A workspace for `groups` mini-batches of at most `batch` examples of
+   * `model` (gc_nn_alloc_model's names); NULL after reporting. */
+  void *(*alloc)(const char *model, size_t groups, size_t batch);
+  void (*free)(void *dev);                            /* NULL: no-op     */
+  /* G <= groups mini-batches of B <= batch examples each: group g is
+   * x[g B .. g B + B) ([G B][in_dim]) with labels y[g B ..).  For each g:
+   * forward at w (length d), loss[g] = its mean loss, grads + g d =
+   * d loss[g] / dw.  train != 0: batch statistics, each group with its own
+   * running statistics stats + g ns (updated in place, as gc_nn_forward),
+   * dropout keyed by (seed, worker0 + g, step), as if group g were worker
+   * worker0 + g; train == 0: evaluation mode with the running statistics
+   * stats (ns, read only), no dropout, seed/worker0/step unused.
+   * GC_SUCCESS, GC_EINVAL (G or B too large), GC_ECUDA. */
+  int (*grads)(void *dev, const float *w, float *stats, const float *x,
+               const uint8_t *y, size_t G, size_t B, int train, uint64_t seed,
+               uint32_t worker0, uint32_t step, double *loss, float *grads);
+  /* Test accuracy and mean loss over ds at w in evaluation mode, as
+   * gc_nn_evaluate. */
+  int (*evaluate)(void *dev, const float *w, const float *stats,
+                  const gc_dataset *ds, double *acc, double *loss);
+} gc_nn_device_type;
+
 /* ---- training (nn_train.c) --------------------------------------------- */
 typedef struct gc_train_config {
   const char *dataset;      /* mnist | fmnist | cifar10                    */
@@ -140,6 +171,10 @@ typedef struct gc_train_config {
   size_t bounds_samples;    /* full-gradient samples per epoch (3)         */
   size_t bounds_hvps;       /* Hessian-vector products per L estimate (10) */
   size_t bounds_batch;      /* examples in the fixed batch for L (1000)    */
+  /* Where the nets run: NULL for the CPU (gc_nn), else a device type whose
+   * grads/evaluate replace gc_nn's (the P workers' mini-batches in one
+   * call).  Compression, the algorithm and every file stay as on the CPU. */
+  const gc_nn_device_type *device;
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);

@@ -212,6 +212,32 @@ Test(bitio, half_all_patterns_round_trip)
   }
 }
 
+/* The integer float -> half conversion (the GPU encoder's) gives
+ * gc__half_from_double's bits: every 61st pattern, and every pattern whose
+ * low 13 bits sit at a rounding boundary (ties, one below, one above) or
+ * at zero, over all exponents and signs.  NaN stays NaN. */
+static void check_half_bits(uint32_t u)
+{
+  float f;
+  memcpy(&f, &u, sizeof f);
+  uint16_t h = gc__half_from_float_bits(u);
+  if (isnan(f))
+    cr_assert(gc__minifloat_isnan(h, 5, 10), "0x%08x -> 0x%04x", u, h);
+  else
+    cr_assert(eq(u16, h, gc__half_from_double((double) f)), "0x%08x (%a)", u,
+              (double) f);
+}
+
+Test(bitio, half_from_float_bits_matches_double)
+{
+  for (uint64_t u = 0; u < ((uint64_t) 1 << 32); u += 61)
+    check_half_bits((uint32_t) u);
+  static const uint32_t low[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff};
+  for (uint32_t hi = 0; hi < (1u << 19); hi++)
+    for (size_t j = 0; j < sizeof low / sizeof low[0]; j++)
+      check_half_bits(hi << 13 | low[j]);
+}
+
 #ifdef __FLT16_MANT_DIG__
 /* Against the compiler's _Float16 conversion (round to nearest even) for
  * float inputs covering every exponent. */
