@@ -15,6 +15,9 @@
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_nn.h"
+#ifdef HAVE_CUBLAS
+#include "gc_cuda_nn.h"
+#endif
 
 static const char usage_head[] =
   "usage: gradcomp train [options]\n"
@@ -31,6 +34,11 @@ static const char usage_tail[] =
   "  --rank R            PowerSGD rank (2): --compressor powersgd sends each\n"
   "                      weight matrix as a rank-R factor pair, biases raw\n"
   "  --seed S (0)  --threads T (all; never changes results)\n"
+  "  --device cpu|cuda   where the nets run (cpu).  cuda: the P workers'\n"
+  "                      batches in one pass on the GPU (cuBLAS, float32, no\n"
+  "                      TF32); compression, the algorithm, the files and\n"
+  "                      --bounds as on the CPU.  Results agree with the CPU's\n"
+  "                      to float rounding, not bit for bit\n"
   "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
   "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
   "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
@@ -153,6 +161,21 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     }
     else if (!strcmp(a, "--seed")) { NEED(); if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
     else if (!strcmp(a, "--threads")) { NEED(); if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
+    else if (!strcmp(a, "--device")) {
+      NEED();
+      if (!strcmp(v, "cpu")) {
+        c->device = NULL;
+      } else if (!strcmp(v, "cuda")) {
+#ifdef HAVE_CUBLAS
+        c->device = &gc_cuda_nn_device;
+#else
+        return gc_cli_usage_error(cmd, "--device cuda: this build has no CUDA nets"
+                                  " (configure found no CUDA with cuBLAS)");
+#endif
+      } else {
+        return gc_cli_usage_error(cmd, "--device: '%s' is not cpu or cuda", v);
+      }
+    }
     else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
     else if (!strcmp(a, "--config") && !from_file) { NEED(); o->config = (char *) v; }
     else if (!strcmp(a, "--resume")) c->resume = 1;
@@ -322,8 +345,9 @@ int gc_cmd_train(int argc, char **argv)
   if (!o.lr_set)
     o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
   if (!o.c.quiet)
-    fprintf(stderr, "gradcomp train: %s on %s, P=%zu, %s/%s %s=%g, lr=%g,"
-            " B=%zu, %zu epochs -> %s\n", model, o.c.dataset, o.c.workers,
+    fprintf(stderr, "gradcomp train: %s on %s (%s), P=%zu, %s/%s %s=%g, lr=%g,"
+            " B=%zu, %zu epochs -> %s\n", model, o.c.dataset,
+            o.c.device ? o.c.device->name : "cpu", o.c.workers,
             o.c.algorithm, o.c.compressor,
             strcmp(o.c.compressor, "powersgd") ? "rho" : "rank",
             strcmp(o.c.compressor, "powersgd") ? o.c.density : (double) o.c.rank,

@@ -52,6 +52,7 @@ void gc_train_config_default(gc_train_config *c)
 typedef struct bounds {
   int on;
   gc_nn **nets;               /* T nets of batch BOUND_CHUNK             */
+  void *dev;                  /* or the device's: BOUND_SLICES chunks    */
   float *xb, *g, *pt;         /* inputs, chunk gradients, x +- h v       */
   uint8_t *yb;
   double *slices;             /* BOUND_SLICES * d partial sums           */
@@ -73,7 +74,8 @@ typedef struct run {
   size_t *off;
   size_t T;                   /* threads                                 */
   gc_nn **nets, *evalnet;
-  float *xb;                  /* T * B * dim gathered inputs             */
+  void *dev;                  /* c->device's workspace: P batches of B    */
+  float *xb;                  /* T * B * dim gathered inputs (device: P)  */
   uint8_t *yb;                /* T * B labels                            */
   float *grads, *stats, *wstats;
   double *loss;               /* per worker, last step                   */
@@ -100,6 +102,10 @@ static void run_free(run *r)
       gc_nn_free(r->nets[t]);
   free(r->nets);
   gc_nn_free(r->evalnet);
+  if (r->c->device) {
+    r->c->device->free(r->dev);
+    r->c->device->free(r->b.dev);
+  }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
   free(r->loss); free(r->x0);
   gc_sim_free(r->sim);
@@ -168,7 +174,7 @@ static int write_config_json(const run *r, const char *dir)
     "  \"momentum\": %.17g,\n  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n"
     "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
     "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
-    "  \"threads\": %zu,\n"
+    "  \"threads\": %zu,\n  \"device\": \"%s\",\n"
     "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
     "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
     "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
@@ -178,7 +184,8 @@ static int write_config_json(const run *r, const char *dir)
     c->noniid ? "noniid" : "iid", c->batch, c->epochs,
     (r->off[1] - r->off[0]) / c->batch, c->lr, c->momentum, c->algorithm,
     c->compressor, c->density, density_down(c), r->K, r->Kd, c->rank,
-    (unsigned long long) c->seed, r->T, c->max_steps,
+    (unsigned long long) c->seed, r->T, c->device ? c->device->name : "cpu",
+    c->max_steps,
     c->train_subset, c->test_subset, r->train.n, r->test.n,
     c->config_file ? c->config_file : "", gc_nn_blas_core(),
     getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
@@ -543,13 +550,14 @@ static int bounds_check(run *r)
 static int bounds_alloc(run *r)
 {
   bounds *b = &r->b;
-  size_t T = r->T, d = r->d, dim = r->train.dim, N = r->off[r->c->workers];
+  size_t d = r->d, dim = r->train.dim, N = r->off[r->c->workers];
+  size_t T = r->T, rows = r->c->device ? BOUND_SLICES : T;
   b->on = 1;
   b->nl = r->c->bounds_batch < N ? r->c->bounds_batch : N;
   b->nets = calloc(T, sizeof *b->nets);
-  b->xb = malloc(T * BOUND_CHUNK * dim * sizeof *b->xb);
-  b->yb = malloc(T * BOUND_CHUNK);
-  b->g = malloc(T * d * sizeof *b->g);
+  b->xb = malloc(rows * BOUND_CHUNK * dim * sizeof *b->xb);
+  b->yb = malloc(rows * BOUND_CHUNK);
+  b->g = malloc(rows * d * sizeof *b->g);
   b->pt = malloc(d * sizeof *b->pt);
   b->slices = malloc(BOUND_SLICES * d * sizeof *b->slices);
   b->grad = malloc(d * sizeof *b->grad);
@@ -559,9 +567,14 @@ static int bounds_alloc(run *r)
   if (!b->nets || !b->xb || !b->yb || !b->g || !b->pt || !b->slices ||
       !b->grad || !b->gp || !b->v || !b->lids)
     GC_ERROR("out of memory for --bounds", GC_ENOMEM);
-  for (size_t t = 0; t < T; t++)
-    if (!(b->nets[t] = gc_nn_alloc_model(model_of(r->c), BOUND_CHUNK)))
-      return GC_ENOMEM;
+  if (r->c->device) {
+    if (!(b->dev = r->c->device->alloc(model_of(r->c), BOUND_SLICES, BOUND_CHUNK)))
+      return gc_last_error_code();
+  } else {
+    for (size_t t = 0; t < T; t++)
+      if (!(b->nets[t] = gc_nn_alloc_model(model_of(r->c), BOUND_CHUNK)))
+        return GC_ENOMEM;
+  }
   /* L's batch: every (N/nl)-th example of the partition, so that it spans
    * every worker's shard (non-IID shards are sorted by label). */
   for (size_t j = 0; j < b->nl; j++)
@@ -576,6 +589,43 @@ static int bounds_alloc(run *r)
   return GC_SUCCESS;
 }
 
+/* eval_grad on the device: chunks of BOUND_CHUNK examples, up to
+ * BOUND_SLICES of them per call (a short last chunk alone), each chunk's
+ * mean gradient weighted by its size and added in chunk order. */
+static int eval_grad_device(run *r, const float *w, const uint32_t *ids,
+                            size_t n, double *grad, double *loss)
+{
+  bounds *b = &r->b;
+  size_t d = r->d, dim = r->train.dim;
+  double l = 0, gl[BOUND_SLICES];
+  memset(grad, 0, d * sizeof *grad);
+  for (size_t at = 0; at < n;) {
+    size_t B = n - at < BOUND_CHUNK ? n - at : BOUND_CHUNK;
+    size_t G = B < BOUND_CHUNK ? 1 : (n - at) / BOUND_CHUNK;
+    if (G > BOUND_SLICES)
+      G = BOUND_SLICES;
+    for (size_t k = 0; k < G * B; k++) {
+      memcpy(b->xb + k * dim, r->train.x + (size_t) ids[at + k] * dim,
+             dim * sizeof *b->xb);
+      b->yb[k] = r->train.y[ids[at + k]];
+    }
+    GC_TRY(r->c->device->grads(b->dev, w, r->stats, b->xb, b->yb, G, B, 0, 0,
+                               0, 0, gl, b->g));
+    for (size_t g = 0; g < G; g++) {
+      const float *gg = b->g + g * d;
+      l += gl[g] * (double) B;
+      for (size_t i = 0; i < d; i++)
+        grad[i] += (double) gg[i] * (double) B;
+    }
+    at += G * B;
+  }
+  for (size_t i = 0; i < d; i++)
+    grad[i] /= (double) n;
+  if (loss)
+    *loss = l / (double) n;
+  return GC_SUCCESS;
+}
+
 /* Mean loss and gradient over the examples ids[0..n) at w, in evaluation
  * mode (no dropout, BatchNorm running statistics): the deterministic f the
  * bound speaks of.  Fixed slices, each summed in order by one thread, then
@@ -583,6 +633,8 @@ static int bounds_alloc(run *r)
 static int eval_grad(run *r, const float *w, const uint32_t *ids, size_t n,
                      double *grad, double *loss)
 {
+  if (r->c->device)
+    return eval_grad_device(r, w, ids, n, grad, loss);
   bounds *b = &r->b;
   size_t d = r->d, dim = r->train.dim;
   double sl[BOUND_SLICES];
@@ -800,16 +852,23 @@ static int setup(run *r)
   r->nets = calloc(T, sizeof *r->nets);
   if (!r->nets)
     GC_ERROR("out of memory", GC_ENOMEM);
-  for (size_t t = 0; t < T; t++)
-    if (!(r->nets[t] = gc_nn_alloc_model(model, c->batch)))
+  /* On a device the CPU keeps one net of batch 1: the shapes and the
+   * initial weights (gc_nn_init) come from it, nothing else. */
+  size_t cpu_nets = c->device ? 1 : T, xrows = c->device ? P : T;
+  for (size_t t = 0; t < cpu_nets; t++)
+    if (!(r->nets[t] = gc_nn_alloc_model(model, c->device ? 1 : c->batch)))
       return GC_ENOMEM;
-  if (!(r->evalnet = gc_nn_alloc_model(model, 100)))
+  if (c->device) {
+    if (!(r->dev = c->device->alloc(model, P, c->batch)))
+      return gc_last_error_code();
+  } else if (!(r->evalnet = gc_nn_alloc_model(model, 100))) {
     return GC_ENOMEM;
+  }
   r->d = gc_nn_nparams(r->nets[0]);
   r->ns = gc_nn_nstats(r->nets[0]);
   size_t dim = r->train.dim, d = r->d, ns = r->ns;
-  r->xb = malloc(T * c->batch * dim * sizeof *r->xb);
-  r->yb = malloc(T * c->batch);
+  r->xb = malloc(xrows * c->batch * dim * sizeof *r->xb);
+  r->yb = malloc(xrows * c->batch);
   r->grads = malloc(P * d * sizeof *r->grads);
   r->stats = calloc(ns + 1, sizeof *r->stats);
   r->wstats = calloc(P * ns + 1, sizeof *r->wstats);
@@ -879,6 +938,27 @@ static int setup(run *r)
 }
 
 /* ---- the loop ------------------------------------------------------------- */
+
+/* Step s of the epoch on the device: the P workers' batches gathered in
+ * worker order, each worker's copy of the running statistics, and one call
+ * for every worker's loss and gradient (worker p keyed as on the CPU). */
+static int device_grads(run *r, const float *x, size_t s, size_t steps)
+{
+  const gc_train_config *c = r->c;
+  size_t P = c->workers, B = c->batch, dim = r->train.dim, ns = r->ns;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
+  for (size_t p = 0; p < P; p++) {
+    const uint32_t *ord = r->order + r->off[p] + s * B;
+    for (size_t b = 0; b < B; b++) {
+      memcpy(r->xb + (p * B + b) * dim, r->train.x + (size_t) ord[b] * dim,
+             dim * sizeof *r->xb);
+      r->yb[p * B + b] = r->train.y[ord[b]];
+    }
+    memcpy(r->wstats + p * ns, r->stats, ns * sizeof *r->wstats);
+  }
+  return c->device->grads(r->dev, x, r->wstats, r->xb, r->yb, P, B, 1, c->seed,
+                          0, (uint32_t) steps, r->loss, r->grads);
+}
 
 int gc_train_run(const gc_train_config *c, gc_train_result *res)
 {
@@ -985,6 +1065,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           break;
       }
       double ta = gc__now();
+      if (c->device) {
+        if ((st = device_grads(&R, x, s, steps)))
+          break;
+      } else {
       #pragma omp parallel for schedule(static) num_threads((int) R.T)
       for (size_t p = 0; p < P; p++) {
         size_t t = 0;
@@ -1004,6 +1088,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         gc_nn_forward(net, x, ws, xb, B, 1, c->seed, (uint32_t) p, (uint32_t) steps);
         R.loss[p] = gc_nn_loss(net, yb);
         gc_nn_backward(net, x, NULL, R.grads + p * d, NULL);
+      }
       }
       double tb = gc__now();
       double l = 0;
@@ -1078,8 +1163,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     if (st != GC_SUCCESS || done_here == 0)
       break;
     double acc, tl;
-    if ((st = gc_nn_evaluate(R.evalnet, gc_sim_model(R.sim), R.stats, &R.test,
-                             &acc, &tl)))
+    if ((st = c->device ? c->device->evaluate(R.dev, gc_sim_model(R.sim), R.stats,
+                                              &R.test, &acc, &tl)
+              : gc_nn_evaluate(R.evalnet, gc_sim_model(R.sim), R.stats, &R.test,
+                               &acc, &tl)))
       break;
     uint64_t upe = gc_ledger_total(lg, GC_UP) - up0;
     uint64_t downe = gc_ledger_total(lg, GC_DOWN) - down0;

@@ -99,7 +99,7 @@ def label_of(t):
 PROVENANCE = frozenset((
     "program", "version", "threads", "machine", "blas_core",
     "openblas_coretype_env", "config_file", "command", "fingerprint", "out",
-    "quiet", "resume", "data"))
+    "quiet", "resume", "data", "device_name"))
 
 
 def run_setting(run, drop=()):
@@ -109,6 +109,7 @@ def run_setting(run, drop=()):
     result).  Without config.json only what the folder name and the log
     say is known: (dataset, model, P, algorithm)."""
     items = {k: v for k, v in run.config.items() if k not in PROVENANCE}
+    items.setdefault("device", "cpu")   # runs from before the GPU path
     items.update(dataset=run.dataset, model=run.model, workers=run.P,
                  algorithm=run.algo, epochs_done=epochs_of(run))
     for k in drop:

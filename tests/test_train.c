@@ -437,3 +437,124 @@ Test(train, bounds_refuse_what_the_theorem_does_not_cover)
     cr_assert(strstr(gc_last_error(), m[i].why), "%s", gc_last_error());
   }
 }
+
+/* ---- the device seam (gc_nn_device_type) --------------------------------
+ * A device that runs the CPU nets behind the type table: training through
+ * it must write the CPU path's bytes, so the gather order of the P batches,
+ * the per-worker statistics, the dropout keys, the evaluation and the
+ * bounds' gradients are the same on any device that computes the same
+ * numbers.  (The CUDA device is compared with the CPU in test_cuda_nn.) */
+typedef struct host_dev {
+  gc_nn *net, *evalnet;
+  size_t groups;
+} host_dev;
+
+static void host_free(void *p)
+{
+  host_dev *h = p;
+  if (!h)
+    return;
+  gc_nn_free(h->net);
+  gc_nn_free(h->evalnet);
+  free(h);
+}
+
+static void *host_alloc(const char *model, size_t groups, size_t batch)
+{
+  host_dev *h = calloc(1, sizeof *h);
+  if (!h)
+    return NULL;
+  h->groups = groups;
+  h->net = gc_nn_alloc_model(model, batch);
+  h->evalnet = gc_nn_alloc_model(model, 100);
+  if (!h->net || !h->evalnet) {
+    host_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static int host_grads(void *p, const float *w, float *stats, const float *x,
+                      const uint8_t *y, size_t G, size_t B, int train,
+                      uint64_t seed, uint32_t worker0, uint32_t step,
+                      double *loss, float *grads)
+{
+  host_dev *h = p;
+  if (G > h->groups)
+    return GC_EINVAL;
+  size_t d = gc_nn_nparams(h->net), ns = gc_nn_nstats(h->net);
+  size_t dim = gc_nn_in_dim(h->net);
+  for (size_t g = 0; g < G; g++) {
+    if (!gc_nn_forward(h->net, w, train ? stats + g * ns : stats, x + g * B * dim,
+                       B, train, seed, worker0 + (uint32_t) g, step))
+      return GC_EINVAL;
+    loss[g] = gc_nn_loss(h->net, y + g * B);
+    gc_nn_backward(h->net, w, NULL, grads + g * d, NULL);
+  }
+  return GC_SUCCESS;
+}
+
+static int host_evaluate(void *p, const float *w, const float *stats,
+                         const gc_dataset *ds, double *acc, double *loss)
+{
+  host_dev *h = p;
+  return gc_nn_evaluate(h->evalnet, w, (float *) stats, ds, acc, loss);
+}
+
+static const gc_nn_device_type host_device = {
+  "host", host_alloc, host_free, host_grads, host_evaluate
+};
+
+Test(train, device_seam_writes_the_cpu_bytes)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("dev-cpu"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("dev-host"));
+  gc_train_config c;
+  base(&c, a);
+  c.model = "mnist-cnn";              /* dropout: keyed per worker and step */
+  c.workers = 3;
+  c.algorithm = "bi";
+  c.density = 0.01;
+  c.lr = 0.05;
+  c.train_subset = 120;
+  c.test_subset = 150;                /* not a multiple of the eval batch */
+  c.epochs = 2;
+  c.threads = 2;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.out = b;
+  c.device = &host_device;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  same_files(a, b, "checkpoint-e2.bin", 0);
+  same_files(a, b, "log.csv", 1);
+}
+
+/* --bounds through the device: its full gradients are summed in other
+ * chunks (BOUND_CHUNK examples per group, in chunk order) than the CPU's
+ * eight slices, so the values agree to float32 rounding of sums of ~1e3
+ * terms (relative 1e-5), not bit for bit. */
+Test(train, device_seam_bounds_agree_with_the_cpu)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("devb-cpu"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("devb-host"));
+  gc_train_config c;
+  bounds_base(&c, a, "uni");
+  c.workers = 2;
+  c.density = 0.01;
+  c.lr = 0.1;
+  c.train_subset = 650;               /* a short last chunk */
+  c.test_subset = 100;
+  c.epochs = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.out = b;
+  c.device = &host_device;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  static const char *const cols[] = { "f0", "L", "grad2_mean", "bound" };
+  for (size_t i = 0; i < 4; i++) {
+    double x = bounds_field(a, 1, cols[i]), y = bounds_field(b, 1, cols[i]);
+    cr_assert(fabs(x - y) <= 1e-5 * fabs(x), "%s: cpu %.9g, device %.9g", cols[i], x, y);
+  }
+}
