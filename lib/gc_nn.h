@@ -16,6 +16,7 @@
 #define GC_NN_H
 #include <stddef.h>
 #include <stdint.h>
+#include "gc_algo.h"
 #include "gc_data.h"
 #ifdef __cplusplus
 extern "C" {
@@ -140,6 +141,28 @@ typedef struct gc_nn_device_type {
    * gc_nn_evaluate. */
   int (*evaluate)(void *dev, const float *w, const float *stats,
                   const gc_dataset *ds, double *acc, double *loss);
+  /* Optional (NULL: every step of the algorithm runs on the CPU through
+   * gc_sim): the algorithm's step on the device too, so that nothing of
+   * size P d crosses to the host.  Its state is gc_sim's, byte for byte
+   * (gc_sim_state_save's layout), and its steps must be gc_sim_step's bit
+   * for bit: training moves the state to the CPU for the steps it probes
+   * and for checkpoints and evaluation, and back.
+   * step_alloc: for cfg (as gc_sim_alloc) from x0 (host, length d), or
+   * NULL after reporting (GC_EUNSUP: the method or compressor has no
+   * device twin; training then steps on the CPU).  step_grads: grads (train
+   * mode, G = P workers from worker 0) at the step's own point, the
+   * gradients kept on the device for step_run.  step_run: gc_sim_step on
+   * them, *support = gc_server_support_union, *seconds = its wall time. */
+  void *(*step_alloc)(void *dev, const gc_algo_config *cfg, const float *x0);
+  void (*step_free)(void *step);                      /* NULL: no-op     */
+  int (*step_grads)(void *step, float *stats, const float *x,
+                    const uint8_t *y, size_t B, uint64_t seed, uint32_t t,
+                    double *loss);
+  int (*step_run)(void *step, double lr, size_t *support, double *seconds);
+  const gc_ledger *(*step_ledger)(const void *step);
+  size_t (*step_state_bytes)(const void *step);
+  int (*step_state_save)(const void *step, void *buf);
+  int (*step_state_load)(void *step, const void *buf, size_t len);
 } gc_nn_device_type;
 
 /* ---- training (nn_train.c) --------------------------------------------- */

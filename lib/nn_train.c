@@ -75,6 +75,10 @@ typedef struct run {
   size_t T;                   /* threads                                 */
   gc_nn **nets, *evalnet;
   void *dev;                  /* c->device's workspace: P batches of B    */
+  void *dstep;                /* the device's step, or NULL: gc_sim only  */
+  int dcur;                   /* the device's step holds the latest state */
+  uint8_t *dbuf;              /* gc_sim_state_bytes: moving the state     */
+  double dsecs;               /* wall seconds of the device's steps       */
   float *xb;                  /* T * B * dim gathered inputs (device: P)  */
   uint8_t *yb;                /* T * B labels                            */
   float *grads, *stats, *wstats;
@@ -103,6 +107,9 @@ static void run_free(run *r)
   free(r->nets);
   gc_nn_free(r->evalnet);
   if (r->c->device) {
+    if (r->c->device->step_free)
+      r->c->device->step_free(r->dstep);
+    free(r->dbuf);
     r->c->device->free(r->dev);
     r->c->device->free(r->b.dev);
   }
@@ -804,6 +811,32 @@ static int bounds_row(run *r, size_t e, size_t steps, double g2_epoch,
   return GC_SUCCESS;
 }
 
+/* The algorithm's step on the device when it has one for this method and
+ * compressor; --bounds reads the CPU's memories at every step, so it keeps
+ * the step there. */
+static int device_step_alloc(run *r)
+{
+  const gc_nn_device_type *D = r->c->device;
+  if (!D || !D->step_alloc || r->c->bounds_every)
+    return GC_SUCCESS;
+  if (!(r->dstep = D->step_alloc(r->dev, &r->acfg, r->x0))) {
+    if (gc_last_error_code() != GC_EUNSUP)
+      return gc_last_error_code();
+    if (!r->c->quiet)
+      fprintf(stderr, "gradcomp train: the algorithm steps on the CPU (%s)\n",
+              gc_last_error());
+    return GC_SUCCESS;
+  }
+  size_t n = gc_sim_state_bytes(r->sim);
+  if (D->step_state_bytes(r->dstep) != n)
+    GC_ERRORF(GC_EBADLEN, "the %s step's state is %zu bytes, gc_sim's %zu",
+              D->name, D->step_state_bytes(r->dstep), n);
+  if (!(r->dbuf = malloc(n)))
+    GC_ERROR("out of memory for the state", GC_ENOMEM);
+  r->dcur = 1;   /* both start from x0 */
+  return GC_SUCCESS;
+}
+
 static int setup(run *r)
 {
   const gc_train_config *c = r->c;
@@ -908,6 +941,7 @@ static int setup(run *r)
   if (!(r->sim = gc_sim_alloc(a, r->x0)))
     return gc_last_error_code();
   gc_sim_set_threads(r->sim, r->T);   /* workers' compression in parallel */
+  GC_TRY(device_step_alloc(r));
   if (c->bounds_every)
     GC_TRY(bounds_check(r));
   /* Probes (deterministic compressors only): xi through the library's one
@@ -938,6 +972,46 @@ static int setup(run *r)
 }
 
 /* ---- the loop ------------------------------------------------------------- */
+
+/* The state moves to where the next step runs: the device's step for the
+ * plain steps, the CPU's gc_sim for probed steps, checkpoints and the
+ * evaluation.  The two step bit-identically, so the trajectory does not
+ * depend on where each step ran. */
+static int device_step_sync(run *r, int to_device)
+{
+  if (!r->dstep || r->dcur == to_device)
+    return GC_SUCCESS;
+  const gc_nn_device_type *D = r->c->device;
+  size_t n = gc_sim_state_bytes(r->sim);
+  if (to_device) {
+    gc_sim_state_save(r->sim, r->dbuf);
+    GC_TRY(D->step_state_load(r->dstep, r->dbuf, n));
+  } else {
+    GC_TRY(D->step_state_save(r->dstep, r->dbuf));
+    GC_TRY(gc_sim_state_load(r->sim, r->dbuf, n));
+  }
+  r->dcur = to_device;
+  return GC_SUCCESS;
+}
+
+/* Step s's gradients on the device's step, at its own point. */
+static int device_step_grads(run *r, size_t s, size_t steps)
+{
+  const gc_train_config *c = r->c;
+  size_t P = c->workers, B = c->batch, dim = r->train.dim, ns = r->ns;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
+  for (size_t p = 0; p < P; p++) {
+    const uint32_t *ord = r->order + r->off[p] + s * B;
+    for (size_t b = 0; b < B; b++) {
+      memcpy(r->xb + (p * B + b) * dim, r->train.x + (size_t) ord[b] * dim,
+             dim * sizeof *r->xb);
+      r->yb[p * B + b] = r->train.y[ord[b]];
+    }
+    memcpy(r->wstats + p * ns, r->stats, ns * sizeof *r->wstats);
+  }
+  return c->device->step_grads(r->dstep, r->wstats, r->xb, r->yb, B, c->seed,
+                               (uint32_t) steps, r->loss);
+}
 
 /* Step s of the epoch on the device: the P workers' batches gathered in
  * worker order, each worker's copy of the running statistics, and one call
@@ -982,6 +1056,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   if (c->resume) {
     if ((st = ckpt_load(&R, &epoch0, &steps, &up_total, &down_total)))
       goto done;
+    R.dcur = 0;   /* the checkpoint is in the CPU's gc_sim */
     if ((st = path_in(path, sizeof path, c->out, "log.csv")) ||
         (st = log_truncate(path, epoch0)))
       goto done;
@@ -1041,8 +1116,17 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
                       (uint32_t) e);
     const gc_ledger *lg = gc_sim_ledger(R.sim);
     uint64_t up0 = gc_ledger_total(lg, GC_UP), down0 = gc_ledger_total(lg, GC_DOWN);
+    const gc_ledger *dlg = R.dstep ? c->device->step_ledger(R.dstep) : NULL;
+    uint64_t dup0 = dlg ? gc_ledger_total(dlg, GC_UP) : 0;
+    uint64_t ddown0 = dlg ? gc_ledger_total(dlg, GC_DOWN) : 0;
+    double dsecs0 = R.dsecs;
     for (size_t s = 0; s < spe; s++) {
       if (c->max_steps && steps >= c->max_steps)
+        break;
+      /* log.csv's probes at sampled steps; --bounds reads xi every step */
+      int probe = (s + 1) % probe_every == 0;
+      int on_dev = R.dstep && !(probe && (R.xi_log || R.contraction));
+      if ((st = device_step_sync(&R, on_dev)))
         break;
       const float *x = gc_sim_point(R.sim);
       if (R.b.on) {
@@ -1065,7 +1149,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           break;
       }
       double ta = gc__now();
-      if (c->device) {
+      if (on_dev) {
+        if ((st = device_step_grads(&R, s, steps)))
+          break;
+      } else if (c->device) {
         if ((st = device_grads(&R, x, s, steps)))
           break;
       } else {
@@ -1110,13 +1197,18 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           a += R.wstats[p * ns + i];
         R.stats[i] = (float) (a / (double) P);
       }
-      /* log.csv's probes at sampled steps; --bounds reads xi every step */
-      int probe = (s + 1) % probe_every == 0;
       int probe_xi = R.xip && (R.b.on || (probe && R.xi_log));
       if (probe_xi)
         gc_xi_probe_before(R.xip, R.sim);
-      double tc = gc__now();
-      st = gc_sim_step(R.sim, gp, c->lr);
+      double tc = gc__now(), dsec = 0;
+      size_t support = 0;
+      if (on_dev) {
+        st = c->device->step_run(R.dstep, c->lr, &support, &dsec);
+        R.dsecs += dsec;
+      } else {
+        st = gc_sim_step(R.sim, gp, c->lr);
+        support = gc_server_support_union(gc_sim_server(R.sim));
+      }
       if (st != GC_SUCCESS) {
         if (st == GC_EDIVERGE || st == GC_EDOM) {
           gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
@@ -1126,7 +1218,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         }
         break;
       }
-      usum += (double) gc_server_support_union(gc_sim_server(R.sim));
+      usum += (double) support;
       if (probe_xi) {
         gc_xi_sample xs;
         if ((st = gc_xi_probe_after(R.xip, R.sim, gp, c->lr, &xs)))
@@ -1160,7 +1252,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       done_here++;
       progress(c, e, s + 1, spe, done_here, gc__now() - t0);
     }
-    if (st != GC_SUCCESS || done_here == 0)
+    if (st != GC_SUCCESS || done_here == 0 || (st = device_step_sync(&R, 0)))
       break;
     double acc, tl;
     if ((st = c->device ? c->device->evaluate(R.dev, gc_sim_model(R.sim), R.stats,
@@ -1170,6 +1262,11 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       break;
     uint64_t upe = gc_ledger_total(lg, GC_UP) - up0;
     uint64_t downe = gc_ledger_total(lg, GC_DOWN) - down0;
+    if (dlg) {   /* the steps taken on the device */
+      upe += gc_ledger_total(dlg, GC_UP) - dup0;
+      downe += gc_ledger_total(dlg, GC_DOWN) - ddown0;
+      gc_ledger_clear((gc_ledger *) dlg);
+    }
     up_total += upe;
     down_total += downe;
     gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
@@ -1180,7 +1277,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
             (unsigned long long) upe, (unsigned long long) downe,
             usum / (double) done_here / (double) R.K,
             xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
-            tcomp, w1 - w0, s1 - s0 + tstats, ttot);
+            tcomp, w1 - w0 + R.dsecs - dsecs0, s1 - s0 + tstats, ttot);
     if ((st = gc__flush_checked(log, path)))
       break;
     if (!c->quiet)

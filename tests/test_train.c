@@ -502,7 +502,94 @@ static int host_evaluate(void *p, const float *w, const float *stats,
 }
 
 static const gc_nn_device_type host_device = {
-  "host", host_alloc, host_free, host_grads, host_evaluate
+  "host", host_alloc, host_free, host_grads, host_evaluate,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+};
+
+/* ... and with a step of its own: a second gc_sim that the run drives for
+ * the steps it does not probe, moving the state between the two. */
+typedef struct host_step {
+  host_dev *dev;
+  gc_sim *sim;
+  float *grads;
+  const void **gp;
+  size_t P, d;
+} host_step;
+
+static void host_step_free(void *p)
+{
+  host_step *h = p;
+  if (!h)
+    return;
+  gc_sim_free(h->sim);
+  free(h->grads);
+  free(h->gp);
+  free(h);
+}
+
+static void *host_step_alloc(void *dev, const gc_algo_config *cfg, const float *x0)
+{
+  host_step *h = calloc(1, sizeof *h);
+  if (!h)
+    return NULL;
+  h->dev = dev;
+  h->P = cfg->workers;
+  h->d = cfg->n;
+  h->sim = gc_sim_alloc(cfg, x0);
+  h->grads = malloc(h->P * h->d * sizeof *h->grads);
+  h->gp = malloc(h->P * sizeof *h->gp);
+  if (!h->sim || !h->grads || !h->gp) {
+    host_step_free(h);
+    return NULL;
+  }
+  for (size_t p = 0; p < h->P; p++)
+    h->gp[p] = h->grads + p * h->d;
+  return h;
+}
+
+static int host_step_grads(void *p, float *stats, const float *x, const uint8_t *y,
+                           size_t B, uint64_t seed, uint32_t t, double *loss)
+{
+  host_step *h = p;
+  return host_grads(h->dev, gc_sim_point(h->sim), stats, x, y, h->P, B, 1, seed, 0,
+                    t, loss, h->grads);
+}
+
+static int host_step_run(void *p, double lr, size_t *support, double *seconds)
+{
+  host_step *h = p;
+  *seconds = 0;
+  int st = gc_sim_step(h->sim, h->gp, lr);
+  *support = gc_server_support_union(gc_sim_server(h->sim));
+  return st;
+}
+
+static const gc_ledger *host_step_ledger(const void *p)
+{
+  return gc_sim_ledger(((const host_step *) p)->sim);
+}
+
+static size_t host_step_state_bytes(const void *p)
+{
+  return gc_sim_state_bytes(((const host_step *) p)->sim);
+}
+
+static int host_step_state_save(const void *p, void *buf)
+{
+  gc_sim_state_save(((const host_step *) p)->sim, buf);
+  return GC_SUCCESS;
+}
+
+static int host_step_state_load(void *p, const void *buf, size_t len)
+{
+  return gc_sim_state_load(((host_step *) p)->sim, buf, len);
+}
+
+static const gc_nn_device_type host_device_step = {
+  "host-step", host_alloc, host_free, host_grads, host_evaluate,
+  host_step_alloc, host_step_free, host_step_grads, host_step_run,
+  host_step_ledger, host_step_state_bytes, host_step_state_save,
+  host_step_state_load
 };
 
 Test(train, device_seam_writes_the_cpu_bytes)
@@ -525,6 +612,38 @@ Test(train, device_seam_writes_the_cpu_bytes)
   cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
   c.out = b;
   c.device = &host_device;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  same_files(a, b, "checkpoint-e2.bin", 0);
+  same_files(a, b, "log.csv", 1);
+}
+
+/* The device's own step for the plain steps, the CPU's for the probed
+ * ones (xi, delta), the state moved between them each time: the same
+ * checkpoint and log bytes (bytes up and down merged from both ledgers,
+ * |S|/K from both), here over two epochs with a resume between them. */
+Test(train, device_step_writes_the_cpu_bytes)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("dstep-cpu"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("dstep-host"));
+  gc_train_config c;
+  base(&c, a);
+  c.workers = 3;
+  c.algorithm = "bi";
+  c.density = 0.01;
+  c.density_down = 0.005;
+  c.lr = 0.1;
+  c.train_subset = 600;               /* 20 steps an epoch, 10 probed */
+  c.test_subset = 100;
+  c.epochs = 2;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.out = b;
+  c.device = &host_device_step;
+  c.epochs = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.epochs = 2;
+  c.resume = 1;
   cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
   same_files(a, b, "checkpoint-e2.bin", 0);
   same_files(a, b, "log.csv", 1);
