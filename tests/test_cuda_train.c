@@ -1,0 +1,146 @@
+/* test_cuda_train.c -- training on the GPU against the CPU (issue #16,
+ * point 4): the same weights and batches give the same losses and
+ * gradients to float rounding, and the top-K messages built from them
+ * select the same coordinates except where two magnitudes are nearer to
+ * each other than that rounding (a near-tie at the K-th largest).  Runs
+ * through gc_cuda_nn_device, the type table `train --device cuda` uses.
+ * GPU tests skip without a device. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+
+#include "gc_compressor.h"
+#include "gc_cuda_nn.h"
+#include "gc_errno.h"
+#include "gc_nn.h"
+#include "gc_rng.h"
+#include "gc_test.h"
+#include "gc_test_cuda.h"
+
+TestSuite(cuda_train, .init = gc_test_quiet);
+
+/* The decoded top-K message of g: nonzero exactly on its K coordinates. */
+static void topk_support(gc_compressor *c, const float *g, size_t d,
+                         uint8_t *buf, float *y, uint8_t *in)
+{
+  memset(y, 0, d * sizeof *y);
+  gc_test_roundtrip_f32(c, g, 0, buf, y, NULL);
+  for (size_t i = 0; i < d; i++)
+    in[i] = y[i] != 0.0f;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+  float x = *(const float *) a, y = *(const float *) b;
+  return (x < y) - (x > y);
+}
+
+static void same_messages(const char *model, size_t G, size_t B, double density)
+{
+  const gc_nn_device_type *D = &gc_cuda_nn_device;
+  void *dev = D->alloc(model, G, B);
+  cr_assert(dev != NULL, "%s: %s", model, gc_last_error());
+  gc_nn *cpu = gc_nn_alloc_model(model, B);
+  cr_assert(cpu != NULL);
+  size_t d = gc_nn_nparams(cpu), ns = gc_nn_nstats(cpu), dim = gc_nn_in_dim(cpu);
+  float *w = malloc(d * sizeof *w), *x = malloc(G * B * dim * sizeof *x);
+  float *st = calloc(G * ns + 1, sizeof *st), *st_cpu = calloc(G * ns + 1, sizeof *st);
+  float *g = malloc(G * d * sizeof *g), *gc = malloc(d * sizeof *gc);
+  float *y = malloc(d * sizeof *y), *mag = malloc(d * sizeof *mag);
+  double *loss = malloc(G * sizeof *loss);
+  uint8_t *lab = malloc(G * B), *in_gpu = malloc(d), *in_cpu = malloc(d);
+  cr_assert(w && x && st && st_cpu && g && gc && y && mag && loss && lab && in_gpu && in_cpu);
+  gc_nn_init(cpu, w, st, 3);
+  for (size_t j = 1; j < G; j++)
+    memcpy(st + j * ns, st, ns * sizeof *st);
+  memcpy(st_cpu, st, (G * ns + 1) * sizeof *st);
+  for (size_t i = 0; i < G * B * dim; i++)
+    x[i] = (float) gc_rng_normal(7, 1, 0, i);
+  for (size_t i = 0; i < G * B; i++)
+    lab[i] = (uint8_t) ((i * 7 + 3) % 10);
+  cr_assert(eq(int, D->grads(dev, w, st, x, lab, G, B, 1, 11, 0, 5, loss, g),
+               GC_SUCCESS), "%s: %s", model, gc_last_error());
+
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.density = density;
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_topk, d, &p);
+  cr_assert(c != NULL);
+  uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+  cr_assert(buf != NULL);
+  size_t K = (size_t) (density * (double) d);
+  for (size_t j = 0; j < G; j++) {
+    cr_assert(gc_nn_forward(cpu, w, st_cpu + j * ns, x + j * B * dim, B, 1, 11,
+                            (uint32_t) j, 5) != NULL);
+    double lc = gc_nn_loss(cpu, lab + j * B);
+    gc_nn_backward(cpu, w, NULL, gc, NULL);
+    /* float32 forward and backward in other summation orders: the loss to
+     * about 1e-6 relative; each gradient entry to a few units of 2^-24
+     * times the sums of |terms| behind it (up to ~1e4 terms in the CNNs'
+     * first linear layer), bounded here by 1e-4 of the largest entry */
+    cr_assert(fabs(loss[j] - lc) <= 1e-5 * fabs(lc), "%s group %zu: loss gpu %.9g cpu %.9g",
+              model, j, loss[j], lc);
+    const float *gg = g + j * d;
+    double gmax = 0;
+    for (size_t i = 0; i < d; i++)
+      gmax = fmax(gmax, fabs(gc[i]));
+    double eps = 1e-4 * gmax;
+    size_t worst = 0;
+    for (size_t i = 0; i < d; i++)
+      if (fabs(gg[i] - gc[i]) > fabs(gg[worst] - gc[worst]))
+        worst = i;
+    cr_assert(fabs(gg[worst] - gc[worst]) <= eps, "%s group %zu: gradient %zu gpu %.9g cpu"
+              " %.9g (largest |g| %.9g)", model, j, worst, gg[worst], gc[worst], gmax);
+    /* the messages: the same K coordinates but for near-ties at the K-th
+     * largest magnitude (both sides' errors: a band of 2 eps) */
+    topk_support(c, gg, d, buf, y, in_gpu);
+    topk_support(c, gc, d, buf, y, in_cpu);
+    for (size_t i = 0; i < d; i++)
+      mag[i] = fabsf(gc[i]);
+    qsort(mag, d, sizeof *mag, cmp_desc);
+    double tau = mag[K - 1];
+    size_t differ = 0;
+    for (size_t i = 0; i < d; i++) {
+      if (in_gpu[i] == in_cpu[i])
+        continue;
+      differ++;
+      cr_assert(fabs(fabs(gc[i]) - tau) <= 2 * eps, "%s group %zu: coordinate %zu (|g| %.9g)"
+                " selected on one side only, %.3g from the K-th largest %.9g (band %.3g)",
+                model, j, i, fabs(gc[i]), fabs(fabs(gc[i]) - tau), tau, 2 * eps);
+    }
+    cr_assert(differ <= K / 10 + 2, "%s group %zu: %zu of K = %zu coordinates differ",
+              model, j, differ, K);
+  }
+  /* the running statistics each worker updated (BatchNorm models) */
+  for (size_t i = 0; i < G * ns; i++)
+    cr_assert(fabs(st[i] - st_cpu[i]) <= 1e-5 * (1 + fabs(st_cpu[i])),
+              "%s: running statistic %zu gpu %.9g cpu %.9g", model, i, st[i], st_cpu[i]);
+  gc_compressor_free(c);
+  free(buf); free(w); free(x); free(st); free(st_cpu); free(g); free(gc); free(y);
+  free(mag); free(loss); free(lab); free(in_gpu); free(in_cpu);
+  gc_nn_free(cpu);
+  D->free(dev);
+}
+
+Test(cuda_train, mlp_messages_match_the_cpu)
+{
+  gc_test_require_gpu();
+  same_messages("mnist-mlp", 4, 16, 0.01);
+  same_messages("fmnist-mlp", 3, 10, 0.001);
+}
+
+Test(cuda_train, cnn_messages_match_the_cpu)
+{
+  gc_test_require_gpu();
+  same_messages("mnist-cnn", 3, 8, 0.001);    /* dropout keyed per worker */
+  same_messages("fmnist-cnn", 3, 8, 0.01);    /* BatchNorm per worker */
+}
+
+Test(cuda_train, vgg_messages_match_the_cpu)
+{
+  gc_test_require_gpu();
+  same_messages("cifar-vgg19", 2, 4, 0.001);
+}
