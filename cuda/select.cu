@@ -660,8 +660,8 @@ Source x_source(const float *x, size_t n)
  * and cap candidate keys. */
 size_t cand_cap(size_t n)
 {
-  (void) n;
-  return 0;   /* the bucket path is off: every call takes the radix fallback */
+  size_t c = n / 256 > (size_t) CAND_MIN ? n / 256 : (size_t) CAND_MIN;
+  return c < n ? c : n;
 }
 
 int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
