@@ -111,9 +111,9 @@ __device__ __forceinline__ bool last_block(uint32_t *done)
 /* Find, among nb bins read in descending digit order, the digit where the
  * count from the top reaches krem (NT threads, nb <= NT * PER).  Writes
  * digit, the count above it and the bin's count to *out (3 words) from the
- * thread that finds it.  Bins are read with ld.cg: they were written by
- * other blocks' atomics. */
-template <int NT, int PER>
+ * thread that finds it.  Global bins are read with ld.cg (other blocks'
+ * atomics wrote them); SHARED: hist is this block's shared memory. */
+template <int NT, int PER, bool SHARED = false>
 __device__ void pick_bin(const uint32_t *hist, unsigned nb, uint32_t krem, uint32_t *out)
 {
   typedef cub::BlockScan<uint32_t, NT> Scan;
@@ -121,7 +121,7 @@ __device__ void pick_bin(const uint32_t *hist, unsigned nb, uint32_t krem, uint3
   uint32_t h[PER], sum = 0;
   for (unsigned j = 0; j < PER; j++) {
     unsigned pos = threadIdx.x * PER + j;
-    h[j] = pos < nb ? __ldcg(&hist[nb - 1 - pos]) : 0;
+    h[j] = pos >= nb ? 0 : SHARED ? hist[nb - 1 - pos] : __ldcg(&hist[nb - 1 - pos]);
     sum += h[j];
   }
   uint32_t before;
@@ -495,7 +495,7 @@ resolve_cands(SelState *st, const FastState *fs, const uint32_t *ckey, uint32_t 
         atomicAdd(&h[(key >> shift) & dm], 1u);
     }
     __syncthreads();
-    pick_bin<HBLOCK, 1>(h, nb, krem, pick);
+    pick_bin<HBLOCK, 1, true>(h, nb, krem, pick);
     __syncthreads();
     prefix |= pick[0] << shift;
     mask |= dm << shift;
