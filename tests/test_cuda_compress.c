@@ -182,6 +182,60 @@ Test(cuda_compress, randk_unbiased) { gc_test_require_gpu(); sweep_sparse(gc_com
  * it from params.density). */
 Test(cuda_compress, gaussk_explicit_k) { gc_test_require_gpu(); sweep_sparse(gc_compressor_gaussk, GC_TIES_LOW); }
 
+/* Top-k's two paths (select.cu): the bucket path, where the k-th largest
+ * key's bucket (top 14 bits of |x|) holds few enough keys, with ties inside
+ * that bucket resolved by index; and the exact radix fallback when the
+ * bucket is crowded (a zero vector, one repeated magnitude, more ties than
+ * the candidate cap).  Sizes straddle the compaction tile (4096) and the
+ * candidate cap (65536); k in {1, a bucket edge, many, n}. */
+Test(cuda_compress, topk_bucket_and_fallback)
+{
+  gc_test_require_gpu();
+  const size_t ns[] = {4095, 65536, 65537, 300007};
+  for (int a = 0; a < 4; a++) {
+    const size_t n = ns[a];
+    float *x = malloc(n * sizeof *x);
+    cr_assert(x != NULL);
+    for (int kind = 0; kind < 5; kind++) {
+      for (size_t i = 0; i < n; i++) {
+        uint32_t u = gc_rng_u32(31, 5, (uint32_t) kind, i);
+        float sgn = u & 1 ? -1.0f : 1.0f;
+        switch (kind) {
+        case 0:   /* a normal vector on a grid of 1/64: ties in every bucket */
+          x[i] = (float) gc_rng_normal(31, 6, 0, i);
+          x[i] = (float) (int) (x[i] * 64.0f) / 64.0f;
+          break;
+        case 1:   /* zeros of both signs: one bucket holds everything */
+          x[i] = sgn * 0.0f;
+          break;
+        case 2:   /* one magnitude */
+          x[i] = sgn * 1.5f;
+          break;
+        case 3:   /* two magnitudes in the same bucket (top 14 bits equal) */
+          x[i] = sgn * (u & 2 ? 1.0f : 1.0f + 0x1p-20f);
+          break;
+        default:  /* a few large values above a crowded bucket of ties */
+          x[i] = i % 97 == 0 ? sgn * (8.0f + (float) (i % 5)) : sgn * 0.25f;
+          break;
+        }
+      }
+      const size_t ks[] = {1, n / 97, n / 3, n - 1, n};
+      for (int j = 0; j < 5; j++)
+        for (int t = 0; t < 2; t++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.k = ks[j] ? ks[j] : 1;
+          p.ties = t ? GC_TIES_HIGH : GC_TIES_LOW;
+          char what[96];
+          snprintf(what, sizeof what, "bucket kind %d n=%zu k=%zu ties=%d", kind, n, p.k,
+                   p.ties);
+          compare(gc_compressor_topk, n, &p, x, 0, what);
+        }
+    }
+    free(x);
+  }
+}
+
 /* Random-K reads and checks only the k entries it sends (sparse_source.c
  * check_finite_at): a NaN or Inf it does not draw is no error, on either
  * side.  The steps move the draw, so that both outcomes occur. */
