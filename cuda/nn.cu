@@ -921,6 +921,8 @@ int type_grads(void *dev, const float *w, float *stats, const float *x, const ui
 {
   gc_cuda_nn *nn = (gc_cuda_nn *) dev;
   GC_TRY(check_shape(nn, G, B));
+  if (nn->ns && !stats)
+    GC_ERROR("the model has BatchNorm statistics but none were given", GC_EINVAL);
   cudaStream_t st = nn->stream;
   size_t nst = (train ? G : 1) * nn->ns;
   /* the pinned buffers are reused only after the stream has drained them:
