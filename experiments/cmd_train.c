@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_nn.h"
