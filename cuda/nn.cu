@@ -19,8 +19,11 @@
 #include <string.h>
 #include <cublas_v2.h>
 
+#include <time.h>
+
 #include "gc_cuda_internal.cuh"
 #include "gc_cuda_nn.h"
+#include "gc_cuda_sim.h"
 #include "gc_rng.h"
 
 using namespace gc_cuda;
@@ -901,6 +904,12 @@ namespace {
 
 void *type_alloc(const char *model, size_t groups, size_t batch)
 {
+  /* training asks for the device: say plainly when there is none */
+  char why[256];
+  if (gc_nn_model_dataset(model) && gc_cuda_available(why, sizeof why) != GC_SUCCESS) {
+    gc_errorf(__FILE__, __LINE__, GC_ECUDA, "no CUDA device visible (%s)", why);
+    return NULL;
+  }
   return alloc_impl(model, groups, batch, 1);
 }
 
@@ -984,8 +993,115 @@ int type_evaluate(void *dev, const float *w, const float *stats, const gc_datase
   return GC_SUCCESS;
 }
 
+/* ---- the type's own step: gc_cuda_sim on the nets' gradients ----------
+ * The P workers' gradients stay in the workspace's d_grads, where
+ * gc_cuda_sim_step reads them: only the batches, the BatchNorm statistics
+ * and the losses cross to and from the host. */
+struct cuda_step {
+  gc_cuda_nn *nn;
+  gc_cuda_sim *sim;
+  size_t P;
+};
+
+void *step_alloc(void *dev, const gc_algo_config *cfg, const float *x0)
+{
+  gc_cuda_nn *nn = (gc_cuda_nn *) dev;
+  if (cfg->workers > nn->groups) {
+    gc_errorf(__FILE__, __LINE__, GC_EINVAL, "%zu workers: the workspace holds %zu",
+              cfg->workers, nn->groups);
+    return NULL;
+  }
+  gc_cuda_sim *sim = gc_cuda_sim_alloc(cfg, x0);
+  if (!sim)
+    return NULL;
+  cuda_step *s = (cuda_step *) calloc(1, sizeof *s);
+  if (!s) {
+    gc_cuda_sim_free(sim);
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  }
+  s->nn = nn;
+  s->sim = sim;
+  s->P = cfg->workers;
+  return s;
+}
+
+void step_free(void *p)
+{
+  cuda_step *s = (cuda_step *) p;
+  if (!s)
+    return;
+  gc_cuda_sim_free(s->sim);
+  free(s);
+}
+
+int step_grads(void *p, float *stats, const float *x, const uint8_t *y, size_t B,
+               uint64_t seed, uint32_t t, double *loss)
+{
+  cuda_step *s = (cuda_step *) p;
+  gc_cuda_nn *nn = s->nn;
+  size_t G = s->P, nst = G * nn->ns;
+  GC_TRY(check_shape(nn, G, B));
+  cudaStream_t st = nn->stream;
+  GC_TRY(to_device(nn->d_stats, nn->h_stats, stats, nst * sizeof *stats, st));
+  GC_TRY(to_device(nn->d_x, nn->h_x, x, G * B * nn->in_dim * sizeof *x, st));
+  GC_TRY(to_device(nn->d_y, nn->h_y, y, G * B, st));
+  /* gc_cuda_sim_step returns with the point final, so it can be read here */
+  GC_TRY(gc_cuda_nn_grads(nn, gc_cuda_sim_point(s->sim), nn->d_stats, nn->d_x, nn->d_y,
+                          G, B, 1, seed, 0, t, nn->d_loss, nn->d_grads, st));
+  GC_CUDA_TRY(cudaMemcpyAsync(nn->h_loss, nn->d_loss, G * sizeof *loss,
+                              cudaMemcpyDeviceToHost, st));
+  if (nst)
+    GC_CUDA_TRY(cudaMemcpyAsync(nn->h_stats, nn->d_stats, nst * sizeof *stats,
+                                cudaMemcpyDeviceToHost, st));
+  /* the step runs on the simulator's stream: the gradients must be done */
+  GC_CUDA_TRY(cudaStreamSynchronize(st));
+  memcpy(loss, nn->h_loss, G * sizeof *loss);
+  if (nst)
+    memcpy(stats, nn->h_stats, nst * sizeof *stats);
+  return GC_SUCCESS;
+}
+
+double seconds_now()
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+int step_run(void *p, double lr, size_t *support, double *seconds)
+{
+  cuda_step *s = (cuda_step *) p;
+  double t0 = seconds_now();
+  int rc = gc_cuda_sim_step(s->sim, s->nn->d_grads, lr);
+  *support = gc_cuda_sim_support_union(s->sim);
+  *seconds = seconds_now() - t0;
+  return rc;
+}
+
+const gc_ledger *step_ledger(const void *p)
+{
+  return gc_cuda_sim_ledger(((const cuda_step *) p)->sim);
+}
+
+size_t step_state_bytes(const void *p)
+{
+  return gc_cuda_sim_state_bytes(((const cuda_step *) p)->sim);
+}
+
+int step_state_save(const void *p, void *buf)
+{
+  return gc_cuda_sim_state_save(((const cuda_step *) p)->sim, buf);
+}
+
+int step_state_load(void *p, const void *buf, size_t len)
+{
+  return gc_cuda_sim_state_load(((cuda_step *) p)->sim, buf, len);
+}
+
 } /* namespace */
 
 extern "C" const gc_nn_device_type gc_cuda_nn_device = {
-  "cuda", type_alloc, type_free, type_grads, type_evaluate
+  "cuda", type_alloc, type_free, type_grads, type_evaluate,
+  step_alloc, step_free, step_grads, step_run, step_ledger, step_state_bytes,
+  step_state_save, step_state_load
 };

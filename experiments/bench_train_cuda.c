@@ -30,6 +30,7 @@
 #include "gc_cuda_sim.h"
 #include "gc_errno.h"
 #include "gc_nn.h"
+#include "gc_npy.h"
 #include "gc_rng.h"
 
 #define CMD "bench train --device cuda"
@@ -354,18 +355,18 @@ int gc_bench_train_cuda(int argc, char **argv)
       double tdense = NAN;
       for (size_t ai = 0; py && ai < 3; ai++) {
         char gpu[256] = "";
-        double s = torch_step(py, script, model, algos[ai], &b, gpu, sizeof gpu);
-        if (!isfinite(s)) {
+        double sec = torch_step(py, script, model, algos[ai], &b, gpu, sizeof gpu);
+        if (!isfinite(sec)) {
           fprintf(stderr, "gradcomp bench: the torch peer failed on %s %s\n", model,
                   algos[ai]);
           continue;
         }
-        double ips = (double) (b.P * b.B) / s;
+        double ips = (double) (b.P * b.B) / sec;
         if (ai == 0)
           tdense = ips;
         char line[256];
         snprintf(line, sizeof line, "%s,%s,torch,%zu,%zu,%.3f,,%.1f,%.3f\n", model,
-                 algos[ai], b.P, b.B, s * 1e3, ips, ips / tdense);
+                 algos[ai], b.P, b.B, sec * 1e3, ips, ips / tdense);
         fputs(line, stdout);
         fflush(stdout);
         if (out)

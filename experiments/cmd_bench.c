@@ -8,7 +8,7 @@
 static void usage(FILE *out)
 {
   fprintf(out, "usage: gradcomp bench compress [--device cpu|cuda] [--csv FILE] [...]\n"
-               "       gradcomp bench train [--csv FILE] [...]\n"
+               "       gradcomp bench train [--device cpu|cuda] [--csv FILE] [...]\n"
                "       gradcomp bench comm [--csv FILE] [...]\n"
                "Speed figures are printed as ratios to baselines measured in the same run.\n"
                "Each target takes --help.\n");
@@ -20,9 +20,10 @@ int gc_cmd_bench(int argc, char **argv)
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  if (!strcmp(argv[1], "compress")) {
+  if (!strcmp(argv[1], "compress") || !strcmp(argv[1], "train")) {
     /* Take "--device X" out here, in one place, so neither target has to
      * know about it; both then parse the same options (gc_bench_parse). */
+    int train = !strcmp(argv[1], "train");
     const char *device = "cpu";
     int n = 0;
     for (int i = 0; i < argc; i++) {
@@ -37,19 +38,22 @@ int gc_cmd_bench(int argc, char **argv)
     argc = n;
     argv[argc] = NULL;
     if (!strcmp(device, "cuda")) {
-#ifdef HAVE_CUDA
-      return gc_bench_compress_cuda(argc - 1, argv + 1);
-#else
-      return gc_cli_fail("bench", 0, "--device cuda: this build has no CUDA "
-                         "(configure --with-cuda)");
+#ifdef HAVE_CUBLAS
+      if (train)
+        return gc_bench_train_cuda(argc - 1, argv + 1);
 #endif
+#ifdef HAVE_CUDA
+      if (!train)
+        return gc_bench_compress_cuda(argc - 1, argv + 1);
+#endif
+      return gc_cli_fail("bench", 0, "--device cuda: this build has no CUDA%s "
+                         "(configure --with-cuda)", train ? " nets (cuBLAS)" : "");
     }
     if (strcmp(device, "cpu") != 0)
       return gc_cli_usage_error("bench", "--device must be cpu or cuda, not '%s'", device);
-    return gc_bench_compress(argc - 1, argv + 1);
+    return train ? gc_bench_train(argc - 1, argv + 1)
+                 : gc_bench_compress(argc - 1, argv + 1);
   }
-  if (!strcmp(argv[1], "train"))
-    return gc_bench_train(argc - 1, argv + 1);
   if (!strcmp(argv[1], "comm"))
     return gc_bench_comm(argc - 1, argv + 1);
   fprintf(stderr, "gradcomp bench: unknown target '%s'\n", argv[1]);

@@ -118,6 +118,7 @@ int gc_cmd_data(int argc, char **argv);
 int gc_bench_compress(int argc, char **argv);        /* CPU (bench_compress.c) */
 int gc_bench_compress_cuda(int argc, char **argv);   /* GPU (bench_cuda.c)     */
 int gc_bench_train(int argc, char **argv);           /* bench_train.c          */
+int gc_bench_train_cuda(int argc, char **argv);      /* GPU (bench_train_cuda.c) */
 int gc_bench_comm(int argc, char **argv);            /* bench_comm.c           */
 
 #endif /* GC_CLI_H */
