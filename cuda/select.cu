@@ -1,43 +1,21 @@
-/* select.cu -- exact top-k, hard threshold, Gaussian-k and DGC, all ending
- * in one deterministic stable compaction, and random-k (Floyd's draw in
- * parallel, x read at the k picks only).
+/* select.cu -- exact top-k by multi-block radix select, hard threshold,
+ * Gaussian-k and DGC, all ending in one deterministic stable compaction,
+ * and random-k (Floyd's draw in parallel, x read at the k picks only).
  *
- * Cost model (d = 2.5e7 float32, H100: one read of x = 100 MB / 2.64 TB/s
- * ~ 0.038 ms; a launch ~ 2-3 us; the sparse encoder in wire.cu adds about 7
- * launches).  Before this version: top-k 3 histogram + 1 count + 1 scatter
- * read = 5 reads + 18 launches ~ 0.24 ms predicted, 0.309 measured (pass 0
- * also fought over 2048 shared bins); threshold 2 reads + 12 launches
- * ~ 0.11 predicted, 0.156 measured; Gaussian-k 4 reads; DGC 3 reads + ~40
- * launches.
+ * Top-k.  The k-th largest |x| is found without sorting: the 31-bit
+ * magnitude key is cut into digits of 11, 11 and 10 bits; each pass builds a
+ * global histogram of the next digit among the entries whose higher digits
+ * equal the prefix found so far, and a one-block kernel picks the digit
+ * where the count from the top reaches the k still wanted.  After three
+ * passes the key T of the k-th entry is exact, together with the number of
+ * entries that tie at T (eq_total) and how many of them are kept (rem).
+ * The compaction then keeps every key > T and the first rem keys == T in
+ * index order (the last rem for GC_TIES_HIGH).  Positions come from
+ * per-tile counts and one scan, so the output is in ascending index order
+ * and independent of block scheduling: no atomics decide any position.
  *
- * Compaction (all selectors).  One pass: each block takes the next tile
- * of TILE entries from a ticket counter, classifies it, publishes its
- * count and finds its output offset by a decoupled look-back over the
- * tiles before it (a warp reads 32 predecessors at a time, stopping at the
- * nearest one that published its inclusive prefix).  Offsets are exact
- * prefix sums of per-tile counts, so the output is in index order and the
- * same whatever the block scheduling; atomics only hand out tiles.  Was a
- * count pass + one-block scan + scatter pass: one read of x fewer.
- *
- * Top-k.  (1) One histogram pass over the top HBITS = 14 bits of the |x|
- * key (8 exponent + 6 mantissa bits) in per-block shared memory; the last
- * block to finish finds the bucket b holding the k-th largest key.  (2) One
- * compaction pass writes every entry of bucket >= b, in index order, to a
- * list L (|L| < k + |bucket b|) and appends the keys of bucket b to a
- * candidate array.  (3) One block radix-selects the k-th key T among the
- * candidates (the 17 low bits in two digits), with eq_total = #{key == T}
- * and rem = how many of those win.  (4) The compaction of L (small) keeps
- * key > T and the first rem (last rem for GC_TIES_HIGH) keys == T in L's
- * order, which is index order.  When bucket b holds more than CAND_CAP
- * keys (e.g. many equal magnitudes, a zero vector), step (1) instead arms
- * the old exact 3-pass radix select over x (11, 11, 10 bit digits, each
- * pass's digit picked by its last block) and step (4) compacts x itself.
- * Fast path: 2 reads + 6 launches (+ 3 histogram launches that return at
- * once) + the encoder ~ 0.076 + 0.035 ~ 0.11 ms predicted.
- *
- * Threshold: 1 read (the compaction also flags NaN/Inf) + 3 launches + the
- * encoder ~ 0.06-0.08 ms predicted.  Gaussian-k and DGC: one read fewer
- * than before from the compaction (see their sections). */
+ * Cost: 3 histogram reads + 1 count read + 1 scatter read of x, plus
+ * k writes; no host synchronisation. */
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -64,99 +42,38 @@ __host__ __device__ constexpr unsigned pass_bits(int p) { return p == 2 ? 10 : 1
 static_assert(std::is_trivially_default_constructible<SelState>::value,
               "SelState{} must zero every field");
 
-/* Streaming multiprocessors of the current device (grid sizes only: any
- * value gives the same results). */
-unsigned sm_count()
+__global__ void init_state(SelState *st, uint32_t k)
 {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      sms < 1)
-    sms = 16;
-  return (unsigned) sms;
+  *st = SelState{};
+  st->krem = k;
 }
 
-/* Zero the `words` 32-bit words at z (a selector's state, histograms,
- * counters and look-back flags, carved contiguously), then set krem and
- * radix_off in the state at the start of z. */
+/* One histogram pass.  With EF (pass 0 only) the accumulator update
+ * acc += alpha * g is done here, so the fused path reads g once. */
+template <int PASS, bool EF>
 __global__ void __launch_bounds__(BLOCK)
-init_scratch(uint32_t *z, size_t words, uint32_t k, uint32_t radix_off)
-{
-  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < words;
-       i += (size_t) gridDim.x * BLOCK)
-    z[i] = 0;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    SelState *st = reinterpret_cast<SelState *>(z);
-    st->krem = k;
-    st->radix_off = radix_off;
-  }
-}
-
-/* Every block of a kernel calls this once, after its global writes; it
- * returns true (to all threads) in the block that finished last, which may
- * then read what every block wrote.  *done must start at 0. */
-__device__ __forceinline__ bool last_block(uint32_t *done)
-{
-  __shared__ uint32_t last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0)
-    last = atomicAdd(done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (last)
-    __threadfence();
-  return last;
-}
-
-/* Find, among nb bins read in descending digit order, the digit where the
- * count from the top reaches krem (NT threads, nb <= NT * PER).  Writes
- * digit, the count above it and the bin's count to *out (3 words) from the
- * thread that finds it.  Global bins are read with ld.cg (other blocks'
- * atomics wrote them); SHARED: hist is this block's shared memory. */
-template <int NT, int PER, bool SHARED = false>
-__device__ void pick_bin(const uint32_t *hist, unsigned nb, uint32_t krem, uint32_t *out)
-{
-  typedef cub::BlockScan<uint32_t, NT> Scan;
-  __shared__ typename Scan::TempStorage tmp;
-  uint32_t h[PER], sum = 0;
-  for (unsigned j = 0; j < PER; j++) {
-    unsigned pos = threadIdx.x * PER + j;
-    h[j] = pos >= nb ? 0 : SHARED ? hist[nb - 1 - pos] : __ldcg(&hist[nb - 1 - pos]);
-    sum += h[j];
-  }
-  uint32_t before;
-  Scan(tmp).ExclusiveSum(sum, before);
-  for (unsigned j = 0; j < PER; j++) {
-    unsigned pos = threadIdx.x * PER + j;
-    if (pos < nb && before < krem && krem <= before + h[j]) {
-      out[0] = nb - 1 - pos;
-      out[1] = before;
-      out[2] = h[j];
-    }
-    before += h[j];
-  }
-}
-
-/* One pass of the exact radix select (the top-k fallback and DGC): a
- * histogram of the next digit among the keys that match the prefix found
- * so far; the last block picks the digit. */
-template <int PASS>
-__global__ void __launch_bounds__(BLOCK)
-histogram(const float *__restrict__ x, size_t n, SelState *st, uint32_t *hist, uint32_t *done)
+histogram(const float *__restrict__ x, float *acc, const float *__restrict__ g,
+          float alpha, size_t n, SelState *st, uint32_t *hist)
 {
   __shared__ uint32_t sh[BINS];
-  __shared__ uint32_t pick[3];
   if (st->radix_off)
     return;
   for (unsigned b = threadIdx.x; b < BINS; b += BLOCK)
     sh[b] = 0;
   __syncthreads();
-  const uint32_t prefix = st->prefix, mask = st->mask;
+  const uint32_t prefix = PASS ? st->prefix : 0, mask = PASS ? st->mask : 0;
   const unsigned shift = pass_shift(PASS), dmask = (1u << pass_bits(PASS)) - 1;
   int bad = 0;
   for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
        i += (size_t) gridDim.x * BLOCK) {
-    float v = x[i];
+    float v;
+    if (EF) {
+      /* no FMA: the CPU rounds the product and the sum separately */
+      v = __fadd_rn(acc[i], __fmul_rn(alpha, g[i]));
+      acc[i] = v;
+    } else {
+      v = x[i];
+    }
     uint32_t key = mag_key(v);
     if (PASS == 0)
       bad |= nonfinite(v);
@@ -169,79 +86,44 @@ histogram(const float *__restrict__ x, size_t n, SelState *st, uint32_t *hist, u
   for (unsigned b = threadIdx.x; b < BINS; b += BLOCK)
     if (sh[b])
       atomicAdd(&hist[b], sh[b]);
-  if (!last_block(done))
-    return;
-  const uint32_t krem = st->krem;
-  pick_bin<BLOCK, BINS / BLOCK>(hist, 1u << pass_bits(PASS), krem, pick);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    st->prefix = prefix | (pick[0] << shift);
-    st->mask = mask | (dmask << shift);
-    st->krem = krem - pick[1];
-    if (PASS == 2) {
-      st->T = st->prefix;
-      st->eq_total = pick[2];
-      st->rem = krem - pick[1];
-    }
-  }
 }
 
-/* ---- decoupled look-back ------------------------------------------------
- * Per tile a flag (0 nothing yet, 1 aggregate published, 2 inclusive
- * prefix published) and the two values; flags and the ticket start at 0. */
-struct Lookback {
-  uint32_t *flag;
-  uint64_t *agg, *inc;
-  uint32_t *ticket;
-};
-
-/* Called by warp 0 of the block holding `tile`, with the tile's count;
- * returns (in every lane) the sum of the counts of tiles 0..tile-1 and
- * publishes the inclusive prefix.  The value is written before its flag,
- * with a fence between; the reader fences between flag and value. */
-__device__ uint64_t lookback(const Lookback &lb, uint32_t tile, uint64_t aggregate)
+/* Pick the digit where the count from the largest digit down reaches krem.
+ * Bins are visited in descending digit order: thread t owns positions
+ * 8t..8t+7 of that order. */
+template <int PASS>
+__global__ void __launch_bounds__(256) pick_digit(SelState *st, const uint32_t *hist)
 {
-  const unsigned lane = threadIdx.x & 31;
-  volatile uint32_t *flag = lb.flag;
-  volatile uint64_t *agg = lb.agg, *inc = lb.inc;
-  if (tile == 0) {
-    if (lane == 0) {
-      inc[0] = aggregate;
-      __threadfence();
-      flag[0] = 2;
+  typedef cub::BlockScan<uint32_t, 256> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  if (st->radix_off)
+    return;
+  const unsigned nb = 1u << pass_bits(PASS), per = BINS / 256;
+  uint32_t h[BINS / 256], sum = 0;
+  for (unsigned j = 0; j < per; j++) {
+    unsigned pos = threadIdx.x * per + j;
+    h[j] = pos < nb ? hist[nb - 1 - pos] : 0;
+    sum += h[j];
+  }
+  uint32_t before;
+  Scan(tmp).ExclusiveSum(sum, before);
+  const uint32_t krem = st->krem;
+  __syncthreads();   /* every thread has read krem before it changes */
+  for (unsigned j = 0; j < per; j++) {
+    unsigned pos = threadIdx.x * per + j;
+    if (pos < nb && before < krem && krem <= before + h[j]) {
+      uint32_t digit = nb - 1 - pos;
+      st->prefix |= digit << pass_shift(PASS);
+      st->mask |= (nb - 1) << pass_shift(PASS);
+      st->krem = krem - before;
+      if (PASS == 2) {
+        st->T = st->prefix;
+        st->eq_total = h[j];
+        st->rem = krem - before;
+      }
     }
-    return 0;
+    before += h[j];
   }
-  if (lane == 0) {
-    agg[tile] = aggregate;
-    __threadfence();
-    flag[tile] = 1;
-  }
-  uint64_t excl = 0;
-  for (int64_t end = (int64_t) tile - 1;; end -= 32) {
-    const int64_t p = end - (int64_t) lane;   /* lane 0: the nearest */
-    uint32_t f;
-    do
-      f = p >= 0 ? flag[p] : 2u;   /* (tile 0 is inclusive: never passed) */
-    while (__any_sync(0xffffffffu, f == 0));
-    __threadfence();
-    uint64_t v = p >= 0 ? (f == 2 ? inc[p] : agg[p]) : 0;
-    const unsigned incl = __ballot_sync(0xffffffffu, f == 2);
-    const unsigned stop = incl ? (unsigned) __ffs((int) incl) - 1 : 31;
-    if (lane > stop)
-      v = 0;
-    for (int o = 16; o; o >>= 1)
-      v += __shfl_down_sync(0xffffffffu, v, o);
-    excl += __shfl_sync(0xffffffffu, v, 0);
-    if (incl)
-      break;
-  }
-  if (lane == 0) {
-    inc[tile] = excl + aggregate;
-    __threadfence();
-    flag[tile] = 2;
-  }
-  return excl;
 }
 
 /* ---- the compaction shared by every selector ---------------------------
@@ -264,66 +146,46 @@ struct AboveClass {
   }
 };
 
-/* Top-k fast path state (zeroed by init_scratch). */
-struct FastState {
-  uint32_t on;        /* the candidate path runs (else the radix fallback) */
-  uint32_t bucket;    /* bucket of the k-th largest key                    */
-  uint32_t above;     /* keys in higher buckets (< k)                      */
-  uint32_t cand;      /* keys in the bucket                                */
-  uint32_t ncand;     /* candidate keys appended so far                    */
-  uint32_t pad;
-  uint64_t lsize;     /* |L| (total of the first compaction)               */
-};
-
-enum { HBITS = 14, HSHIFT = 31 - HBITS, HB = 1 << HBITS, HBLOCK = 1024,
-       CAND_MIN = 1 << 16 };
-
-/* Step (2)'s class: bucket >= b kept in L; bucket == b also appended to
- * the candidate keys (each entry is classified exactly once). */
-struct BucketClass {
-  const FastState *fs;
-  uint32_t *ckey, *ncand;
-  __device__ int operator()(size_t, float v, const SelState &) const
-  {
-    const uint32_t key = mag_key(v), b = key >> HSHIFT, bs = fs->bucket;
-    if (b == bs)
-      ckey[atomicAdd(ncand, 1u)] = key;   /* order-free: only the set matters */
-    return b >= bs ? 1 : 0;
-  }
-};
-
-/* Where a compaction reads: x itself (index = position), or the list L
- * (index from lidx), each only when `when` allows. */
-enum When { ALWAYS, IF_FAST, IF_SLOW, IF_FAST_ELSE_X };
-struct Source {
-  const float *x;
-  size_t n;
-  const uint32_t *lidx;
-  const float *lval;
-  const FastState *fs;
-  int when;
-  /* false: nothing to do.  Else *list says whether L is read. */
-  __device__ bool pick(bool *list, size_t *len) const
-  {
-    const uint32_t on = when == ALWAYS ? 0 : fs->on;
-    *list = when == IF_FAST_ELSE_X && on;
-    *len = *list ? (size_t) fs->lsize : n;
-    return when == ALWAYS || when == IF_FAST_ELSE_X || (when == IF_FAST) == (on != 0);
-  }
-};
-
-/* One-pass stable compaction (see the top of the file).  Entries in
- * blocked arrangement (thread t owns ITEMS consecutive ones), so ranks
- * follow the index order; only the first `limit` kept entries are written
- * (DGC's truncation).  With ZERO the selected entries of `zero` are
- * cleared (error-feedback residual).  CHECK (threshold: no earlier pass)
- * sets st->bad for NaN/Inf and writes whatever it finds, the finish
- * kernel then reporting GC_EDOM; without it a set st->bad skips the pass.
- * *total gets the packed totals (kept low 32, ties high 32). */
-template <class Cls, bool ZERO, bool CHECK>
+/* Counts (kept in the low 32 bits, ties in the high 32) per tile.  With
+ * CHECK (a selector with no earlier pass over x: threshold) this pass also
+ * sets st->bad for NaN/Inf, which the scatter and the finish kernels read;
+ * it then counts whatever the flag, since other blocks are setting it. */
+template <class Cls, bool CHECK>
 __global__ void __launch_bounds__(BLOCK)
-compact_tiles(Source src, Cls cls, int ties, uint64_t limit, SelState *st, Lookback lb,
-              uint32_t *d_idx, float *d_val, float *zero, uint64_t *total)
+tile_count(const float *__restrict__ x, size_t n, Cls cls, SelState *st, uint64_t *tiles)
+{
+  typedef cub::BlockReduce<uint64_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  const SelState s = *st;
+  size_t base = (size_t) blockIdx.x * TILE;
+  uint64_t c = 0;
+  int bad = 0;
+  if (CHECK || !s.bad)
+    for (unsigned j = 0; j < ITEMS; j++) {
+      size_t i = base + (size_t) j * BLOCK + threadIdx.x;   /* coalesced */
+      if (i < n) {
+        float v = x[i];
+        if (CHECK)
+          bad |= nonfinite(v);
+        int k = cls(i, v, s);
+        c += k == 1 ? 1u : k == 2 ? ((uint64_t) 1 << 32) : 0u;
+      }
+    }
+  uint64_t total = Reduce(tmp).Sum(c);
+  if (threadIdx.x == 0)
+    tiles[blockIdx.x] = total;
+  if (CHECK)
+    flag_block_nonfinite(bad, &st->bad);
+}
+
+/* Stable scatter: entries in blocked arrangement (thread t owns ITEMS
+ * consecutive indices), so ranks follow the index order; only the first
+ * `limit` kept entries are written (DGC's truncation).  With ZERO the
+ * selected entries of `zero` are cleared (error-feedback residual). */
+template <class Cls, bool ZERO>
+__global__ void __launch_bounds__(BLOCK)
+scatter(const float *x, size_t n, Cls cls, int ties, uint64_t limit, const SelState *st,
+        const uint64_t *tiles, uint32_t *d_idx, float *d_val, float *zero)
 {
   typedef cub::BlockLoad<float, BLOCK, ITEMS, cub::BLOCK_LOAD_TRANSPOSE> Load;
   typedef cub::BlockScan<uint64_t, BLOCK> Scan;
@@ -331,182 +193,46 @@ compact_tiles(Source src, Cls cls, int ties, uint64_t limit, SelState *st, Lookb
     typename Load::TempStorage load;
     typename Scan::TempStorage scan;
   } tmp;
-  __shared__ uint32_t sh_tile;
-  __shared__ uint64_t sh_excl;
   const SelState s = *st;
-  if (!CHECK && s.bad)
+  if (s.bad)
     return;
-  bool list;
-  size_t n;
-  if (!src.pick(&list, &n))
-    return;
-  const float *vals = list ? src.lval : src.x;
-  const size_t nt = (n + TILE - 1) / TILE;
+  size_t base = (size_t) blockIdx.x * TILE;
+  int valid = (int) (n - base < (size_t) TILE ? n - base : (size_t) TILE);
+  float v[ITEMS];
+  Load(tmp.load).Load(x + base, v, valid, 0.0f);
+  __syncthreads();
+  int cl[ITEMS];
+  uint64_t c = 0;
+  for (int j = 0; j < ITEMS; j++) {
+    int pos = threadIdx.x * ITEMS + j;
+    cl[j] = pos < valid ? cls(base + pos, v[j], s) : 0;
+    c += cl[j] == 1 ? 1u : cl[j] == 2 ? ((uint64_t) 1 << 32) : 0u;
+  }
+  uint64_t ex;
+  Scan(tmp.scan).ExclusiveSum(c, ex);
+  ex += tiles[blockIdx.x];
+  uint64_t gt = (uint32_t) ex, eq = ex >> 32;
   /* ties kept: eq ranks [0, rem) (low) or [eq_total - rem, eq_total) (high) */
   const uint64_t lo = ties == GC_TIES_HIGH ? (uint64_t) s.eq_total - s.rem : 0;
   const uint64_t hi = lo + s.rem;
-  int bad = 0;
-  for (;;) {
-    if (threadIdx.x == 0)
-      sh_tile = atomicAdd(lb.ticket, 1u);
-    __syncthreads();
-    const size_t tile = sh_tile;
-    if (tile >= nt)
-      break;
-    const size_t base = tile * TILE;
-    const int valid = (int) (n - base < (size_t) TILE ? n - base : (size_t) TILE);
-    float v[ITEMS];
-    Load(tmp.load).Load(vals + base, v, valid, 0.0f);
-    __syncthreads();
-    int cl[ITEMS];
-    uint64_t c = 0;
-    for (int j = 0; j < ITEMS; j++) {
-      const int pos = threadIdx.x * ITEMS + j;
-      cl[j] = 0;
-      if (pos < valid) {
-        const size_t i = list ? (size_t) src.lidx[base + pos] : base + pos;
-        if (CHECK)
-          bad |= nonfinite(v[j]);
-        cl[j] = cls(i, v[j], s);
-      }
-      c += cl[j] == 1 ? 1u : cl[j] == 2 ? ((uint64_t) 1 << 32) : 0u;
+  for (int j = 0; j < ITEMS; j++) {
+    if (!cl[j])
+      continue;
+    bool keep = cl[j] == 1 || (eq >= lo && eq < hi);
+    /* kept ties before this entry: eq ranks in [lo, min(eq, hi)) */
+    uint64_t ties_before = eq <= lo ? 0 : (eq < hi ? eq : hi) - lo;
+    uint64_t out = gt + ties_before;
+    if (keep && out < limit) {
+      size_t i = base + (size_t) threadIdx.x * ITEMS + j;
+      d_idx[out] = (uint32_t) i;
+      d_val[out] = v[j];
+      if (ZERO)
+        zero[i] = 0.0f;
     }
-    uint64_t ex, agg;
-    Scan(tmp.scan).ExclusiveSum(c, ex, agg);
-    if (threadIdx.x < 32) {
-      uint64_t e = lookback(lb, (uint32_t) tile, agg);
-      if (threadIdx.x == 0) {
-        sh_excl = e;
-        if (tile == nt - 1)
-          *total = e + agg;
-      }
-    }
-    __syncthreads();
-    ex += sh_excl;
-    uint64_t gt = (uint32_t) ex, eq = ex >> 32;
-    for (int j = 0; j < ITEMS; j++) {
-      if (!cl[j])
-        continue;
-      bool keep = cl[j] == 1 || (eq >= lo && eq < hi);
-      /* kept ties before this entry: eq ranks in [lo, min(eq, hi)) */
-      uint64_t ties_before = eq <= lo ? 0 : (eq < hi ? eq : hi) - lo;
-      uint64_t out = gt + ties_before;
-      if (keep && out < limit) {
-        const int pos = threadIdx.x * ITEMS + j;
-        size_t i = list ? (size_t) src.lidx[base + pos] : base + pos;
-        d_idx[out] = (uint32_t) i;
-        d_val[out] = v[j];
-        if (ZERO)
-          zero[i] = 0.0f;
-      }
-      if (cl[j] == 1)
-        gt++;
-      else
-        eq++;
-    }
-    __syncthreads();   /* sh_tile, sh_excl and tmp are reused */
-  }
-  if (CHECK)
-    flag_block_nonfinite(bad, &st->bad);
-}
-
-/* ---- top-k step (1): the bucket histogram -------------------------------
- * With EF the accumulator update acc += alpha * g is done here, so the
- * fused path reads g once.  The last block finds the bucket b and either
- * turns the fast path on or arms the radix fallback (radix_off = 0). */
-template <bool EF>
-__global__ void __launch_bounds__(HBLOCK)
-bucket_hist(const float *__restrict__ x, float *acc, const float *__restrict__ g, float alpha,
-            size_t n, uint32_t k, uint32_t cand_cap, SelState *st, FastState *fs,
-            uint32_t *hist, uint32_t *done)
-{
-  extern __shared__ uint32_t sh[];   /* HB bins */
-  __shared__ uint32_t pick[3];
-  for (unsigned b = threadIdx.x; b < HB; b += HBLOCK)
-    sh[b] = 0;
-  __syncthreads();
-  int bad = 0;
-  /* base is uniform across the block, so every warp runs whole iterations
-   * and the warp votes below see all 32 lanes */
-  for (size_t base = (size_t) blockIdx.x * HBLOCK; base < n; base += (size_t) gridDim.x * HBLOCK) {
-    const size_t i = base + threadIdx.x;
-    const bool in = i < n;
-    float v = 0.0f;
-    if (in) {
-      if (EF) {
-        /* no FMA: the CPU rounds the product and the sum separately */
-        v = __fadd_rn(acc[i], __fmul_rn(alpha, g[i]));
-        acc[i] = v;
-      } else {
-        v = x[i];
-      }
-    }
-    bad |= nonfinite(v);
-    const uint32_t b = in ? mag_key(v) >> HSHIFT : HB;   /* HB: no bin */
-    /* a warp of equal buckets (zeros, constants) adds once */
-    const uint32_t b0 = __shfl_sync(0xffffffffu, b, 0);
-    if (__all_sync(0xffffffffu, b == b0)) {
-      if ((threadIdx.x & 31) == 0 && b0 < HB)
-        atomicAdd(&sh[b0], 32u);
-    } else if (in) {
-      atomicAdd(&sh[b], 1u);
-    }
-  }
-  flag_block_nonfinite(bad, &st->bad);
-  __syncthreads();
-  for (unsigned b = threadIdx.x; b < HB; b += HBLOCK)
-    if (sh[b])
-      atomicAdd(&hist[b], sh[b]);
-  if (!last_block(done))
-    return;
-  pick_bin<HBLOCK, HB / HBLOCK>(hist, HB, k, pick);
-  __syncthreads();
-  if (threadIdx.x == 0 && !__ldcg(&st->bad)) {
-    fs->bucket = pick[0];
-    fs->above = pick[1];
-    fs->cand = pick[2];
-    fs->on = pick[2] <= cand_cap;
-    st->radix_off = !fs->on;   /* the fallback starts from prefix 0, krem k */
-  }
-}
-
-/* ---- top-k step (3): the k-th key among the candidates ------------------
- * One block; the candidates share the bucket's top HBITS bits, the other 17
- * are two digits (9 then 8 bits).  Leaves T, eq_total and rem as the radix
- * select's last pass would. */
-__global__ void __launch_bounds__(HBLOCK)
-resolve_cands(SelState *st, const FastState *fs, const uint32_t *ckey, uint32_t k)
-{
-  __shared__ uint32_t h[512];
-  __shared__ uint32_t pick[3];
-  if (st->bad || !fs->on)
-    return;
-  const uint32_t m = fs->ncand;
-  uint32_t krem = k - fs->above;
-  uint32_t prefix = fs->bucket << HSHIFT, mask = ~0u << HSHIFT, cnt = 0;
-  for (int p = 0; p < 2; p++) {
-    const unsigned shift = p == 0 ? 8 : 0, nb = p == 0 ? 512 : 256, dm = nb - 1;
-    for (unsigned b = threadIdx.x; b < 512; b += HBLOCK)
-      h[b] = 0;
-    __syncthreads();
-    for (uint32_t i = threadIdx.x; i < m; i += HBLOCK) {
-      uint32_t key = ckey[i];
-      if ((key & mask) == prefix)
-        atomicAdd(&h[(key >> shift) & dm], 1u);
-    }
-    __syncthreads();
-    pick_bin<HBLOCK, 1, true>(h, nb, krem, pick);
-    __syncthreads();
-    prefix |= pick[0] << shift;
-    mask |= dm << shift;
-    krem -= pick[1];
-    cnt = pick[2];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    st->T = prefix;
-    st->eq_total = cnt;
-    st->rem = krem;
+    if (cl[j] == 1)
+      gt++;
+    else
+      eq++;
   }
 }
 
@@ -537,53 +263,19 @@ __global__ void finish_above(const SelState *st, gc_cuda_info *info)
   info->loops = st->loops;
 }
 
-/* A selector's scratch.  Everything from st to the look-back flags is
- * carved contiguously and zeroed by one init_scratch launch. */
 struct Scratch {
   SelState *st;
   uint32_t *hist;     /* 3 passes x BINS */
-  uint32_t *done;     /* 3 completion counters of the radix passes */
-  Lookback lb;        /* over the tiles of x */
-  uint32_t *zero_from;
-  size_t zero_words;
+  uint64_t *tiles;
 };
 
-Lookback carve_lookback(Carver &cv, size_t tiles)
-{
-  Lookback lb;
-  lb.ticket = cv.take<uint32_t>(1);
-  lb.flag = cv.take<uint32_t>(tiles);
-  lb.agg = cv.take<uint64_t>(tiles);   /* written before read: not zeroed */
-  lb.inc = cv.take<uint64_t>(tiles);
-  return lb;
-}
-
-/* The zeroed span runs from s.st to the end of what has been carved so
- * far (close_zero): agg/inc inside it are zeroed too, which is harmless. */
 Scratch carve(Carver &cv, size_t n)
 {
   Scratch s;
-  size_t from = (cv.off + 255) & ~(size_t) 255;
   s.st = cv.take<SelState>(1);
   s.hist = cv.take<uint32_t>(3 * BINS);
-  s.done = cv.take<uint32_t>(3);
-  s.lb = carve_lookback(cv, tiles_of(n));
-  s.zero_from = reinterpret_cast<uint32_t *>(s.st);
-  s.zero_words = from;   /* offset for now; close_zero turns it into words */
+  s.tiles = cv.take<uint64_t>(tiles_of(n));
   return s;
-}
-
-void close_zero(Scratch &s, const Carver &cv)
-{
-  s.zero_words = (cv.off - s.zero_words + 3) / 4;
-}
-
-int launch_init(const Scratch &s, uint32_t k, uint32_t radix_off, cudaStream_t stream)
-{
-  init_scratch<<<grid_for(s.zero_words, BLOCK * 4, 1024), BLOCK, 0, stream>>>(
-      s.zero_from, s.zero_words, k, radix_off);
-  GC_CUDA_LAUNCHED();
-  return GC_SUCCESS;
 }
 
 int check_n(size_t n)
@@ -617,51 +309,56 @@ int finish_carve(const Carver &cv, size_t *tmp_bytes, const char *who, bool *siz
   return GC_SUCCESS;
 }
 
-/* The three radix passes over src from the state's prefix, mask and krem
- * (they do nothing while st->radix_off is set).  The histograms and the
- * completion counters were zeroed by launch_init; each pass's last block
- * picks its digit. */
-int radix_passes(const Scratch &s, const float *src, size_t n, unsigned grid, cudaStream_t stream)
+/* The three radix passes from the state's prefix, mask and krem (they do
+ * nothing while st->radix_off is set); with acc/g the pass-0 EF update. */
+int radix_passes(const Scratch &s, const float *d_x, float *d_acc, const float *d_g,
+                 float alpha, size_t n, cudaStream_t stream)
 {
-  histogram<0><<<grid, BLOCK, 0, stream>>>(src, n, s.st, s.hist, s.done);
+  unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
+  GC_CUDA_TRY(cudaMemsetAsync(s.hist, 0, 3 * BINS * sizeof(uint32_t), stream));
+  const float *src = d_acc ? d_acc : d_x;
+  if (d_acc)
+    histogram<0, true><<<grid, BLOCK, 0, stream>>>(nullptr, d_acc, d_g, alpha, n, s.st, s.hist);
+  else
+    histogram<0, false><<<grid, BLOCK, 0, stream>>>(d_x, nullptr, nullptr, 0.f, n, s.st, s.hist);
   GC_CUDA_LAUNCHED();
-  histogram<1><<<grid, BLOCK, 0, stream>>>(src, n, s.st, s.hist + BINS, s.done + 1);
+  pick_digit<0><<<1, 256, 0, stream>>>(s.st, s.hist);
   GC_CUDA_LAUNCHED();
-  histogram<2><<<grid, BLOCK, 0, stream>>>(src, n, s.st, s.hist + 2 * BINS, s.done + 2);
+  histogram<1, false><<<grid, BLOCK, 0, stream>>>(src, nullptr, nullptr, 0.f, n, s.st, s.hist + BINS);
+  GC_CUDA_LAUNCHED();
+  pick_digit<1><<<1, 256, 0, stream>>>(s.st, s.hist + BINS);
+  GC_CUDA_LAUNCHED();
+  histogram<2, false><<<grid, BLOCK, 0, stream>>>(src, nullptr, nullptr, 0.f, n, s.st, s.hist + 2 * BINS);
+  GC_CUDA_LAUNCHED();
+  pick_digit<2><<<1, 256, 0, stream>>>(s.st, s.hist + 2 * BINS);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
 }
 
-/* Blocks of a look-back compaction: at most what stays resident (every
- * block loops over tiles), and never more than the tiles. */
-unsigned compact_grid(size_t n)
+/* Radix select of the k-th key from a fresh state. */
+int radix_select(const Scratch &s, const float *d_x, float *d_acc,
+                 const float *d_g, float alpha, size_t n, size_t k,
+                 cudaStream_t stream)
 {
-  return grid_for(n, TILE, 8 * sm_count());
+  init_state<<<1, 1, 0, stream>>>(s.st, (uint32_t) k);
+  GC_CUDA_LAUNCHED();
+  return radix_passes(s, d_x, d_acc, d_g, alpha, n, stream);
 }
 
+/* Count, scan, scatter.  CHECK: the count pass flags NaN/Inf (tile_count). */
 template <class Cls, bool ZERO, bool CHECK = false>
-int compact(const Scratch &s, const Lookback &lb, Source src, size_t max_len, Cls cls,
-            int ties, size_t limit, uint32_t *d_idx, float *d_val, float *zero,
-            uint64_t *total, cudaStream_t stream)
+int compact(const Scratch &s, const float *d_x, size_t n, Cls cls, int ties, size_t limit,
+            uint32_t *d_idx, float *d_val, float *zero, cudaStream_t stream)
 {
-  compact_tiles<Cls, ZERO, CHECK><<<compact_grid(max_len), BLOCK, 0, stream>>>(
-      src, cls, ties, limit, s.st, lb, d_idx, d_val, zero, total);
+  size_t nt = tiles_of(n);
+  tile_count<Cls, CHECK><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, s.st, s.tiles);
+  GC_CUDA_LAUNCHED();
+  scan_tiles<<<1, 1024, 0, stream>>>(s.tiles, nt, &s.st->total);
+  GC_CUDA_LAUNCHED();
+  scatter<Cls, ZERO><<<(unsigned) nt, BLOCK, 0, stream>>>(d_x, n, cls, ties, limit, s.st,
+                                                          s.tiles, d_idx, d_val, zero);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
-}
-
-Source x_source(const float *x, size_t n)
-{
-  Source src = {x, n, nullptr, nullptr, nullptr, ALWAYS};
-  return src;
-}
-
-/* Candidates kept at most: the fast path's scratch is k + cap entries of L
- * and cap candidate keys. */
-size_t cand_cap(size_t n)
-{
-  size_t c = n / 256 > (size_t) CAND_MIN ? n / 256 : (size_t) CAND_MIN;
-  return c < n ? c : n;
 }
 
 int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
@@ -672,57 +369,19 @@ int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
   GC_TRY(check_nk(n, k, "top-k"));
   if (ties != GC_TIES_LOW && ties != GC_TIES_HIGH)
     GC_ERROR("top-k: ties must be GC_TIES_LOW or GC_TIES_HIGH", GC_EINVAL);
-  const size_t ccap = cand_cap(n), lcap = k + ccap < n ? k + ccap : n;
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  FastState *fs = cv.take<FastState>(1);
-  uint32_t *bhist = cv.take<uint32_t>(HB);
-  uint32_t *bdone = cv.take<uint32_t>(1);
-  Lookback lbl = carve_lookback(cv, tiles_of(n));   /* the final compaction */
-  close_zero(s, cv);
-  uint32_t *ckey = cv.take<uint32_t>(ccap);
-  uint32_t *lidx = cv.take<uint32_t>(lcap);
-  float *lval = cv.take<float>(lcap);
   bool sizing;
   GC_TRY(finish_carve(cv, tmp_bytes, "top-k", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  const float *src = d_acc ? d_acc : d_x;
-  GC_TRY(launch_init(s, (uint32_t) k, 1, stream));
-  const size_t hshared = HB * sizeof(uint32_t);
-  const unsigned hgrid = grid_for(n, HBLOCK * 4, 2 * sm_count());
-  if (d_acc) {
-    GC_CUDA_TRY(cudaFuncSetAttribute(bucket_hist<true>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int) hshared));
-    bucket_hist<true><<<hgrid, HBLOCK, hshared, stream>>>(nullptr, d_acc, d_g, alpha, n,
-                                                         (uint32_t) k, (uint32_t) ccap, s.st, fs,
-                                                         bhist, bdone);
-  } else {
-    GC_CUDA_TRY(cudaFuncSetAttribute(bucket_hist<false>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int) hshared));
-    bucket_hist<false><<<hgrid, HBLOCK, hshared, stream>>>(d_x, nullptr, nullptr, 0.f, n,
-                                                          (uint32_t) k, (uint32_t) ccap, s.st, fs,
-                                                          bhist, bdone);
-  }
-  GC_CUDA_LAUNCHED();
-  /* (2) bucket >= b into L, in index order; candidates appended */
-  Source fast = {src, n, nullptr, nullptr, fs, IF_FAST};
-  BucketClass bc = {fs, ckey, &fs->ncand};
-  GC_TRY((compact<BucketClass, false>(s, s.lb, fast, n, bc, GC_TIES_LOW, lcap, lidx, lval,
-                                      nullptr, &fs->lsize, stream)));
-  /* (3) */
-  resolve_cands<<<1, HBLOCK, 0, stream>>>(s.st, fs, ckey, (uint32_t) k);
-  GC_CUDA_LAUNCHED();
-  /* the fallback: exact radix select over x (returns at once when off) */
-  GC_TRY(radix_passes(s, src, n, grid_for(n, BLOCK * 8, HIST_CAP), stream));
-  /* (4) the compaction of L, or of x after the fallback */
-  Source fin = {src, n, lidx, lval, fs, IF_FAST_ELSE_X};
+  GC_TRY(radix_select(s, d_x, d_acc, d_g, alpha, n, k, stream));
   if (d_acc)
-    GC_TRY((compact<TopkClass, true>(s, lbl, fin, n, TopkClass(), ties, k, d_idx, d_val, d_acc,
-                                     &s.st->total, stream)));
+    GC_TRY((compact<TopkClass, true>(s, d_acc, n, TopkClass(), ties, k, d_idx, d_val, d_acc,
+                                     stream)));
   else
-    GC_TRY((compact<TopkClass, false>(s, lbl, fin, n, TopkClass(), ties, k, d_idx, d_val,
-                                      nullptr, &s.st->total, stream)));
+    GC_TRY((compact<TopkClass, false>(s, d_x, n, TopkClass(), ties, k, d_idx, d_val, nullptr,
+                                      stream)));
   finish_topk<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
@@ -1139,16 +798,16 @@ extern "C" int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float
     GC_ERROR("threshold: v must be >= 0", GC_EINVAL);
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  close_zero(s, cv);
   bool sizing;
   GC_TRY(finish_carve(cv, tmp_bytes, "threshold", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  GC_TRY(launch_init(s, 0, 1, stream));
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
   AboveClass cls = {v, false};
-  /* the compaction flags NaN/Inf: one read of x */
-  GC_TRY((compact<AboveClass, false, true>(s, s.lb, x_source(d_x, n), n, cls, GC_TIES_LOW, n,
-                                            d_idx, d_val, nullptr, &s.st->total, stream)));
+  /* the count pass flags NaN/Inf: two reads of x, not three */
+  GC_TRY((compact<AboveClass, false, true>(s, d_x, n, cls, GC_TIES_LOW, n, d_idx, d_val,
+                                            nullptr, stream)));
   finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
@@ -1167,7 +826,6 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
   size_t nblk = (n + SUM_BLOCK - 1) / SUM_BLOCK;
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  close_zero(s, cv);
   double *sums = cv.take<double>(2);
   double *part = cv.take<double>(2 * nblk);
   double *spare = cv.take<double>(2 * tree_spare(nblk));
@@ -1175,7 +833,8 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
   GC_TRY(finish_carve(cv, tmp_bytes, "gaussk", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  GC_TRY(launch_init(s, 0, 1, stream));
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
   /* one thread per (block, lane): nblk * 16 <= 2^26 threads for n < 2^32 */
   unsigned pgrid = (unsigned) ((nblk * GAUSS_LANES + BLOCK - 1) / BLOCK);
   gauss_partials<<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
@@ -1194,8 +853,8 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
     GC_CUDA_LAUNCHED();
   }
   AboveClass cls = {0.0, true};
-  GC_TRY((compact<AboveClass, false>(s, s.lb, x_source(d_x, n), n, cls, GC_TIES_LOW, n, d_idx,
-                                      d_val, nullptr, &s.st->total, stream)));
+  GC_TRY((compact<AboveClass, false>(s, d_x, n, cls, GC_TIES_LOW, n, d_idx, d_val, nullptr,
+                                      stream)));
   finish_above<<<1, 1, 0, stream>>>(s.st, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
@@ -1214,9 +873,10 @@ extern "C" int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
   const DgcSample ds = dgc_sample(n, k, sample_ratio, seed, rng_stream, step);
   Carver cv(d_tmp);
   Scratch s = carve(cv, n);
-  close_zero(s, cv);
-  Scratch sample = carve(cv, 0);   /* the radix select over the samples */
-  close_zero(sample, cv);
+  Scratch sample;   /* the radix select over the samples: no compaction */
+  sample.st = cv.take<SelState>(1);
+  sample.hist = cv.take<uint32_t>(3 * BINS);
+  sample.tiles = nullptr;
   float *smp = cv.take<float>(ds.m);
   bool sizing;
   GC_TRY(finish_carve(cv, tmp_bytes, "dgc", &sizing));
@@ -1225,9 +885,9 @@ extern "C" int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
   dgc_gather<<<grid_for(ds.m, BLOCK, 4096), BLOCK, 0, stream>>>(d_x, ds.start, ds.stride, ds.m,
                                                                  smp);
   GC_CUDA_LAUNCHED();
-  GC_TRY(launch_init(sample, (uint32_t) ds.top, 0, stream));
-  GC_TRY(radix_passes(sample, smp, ds.m, grid_for(ds.m, BLOCK * 8, HIST_CAP), stream));
-  GC_TRY(launch_init(s, 0, 1, stream));
+  GC_TRY(radix_select(sample, smp, nullptr, nullptr, 0.f, ds.m, ds.top, stream));
+  init_state<<<1, 1, 0, stream>>>(s.st, 0);
+  GC_CUDA_LAUNCHED();
   dgc_start<<<1, 1, 0, stream>>>(s.st, sample.st);
   GC_CUDA_LAUNCHED();
   unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
@@ -1241,10 +901,10 @@ extern "C" int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
       dgc_count<false><<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
       GC_CUDA_LAUNCHED();
     }
-    GC_TRY(radix_passes(s, d_x, n, grid_for(n, BLOCK * 8, HIST_CAP), stream));
+    GC_TRY(radix_passes(s, d_x, nullptr, nullptr, 0.f, n, stream));
   }
-  GC_TRY((compact<DgcClass, false>(s, s.lb, x_source(d_x, n), n, DgcClass(), ties, k, d_idx,
-                                    d_val, nullptr, &s.st->total, stream)));
+  GC_TRY((compact<DgcClass, false>(s, d_x, n, DgcClass(), ties, k, d_idx, d_val, nullptr,
+                                    stream)));
   finish_dgc<<<1, 1, 0, stream>>>(s.st, (uint32_t) k, d_info);
   GC_CUDA_LAUNCHED();
   return GC_SUCCESS;
@@ -1275,8 +935,7 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
   GC_TRY(finish_carve(cv, tmp_bytes, "randk", &sizing));
   if (sizing)
     return GC_SUCCESS;
-  init_scratch<<<1, BLOCK, 0, stream>>>(reinterpret_cast<uint32_t *>(st),
-                                       sizeof(SelState) / 4, 0, 0);
+  init_state<<<1, 1, 0, stream>>>(st, 0);
   GC_CUDA_LAUNCHED();
   GC_CUDA_TRY(cudaMemsetAsync(hkeys, 0xff, hsize * sizeof(uint32_t), stream));
   GC_CUDA_TRY(cudaMemsetAsync(hfirst, 0xff, hsize * sizeof(uint32_t), stream));
