@@ -9,6 +9,7 @@
  * repeats the CPU's float operations in the CPU's order (style.md §2.5),
  * which is stronger than issue #16's "same coordinates where no near-ties
  * exist" and needs no tolerance.  All tests skip without a device. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,4 +205,127 @@ Test(cuda_ef, whole_worker_step_matches_gc_ef_step)
     if (gc_cuda_supports(*t))
       for (size_t i = 0; i < sizeof ef_cases / sizeof ef_cases[0]; i++)
         whole_step(*t, &ef_cases[i]);
+}
+
+/* One message on both decoders: the same status, and y the CPU's bit for
+ * bit (y0 untouched when the message is refused). */
+static void decode_both(gc_compressor *c, size_t n, const uint8_t *msg, size_t len,
+                        const float *y0, float *y, float *d_y, uint8_t *d_buf,
+                        void *d_tmp, size_t tmp, gc_cuda_info *d_info, const char *what)
+{
+  memcpy(y, y0, n * sizeof *y);
+  int want = gc_decompress_add_f32(c, msg, len, 0, 0.5f, y);
+  if (want != GC_SUCCESS)
+    memcpy(y, y0, n * sizeof *y);
+  GC_TEST_CUDA(cudaMemcpy(d_buf, msg, len, cudaMemcpyHostToDevice));
+  GC_TEST_CUDA(cudaMemcpy(d_y, y0, n * sizeof *d_y, cudaMemcpyHostToDevice));
+  cr_assert(eq(int, gc_cuda_decompress_add_f32(c, d_tmp, &tmp, d_buf, len, 0, 0.5f, d_y,
+                                               d_info, 0), GC_SUCCESS));
+  gc_cuda_info h_info;
+  int got = gc_cuda_info_sync(d_info, &h_info, 0);
+  cr_assert(eq(int, got, want), "%s: gpu status %d, cpu %d", what, got, want);
+  same_floats(d_y, y, n, what);
+}
+
+/* The index sections (raw, delta, bitmap) are checked in parallel on the
+ * device: every rule of the CPU's walk must still hold.  Valid top-K
+ * messages whose delta sections span several of the checker's 4096-byte
+ * tiles, every byte of small index sections changed (continuation bits
+ * set and cleared, gaps grown past n, bitmap marks added and removed),
+ * hand-made raw sections (ascending, repeated, descending, out of range),
+ * a delta gap of six bytes and one running off the section, and counts
+ * one too high or low: the GPU agrees with gc_decompress_add_f32. */
+Test(cuda_ef, sparse_index_sections_checked_as_the_cpu)
+{
+  gc_test_require_gpu();
+  static const struct { size_t n; double density; } cases[] = {
+    {1000003, 0.005}, {300007, 0.02}, {4099, 0.01}, {4099, 0.6}, {77, 0.3}, {9, 1.0}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    size_t n = cases[ci].n;
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.density = cases[ci].density;
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_topk, n, &p);
+    cr_assert(c != NULL);
+    size_t cap = gc_compressor_max_bytes(c) + 64, len = 0, tmp = 0;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *y0 = malloc(n * sizeof *y0);
+    uint8_t *msg = calloc(1, cap), *mut = calloc(1, cap);
+    cr_assert(x && y && y0 && msg && mut);
+    gc_test_fill_distinct(x, n, 21 + ci);
+    gc_test_fill_normal_f32(y0, n, 22 + ci);
+    cr_assert(eq(int, gc_compress_f32(c, x, 0, msg, cap, &len, NULL), GC_SUCCESS));
+    float *d_y;
+    uint8_t *d_buf;
+    gc_cuda_info *d_info;
+    void *d_tmp;
+    GC_TEST_CUDA(cudaMalloc((void **) &d_y, n * sizeof *d_y));
+    GC_TEST_CUDA(cudaMalloc((void **) &d_buf, cap));
+    GC_TEST_CUDA(cudaMalloc((void **) &d_info, sizeof *d_info));
+    cr_assert(eq(int, gc_cuda_decompress_add_f32(c, NULL, &tmp, d_buf, len, 0, 0.5f, d_y,
+                                                 d_info, 0), GC_SUCCESS));
+    GC_TEST_CUDA(cudaMalloc(&d_tmp, tmp));
+    char what[160];
+    snprintf(what, sizeof what, "n=%zu coding %u valid", n, msg[2]);
+    decode_both(c, n, msg, len, y0, y, d_y, d_buf, d_tmp, tmp, d_info, what);
+    uint32_t cnt = (uint32_t) msg[3] | (uint32_t) msg[4] << 8 | (uint32_t) msg[5] << 16 |
+                   (uint32_t) msg[6] << 24;
+    size_t isec = len - 7 - 4 * (size_t) cnt;
+    /* every byte of the index section (a spread of them when long) */
+    static const uint8_t flips[] = {0x80, 0x7f, 0x01, 0xff};
+    size_t stride = isec > 600 ? isec / 150 : 1;
+    for (size_t q = 0; q < isec; q += stride)
+      for (size_t f = 0; f < sizeof flips; f++) {
+        memcpy(mut, msg, len);
+        mut[7 + q] ^= flips[f];
+        snprintf(what, sizeof what, "n=%zu coding %u byte %zu ^ 0x%02x", n, msg[2], q, flips[f]);
+        decode_both(c, n, mut, len, y0, y, d_y, d_buf, d_tmp, tmp, d_info, what);
+      }
+    /* the count one off, with the length to match or not */
+    for (int dc = -1; dc <= 1; dc += 2) {
+      memcpy(mut, msg, len);
+      uint32_t c2 = cnt + (uint32_t) dc;
+      memcpy(mut + 3, &c2, 4);
+      snprintf(what, sizeof what, "n=%zu count %d", n, dc);
+      decode_both(c, n, mut, len, y0, y, d_y, d_buf, d_tmp, tmp, d_info, what);
+      decode_both(c, n, mut, len + 4 * (size_t) (dc > 0), y0, y, d_y, d_buf, d_tmp, tmp,
+                  d_info, what);
+    }
+    if (n < 100) {
+      /* hand-made sections: raw u32 indices, a 6-byte gap, a gap running
+       * off the section */
+      static const uint32_t raws[][3] = {{0, 5, 8}, {3, 3, 9}, {7, 4, 60}, {1, 2, 77}};
+      for (size_t r = 0; r < 4; r++) {
+        uint8_t *m = mut;
+        m[0] = msg[0]; m[1] = 4; m[2] = 0;                       /* raw */
+        uint32_t three = 3;
+        memcpy(m + 3, &three, 4);
+        memcpy(m + 7, raws[r], 12);
+        float v[3] = {1.5f, -2.25f, 0.125f};
+        memcpy(m + 19, v, 12);
+        snprintf(what, sizeof what, "raw {%u,%u,%u}", raws[r][0], raws[r][1], raws[r][2]);
+        decode_both(c, n, m, 31, y0, y, d_y, d_buf, d_tmp, tmp, d_info, what);
+      }
+      static const uint8_t gaps[][7] = {
+        {0x81, 0x80, 0x80, 0x80, 0x80, 0x00, 0x02},   /* six bytes, then 2 */
+        {0x81, 0x80, 0x80, 0x80, 0x00, 0x02, 0x03},   /* five bytes: 1 + 0; too big */
+        {0x01, 0x02, 0x83, 0x81, 0x81, 0x81, 0x81}};  /* the last runs off */
+      for (size_t r = 0; r < 3; r++) {
+        uint8_t *m = mut;
+        m[0] = msg[0]; m[1] = 4; m[2] = 1;                       /* delta */
+        uint32_t two = 2;
+        memcpy(m + 3, &two, 4);
+        memcpy(m + 7, gaps[r], 7);
+        float v[2] = {1.5f, -2.25f};
+        memcpy(m + 14, v, 8);
+        snprintf(what, sizeof what, "delta case %zu", r);
+        decode_both(c, n, m, 22, y0, y, d_y, d_buf, d_tmp, tmp, d_info, what);
+      }
+    }
+    cudaFree(d_tmp);
+    cudaFree(d_info);
+    cudaFree(d_buf);
+    cudaFree(d_y);
+    free(x); free(y); free(y0); free(msg); free(mut);
+    gc_compressor_free(c);
+  }
 }
