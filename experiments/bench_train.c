@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gc_bench.h"
 #include "gc_cli.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
@@ -26,17 +27,7 @@
 static const char torch_script[] =
   "import sys, time, torch, torch.nn as nn, torch.nn.functional as F\n"
   "torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 1)\n"
-  "def vgg():\n"
-  "  L=[]; c=3\n"
-  "  for v in [64,64,'M',128,128,'M',256,256,256,256,'M',512,512,512,512,'M',512,512,512,512,'M']:\n"
-  "    if v=='M': L.append(nn.MaxPool2d(2))\n"
-  "    else: L+= [nn.Conv2d(c,v,3,padding=1), nn.BatchNorm2d(v), nn.ReLU()]; c=v\n"
-  "  return nn.Sequential(*L, nn.Flatten(), nn.Linear(512,10))\n"
-  "M={'mnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n"
-  " 'fmnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,256), nn.ReLU(), nn.Linear(256,128), nn.ReLU(), nn.Linear(128,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n"
-  " 'mnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,32,3), nn.ReLU(), nn.Conv2d(32,64,3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(.25), nn.Flatten(), nn.Linear(9216,128), nn.ReLU(), nn.Dropout(.25), nn.Linear(128,10), nn.LogSoftmax(1)),\n"
-  " 'fmnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,16,5,padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16,32,5,padding=2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1568,10), nn.LogSoftmax(1)),\n"
-  " 'cifar-vgg19': vgg}\n"
+  GC_BENCH_TORCH_MODELS
   "name, B, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
   "if name == '--info':\n"
   "  a = torch.randn(64,64); a @ a\n"

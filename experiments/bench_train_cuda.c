@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gc_algo.h"
+#include "gc_bench.h"
 #include "gc_cli.h"
 #include "gc_cuda.h"
 #include "gc_cuda_nn.h"
@@ -38,17 +39,7 @@
 static const char torch_gpu_script[] =
   "import sys, time, torch, torch.nn as nn, torch.nn.functional as F\n"
   "torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False\n"
-  "def vgg():\n"
-  "  L=[]; c=3\n"
-  "  for v in [64,64,'M',128,128,'M',256,256,256,256,'M',512,512,512,512,'M',512,512,512,512,'M']:\n"
-  "    if v=='M': L.append(nn.MaxPool2d(2))\n"
-  "    else: L+= [nn.Conv2d(c,v,3,padding=1), nn.BatchNorm2d(v), nn.ReLU()]; c=v\n"
-  "  return nn.Sequential(*L, nn.Flatten(), nn.Linear(512,10))\n"
-  "M={'mnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n"
-  " 'fmnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,256), nn.ReLU(), nn.Linear(256,128), nn.ReLU(), nn.Linear(128,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n"
-  " 'mnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,32,3), nn.ReLU(), nn.Conv2d(32,64,3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(.25), nn.Flatten(), nn.Linear(9216,128), nn.ReLU(), nn.Dropout(.25), nn.Linear(128,10), nn.LogSoftmax(1)),\n"
-  " 'fmnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,16,5,padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16,32,5,padding=2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1568,10), nn.LogSoftmax(1)),\n"
-  " 'cifar-vgg19': vgg}\n"
+  GC_BENCH_TORCH_MODELS
   "name, algo, P, B, steps, rho = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])\n"
   "dev = 'cuda'; m = M[name]().to(dev); m.train()\n"
   "shape = (3,32,32) if name=='cifar-vgg19' else (1,28,28)\n"
@@ -88,16 +79,13 @@ static void usage(FILE *out)
     "rows (plain top-K step, same GPU) follow when torch with CUDA is found.\n");
 }
 
-/* Median seconds of n runs in t (sorted in place). */
-static double median(double *t, int n)
+/* A table row to stdout (at once) and to the CSV. */
+static void emit(const char *line, FILE *out)
 {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
-      double s = t[j];
-      t[j] = t[j - 1];
-      t[j - 1] = s;
-    }
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  fputs(line, stdout);
+  fflush(stdout);
+  if (out)
+    fputs(line, out);
 }
 
 typedef struct bench {
@@ -177,8 +165,8 @@ static int time_algo(const bench *b, gc_cuda_nn *nn, const char *model,
   }
   if (st == GC_SUCCESS) {
     /* the first two steps are warm-up (allocation, cuBLAS heuristics) */
-    *s_step = median(ts + 2, (int) b->steps);
-    *s_comp = median(tc + 2, (int) b->steps);
+    *s_step = gc_bench_median(ts + 2, (int) b->steps);
+    *s_comp = gc_bench_median(tc + 2, (int) b->steps);
   } else {
     gc_cli_fail(CMD, st, "%s %s failed", model, algo);
   }
@@ -285,9 +273,7 @@ int gc_bench_train_cuda(int argc, char **argv)
     printf("# torch with CUDA: not available (set GRADCOMP_PYTHON)\n");
   const char *hdr = "model,algorithm,step,workers,batch,ms_per_step,ms_compute,"
                     "images_per_s,ratio_to_dense\n";
-  fputs(hdr, stdout);
-  if (out)
-    fputs(hdr, out);
+  emit(hdr, out);
   static const char *const algos[] = { "sgd", "uni", "bi" };
   int status = 0;
   snprintf(list, sizeof list, "%s", models);
@@ -347,10 +333,7 @@ int gc_bench_train_cuda(int argc, char **argv)
         snprintf(line, sizeof line, "%s,%s,%s,%zu,%zu,%.3f,%.3f,%.1f,%.3f\n", model,
                  algos[ai], b.on_device ? "gradcomp-gpu" : "gradcomp-cpu", b.P, b.B,
                  s_step * 1e3, s_comp * 1e3, ips, ips / dense);
-        fputs(line, stdout);
-        fflush(stdout);
-        if (out)
-          fputs(line, out);
+        emit(line, out);
       }
       double tdense = NAN;
       for (size_t ai = 0; py && ai < 3; ai++) {
@@ -367,10 +350,7 @@ int gc_bench_train_cuda(int argc, char **argv)
         char line[256];
         snprintf(line, sizeof line, "%s,%s,torch,%zu,%zu,%.3f,,%.1f,%.3f\n", model,
                  algos[ai], b.P, b.B, sec * 1e3, ips, ips / tdense);
-        fputs(line, stdout);
-        fflush(stdout);
-        if (out)
-          fputs(line, out);
+        emit(line, out);
       }
     }
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_stats); cudaFree(d_loss); cudaFree(d_grads);

@@ -52,12 +52,15 @@ int gc_cli_usage_error(const char *cmd, const char *fmt, ...)
  * so re-execute once with it set.  The executable's preinit functions run
  * before its libraries' constructors.  Training uses one BLAS thread
  * anyway: results never depend on it. */
+static char **saved_argv;   /* the program's own, for gc_cli_exec_sibling */
+
 static void blas_one_thread_under_memory_limit(int argc, char **argv, char **envp)
 {
   static char one[] = "OPENBLAS_NUM_THREADS=1";
   static char *env[4096];
   struct rlimit rl;
   (void) argc;
+  saved_argv = argv;
   if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
     return;
   size_t n = 0;
@@ -71,6 +74,34 @@ static void blas_one_thread_under_memory_limit(int argc, char **argv, char **env
 }
 __attribute__((section(".preinit_array"), used))
 static void (*const gc_cli_preinit)(int, char **, char **) = blas_one_thread_under_memory_limit;
+
+int gc_cli_exec_sibling(const char *cmd, const char *name)
+{
+  if (!saved_argv || !saved_argv[0])
+    return gc_cli_fail(cmd, 0, "cannot find %s: no argv", name);
+  /* beside this program: argv[0]'s folder (a libtool wrapper's too), else
+   * the executable's own (/proc/self/exe), else the PATH */
+  char path[4096], self[4096];
+  const char *slash = strrchr(saved_argv[0], '/');
+  if (slash) {
+    if ((size_t) snprintf(path, sizeof path, "%.*s/%s", (int) (slash - saved_argv[0]),
+                          saved_argv[0], name) < sizeof path)
+      execv(path, saved_argv);
+  }
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    char *s = strrchr(self, '/');
+    if (s) {
+      *s = '\0';
+      if ((size_t) snprintf(path, sizeof path, "%s/%s", self, name) < sizeof path)
+        execv(path, saved_argv);
+    }
+  }
+  execvp(name, saved_argv);
+  return gc_cli_fail(cmd, 0, "cannot run %s (beside %s or on the PATH): %s", name,
+                     saved_argv[0], strerror(errno));
+}
 
 static char interrupt_note[1100] = "gradcomp: interrupted; rows written so far are kept\n";
 

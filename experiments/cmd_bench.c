@@ -24,6 +24,12 @@ int gc_cmd_bench(int argc, char **argv)
     /* Take "--device X" out here, in one place, so neither target has to
      * know about it; both then parse the same options (gc_bench_parse). */
     int train = !strcmp(argv[1], "train");
+#if defined(HAVE_CUBLAS) && !defined(GC_CUDA_NETS)
+    /* before the arguments are rewritten below: gradcomp-cuda gets them all */
+    for (int i = 2; train && i + 1 < argc; i++)
+      if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cuda"))
+        return gc_cli_exec_sibling("bench", "gradcomp-cuda");
+#endif
     const char *device = "cpu";
     int n = 0;
     for (int i = 0; i < argc; i++) {
@@ -38,7 +44,7 @@ int gc_cmd_bench(int argc, char **argv)
     argc = n;
     argv[argc] = NULL;
     if (!strcmp(device, "cuda")) {
-#ifdef HAVE_CUBLAS
+#if defined(GC_CUDA_NETS)
       if (train)
         return gc_bench_train_cuda(argc - 1, argv + 1);
 #endif

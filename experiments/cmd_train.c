@@ -16,7 +16,7 @@
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_nn.h"
-#ifdef HAVE_CUBLAS
+#ifdef GC_CUDA_NETS
 #include "gc_cuda_nn.h"
 #endif
 
@@ -171,8 +171,10 @@ static int parse(opts *o, int argc, char **argv, int from_file)
       if (!strcmp(v, "cpu")) {
         c->device = NULL;
       } else if (!strcmp(v, "cuda")) {
-#ifdef HAVE_CUBLAS
+#if defined(GC_CUDA_NETS)
         c->device = &gc_cuda_nn_device;
+#elif defined(HAVE_CUBLAS)
+        return gc_cli_exec_sibling(cmd, "gradcomp-cuda");
 #else
         return gc_cli_usage_error(cmd, "--device cuda: this build has no CUDA nets"
                                   " (configure found no CUDA with cuBLAS)");

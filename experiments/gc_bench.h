@@ -36,4 +36,19 @@ double gc_bench_median(double *t, int n);
  * threshold compressor runs at the density of the others. */
 double gc_bench_threshold(double density);
 
+/* The five reference models in PyTorch (same shapes and layers), for the
+ * peers of `bench train` on the CPU and on the GPU. */
+#define GC_BENCH_TORCH_MODELS \
+  "def vgg():\n" \
+  "  L=[]; c=3\n" \
+  "  for v in [64,64,'M',128,128,'M',256,256,256,256,'M',512,512,512,512,'M',512,512,512,512,'M']:\n" \
+  "    if v=='M': L.append(nn.MaxPool2d(2))\n" \
+  "    else: L+= [nn.Conv2d(c,v,3,padding=1), nn.BatchNorm2d(v), nn.ReLU()]; c=v\n" \
+  "  return nn.Sequential(*L, nn.Flatten(), nn.Linear(512,10))\n" \
+  "M={'mnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n" \
+  " 'fmnist-mlp': lambda: nn.Sequential(nn.Flatten(), nn.Linear(784,256), nn.ReLU(), nn.Linear(256,128), nn.ReLU(), nn.Linear(128,64), nn.ReLU(), nn.Linear(64,10), nn.LogSoftmax(1)),\n" \
+  " 'mnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,32,3), nn.ReLU(), nn.Conv2d(32,64,3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(.25), nn.Flatten(), nn.Linear(9216,128), nn.ReLU(), nn.Dropout(.25), nn.Linear(128,10), nn.LogSoftmax(1)),\n" \
+  " 'fmnist-cnn': lambda: nn.Sequential(nn.Conv2d(1,16,5,padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16,32,5,padding=2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1568,10), nn.LogSoftmax(1)),\n" \
+  " 'cifar-vgg19': vgg}\n"
+
 #endif /* GC_BENCH_H */

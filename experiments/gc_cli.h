@@ -97,6 +97,12 @@ int gc_cli_unknown(const gc_cli_args *a, const char *opt);
  * the program stops naming the limit: OpenBLAS would spin for ever on a
  * failed allocation in the middle of a run. */
 int gc_cli_start(const char *cmd);
+/* Replace this process by the program `name` found beside it (argv[0]'s
+ * folder, then the executable's, then the PATH), with the same arguments.
+ * `gradcomp train --device cuda` runs gradcomp-cuda so: only that program
+ * maps cuBLAS (~600 MB of address space), not every gradcomp command.
+ * Returns only on failure, with the exit status after the message. */
+int gc_cli_exec_sibling(const char *cmd, const char *name);
 /* The note Ctrl-C prints, e.g. where the results are and how to resume
  * (copied; at most 1000 bytes).  Default: "interrupted; rows written so far
  * are kept". */

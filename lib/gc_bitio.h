@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gc_rng.h"   /* GC_HD: __host__ __device__ under nvcc */
+
 /* ---- bit writer ------------------------------------------------------- */
 
 typedef struct gc__bw {
@@ -230,13 +232,6 @@ static inline uint16_t gc__minifloat_from_double(double d, unsigned eb,
  * float (test_bitio checks all 2^32 patterns).  The GPU encoder uses it
  * because the device's __float2half_rn rounded the tie 1 + 2^-11 up on an
  * H100 (CUDA 13.0), so the CPU's messages were not reproduced. */
-#ifndef GC_HD
-#if defined(__CUDACC__)
-#define GC_HD __host__ __device__
-#else
-#define GC_HD
-#endif
-#endif
 static inline GC_HD uint16_t gc__half_from_float_bits(uint32_t u)
 {
   uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;

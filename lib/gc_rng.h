@@ -12,12 +12,10 @@
 #include <stdint.h>
 #include <math.h>
 
-#ifndef GC_HD
 #if defined(__CUDACC__)
 #define GC_HD __host__ __device__
 #else
 #define GC_HD
-#endif
 #endif
 
 #ifdef __cplusplus

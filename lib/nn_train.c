@@ -973,6 +973,23 @@ static int setup(run *r)
 
 /* ---- the loop ------------------------------------------------------------- */
 
+/* For a device: step s's batches of the P workers gathered in worker
+ * order, and each worker's copy of the running statistics. */
+static void gather_batches(run *r, size_t s)
+{
+  size_t P = r->c->workers, B = r->c->batch, dim = r->train.dim, ns = r->ns;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
+  for (size_t p = 0; p < P; p++) {
+    const uint32_t *ord = r->order + r->off[p] + s * B;
+    for (size_t b = 0; b < B; b++) {
+      memcpy(r->xb + (p * B + b) * dim, r->train.x + (size_t) ord[b] * dim,
+             dim * sizeof *r->xb);
+      r->yb[p * B + b] = r->train.y[ord[b]];
+    }
+    memcpy(r->wstats + p * ns, r->stats, ns * sizeof *r->wstats);
+  }
+}
+
 /* The state moves to where the next step runs: the device's step for the
  * plain steps, the CPU's gc_sim for probed steps, checkpoints and the
  * evaluation.  The two step bit-identically, so the trajectory does not
@@ -994,44 +1011,23 @@ static int device_step_sync(run *r, int to_device)
   return GC_SUCCESS;
 }
 
-/* Step s's gradients on the device's step, at its own point. */
+/* Step s's gradients on the device's step, at its own point, kept there. */
 static int device_step_grads(run *r, size_t s, size_t steps)
 {
   const gc_train_config *c = r->c;
-  size_t P = c->workers, B = c->batch, dim = r->train.dim, ns = r->ns;
-  #pragma omp parallel for schedule(static) num_threads((int) r->T)
-  for (size_t p = 0; p < P; p++) {
-    const uint32_t *ord = r->order + r->off[p] + s * B;
-    for (size_t b = 0; b < B; b++) {
-      memcpy(r->xb + (p * B + b) * dim, r->train.x + (size_t) ord[b] * dim,
-             dim * sizeof *r->xb);
-      r->yb[p * B + b] = r->train.y[ord[b]];
-    }
-    memcpy(r->wstats + p * ns, r->stats, ns * sizeof *r->wstats);
-  }
-  return c->device->step_grads(r->dstep, r->wstats, r->xb, r->yb, B, c->seed,
+  gather_batches(r, s);
+  return c->device->step_grads(r->dstep, r->wstats, r->xb, r->yb, c->batch, c->seed,
                                (uint32_t) steps, r->loss);
 }
 
-/* Step s of the epoch on the device: the P workers' batches gathered in
- * worker order, each worker's copy of the running statistics, and one call
- * for every worker's loss and gradient (worker p keyed as on the CPU). */
+/* Step s on the device: one call for every worker's loss and gradient
+ * (worker p keyed as on the CPU), into the host's grads. */
 static int device_grads(run *r, const float *x, size_t s, size_t steps)
 {
   const gc_train_config *c = r->c;
-  size_t P = c->workers, B = c->batch, dim = r->train.dim, ns = r->ns;
-  #pragma omp parallel for schedule(static) num_threads((int) r->T)
-  for (size_t p = 0; p < P; p++) {
-    const uint32_t *ord = r->order + r->off[p] + s * B;
-    for (size_t b = 0; b < B; b++) {
-      memcpy(r->xb + (p * B + b) * dim, r->train.x + (size_t) ord[b] * dim,
-             dim * sizeof *r->xb);
-      r->yb[p * B + b] = r->train.y[ord[b]];
-    }
-    memcpy(r->wstats + p * ns, r->stats, ns * sizeof *r->wstats);
-  }
-  return c->device->grads(r->dev, x, r->wstats, r->xb, r->yb, P, B, 1, c->seed,
-                          0, (uint32_t) steps, r->loss, r->grads);
+  gather_batches(r, s);
+  return c->device->grads(r->dev, x, r->wstats, r->xb, r->yb, c->workers, c->batch,
+                          1, c->seed, 0, (uint32_t) steps, r->loss, r->grads);
 }
 
 int gc_train_run(const gc_train_config *c, gc_train_result *res)
