@@ -19,8 +19,6 @@
 #include <string.h>
 #include <cublas_v2.h>
 
-#include <time.h>
-
 #include "gc_cuda_internal.cuh"
 #include "gc_cuda_nn.h"
 #include "gc_cuda_sim.h"
@@ -924,11 +922,14 @@ int to_device(void *d, void *h, const void *src, size_t bytes, cudaStream_t st)
   return GC_SUCCESS;
 }
 
-int type_grads(void *dev, const float *w, float *stats, const float *x, const uint8_t *y,
-               size_t G, size_t B, int train, uint64_t seed, uint32_t worker0,
-               uint32_t step, double *loss, float *grads)
+/* The nets' losses and gradients at d_w (device) from host batches: the
+ * statistics, batches and labels staged in, the losses (and in training
+ * the statistics) back; the gradients back into grads, or left in d_grads
+ * when grads is NULL (the type's own step reads them there). */
+int staged_grads(gc_cuda_nn *nn, const float *d_w, float *stats, const float *x,
+                 const uint8_t *y, size_t G, size_t B, int train, uint64_t seed,
+                 uint32_t worker0, uint32_t step, double *loss, float *grads)
 {
-  gc_cuda_nn *nn = (gc_cuda_nn *) dev;
   GC_TRY(check_shape(nn, G, B));
   if (nn->ns && !stats)
     GC_ERROR("the model has BatchNorm statistics but none were given", GC_EINVAL);
@@ -936,25 +937,37 @@ int type_grads(void *dev, const float *w, float *stats, const float *x, const ui
   size_t nst = (train ? G : 1) * nn->ns;
   /* the pinned buffers are reused only after the stream has drained them:
    * every call ends with a synchronisation */
-  GC_TRY(to_device(nn->d_w, nn->h_w, w, nn->d * sizeof *w, st));
   GC_TRY(to_device(nn->d_stats, nn->h_stats, stats, nst * sizeof *stats, st));
   GC_TRY(to_device(nn->d_x, nn->h_x, x, G * B * nn->in_dim * sizeof *x, st));
   GC_TRY(to_device(nn->d_y, nn->h_y, y, G * B, st));
-  GC_TRY(gc_cuda_nn_grads(nn, nn->d_w, nn->d_stats, nn->d_x, nn->d_y, G, B, train, seed,
+  GC_TRY(gc_cuda_nn_grads(nn, d_w, nn->d_stats, nn->d_x, nn->d_y, G, B, train, seed,
                           worker0, step, nn->d_loss, nn->d_grads, st));
   GC_CUDA_TRY(cudaMemcpyAsync(nn->h_loss, nn->d_loss, G * sizeof *loss,
                               cudaMemcpyDeviceToHost, st));
-  GC_CUDA_TRY(cudaMemcpyAsync(nn->h_grads, nn->d_grads, G * nn->d * sizeof *grads,
-                              cudaMemcpyDeviceToHost, st));
+  if (grads)
+    GC_CUDA_TRY(cudaMemcpyAsync(nn->h_grads, nn->d_grads, G * nn->d * sizeof *grads,
+                                cudaMemcpyDeviceToHost, st));
   if (train && nst)
     GC_CUDA_TRY(cudaMemcpyAsync(nn->h_stats, nn->d_stats, nst * sizeof *stats,
                                 cudaMemcpyDeviceToHost, st));
   GC_CUDA_TRY(cudaStreamSynchronize(st));
   memcpy(loss, nn->h_loss, G * sizeof *loss);
-  memcpy(grads, nn->h_grads, G * nn->d * sizeof *grads);
+  if (grads)
+    memcpy(grads, nn->h_grads, G * nn->d * sizeof *grads);
   if (train && nst)
     memcpy(stats, nn->h_stats, nst * sizeof *stats);
   return GC_SUCCESS;
+}
+
+int type_grads(void *dev, const float *w, float *stats, const float *x, const uint8_t *y,
+               size_t G, size_t B, int train, uint64_t seed, uint32_t worker0,
+               uint32_t step, double *loss, float *grads)
+{
+  gc_cuda_nn *nn = (gc_cuda_nn *) dev;
+  GC_TRY(check_shape(nn, G, B));   /* before anything is queued */
+  GC_TRY(to_device(nn->d_w, nn->h_w, w, nn->d * sizeof *w, nn->stream));
+  return staged_grads(nn, nn->d_w, stats, x, y, G, B, train, seed, worker0, step, loss,
+                      grads);
 }
 
 int type_evaluate(void *dev, const float *w, const float *stats, const gc_dataset *ds,
@@ -1034,47 +1047,21 @@ void step_free(void *p)
   free(s);
 }
 
+/* gc_cuda_sim_step returns with the point final, and staged_grads ends
+ * with a synchronisation, so the step's own stream may read d_grads next. */
 int step_grads(void *p, float *stats, const float *x, const uint8_t *y, size_t B,
                uint64_t seed, uint32_t t, double *loss)
 {
   cuda_step *s = (cuda_step *) p;
-  gc_cuda_nn *nn = s->nn;
-  size_t G = s->P, nst = G * nn->ns;
-  GC_TRY(check_shape(nn, G, B));
-  cudaStream_t st = nn->stream;
-  GC_TRY(to_device(nn->d_stats, nn->h_stats, stats, nst * sizeof *stats, st));
-  GC_TRY(to_device(nn->d_x, nn->h_x, x, G * B * nn->in_dim * sizeof *x, st));
-  GC_TRY(to_device(nn->d_y, nn->h_y, y, G * B, st));
-  /* gc_cuda_sim_step returns with the point final, so it can be read here */
-  GC_TRY(gc_cuda_nn_grads(nn, gc_cuda_sim_point(s->sim), nn->d_stats, nn->d_x, nn->d_y,
-                          G, B, 1, seed, 0, t, nn->d_loss, nn->d_grads, st));
-  GC_CUDA_TRY(cudaMemcpyAsync(nn->h_loss, nn->d_loss, G * sizeof *loss,
-                              cudaMemcpyDeviceToHost, st));
-  if (nst)
-    GC_CUDA_TRY(cudaMemcpyAsync(nn->h_stats, nn->d_stats, nst * sizeof *stats,
-                                cudaMemcpyDeviceToHost, st));
-  /* the step runs on the simulator's stream: the gradients must be done */
-  GC_CUDA_TRY(cudaStreamSynchronize(st));
-  memcpy(loss, nn->h_loss, G * sizeof *loss);
-  if (nst)
-    memcpy(stats, nn->h_stats, nst * sizeof *stats);
-  return GC_SUCCESS;
+  return staged_grads(s->nn, gc_cuda_sim_point(s->sim), stats, x, y, s->P, B, 1, seed, 0, t,
+                      loss, NULL);
 }
 
-double seconds_now()
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
-
-int step_run(void *p, double lr, size_t *support, double *seconds)
+int step_run(void *p, double lr, size_t *support)
 {
   cuda_step *s = (cuda_step *) p;
-  double t0 = seconds_now();
   int rc = gc_cuda_sim_step(s->sim, s->nn->d_grads, lr);
   *support = gc_cuda_sim_support_union(s->sim);
-  *seconds = seconds_now() - t0;
   return rc;
 }
 

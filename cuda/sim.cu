@@ -12,7 +12,7 @@
  *                division, the nonzero count and the overflow check
  *   downlink     sgd: agg densely; uni: gc__exact_encode's message; bi,
  *                downlink, DoubleSqueeze: gc_ef_step on the server memory
- *   apply        x += scale*D with algo.c's apply_scale, then the
+ *   apply        x += scale*D with gc__algo_apply_scale, then the
  *                divergence check of gc_sim_step
  * The kernels written here use the _rn intrinsics, so nvcc cannot fuse a
  * product and a sum into an FMA the CPU does not use (lib/ is built with
@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gc_algo_rules.h"
 #include "gc_cuda_internal.cuh"
 #include "gc_cuda_sim.h"
 #include "gc_npy.h"
@@ -41,32 +42,6 @@ namespace {
  * and the count of nonzeros of the average. */
 enum { F_AGG = 0, F_NNZ = 1, F_X = 2, F_WORKER = 3 };
 constexpr unsigned long long NO_INDEX = ~0ull;
-
-enum { UP_DENSE, UP_COMP };
-enum { DOWN_DENSE, DOWN_EXACT, DOWN_COMP };
-
-int up_coding(gc_algo_kind k)
-{
-  return (k == GC_ALGO_SGD || k == GC_ALGO_DOWNLINK) ? UP_DENSE : UP_COMP;
-}
-
-int down_coding(gc_algo_kind k)
-{
-  return k == GC_ALGO_SGD ? DOWN_DENSE : k == GC_ALGO_UNI ? DOWN_EXACT : DOWN_COMP;
-}
-
-/* algo.c's apply_scale for the methods served here. */
-double apply_scale(gc_algo_kind k, double lr)
-{
-  return (k == GC_ALGO_UNI || k == GC_ALGO_BI) ? -1.0 : -lr;
-}
-
-/* DGC momentum applies to uni only (gc_algo_config_check refuses it
- * elsewhere); algo.c's uses_dgc. */
-bool uses_dgc(const gc_algo_config *cfg)
-{
-  return cfg->momentum > 0.0 && cfg->kind == GC_ALGO_UNI;
-}
 
 __global__ void flags_reset(unsigned long long *f, size_t m)
 {
@@ -249,10 +224,10 @@ static int host_setup(gc_cuda_sim *s, const gc_algo_config *cfg)
               "downlink, doublesqueeze)", gc_algo_name(k));
   if (cfg->dtype != GC_F32)
     GC_ERROR("gc_cuda_sim: the device transport runs float32 only", GC_EUNSUP);
-  if (up_coding(k) == UP_COMP && !gc_cuda_supports(cfg->up))
+  if (gc__algo_up_coding(k) == GC__UP_COMP && !gc_cuda_supports(cfg->up))
     GC_ERRORF(GC_EUNSUP, "gc_cuda_sim: uplink compressor %s has no device twin",
               cfg->up->name);
-  if (down_coding(k) == DOWN_COMP && !gc_cuda_supports(cfg->down))
+  if (gc__algo_down_coding(k) == GC__DOWN_COMP && !gc_cuda_supports(cfg->down))
     GC_ERRORF(GC_EUNSUP, "gc_cuda_sim: downlink compressor %s has no device twin",
               cfg->down->name);
   s->cfg = *cfg;
@@ -263,7 +238,7 @@ static int host_setup(gc_cuda_sim *s, const gc_algo_config *cfg)
     GC_ERROR("gc_cuda_sim: out of memory", GC_ENOMEM);
   if (!(s->ledger = gc_ledger_alloc(s->P)))
     return gc_last_error_code();
-  if (up_coding(k) == UP_COMP) {
+  if (gc__algo_up_coding(k) == GC__UP_COMP) {
     if (!(s->up = (gc_compressor **) calloc(s->P, sizeof *s->up)) ||
         !(s->wef = (gc_cuda_ef **) calloc(s->P, sizeof *s->wef)))
       GC_ERROR("gc_cuda_sim: out of memory", GC_ENOMEM);
@@ -276,11 +251,11 @@ static int host_setup(gc_cuda_sim *s, const gc_algo_config *cfg)
     s->upcap = gc_compressor_max_bytes(s->up[0]);
     s->upstride = (s->upcap + 255) & ~(size_t) 255;   /* aligned slots */
   }
-  if (down_coding(k) == DOWN_COMP) {
+  if (gc__algo_down_coding(k) == GC__DOWN_COMP) {
     if (!(s->down = gc_compressor_alloc(cfg->down, s->n, &cfg->down_params)))
       return gc_last_error_code();
     s->downcap = gc_compressor_max_bytes(s->down);
-  } else if (down_coding(k) == DOWN_EXACT) {
+  } else if (gc__algo_down_coding(k) == GC__DOWN_EXACT) {
     /* The threshold-0 message carries exactly the nonzeros of the average,
      * with the index coding gc_sparse_encode_dense picks (the same rule and
      * ties), so it is gc__exact_encode's sparse form but for the type tag
@@ -321,7 +296,7 @@ static int device_setup(gc_cuda_sim *s, const float *h_x0)
     GC_CUDA_TRY(cudaMalloc((void **) &s->d_down, s->downcap));
   if (s->up)
     GC_CUDA_TRY(cudaMalloc((void **) &s->d_up, P * s->upstride));
-  if (uses_dgc(cfg))
+  if (gc__algo_uses_dgc(cfg))
     GC_CUDA_TRY(cudaMalloc((void **) &s->d_scaled, vb));
   GC_CUDA_TRY(cudaMemcpy(s->d_x, h_x0, vb, cudaMemcpyHostToDevice));
 
@@ -334,15 +309,12 @@ static int device_setup(gc_cuda_sim *s, const float *h_x0)
     o.clip_norm = cfg->clip_norm;
     o.workers = cfg->workers;
     o.ef21_init = cfg->ef21_init;
-    gc_ef_kind wk = k == GC_ALGO_DOUBLESQUEEZE ? GC_EF_AFTER
-                    : uses_dgc(cfg)            ? GC_EF_DGC
-                                               : GC_EF_BEFORE;
     for (size_t p = 0; p < P; p++)
-      if (!(s->wef[p] = gc_cuda_ef_alloc(wk, n, &o)))
+      if (!(s->wef[p] = gc_cuda_ef_alloc(gc__algo_worker_ef(cfg), n, &o)))
         return gc_last_error_code();
   }
   if (s->down &&
-      !(s->sef = gc_cuda_ef_alloc(k == GC_ALGO_BI ? GC_EF_BEFORE : GC_EF_AFTER, n, NULL)))
+      !(s->sef = gc_cuda_ef_alloc(gc__algo_server_ef(k), n, NULL)))
     return gc_last_error_code();
 
   /* One scratch for every twin: they run one after another on one stream. */
@@ -416,7 +388,8 @@ extern "C" const uint8_t *gc_cuda_sim_down_message(const gc_cuda_sim *s, size_t 
   if (!s->have_down)
     return NULL;
   /* sgd's dense message is the average's own bytes: it was not copied */
-  return down_coding(s->cfg.kind) == DOWN_DENSE ? (const uint8_t *) s->d_agg : s->d_down;
+  return gc__algo_down_coding(s->cfg.kind) == GC__DOWN_DENSE ? (const uint8_t *) s->d_agg
+                                                             : s->d_down;
 }
 
 /* Wait for the stream and bring the flag block and the infos home. */
@@ -475,7 +448,7 @@ extern "C" int gc_cuda_sim_step(gc_cuda_sim *s, const float *d_grads, double lr)
 
   flags_reset<<<1, 256, 0, st>>>(f, F_WORKER + P);
   GC_CUDA_LAUNCHED();
-  if (up_coding(k) == UP_DENSE) {
+  if (gc__algo_up_coding(k) == GC__UP_DENSE) {
     dense_mean<<<grid, BLOCK, 0, st>>>(d_grads, n, P, df, s->d_agg, f);
     GC_CUDA_LAUNCHED();
     for (size_t p = 0; p < P; p++)
@@ -498,11 +471,11 @@ extern "C" int gc_cuda_sim_step(gc_cuda_sim *s, const float *d_grads, double lr)
   }
   GC_TRY(fetch(s));
   const unsigned long long *h = s->h_flags;
-  for (size_t p = 0; up_coding(k) == UP_DENSE && p < P; p++)
+  for (size_t p = 0; gc__algo_up_coding(k) == GC__UP_DENSE && p < P; p++)
     if (h[F_WORKER + p] != NO_INDEX)
       GC_ERRORF(GC_EDOM, "worker %zu: non-finite gradient at index %zu (step %u)", p,
                 (size_t) h[F_WORKER + p], (unsigned) t);
-  for (size_t p = 0; up_coding(k) == UP_COMP && p < P; p++)
+  for (size_t p = 0; gc__algo_up_coding(k) == GC__UP_COMP && p < P; p++)
     if (s->h_info[p].status != GC_SUCCESS)
       GC_ERRORF(s->h_info[p].status, "server: uplink message of worker %zu (step %u) is "
                 "malformed", p, (unsigned) t);
@@ -512,16 +485,16 @@ extern "C" int gc_cuda_sim_step(gc_cuda_sim *s, const float *d_grads, double lr)
               (size_t) h[F_AGG], (unsigned) t);
 
   /* the downlink message, and the apply */
-  const float sc = (float) apply_scale(k, lr);
+  const float sc = (float) gc__algo_apply_scale(k, lr);
   int dense_down = 0;
   const float *dense_src = s->d_agg;
   gc_compressor *dec = NULL;
-  switch (down_coding(k)) {
-  case DOWN_DENSE:
+  switch (gc__algo_down_coding(k)) {
+  case GC__DOWN_DENSE:
     s->downlen = vb;
     dense_down = 1;
     break;
-  case DOWN_EXACT: {
+  case GC__DOWN_EXACT: {
     const gc_cuda_info *ei = &s->h_info[P];
     if (ei->status != GC_SUCCESS)   /* the average was checked: not expected */
       GC_ERRORF(ei->status, "server: exact downlink encoding failed (step %u)", (unsigned) t);

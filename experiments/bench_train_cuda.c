@@ -63,7 +63,7 @@ static const char torch_gpu_script[] =
   "step(); step(); torch.cuda.synchronize(); t = time.perf_counter()\n"
   "for _ in range(steps): step()\n"
   "torch.cuda.synchronize(); s = (time.perf_counter()-t)/steps\n"
-  "print('%.6f %s' % (s, torch.cuda.get_device_name()))\n";
+  "print('%.6f' % s)\n";
 
 static void usage(FILE *out)
 {
@@ -79,7 +79,13 @@ static void usage(FILE *out)
     "rows (plain top-K step, same GPU) follow when torch with CUDA is found.\n");
 }
 
-/* A table row to stdout (at once) and to the CSV. */
+typedef struct bench {
+  size_t P, B, steps;
+  double density;
+  int on_device;            /* the step: gc_cuda_sim (1) or gc_sim (0)   */
+} bench;
+
+/* A table line to stdout (at once) and to the CSV. */
 static void emit(const char *line, FILE *out)
 {
   fputs(line, stdout);
@@ -88,11 +94,19 @@ static void emit(const char *line, FILE *out)
     fputs(line, out);
 }
 
-typedef struct bench {
-  size_t P, B, steps;
-  double density;
-  int on_device;            /* the step: gc_cuda_sim (1) or gc_sim (0)   */
-} bench;
+/* One row: images/s from the seconds per step, and over dense_ips (the
+ * same side's sgd); s_comp NAN leaves ms_compute empty. */
+static void emit_row(FILE *out, const char *model, const char *algo, const char *who,
+                     const bench *b, double s_step, double s_comp, double dense_ips)
+{
+  char line[256], comp[32] = "";
+  double ips = (double) (b->P * b->B) / s_step;
+  if (isfinite(s_comp))
+    snprintf(comp, sizeof comp, "%.3f", s_comp * 1e3);
+  snprintf(line, sizeof line, "%s,%s,%s,%zu,%zu,%.3f,%s,%.1f,%.3f\n", model, algo, who,
+           b->P, b->B, s_step * 1e3, comp, ips, ips / dense_ips);
+  emit(line, out);
+}
 
 /* One model, one algorithm: median seconds per step and of the compute. */
 static int time_algo(const bench *b, gc_cuda_nn *nn, const char *model,
@@ -181,7 +195,7 @@ static int time_algo(const bench *b, gc_cuda_nn *nn, const char *model,
 
 /* The PyTorch twin: seconds per step, or NAN. */
 static double torch_step(const char *py, const char *script, const char *model,
-                         const char *algo, const bench *b, char *gpu, size_t cap)
+                         const char *algo, const bench *b)
 {
   char cmd[1024], line[512] = "";
   snprintf(cmd, sizeof cmd, "'%s' %s %s %s %zu %zu %zu %g 2>/dev/null", py, script,
@@ -194,12 +208,7 @@ static double torch_step(const char *py, const char *script, const char *model,
   pclose(p);
   char *end;
   double s = strtod(line, &end);
-  if (end == line)
-    return NAN;
-  while (*end == ' ')
-    end++;
-  snprintf(gpu, cap, "%.*s", (int) strcspn(end, "\n"), end);
-  return s;
+  return end == line ? NAN : s;
 }
 
 int gc_bench_train_cuda(int argc, char **argv)
@@ -318,7 +327,8 @@ int gc_bench_train_cuda(int argc, char **argv)
       status = gc_cli_fail(CMD, GC_ENOMEM, "%s: out of host or device memory", model);
     } else {
       fprintf(stderr, "gradcomp bench: %s, d = %zu\n", model, d);
-      double dense = NAN;
+      /* each side's ratio is to its own dense (sgd, the first) row */
+      double dense = NAN, tdense = NAN;
       for (size_t ai = 0; ai < 3; ai++) {
         double s_step = NAN, s_comp = NAN;
         if (time_algo(&b, nn, model, algos[ai], h_w, d_stats, d_x, d_y, d_loss,
@@ -326,31 +336,21 @@ int gc_bench_train_cuda(int argc, char **argv)
           status = 1;
           continue;
         }
-        double ips = (double) (b.P * b.B) / s_step;
         if (ai == 0)
-          dense = ips;
-        char line[256];
-        snprintf(line, sizeof line, "%s,%s,%s,%zu,%zu,%.3f,%.3f,%.1f,%.3f\n", model,
-                 algos[ai], b.on_device ? "gradcomp-gpu" : "gradcomp-cpu", b.P, b.B,
-                 s_step * 1e3, s_comp * 1e3, ips, ips / dense);
-        emit(line, out);
+          dense = (double) (b.P * b.B) / s_step;
+        emit_row(out, model, algos[ai], b.on_device ? "gradcomp-gpu" : "gradcomp-cpu", &b,
+                 s_step, s_comp, dense);
       }
-      double tdense = NAN;
       for (size_t ai = 0; py && ai < 3; ai++) {
-        char gpu[256] = "";
-        double sec = torch_step(py, script, model, algos[ai], &b, gpu, sizeof gpu);
+        double sec = torch_step(py, script, model, algos[ai], &b);
         if (!isfinite(sec)) {
           fprintf(stderr, "gradcomp bench: the torch peer failed on %s %s\n", model,
                   algos[ai]);
           continue;
         }
-        double ips = (double) (b.P * b.B) / sec;
         if (ai == 0)
-          tdense = ips;
-        char line[256];
-        snprintf(line, sizeof line, "%s,%s,torch,%zu,%zu,%.3f,,%.1f,%.3f\n", model,
-                 algos[ai], b.P, b.B, sec * 1e3, ips, ips / tdense);
-        emit(line, out);
+          tdense = (double) (b.P * b.B) / sec;
+        emit_row(out, model, algos[ai], "torch", &b, sec, NAN, tdense);
       }
     }
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_stats); cudaFree(d_loss); cudaFree(d_grads);

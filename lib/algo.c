@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gc_algo.h"
+#include "gc_algo_rules.h"
 #include "gc_algo_vec.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
@@ -54,30 +55,26 @@ void gc_algo_config_default(gc_algo_config *cfg)
   cfg->clip_norm = 0.0;
 }
 
-/* How each method codes its messages. */
-enum { UP_DENSE, UP_COMP };
-enum { DOWN_DENSE, DOWN_EXACT, DOWN_COMP };
-
-static int up_coding(gc_algo_kind k)
+/* The methods' rules (gc_algo_rules.h). */
+int gc__algo_up_coding(gc_algo_kind k)
 {
   return (k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE ||
-          k == GC_ALGO_DOWNLINK) ? UP_DENSE : UP_COMP;
+          k == GC_ALGO_DOWNLINK) ? GC__UP_DENSE : GC__UP_COMP;
 }
 
-static int down_coding(gc_algo_kind k)
+int gc__algo_down_coding(gc_algo_kind k)
 {
   switch (k) {
   case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: case GC_ALGO_EF21:
-    return DOWN_DENSE;
+    return GC__DOWN_DENSE;
   case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
-    return DOWN_EXACT;
+    return GC__DOWN_EXACT;
   default:
-    return DOWN_COMP;
+    return GC__DOWN_COMP;
   }
 }
 
-/* Scale the workers apply the decoded downlink with: x += scale * D. */
-static double apply_scale(gc_algo_kind k, double lr)
+double gc__algo_apply_scale(gc_algo_kind k, double lr)
 {
   switch (k) {
   case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
@@ -90,17 +87,17 @@ static double apply_scale(gc_algo_kind k, double lr)
   }
 }
 
-static int uses_dgc(const gc_algo_config *cfg)
+int gc__algo_uses_dgc(const gc_algo_config *cfg)
 {
-  return cfg->momentum > 0.0 && down_coding(cfg->kind) == DOWN_EXACT;
+  return cfg->momentum > 0.0 && gc__algo_down_coding(cfg->kind) == GC__DOWN_EXACT;
 }
 
-static gc_ef_kind worker_ef_kind(const gc_algo_config *cfg)
+gc_ef_kind gc__algo_worker_ef(const gc_algo_config *cfg)
 {
   switch (cfg->kind) {
   case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
   case GC_ALGO_ALLREDUCE_RANDK:
-    return uses_dgc(cfg) ? GC_EF_DGC : GC_EF_BEFORE;
+    return gc__algo_uses_dgc(cfg) ? GC_EF_DGC : GC_EF_BEFORE;
   case GC_ALGO_DOUBLESQUEEZE:
     return GC_EF_AFTER;
   case GC_ALGO_EF21: case GC_ALGO_EF21_BC:
@@ -108,6 +105,13 @@ static gc_ef_kind worker_ef_kind(const gc_algo_config *cfg)
   default:
     return GC_EF_NONE;
   }
+}
+
+gc_ef_kind gc__algo_server_ef(gc_algo_kind k)
+{
+  return k == GC_ALGO_BI ? GC_EF_BEFORE
+         : k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE ? GC_EF_AFTER
+         : GC_EF_NONE;
 }
 
 int gc_algo_config_check(const gc_algo_config *cfg)
@@ -121,17 +125,17 @@ int gc_algo_config_check(const gc_algo_config *cfg)
               "[1, 2^32)", cfg->n);
   if (cfg->dtype != GC_F32 && cfg->dtype != GC_F64)
     GC_ERROR("algorithm: dtype must be float32 or float64", GC_EINVAL);
-  if (up_coding(cfg->kind) == UP_COMP && !cfg->up)
+  if (gc__algo_up_coding(cfg->kind) == GC__UP_COMP && !cfg->up)
     GC_ERRORF(GC_EINVAL, "algorithm %s needs an uplink compressor",
               gc_algo_name(cfg->kind));
-  if (down_coding(cfg->kind) == DOWN_COMP && !cfg->down)
+  if (gc__algo_down_coding(cfg->kind) == GC__DOWN_COMP && !cfg->down)
     GC_ERRORF(GC_EINVAL, "algorithm %s needs a downlink compressor",
               gc_algo_name(cfg->kind));
-  if (up_coding(cfg->kind) == UP_COMP && (cfg->up->flags & GC_COMP_NEEDS_SHAPE)
+  if (gc__algo_up_coding(cfg->kind) == GC__UP_COMP && (cfg->up->flags & GC_COMP_NEEDS_SHAPE)
       && !(cfg->up_params.segments && cfg->up_params.nsegments))
     GC_ERRORF(GC_EINVAL, "algorithm: uplink compressor %s needs layer shapes"
               " (up_params.segments)", cfg->up->name);
-  if (down_coding(cfg->kind) == DOWN_COMP &&
+  if (gc__algo_down_coding(cfg->kind) == GC__DOWN_COMP &&
       (cfg->down->flags & GC_COMP_NEEDS_SHAPE) &&
       !(cfg->down_params.segments && cfg->down_params.nsegments))
     GC_ERRORF(GC_EINVAL, "algorithm: downlink compressor %s needs layer shapes"
@@ -139,7 +143,7 @@ int gc_algo_config_check(const gc_algo_config *cfg)
   if (!(cfg->momentum >= 0.0 && cfg->momentum < 1.0))
     GC_ERROR("algorithm: momentum must lie in [0,1)", GC_EINVAL);
   /* refused rather than ignored: a run records the momentum it was given */
-  if (cfg->momentum > 0.0 && worker_ef_kind(cfg) != GC_EF_DGC)
+  if (cfg->momentum > 0.0 && gc__algo_worker_ef(cfg) != GC_EF_DGC)
     GC_ERRORF(GC_EINVAL, "algorithm %s does not apply momentum (DGC momentum"
               " works in uni, allgather and allreduce-randk): use momentum 0",
               gc_algo_name(cfg->kind));
@@ -171,7 +175,7 @@ struct gc_worker {
   gc_algo_config cfg;
   size_t rank;
   gc_compressor *up;     /* uplink encoder (compressed uplinks)       */
-  gc_compressor *down;   /* downlink decoder (DOWN_COMP)              */
+  gc_compressor *down;   /* downlink decoder (GC__DOWN_COMP)              */
   gc_ef *ef;             /* worker memory (compressed uplinks)        */
   void *sent;            /* dense uplinks: the gradient sent          */
   void *scaled;          /* DGC: lr * g                                */
@@ -207,15 +211,15 @@ gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
   w->rank = rank;
   size_t bytes = cfg->n * (size_t) cfg->dtype;
   int ok = 1;
-  if (up_coding(cfg->kind) != UP_COMP)
+  if (gc__algo_up_coding(cfg->kind) != GC__UP_COMP)
     ok = (w->sent = calloc(1, bytes)) != NULL;
-  else if (uses_dgc(cfg))
+  else if (gc__algo_uses_dgc(cfg))
     ok = (w->scaled = malloc(bytes)) != NULL;
   if (!ok) {
     gc_worker_free(w);
     GC_ERROR_NULL("worker: out of memory", GC_ENOMEM);
   }
-  if (up_coding(cfg->kind) == UP_COMP) {
+  if (gc__algo_up_coding(cfg->kind) == GC__UP_COMP) {
     gc_ef_options o;
     gc_ef_options_default(&o);
     o.momentum = cfg->momentum;
@@ -224,9 +228,9 @@ gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
     o.workers = cfg->workers;
     o.ef21_init = cfg->ef21_init;
     ok = (w->up = alloc_up(cfg, rank)) &&
-         (w->ef = gc_ef_alloc(worker_ef_kind(cfg), cfg->n, cfg->dtype, &o));
+         (w->ef = gc_ef_alloc(gc__algo_worker_ef(cfg), cfg->n, cfg->dtype, &o));
   }
-  if (ok && down_coding(cfg->kind) == DOWN_COMP)
+  if (ok && gc__algo_down_coding(cfg->kind) == GC__DOWN_COMP)
     ok = (w->down = alloc_down(cfg)) != NULL;
   if (!ok) {
     gc_worker_free(w);
@@ -254,7 +258,7 @@ int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
     return gc__dense_encode(dt, grad, n, up, cap, len);
   }
   int rc;
-  if (worker_ef_kind(cfg) == GC_EF_EF21 && !w->started &&
+  if (gc__algo_worker_ef(cfg) == GC_EF_EF21 && !w->started &&
       cfg->ef21_init == GC_EF21_INIT_GRADIENT) {
     GC_TRY(gc_ef_ef21_set(w->ef, grad));
     rc = gc__dense_encode(dt, grad, n, up, cap, len);
@@ -277,13 +281,13 @@ int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
                     uint32_t step, void *x)
 {
   const gc_algo_config *cfg = &w->cfg;
-  double s = apply_scale(cfg->kind, w->lr);
+  double s = gc__algo_apply_scale(cfg->kind, w->lr);
   int rc;
-  switch (down_coding(cfg->kind)) {
-  case DOWN_DENSE:
+  switch (gc__algo_down_coding(cfg->kind)) {
+  case GC__DOWN_DENSE:
     rc = gc__dense_decode(cfg->dtype, down, len, cfg->n, s, x);
     break;
-  case DOWN_EXACT:
+  case GC__DOWN_EXACT:
     rc = gc__exact_decode(cfg->dtype, down, len, cfg->n, s, x);
     break;
   default:
@@ -318,7 +322,7 @@ const void *gc_worker_sent(const gc_worker *w)
 struct gc_server {
   gc_algo_config cfg;
   gc_compressor **dec;   /* [P] uplink decoders (compressed uplinks) */
-  gc_compressor *down;   /* downlink encoder (DOWN_COMP)             */
+  gc_compressor *down;   /* downlink encoder (GC__DOWN_COMP)             */
   gc_ef *ef;             /* server memory: bi, b', DoubleSqueeze     */
   gc_ef *bc;             /* EF21-BC: EF21 memory w of the broadcast
                             x, sending C_s(x - w)                    */
@@ -356,7 +360,7 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
   size_t bytes = cfg->n * (size_t) cfg->dtype;
   gc_algo_kind k = cfg->kind;
   int ok = (s->agg = calloc(1, bytes)) != NULL;
-  if (ok && up_coding(k) == UP_COMP)
+  if (ok && gc__algo_up_coding(k) == GC__UP_COMP)
     ok = (s->dec = calloc(cfg->workers, sizeof *s->dec)) != NULL;
   if (ok && (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC))
     ok = (s->h = calloc(1, bytes)) != NULL;
@@ -369,12 +373,11 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
   if (s->dec)
     for (size_t p = 0; ok && p < cfg->workers; p++)
       ok = (s->dec[p] = alloc_up(cfg, p)) != NULL;
-  if (ok && down_coding(k) == DOWN_COMP)
+  if (ok && gc__algo_down_coding(k) == GC__DOWN_COMP)
     ok = (s->down = alloc_down(cfg)) != NULL;
-  if (ok && (k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK ||
-             k == GC_ALGO_DOUBLESQUEEZE))
-    ok = (s->ef = gc_ef_alloc(k == GC_ALGO_BI ? GC_EF_BEFORE : GC_EF_AFTER,
-                              cfg->n, cfg->dtype, NULL)) != NULL;
+  if (ok && gc__algo_server_ef(k) != GC_EF_NONE)
+    ok = (s->ef = gc_ef_alloc(gc__algo_server_ef(k), cfg->n, cfg->dtype,
+                              NULL)) != NULL;
   if (ok && k == GC_ALGO_EF21_BC)
     ok = (s->bc = gc_ef_alloc(GC_EF_EF21, cfg->n, cfg->dtype, NULL)) != NULL;
   if (!ok) {
@@ -406,7 +409,7 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
                     !s->started && cfg->ef21_init == GC_EF21_INIT_GRADIENT;
   gc__vzero(dt, s->agg, n);
   for (size_t p = 0; p < P; p++) {   /* fixed order 0..P-1 */
-    int rc = (up_coding(k) == UP_DENSE || first_dense)
+    int rc = (gc__algo_up_coding(k) == GC__UP_DENSE || first_dense)
                  ? gc__dense_decode(dt, up[p], up_len[p], n, 1.0, s->agg)
                  : gc__decode(dt, s->dec[p], up[p], up_len[p], step, 1.0,
                               s->agg);
@@ -492,7 +495,7 @@ static size_t comp_max_bytes(const gc_compressor_type *T, size_t n,
 size_t gc_algo_max_up_bytes(const gc_algo_config *cfg)
 {
   size_t dense = cfg->n * (size_t) cfg->dtype;
-  if (up_coding(cfg->kind) == UP_DENSE)
+  if (gc__algo_up_coding(cfg->kind) == GC__UP_DENSE)
     return dense;
   size_t b = comp_max_bytes(cfg->up, cfg->n, &cfg->up_params);
   if ((cfg->kind == GC_ALGO_EF21 || cfg->kind == GC_ALGO_EF21_BC) &&
@@ -503,10 +506,10 @@ size_t gc_algo_max_up_bytes(const gc_algo_config *cfg)
 
 size_t gc_algo_max_down_bytes(const gc_algo_config *cfg)
 {
-  switch (down_coding(cfg->kind)) {
-  case DOWN_DENSE:
+  switch (gc__algo_down_coding(cfg->kind)) {
+  case GC__DOWN_DENSE:
     return cfg->n * (size_t) cfg->dtype;
-  case DOWN_EXACT:
+  case GC__DOWN_EXACT:
     return gc__exact_max_bytes(cfg->n, cfg->dtype);
   default:
     return comp_max_bytes(cfg->down, cfg->n, &cfg->down_params);

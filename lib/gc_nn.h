@@ -152,13 +152,13 @@ typedef struct gc_nn_device_type {
    * device twin; training then steps on the CPU).  step_grads: grads (train
    * mode, G = P workers from worker 0) at the step's own point, the
    * gradients kept on the device for step_run.  step_run: gc_sim_step on
-   * them, *support = gc_server_support_union, *seconds = its wall time. */
+   * them, *support = gc_server_support_union. */
   void *(*step_alloc)(void *dev, const gc_algo_config *cfg, const float *x0);
   void (*step_free)(void *step);                      /* NULL: no-op     */
   int (*step_grads)(void *step, float *stats, const float *x,
                     const uint8_t *y, size_t B, uint64_t seed, uint32_t t,
                     double *loss);
-  int (*step_run)(void *step, double lr, size_t *support, double *seconds);
+  int (*step_run)(void *step, double lr, size_t *support);
   const gc_ledger *(*step_ledger)(const void *step);
   size_t (*step_state_bytes)(const void *step);
   int (*step_state_save)(const void *step, void *buf);

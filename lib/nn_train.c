@@ -78,7 +78,6 @@ typedef struct run {
   void *dstep;                /* the device's step, or NULL: gc_sim only  */
   int dcur;                   /* the device's step holds the latest state */
   uint8_t *dbuf;              /* gc_sim_state_bytes: moving the state     */
-  double dsecs;               /* wall seconds of the device's steps       */
   float *xb;                  /* T * B * dim gathered inputs (device: P)  */
   uint8_t *yb;                /* T * B labels                            */
   float *grads, *stats, *wstats;
@@ -1115,7 +1114,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     const gc_ledger *dlg = R.dstep ? c->device->step_ledger(R.dstep) : NULL;
     uint64_t dup0 = dlg ? gc_ledger_total(dlg, GC_UP) : 0;
     uint64_t ddown0 = dlg ? gc_ledger_total(dlg, GC_DOWN) : 0;
-    double dsecs0 = R.dsecs;
+    double tdev = 0;   /* the steps taken on the device, whole */
     for (size_t s = 0; s < spe; s++) {
       if (c->max_steps && steps >= c->max_steps)
         break;
@@ -1196,11 +1195,11 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       int probe_xi = R.xip && (R.b.on || (probe && R.xi_log));
       if (probe_xi)
         gc_xi_probe_before(R.xip, R.sim);
-      double tc = gc__now(), dsec = 0;
+      double tc = gc__now();
       size_t support = 0;
       if (on_dev) {
-        st = c->device->step_run(R.dstep, c->lr, &support, &dsec);
-        R.dsecs += dsec;
+        st = c->device->step_run(R.dstep, c->lr, &support);
+        tdev += gc__now() - tc;
       } else {
         st = gc_sim_step(R.sim, gp, c->lr);
         support = gc_server_support_union(gc_sim_server(R.sim));
@@ -1273,7 +1272,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
             (unsigned long long) upe, (unsigned long long) downe,
             usum / (double) done_here / (double) R.K,
             xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
-            tcomp, w1 - w0 + R.dsecs - dsecs0, s1 - s0 + tstats, ttot);
+            tcomp, w1 - w0 + tdev, s1 - s0 + tstats, ttot);
     if ((st = gc__flush_checked(log, path)))
       break;
     if (!c->quiet)

@@ -555,10 +555,9 @@ static int host_step_grads(void *p, float *stats, const float *x, const uint8_t 
                     t, loss, h->grads);
 }
 
-static int host_step_run(void *p, double lr, size_t *support, double *seconds)
+static int host_step_run(void *p, double lr, size_t *support)
 {
   host_step *h = p;
-  *seconds = 0;
   int st = gc_sim_step(h->sim, h->gp, lr);
   *support = gc_server_support_union(gc_sim_server(h->sim));
   return st;
