@@ -303,12 +303,7 @@ static int device_setup(gc_cuda_sim *s, const float *h_x0)
   /* the memories, with gc_worker_alloc's and gc_server_alloc's kinds */
   if (s->up) {
     gc_ef_options o;
-    gc_ef_options_default(&o);
-    o.momentum = cfg->momentum;
-    o.nesterov = cfg->nesterov;
-    o.clip_norm = cfg->clip_norm;
-    o.workers = cfg->workers;
-    o.ef21_init = cfg->ef21_init;
+    gc__algo_worker_ef_options(cfg, &o);
     for (size_t p = 0; p < P; p++)
       if (!(s->wef[p] = gc_cuda_ef_alloc(gc__algo_worker_ef(cfg), n, &o)))
         return gc_last_error_code();

@@ -107,6 +107,16 @@ gc_ef_kind gc__algo_worker_ef(const gc_algo_config *cfg)
   }
 }
 
+void gc__algo_worker_ef_options(const gc_algo_config *cfg, gc_ef_options *o)
+{
+  gc_ef_options_default(o);
+  o->momentum = cfg->momentum;
+  o->nesterov = cfg->nesterov;
+  o->clip_norm = cfg->clip_norm;
+  o->workers = cfg->workers;
+  o->ef21_init = cfg->ef21_init;
+}
+
 gc_ef_kind gc__algo_server_ef(gc_algo_kind k)
 {
   return k == GC_ALGO_BI ? GC_EF_BEFORE
@@ -221,12 +231,7 @@ gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
   }
   if (gc__algo_up_coding(cfg->kind) == GC__UP_COMP) {
     gc_ef_options o;
-    gc_ef_options_default(&o);
-    o.momentum = cfg->momentum;
-    o.nesterov = cfg->nesterov;
-    o.clip_norm = cfg->clip_norm;
-    o.workers = cfg->workers;
-    o.ef21_init = cfg->ef21_init;
+    gc__algo_worker_ef_options(cfg, &o);
     ok = (w->up = alloc_up(cfg, rank)) &&
          (w->ef = gc_ef_alloc(gc__algo_worker_ef(cfg), cfg->n, cfg->dtype, &o));
   }

@@ -20,6 +20,9 @@ double gc__algo_apply_scale(gc_algo_kind k, double lr);
 /* Momentum: the DGC memory on lr*g (uni, allgather, allreduce-randk). */
 int gc__algo_uses_dgc(const gc_algo_config *cfg);
 gc_ef_kind gc__algo_worker_ef(const gc_algo_config *cfg);
+/* The options of a worker's memory: cfg's momentum, Nesterov, clipping,
+ * P and EF21 start. */
+void gc__algo_worker_ef_options(const gc_algo_config *cfg, gc_ef_options *o);
 /* The server's memory: bi keeps it on the step (BEFORE), downlink-only and
  * DoubleSqueeze in gradient units (AFTER); GC_EF_NONE for the rest. */
 gc_ef_kind gc__algo_server_ef(gc_algo_kind k);
