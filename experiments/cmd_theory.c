@@ -512,7 +512,11 @@ static int cmd_bounds(int argc, char **argv)
     else if (!strcmp(o, "--density")) {
       err = gc_cli_double(CMD, o, v, &density);
       density_set = 1;
-    } else if (!strcmp(o, "--levels")) err = gc_cli_size(CMD, o, v, &levels);
+    } else if (!strcmp(o, "--levels")) {
+      err = gc_cli_size(CMD, o, v, &levels);
+      if (!err && (levels == 0 || levels > 1u << 20))
+        return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
+    }
     else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
     else if (!strcmp(o, "--problem")) {
       if (np == MAXP)
@@ -547,6 +551,9 @@ static int cmd_bounds(int argc, char **argv)
     return gc_cli_usage_error(CMD, "--draws must be at most 10000");
   if (lr_opt < 0 || !isfinite(lr_opt))
     return gc_cli_usage_error(CMD, "--lr must be > 0");
+  gc_lr_schedule probe_sched;   /* its syntax, before any output is written */
+  if (schedule && gc_lr_schedule_parse(schedule, 1, 1, &probe_sched))
+    return gc_cli_usage_error(CMD, "bad --lr-schedule '%s'", schedule);
   if (np == 0) {
     problems[np++] = "toy";
     problems[np++] = "cycle9";
