@@ -276,7 +276,8 @@ static void trajectory_usage(FILE *out)
           "  --lr-schedule SPEC: constant (the step --lr), inverse:c=C,a=A (step c/(a+t))\n"
           "  or mem-sgd:a=A (step 8/(mu(a+t)) with the problem's mu, Stich et al. 2018);\n"
           "  a decreasing schedule also reports F(xbar_T)-F* of the weighted average\n"
-          "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6).\n"
+          "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6); it runs\n"
+          "  in-process only.\n"
           "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
           "       support_union\n", gc_cli_algorithm_names("|"));
 }
@@ -324,6 +325,8 @@ static int cmd_trajectory(int argc, char **argv)
   int constant = !schedule || !strcmp(schedule, "constant");
   if (constant && !(lr > 0))   /* also when --lr is not given (lr = 0) */
     return gc_cli_usage_error(CMD, "trajectory: --lr must be given and > 0");
+  if (!constant && tro.mpi)   /* the MPI worker ranks step with one lr */
+    return gc_cli_usage_error(CMD, "trajectory: --lr-schedule needs --transport inproc");
   if (steps == 0 || steps > 100000000)
     return gc_cli_usage_error(CMD, "trajectory: --steps must be in [1, 1e8]");
   if (!dd_set)
