@@ -219,6 +219,7 @@ typedef struct algo_opts {
   double density, density_down;
   size_t k, k_down;
   int ties;
+  size_t levels;        /* QSGD s; 0: the library's default */
 } algo_opts;
 
 static int make_config(const algo_opts *o, size_t d, gc_algo_config *cfg)
@@ -244,6 +245,11 @@ static int make_config(const algo_opts *o, size_t d, gc_algo_config *cfg)
   cfg->down_params.k = o->k_down;
   cfg->down_params.density = o->density_down;
   cfg->down_params.ties = o->ties;
+  if (o->levels) {
+    if (o->levels > 1u << 20)
+      return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
+    cfg->up_params.levels = cfg->down_params.levels = (unsigned) o->levels;
+  }
   return 0;
 }
 
@@ -256,7 +262,7 @@ static void trajectory_usage(FILE *out)
           "         --algorithm %s\n"
           "         --compressor NAME [--compressor-down NAME]\n"
           "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
-          "         --lr A --steps N [--seed S] [--csv FILE]\n"
+          "         (--lr A | --lr-schedule SPEC) --steps N [--seed S] [--csv FILE]\n"
           "         [--transport inproc|mpi] [--save-x FILE.npy]\n"
           "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
           "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
@@ -267,14 +273,19 @@ static void trajectory_usage(FILE *out)
           "  quadratic spec: key=value list of P, d, L, mu, spectrum=geom|lin, hetero,\n"
           "  x0, sigma, seed, rotate=0|1 (e.g. quadratic:P=8,d=64,L=10,mu=0.1).\n"
           "  npy:DIR reads DIR/A.npy (optional), DIR/b.npy, DIR/x0.npy.\n"
+          "  --lr-schedule SPEC: constant (the step --lr), inverse:c=C,a=A (step c/(a+t))\n"
+          "  or mem-sgd:a=A (step 8/(mu(a+t)) with the problem's mu, Stich et al. 2018);\n"
+          "  a decreasing schedule also reports F(xbar_T)-F* of the weighted average\n"
+          "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6); it runs\n"
+          "  in-process only.\n"
           "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
           "       support_union\n", gc_cli_algorithm_names("|"));
 }
 
 static int cmd_trajectory(int argc, char **argv)
 {
-  algo_opts a = { "uni", "topk", NULL, 0.01, 0.01, 0, 0, GC_TIES_LOW };
-  const char *problem = NULL, *csv = NULL;
+  algo_opts a = { "uni", "topk", NULL, 0.01, 0.01, 0, 0, GC_TIES_LOW, 0 };
+  const char *problem = NULL, *csv = NULL, *schedule = NULL;
   double lr = 0;
   size_t steps = 0;
   uint64_t seed = 0;
@@ -299,6 +310,7 @@ static int cmd_trajectory(int argc, char **argv)
     else if (!strcmp(o, "--problem")) problem = v;
     else if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr);
+    else if (!strcmp(o, "--lr-schedule")) schedule = v;
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
     else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
     else if (!gc_transport_option(CMD, o, v, &tro, &err))
@@ -310,8 +322,11 @@ static int cmd_trajectory(int argc, char **argv)
     return args.exit;
   if (!problem)
     return gc_cli_usage_error(CMD, "trajectory: --problem is required");
-  if (!(lr > 0))   /* also when --lr is not given (lr = 0) */
+  int constant = !schedule || !strcmp(schedule, "constant");
+  if (constant && !(lr > 0))   /* also when --lr is not given (lr = 0) */
     return gc_cli_usage_error(CMD, "trajectory: --lr must be given and > 0");
+  if (!constant && tro.mpi)   /* the MPI worker ranks step with one lr */
+    return gc_cli_usage_error(CMD, "trajectory: --lr-schedule needs --transport inproc");
   if (steps == 0 || steps > 100000000)
     return gc_cli_usage_error(CMD, "trajectory: --steps must be in [1, 1e8]");
   if (!dd_set)
@@ -321,6 +336,11 @@ static int cmd_trajectory(int argc, char **argv)
   gc_problem *prob;
   if (gc_problem_parse(problem, seed, &prob))
     return gc_cli_fail(CMD, 1, "bad --problem '%s'", problem);
+  gc_lr_schedule sched;
+  if (gc_lr_schedule_parse(schedule ? schedule : "constant", lr, prob->mu, &sched)) {
+    gc_problem_free(prob);
+    return gc_cli_usage_error(CMD, "trajectory: bad --lr-schedule '%s'", schedule);
+  }
   gc_algo_config cfg;
   int st = make_config(&a, prob->n, &cfg);
   if (st) {
@@ -329,10 +349,12 @@ static int cmd_trajectory(int argc, char **argv)
   }
   cfg.up_params.seed = cfg.down_params.seed = seed;
   gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
-  if (!r) {
+  if (!r || (sched.kind == GC_LR_INVERSE && gc_theory_run_set_average(r, sched.a))) {
+    gc_theory_run_free(r);
     gc_problem_free(prob);
     return gc_cli_fail(CMD, 1, "cannot set up the run");
   }
+  lr = gc_lr_schedule_at(&sched, 0);
   int worker_exit = gc_trajectory_transport_begin(&tro, r, prob, &cfg, lr, steps);
   if (worker_exit >= 0) {   /* an MPI worker rank, done */
     gc_theory_run_free(r);
@@ -357,7 +379,7 @@ static int cmd_trajectory(int argc, char **argv)
   int rc = 0;
   gc_probe_row row;
   for (size_t t = 0; t < steps; t++) {
-    st = gc_theory_run_step(r, lr, &row);
+    st = gc_theory_run_step(r, gc_lr_schedule_at(&sched, t), &row);
     if (st == GC_SUCCESS && !(isfinite(row.f_gap) && isfinite(row.grad_norm2)))
       st = GC_EDIVERGE;
     if (st != GC_SUCCESS) {
@@ -380,11 +402,15 @@ static int cmd_trajectory(int argc, char **argv)
                        a.algorithm);
     printf("problem %s: P=%zu d=%zu L=%.6g mu=%.6g F*=%.17g\n", prob->name,
            prob->workers, prob->n, prob->L, prob->mu, prob->fstar);
-    printf("algorithm %s, compressor %s/%s, K=%zu K_d=%zu, lr=%g, steps=%zu\n",
+    char sname[96];
+    gc_lr_schedule_name(&sched, sname, sizeof sname);
+    printf("algorithm %s, compressor %s/%s, K=%zu K_d=%zu, lr %s, steps=%zu\n",
            a.algorithm, a.comp, a.comp_down ? a.comp_down : a.comp, s.k, s.k_down,
-           lr, s.steps);
+           sname, s.steps);
     printf("F-F*: start %.6g, final %.6g; ||grad F||^2 min %.6g mean %.6g\n",
            s.f0_gap, s.final_gap, s.min_grad2, s.mean_grad2);
+    if (sched.kind == GC_LR_INVERSE)
+      printf("weighted average xbar_T (w_t = (a+t)^2): F(xbar_T)-F* %.6g\n", s.wavg_gap);
     printf("xi: mean %.6g max %.6g; xi_bi: mean %.6g max %.6g\n", s.xi_mean,
            s.xi_max, s.xi_bi_mean, s.xi_bi_max);
     printf("contraction up: worst %.6g mean %.6g (K/d %.6g); down: worst %.6g mean %.6g\n",
@@ -415,11 +441,16 @@ static void bounds_usage(FILE *out)
   fprintf(out,
           "usage: gradcomp theory bounds [--list] [--csv FILE] [--steps N] [--problem P]...\n"
           "                              [--compressors c1,c2] [--algorithms a1,a2]\n"
-          "                              [--lr A] [--runs R] [--draws M] [--seed S]\n"
+          "                              [--lr A | --lr-schedule SPEC] [--runs R]\n"
+          "                              [--draws M] [--seed S] [--density R]\n"
+          "                              [--levels S]\n"
           "  Runs every algorithm x compressor x problem, measures the constants the\n"
           "  theorems need and prints one row per bound: nonconvex_4.3 (mean_t\n"
-          "  ||grad F||^2), ef_sgd_4.6 (min_t, Karimireddy et al.) and ef21_3d (mean_t,\n"
-          "  Richtarik et al.).  A bound is printed only when the run meets its\n"
+          "  ||grad F||^2), ef_sgd_4.6 (min_t, Karimireddy et al.), ef21_3d (mean_t,\n"
+          "  Richtarik et al.), mem_sgd_2.4 (F(xbar_T)-F* of the weighted average,\n"
+          "  Stich et al. 2018; needs --lr-schedule mem-sgd:a=A, uni and P = 1) and\n"
+          "  omega_ef_4.8 (mean_t, unbiased uplink with omega < 1: randk-unbiased,\n"
+          "  qsgd, terngrad).  A bound is printed only when the run meets its\n"
           "  theorem's assumptions (workers P, exact or noisy gradients, compressor\n"
           "  class and contraction, step-size cap, constant step); otherwise the row\n"
           "  says 'refused' and names the failed assumption with the measured value.\n"
@@ -433,10 +464,18 @@ static void bounds_usage(FILE *out)
           "  quadratic:P=1,d=50 (lr 0.1/L); algorithms sgd,uni,bi,downlink,doublesqueeze,\n"
           "  ef21; compressors topk,randk at K = 1 (toy, cycle9) or density 0.1;\n"
           "  1000 steps; R = 8; M = 16; S = 0.  --lr replaces every default step size.\n"
+          "  --density R replaces the compressors' density (also for toy, cycle9);\n"
+          "  --levels S sets the QSGD levels (omega = min(d/S^2, sqrt(d)/S)).\n"
+          "  --lr-schedule SPEC: constant, inverse:c=C,a=A (step c/(a+t)) or\n"
+          "  mem-sgd:a=A (step 8/(mu(a+t)), mu of each problem); the constant-step\n"
+          "  bounds refuse a decreasing schedule.\n"
           "  CSV (no field contains a comma; the problem spec's commas become ';'):\n"
           "       problem,algorithm,compressor,density,steps,lr,L,gamma,xi_max,\n"
           "       measured_min_grad2,measured_mean_grad2,bound,bound_name,runs,sigma,\n"
-          "       delta,bounds,expectation,measured,status,failed_assumption\n");
+          "       delta,bounds,expectation,measured,lr_schedule,alpha,status,\n"
+          "       failed_assumption\n"
+          "  bounds: min_t_grad2, mean_t_grad2 or wavg_fgap (F(xbar_T)-F*); alpha: the\n"
+          "  alpha of mem_sgd_2.4, omega of omega_ef_4.8.\n");
 }
 
 /* The problem spec as one CSV field: commas become ';'. */
@@ -452,10 +491,11 @@ static int cmd_bounds(int argc, char **argv)
 {
   enum { MAXP = 16, MAXL = 32 };
   const char *problems[MAXP];
-  size_t np = 0, steps = 1000, nc = 0, na = 0, runs = 8, draws = 16;
-  double lr_opt = 0;
+  size_t np = 0, steps = 1000, nc = 0, na = 0, runs = 8, draws = 16, levels = 0;
+  double lr_opt = 0, density = 0.1;
+  int density_set = 0;
   uint64_t seed = 0;
-  const char *csv = NULL;
+  const char *csv = NULL, *schedule = NULL;
   const gc_compressor_type *comps[MAXL];
   gc_algo_kind algs[MAXL];
   int list = 0;
@@ -471,6 +511,15 @@ static int cmd_bounds(int argc, char **argv)
     else if (!strcmp(o, "--runs")) err = gc_cli_size(CMD, o, v, &runs);
     else if (!strcmp(o, "--draws")) err = gc_cli_size(CMD, o, v, &draws);
     else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr_opt);
+    else if (!strcmp(o, "--lr-schedule")) schedule = v;
+    else if (!strcmp(o, "--density")) {
+      err = gc_cli_double(CMD, o, v, &density);
+      density_set = 1;
+    } else if (!strcmp(o, "--levels")) {
+      err = gc_cli_size(CMD, o, v, &levels);
+      if (!err && (levels == 0 || levels > 1u << 20))
+        return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
+    }
     else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
     else if (!strcmp(o, "--problem")) {
       if (np == MAXP)
@@ -505,6 +554,9 @@ static int cmd_bounds(int argc, char **argv)
     return gc_cli_usage_error(CMD, "--draws must be at most 10000");
   if (lr_opt < 0 || !isfinite(lr_opt))
     return gc_cli_usage_error(CMD, "--lr must be > 0");
+  gc_lr_schedule probe_sched;   /* its syntax, before any output is written */
+  if (schedule && gc_lr_schedule_parse(schedule, 1, 1, &probe_sched))
+    return gc_cli_usage_error(CMD, "bad --lr-schedule '%s'", schedule);
   if (np == 0) {
     problems[np++] = "toy";
     problems[np++] = "cycle9";
@@ -520,7 +572,7 @@ static int cmd_bounds(int argc, char **argv)
   if (csv && !(f = open_csv(csv, "problem,algorithm,compressor,density,steps,lr,L,gamma,"
                                  "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
                                  "bound_name,runs,sigma,delta,bounds,expectation,measured,"
-                                 "status,failed_assumption\n")))
+                                 "lr_schedule,alpha,status,failed_assumption\n")))
     return 1;
   printf("%-20s %-13s %-6s %7s %9s %-13s %-13s %12s %12s  %s\n", "problem", "algorithm",
          "comp", "density", "lr", "bound", "bounds", "measured", "bound", "status");
@@ -537,6 +589,15 @@ static int cmd_bounds(int argc, char **argv)
     int is_toy = !strcmp(problems[ip], "toy"), is_c9 = !strcmp(problems[ip], "cycle9");
     int small = is_toy || is_c9;
     double lr = lr_opt > 0 ? lr_opt : is_toy ? 0.01 : is_c9 ? 0.5 : 0.1 / prob->L;
+    gc_lr_schedule sched;
+    if (gc_lr_schedule_parse(schedule ? schedule : "constant", lr, prob->mu, &sched)) {
+      gc_problem_free(prob);
+      rc = gc_cli_usage_error(CMD, "bad --lr-schedule '%s'", schedule);
+      break;
+    }
+    char sname[96];
+    gc_lr_schedule_name(&sched, sname, sizeof sname);
+    lr = gc_lr_schedule_at(&sched, 0);
     for (size_t j = 0; j < na && !rc; j++) {
       gc_algo_kind kind = algs[j];
       const char *aname = gc_algo_name(kind);
@@ -544,13 +605,15 @@ static int cmd_bounds(int argc, char **argv)
         if ((kind == GC_ALGO_SGD || kind == GC_ALGO_ALLREDUCE) && c > 0)
           break;   /* no compression: one row */
         const char *cname = comps[c]->name;
-        algo_opts a = { aname, cname, NULL, 0.1, 0.1, small ? 1 : 0,
-                        small ? 1 : 0, GC_TIES_LOW };
+        algo_opts a = { aname, cname, NULL, density, density,
+                        small && !density_set ? 1 : 0, small && !density_set ? 1 : 0,
+                        GC_TIES_LOW, levels };
         gc_algo_config cfg;
         if ((rc = make_config(&a, prob->n, &cfg)))
           break;
         gc_bound_case bc;
-        int st = gc_theory_bounds_run(prob, &cfg, lr, steps, runs, draws, seed, &bc);
+        int st = gc_theory_bounds_run_schedule(prob, &cfg, &sched, steps, runs, draws,
+                                               seed, &bc);
         if (st != GC_SUCCESS) {
           rc = gc_cli_fail(CMD, st, "%s/%s on %s diverged or failed", aname, cname,
                            problems[ip]);
@@ -564,7 +627,7 @@ static int cmd_bounds(int argc, char **argv)
                                        : 1.0;
         for (size_t q = 0; q < GC_BOUND_COUNT; q++) {
           const gc_bound_row *b = &rows[q];
-          const char *on = b->on == GC_BOUND_ON_MIN ? "min_t_grad2" : "mean_t_grad2";
+          const char *on = gc_bound_on_name(b->on);
           const char *ex = b->expectation ? "expectation" : "path";
           int ok = !b->failed[0];
           char what[32];
@@ -574,10 +637,11 @@ static int cmd_bounds(int argc, char **argv)
                  b->value, ok ? "ok" : "refused: ", b->failed);
           if (f) {
             fprintf(f, "%s,%s,%s,%.17g,%zu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%s,"
-                       "%zu,%.17g,%.17g,%s,%s,%.17g,%s,%s\n",
+                       "%zu,%.17g,%.17g,%s,%s,%.17g,%s,%.17g,%s,%s\n",
                     pfield, aname, cname, dens, bc.T, lr, prob->L, b->gamma, b->xi,
                     bc.min_grad2, bc.mean_grad2, b->value, b->name, bc.runs, bc.sigma,
-                    b->delta, on, ex, b->measured, ok ? "ok" : "refused", b->failed);
+                    b->delta, on, ex, b->measured, sname, b->alpha,
+                    ok ? "ok" : "refused", b->failed);
             if ((rc = gc_cli_csv_flush(CMD, f, csv)))
               break;
           }

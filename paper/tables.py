@@ -415,7 +415,8 @@ def table_bounds(res):
             continue
         if "status" in r:
             m, on = r.get("measured"), str(r.get("bounds") or "")
-            on = ("min" if on.startswith("min") else "mean") + (
+            on = ("min" if on.startswith("min") else
+                  "wavg gap" if on.startswith("wavg") else "mean") + (
                 " (E)" if r.get("expectation") == "expectation" else "")
         else:
             m, on = r["measured_min_grad2"], "min"

@@ -3,7 +3,9 @@
  * least the measured quantity it bounds, and the tool refuses (naming the
  * assumption) exactly when the test's own reading of the theorem says it
  * must; one instance per bound shows it is not vacuous (bound/measured <
- * 10); the front end refuses the runs of issue #11 and writes CSV fields
+ * 10; Mem-SGD's Theorem 2.4 cannot get there and is pinned at 12-15); the
+ * formulas of Mem-SGD and of 4.8 match hand evaluations; the front end
+ * refuses the runs of issue #11, prints the new rows and writes CSV fields
  * without commas. */
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +21,7 @@
 #include "gc_test.h"
 #include "gc_theory.h"
 
-enum { B_NONCONVEX = 0, B_EF_SGD = 1, B_EF21 = 2 };
+enum { B_NONCONVEX = 0, B_EF_SGD = 1, B_EF21 = 2, B_MEM_SGD = 3, B_OMEGA_EF = 4 };
 /* Rounding of the norms summed along a run; the bounds themselves are
  * loose by far more on every instance that is not a tightness check. */
 #define REL 1e-9
@@ -336,6 +338,54 @@ Test(bounds_frontend, issue_11_violations_are_refused)
             != NULL, "%s", out);
 }
 
+/* The rows of Mem-SGD and of the omega bound: printed when the run meets
+ * the conditions, refused with the condition otherwise. */
+Test(bounds_frontend, mem_sgd_and_omega_rows)
+{
+  static char out[16384];
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=1,d=8,L=1,mu=0.5 --algorithms uni "
+                               "--compressors topk --lr-schedule mem-sgd:a=60 --steps 200 "
+                               "--runs 2", out, sizeof out), 0), "%s", out);
+  expect_row(out, "uni", "mem_sgd_2.4", " ok");
+  expect_row(out, "uni", "mem_sgd_2.4", "wavg_fgap");
+  expect_row(out, "uni", "nonconvex_4.3", "refused: the step size varies");
+  expect_row(out, "uni", "omega_ef_4.8", "refused: uplink compressor topk is not unbiased");
+  /* the shift must leave room for some alpha > 4: here d/k = 8 at most */
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=1,d=8,L=1,mu=0.5 --algorithms uni "
+                               "--compressors randk --lr-schedule mem-sgd:a=20 --steps 50 "
+                               "--runs 2", out, sizeof out), 0), "%s", out);
+  expect_row(out, "uni", "mem_sgd_2.4", "refused: shift a = 20: no alpha > 4");
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=2,d=8 --algorithms uni --compressors topk "
+                               "--lr-schedule mem-sgd:a=60 --steps 50", out, sizeof out), 0),
+            "%s", out);
+  expect_row(out, "uni", "mem_sgd_2.4", "refused: P = 2 (theorem: one worker)");
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=1,d=8 --algorithms uni --compressors topk "
+                               "--lr 0.05 --steps 50", out, sizeof out), 0), "%s", out);
+  expect_row(out, "uni", "mem_sgd_2.4", "refused: constant step lr = 0.05");
+  /* omega = min(16/64, 4/8) = 0.25 with 8 levels; 4 with one */
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=4,d=16 --algorithms uni,bi --compressors "
+                               "qsgd --levels 8 --lr 0.01 --steps 100 --runs 2", out,
+                               sizeof out), 0), "%s", out);
+  expect_row(out, "uni", "omega_ef_4.8", " ok");
+  expect_row(out, "bi", "omega_ef_4.8", "refused: algorithm bi is not uni or allgather");
+  cr_assert(eq(int, run_bounds("--problem quadratic:P=4,d=16 --algorithms uni --compressors "
+                               "qsgd --lr 0.01 --steps 100 --runs 2", out, sizeof out), 0),
+            "%s", out);
+  expect_row(out, "uni", "omega_ef_4.8", "refused: uplink compressor qsgd: omega = 4 >= 1");
+  /* a bad schedule is a usage error */
+  cr_assert(eq(int, run_bounds("--problem toy --lr-schedule mem-sgd:a=-1", out, sizeof out), 2),
+            "%s", out);
+  /* the trajectory runs the schedule and reports the weighted average */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%.1500s theory trajectory --problem quadratic:P=1,d=8,L=1,mu=0.5 "
+           "--algorithm uni --compressor topk --k 2 --lr-schedule mem-sgd:a=40 --steps 100",
+           gc_test_builddir("experiments/gradcomp"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  cr_assert(strstr(out, "lr mem-sgd:a=40;c=16") != NULL, "%s", out);
+  cr_assert(strstr(out, "weighted average xbar_T (w_t = (a+t)^2): F(xbar_T)-F* ") != NULL,
+            "%s", out);
+}
+
 /* Every row of the CSV has the header's field count, no quotes, and a
  * refused row carries status and failed_assumption. */
 Test(bounds_frontend, csv_fields_have_no_commas)
@@ -371,11 +421,298 @@ Test(bounds_frontend, csv_fields_have_no_commas)
       ok++;
     }
   }
-  /* 2 problems x (uni, ef21) x 2 compressors x 3 bounds */
-  cr_assert(eq(sz, lines, 1 + 2 * 2 * 2 * 3));
+  /* 2 problems x (uni, ef21) x 2 compressors x 5 bounds */
+  cr_assert(eq(sz, lines, 1 + 2 * 2 * 2 * GC_BOUND_COUNT));
   cr_assert(ok >= 4 && refused >= 12, "ok %zu refused %zu", ok, refused);
   free(text);
   remove(path);
+}
+
+/* ---- Mem-SGD (Stich et al. 2018, Theorem 2.4) and the omega bound (4.8) ----- */
+
+/* The test's own reading of Theorem 2.4's shift condition: the smallest
+ * (alpha+1) d/k + rho/(rho+1) over alpha > 4, on a fine grid. */
+static double shift_min(double dk)
+{
+  double best = INFINITY;
+  for (int j = 1; j <= 200000; j++) {
+    double al = 4.0 + 1e-5 * j, rho = 4 * al / ((al - 4) * (al + 1) * (al + 1));
+    best = fmin(best, (al + 1) * dk + rho / (rho + 1));
+  }
+  return best;
+}
+
+/* omega of docs/theory.md section 2, as the test reads the table. */
+static double table_omega(const char *comp, size_t d, size_t k, unsigned levels)
+{
+  double n = (double) d;
+  if (!strcmp(comp, "randk-unbiased"))
+    return n / (double) k - 1;
+  if (!strcmp(comp, "qsgd"))
+    return fmin(n / ((double) levels * levels), sqrt(n) / levels);
+  if (!strcmp(comp, "terngrad"))
+    return sqrt(n) - 1;
+  return NAN;
+}
+
+typedef struct rate_instance {
+  instance in;
+  unsigned levels;
+  int inverse;          /* 1: mem-sgd:a=A steps, 0: constant lr */
+  double a_factor;      /* a = a_factor * d/K + 0.5 */
+} rate_instance;
+
+static rate_instance make_rate_instance(uint64_t seed, uint32_t i, const gc_algo_kind *kinds,
+                                        size_t nk, const char *const *comps, size_t nc,
+                                        int mostly_inverse)
+{
+  rate_instance r;
+  r.in = make_instance(seed, i, kinds, nk, 1);
+  r.in.d = pick(seed, i, 3, 1, 10);
+  r.in.k = pick(seed, i, 4, 1, r.in.d);
+  r.in.k_down = r.in.k;
+  r.in.up = r.in.down = comps[pick(seed, i, 10, 0, nc - 1)];
+  r.levels = (unsigned) pick(seed, i, 12, 1, 8);
+  /* one in five runs with the other kind of steps */
+  r.inverse = (pick(seed, i, 13, 0, 4) != 0) == (mostly_inverse != 0);
+  r.a_factor = 1.0 + 15.0 * uni(seed, i, 14);  /* below 5 d/k + 1: no alpha */
+  return r;
+}
+
+/* Check mem_sgd_2.4 or omega_ef_4.8 on `want` non-diverging instances;
+ * returns how many printed a bound. */
+static size_t check_rate_family(int bound, uint64_t seed, const gc_algo_kind *kinds, size_t nk,
+                                const char *const *comps, size_t nc, size_t want,
+                                size_t *refused, double *min_ratio)
+{
+  size_t done = 0, printed = 0;
+  *refused = 0;
+  *min_ratio = INFINITY;
+  for (uint32_t i = 0; done < want; i++) {
+    cr_assert(i < 4 * want, "too many diverging instances");
+    rate_instance ri = make_rate_instance(seed, i, kinds, nk, comps, nc, bound == B_MEM_SGD);
+    const instance *in = &ri.in;
+    gc_problem *prob = make_problem(in, seed, i);
+    gc_algo_config cfg = make_config(in);
+    cfg.up_params.levels = cfg.down_params.levels = ri.levels;
+    gc_lr_schedule sched;
+    double a = ri.a_factor * (double) in->d / (double) in->k + 0.5;
+    char spec[64];
+    snprintf(spec, sizeof spec, "mem-sgd:a=%.17g", a);
+    cr_assert(eq(int, gc_lr_schedule_parse(ri.inverse ? spec : "constant",
+                                           in->lr_factor / prob->L, prob->mu, &sched),
+                 GC_SUCCESS));
+    gc_bound_case c;
+    int st = gc_theory_bounds_run_schedule(prob, &cfg, &sched, 12 + i % 29, 3, 32, i, &c);
+    gc_problem_free(prob);
+    if (st == GC_EDIVERGE)
+      continue;
+    cr_assert(eq(int, st, GC_SUCCESS));
+    done++;
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    const gc_bound_row *r = &rows[bound];
+    gc_algo_kind k = in->kind;
+    int ef_node = k == GC_ALGO_UNI || k == GC_ALGO_ALLGATHER;
+    double omega = table_omega(in->up, in->d, in->k, ri.levels);
+    const char *why = NULL;
+    int either = 0;   /* the shift sits on the grid's edge: both answers are right */
+    if (bound == B_MEM_SGD) {
+      if (!ef_node)
+        why = "not Mem-SGD";
+      else if (in->P != 1)
+        why = "P = ";
+      else if (!ri.inverse)
+        why = "constant step";
+      else if (isfinite(r->delta)) {
+        double need = shift_min(1.0 / r->delta);
+        if (a < need * (1 - 1e-6))
+          why = "no alpha > 4";
+        either = fabs(a - need) <= 1e-6 * need;
+      }
+    } else {
+      if (!ef_node)
+        why = "not uni or allgather";
+      else if (!isfinite(omega))
+        why = "not unbiased";
+      else if (!(omega < 1))
+        why = "omega = ";
+      else if (ri.inverse)
+        why = "step size varies";
+    }
+    if (either)
+      continue;
+    if (why) {
+      cr_assert(r->failed[0] != 0 && isnan(r->value),
+                "%s instance %u (%s %s P=%zu d=%zu K=%zu s=%u): printed %g, expected a "
+                "refusal (%s)", r->name, i, gc_algo_name(k), in->up, in->P, in->d, in->k,
+                ri.levels, r->value, why);
+      cr_assert(strstr(r->failed, why) != NULL, "%s instance %u: '%s' lacks '%s'",
+                r->name, i, r->failed, why);
+      cr_assert(strchr(r->failed, ',') == NULL);
+      (*refused)++;
+      continue;
+    }
+    cr_assert(r->failed[0] == 0, "%s instance %u (%s %s P=%zu d=%zu K=%zu s=%u sigma=%g "
+              "a=%g): refused: %s", r->name, i, gc_algo_name(k), in->up, in->P, in->d,
+              in->k, ri.levels, in->sigma, a, r->failed);
+    cr_assert(isfinite(r->value) && isfinite(r->measured));
+    cr_assert(r->value >= r->measured * (1 - REL),
+              "%s instance %u (%s %s P=%zu d=%zu K=%zu s=%u ties=%d sigma=%g a=%g): bound "
+              "%.17g < measured %.17g", r->name, i, gc_algo_name(k), in->up, in->P, in->d,
+              in->k, ri.levels, in->ties, in->sigma, a, r->value, r->measured);
+    if (bound == B_MEM_SGD) {
+      cr_assert(r->on == GC_BOUND_ON_WAVG_GAP && r->measured == c.wavg_gap);
+      /* the alpha used meets the theorem's condition */
+      double al = r->alpha, rho = 4 * al / ((al - 4) * (al + 1) * (al + 1));
+      cr_assert(al > 4 && (al + 1) / r->delta + rho / (rho + 1) <= a * (1 + 1e-12),
+                "alpha %g", al);
+      cr_assert(r->expectation == (in->sigma > 0 || !strcmp(in->up, "randk")));
+    } else {
+      cr_assert(r->on == GC_BOUND_ON_MEAN && r->measured == c.mean_grad2 && r->expectation);
+      cr_assert(fabs(r->alpha - omega) <= 1e-12, "omega %g, table %g", r->alpha, omega);
+    }
+    if (r->measured > 0)
+      *min_ratio = fmin(*min_ratio, r->value / r->measured);
+    printed++;
+  }
+  cr_log_info("bound %d: %zu runs, %zu printed, %zu refused; min bound/measured %g", bound,
+              done, printed, *refused, *min_ratio);
+  return printed;
+}
+
+Test(bounds_property, mem_sgd_2_4)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_UNI, GC_ALGO_UNI, GC_ALGO_UNI,
+                                        GC_ALGO_ALLGATHER, GC_ALGO_BI, GC_ALGO_SGD };
+  static const char *const comps[] = { "topk", "topk", "randk", "identity" };
+  size_t refused;
+  double ratio_min;
+  size_t ok = check_rate_family(B_MEM_SGD, 14, kinds, 6, comps, 4, 220, &refused, &ratio_min);
+  cr_assert(ok >= 40 && refused >= 40, "printed %zu, refused %zu", ok, refused);
+}
+
+Test(bounds_property, omega_ef_4_8)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_UNI, GC_ALGO_UNI, GC_ALGO_ALLGATHER,
+                                        GC_ALGO_BI, GC_ALGO_DOWNLINK };
+  static const char *const comps[] = { "qsgd", "qsgd", "randk-unbiased", "terngrad", "topk" };
+  size_t refused;
+  double ratio_min;
+  size_t ok = check_rate_family(B_OMEGA_EF, 15, kinds, 5, comps, 5, 220, &refused, &ratio_min);
+  cr_assert(ok >= 40 && refused >= 40, "printed %zu, refused %zu", ok, refused);
+}
+
+/* bound/measured of one row on one configured run. */
+static double rate_ratio(int bound, const char *spec, gc_algo_kind kind, const char *comp,
+                         size_t k, unsigned levels, const char *schedule, double lr,
+                         size_t steps, size_t runs)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse(spec, 0, &prob), GC_SUCCESS));
+  instance in = { prob->workers, prob->n, k, k, 0, 1, 0, GC_TIES_LOW, kind, comp, comp };
+  gc_algo_config cfg = make_config(&in);
+  cfg.up_params.levels = levels;
+  gc_lr_schedule sched;
+  cr_assert(eq(int, gc_lr_schedule_parse(schedule, lr, prob->mu, &sched), GC_SUCCESS));
+  gc_bound_case c;
+  cr_assert(eq(int, gc_theory_bounds_run_schedule(prob, &cfg, &sched, steps, runs, 0, 0, &c),
+               GC_SUCCESS));
+  gc_problem_free(prob);
+  gc_bound_row rows[GC_BOUND_COUNT];
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(rows[bound].failed[0] == 0, "%s", rows[bound].failed);
+  cr_log_info("%s: bound %g measured %g", rows[bound].name, rows[bound].value,
+              rows[bound].measured);
+  return rows[bound].value / rows[bound].measured;
+}
+
+/* How close the two new bounds come.  Theorem 2.4 cannot come within 10x:
+ * with noise it is at least 12 G^2/(mu T) while SGD's weighted average
+ * reaches about 0.9 sigma^2 d/(mu T) (docs/theory.md 4.6), a ratio of 13.3
+ * at best; this instance measures 13.3 (top-2 of 10 with memory, 8 runs). */
+Test(bounds_property, new_bounds_are_not_vacuous)
+{
+  double r = rate_ratio(B_MEM_SGD, "quadratic:P=1,d=10,L=1,mu=1,hetero=0,x0=0,sigma=1,rotate=0",
+                        GC_ALGO_UNI, "topk", 2, 1, "mem-sgd:a=1000", 0, 20000, 8);
+  /* deterministic (seeded runs): a factor in the formula shows up here */
+  cr_assert(r > 12 && r < 15, "mem_sgd_2.4: %g", r);
+  r = rate_ratio(B_OMEGA_EF, "quadratic:P=4,d=16,L=1,mu=1,hetero=1", GC_ALGO_UNI, "qsgd", 0,
+                 8, "constant", 0.05, 100, 4);
+  cr_assert(r >= 1 && r < 10, "omega_ef_4.8: %g", r);
+}
+
+/* The formulas against the theorem's statement, evaluated by hand:
+ * T = 2, a = 10 (S_T = 10^2 + 11^2 = 221), mu = L = 1, G^2 = 1, d/k = 1,
+ * alpha = 8 (4 alpha/(alpha-4) = 8): 4*2*22/221 + 1000 D^2/(8*221) +
+ * 64*2*3*8/221. */
+Test(bounds_property, formulas_match_the_statements)
+{
+  cr_assert(ieee_ulp_eq(dbl, gc_bound_mem_sgd(2, 10, 1, 1, 1, 0, 1, 8), 3248.0 / 221, 8));
+  cr_assert(ieee_ulp_eq(dbl, gc_bound_mem_sgd(2, 10, 1, 1, 1, 1, 1, 8), 3373.0 / 221, 8));
+  /* d/k = 2 quadruples the last term; mu = 2 halves the first, doubles the
+   * second and scales the last by (1 + 1)/(1 + 2)/2 */
+  cr_assert(ieee_ulp_eq(dbl, gc_bound_mem_sgd(2, 10, 1, 1, 1, 0, 2, 8),
+                        (176.0 + 4 * 3072.0) / 221, 8));
+  cr_assert(ieee_ulp_eq(dbl, gc_bound_mem_sgd(2, 10, 2, 1, 1, 1, 1, 8),
+                        (88.0 + 250.0 + 64 * 2 * 2 * 8 / 2.0) / 221, 8));
+  /* 4.8: 2*3/(0.5*4) + 1*0.5*2 + 1*0.25*0.25*5/((1-0.5)^2*2) */
+  cr_assert(ieee_ulp_eq(dbl, gc_bound_omega_ef(3, 0.5, 4, 1, 2, 5, 0.25, 2),
+                        3.0 + 1.0 + 0.625, 8));
+  cr_assert(isinf(gc_bound_omega_ef(3, 0.5, 4, 1, 2, 5, 1.0, 2)));
+}
+
+/* The step schedules, and the weighted average they switch on. */
+Test(bounds_property, lr_schedules_parse_and_step)
+{
+  gc_lr_schedule s;
+  cr_assert(eq(int, gc_lr_schedule_parse("mem-sgd:a=40", 0.1, 0.5, &s), GC_SUCCESS));
+  cr_assert(s.kind == GC_LR_INVERSE && s.mem_sgd && s.a == 40 && s.c == 16);
+  cr_assert(eq(dbl, gc_lr_schedule_at(&s, 0), 0.4));
+  cr_assert(eq(dbl, gc_lr_schedule_at(&s, 24), 0.25));
+  cr_assert(eq(int, gc_lr_schedule_parse("inverse:c=2,a=3", 0.1, 0.5, &s), GC_SUCCESS));
+  cr_assert(s.mem_sgd == 0 && gc_lr_schedule_at(&s, 1) == 0.5);
+  cr_assert(eq(int, gc_lr_schedule_parse("constant", 0.1, 0.5, &s), GC_SUCCESS));
+  cr_assert(s.kind == GC_LR_CONSTANT && gc_lr_schedule_at(&s, 7) == 0.1);
+  static const char *bad[] = { "mem-sgd:a=0", "mem-sgd:c=1,a=2", "inverse:a=2", "cosine",
+                               "mem-sgd:a=x", "mem-sgd:a" };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    cr_assert(eq(int, gc_lr_schedule_parse(bad[i], 0.1, 0.5, &s), GC_EINVAL), "%s", bad[i]);
+  /* alpha: the largest with (alpha+1) d/k + rho/(rho+1) <= a; none below */
+  double al = gc_theory_mem_sgd_alpha(7.0 * 4, 4);   /* Remark 2.5: a = (alpha+2) d/k */
+  cr_assert(al > 5 && al < 6, "%g", al);
+  cr_assert(isnan(gc_theory_mem_sgd_alpha(5.0 * 4, 4)));
+}
+
+/* The weighted average of Theorem 2.4 against a hand computation: SGD on
+ * F = x^2/2 in one dimension, x_{t+1} = (1 - lr_t) x_t, lr_t = 8/(10+t). */
+Test(bounds_property, weighted_average_by_hand)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=1,d=1,L=1,mu=1,hetero=0,x0=1", 0, &prob),
+               GC_SUCCESS));
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  gc_theory_run *run = gc_theory_run_alloc(prob, &cfg, NULL);
+  cr_assert(run != NULL);
+  cr_assert(eq(int, gc_theory_run_set_average(run, 10), GC_SUCCESS));
+  double x = prob->x0[0], sum = 0, S = 0;
+  for (size_t t = 0; t < 3; t++) {
+    double w = (10.0 + (double) t) * (10.0 + (double) t), lr = 8.0 / (10.0 + (double) t);
+    sum += w * x;
+    S += w;
+    x *= 1 - lr;
+    cr_assert(eq(int, gc_theory_run_step(run, lr, NULL), GC_SUCCESS));
+  }
+  gc_probe_summary s;
+  gc_theory_run_summary(run, &s);
+  double xbar = sum / S;
+  /* a few roundings of a 3-term sum: 8 ulp */
+  cr_assert(ieee_ulp_eq(dbl, s.wavg_gap, 0.5 * xbar * xbar, 8), "%.17g vs %.17g", s.wavg_gap,
+            0.5 * xbar * xbar);
+  cr_assert(eq(int, gc_theory_run_set_average(run, 10), GC_EINVAL));   /* after a step */
+  gc_theory_run_free(run);
+  gc_problem_free(prob);
 }
 
 /* DGC's memory (momentum > 0) is not the error feedback of any theorem. */

@@ -39,6 +39,89 @@ double gc_bound_ef21(double f0_gap, double lr, size_t T, double L,
   return 2.0 * f0_gap / (lr * (double) T) + G0 / (theta * (double) T);
 }
 
+/* S_T = sum_{t<T} (a+t)^2 in closed form. */
+static double weight_sum(size_t T, double a)
+{
+  double t = (double) T;
+  return t * a * a + a * t * (t - 1.0) + (t - 1.0) * t * (2.0 * t - 1.0) / 6.0;
+}
+
+double gc_bound_mem_sgd(size_t T, double a, double mu, double L, double G2,
+                        double D2, double dk, double alpha)
+{
+  if (T == 0 || !(mu > 0) || !(alpha > 4))
+    return INFINITY;
+  double t = (double) T, S = weight_sum(T, a);
+  return 4.0 * t * (t + 2.0 * a) * G2 / (mu * S) + mu * a * a * a * D2 / (8.0 * S)
+         + 64.0 * t * (1.0 + 2.0 * L / mu) * (4.0 * alpha / (alpha - 4.0)) * dk * dk * G2
+           / (mu * S);
+}
+
+/* (alpha+1) d/k + rho/(rho+1) of Theorem 2.4, rho/(rho+1) written without
+ * the pole of rho at alpha = 4. */
+static double shift_needed(double alpha, double dk)
+{
+  double r = 4.0 * alpha / (4.0 * alpha + (alpha - 4.0) * (alpha + 1.0) * (alpha + 1.0));
+  return (alpha + 1.0) * dk + r;
+}
+
+double gc_theory_mem_sgd_alpha(double a, double dk)
+{
+  /* shift_needed > (alpha+1) dk, so alpha < a/dk - 1; it rises with alpha
+   * except just above 4, hence a scan from the top, then bisection */
+  double hi = a / dk - 1.0;
+  if (!(dk > 0) || !(hi > 4))
+    return NAN;
+  enum { GRID = 4096 };
+  double infeasible = hi;
+  for (int j = 1; j < GRID; j++) {
+    double al = 4.0 + (hi - 4.0) * (double) (GRID - j) / GRID;
+    if (shift_needed(al, dk) <= a) {
+      double lo = al;
+      for (int i = 0; i < 100; i++) {
+        double mid = 0.5 * (lo + infeasible);
+        if (shift_needed(mid, dk) <= a)
+          lo = mid;
+        else
+          infeasible = mid;
+      }
+      return lo;
+    }
+    infeasible = al;
+  }
+  return NAN;
+}
+
+double gc_bound_omega_ef(double f0_gap, double lr, size_t T, double L,
+                         double M2, double Mp2, double omega, size_t P)
+{
+  if (T == 0 || P == 0 || !(lr > 0) || !(omega >= 0) || !(omega < 1))
+    return INFINITY;
+  double g = 1.0 - sqrt(omega);
+  return 2.0 * f0_gap / (lr * (double) T) + L * lr * M2
+         + L * L * lr * lr * omega * Mp2 / (g * g * (double) P);
+}
+
+double gc_theory_omega(const gc_compressor_type *t, const gc_compressor_params *p,
+                       size_t d)
+{
+  if (!t || d == 0)
+    return NAN;
+  double n = (double) d;
+  if (!strcmp(t->name, "randk-unbiased")) {
+    double k = p->k ? (double) p->k : fmax(1.0, floor(p->density * n));
+    return k >= 1 && k <= n ? n / k - 1.0 : NAN;
+  }
+  if (!strcmp(t->name, "qsgd")) {
+    double b = p->bucket && (double) p->bucket < n ? (double) p->bucket : n;
+    double s = (double) p->levels;
+    return s >= 1 ? fmin(b / (s * s), sqrt(b) / s) : NAN;
+  }
+  if (!strcmp(t->name, "terngrad"))
+    return p->clip == 0 ? sqrt(n) - 1.0 : NAN;   /* clipping biases it */
+  return NAN;
+}
+
 double gc_theory_gauss_share(double rho)
 {
   if (!(rho > 0) || rho >= 1)
@@ -116,7 +199,26 @@ static const gc_bound_info INFO[GC_BOUND_COUNT] = {
     "algorithm ef21; exact gradients (sigma = 0); constant step; delta > 0 (as for "
     "ef_sgd_4.6); "
     "lr <= 1/(L + L~ sqrt(beta/theta))" },
+  { "mem_sgd_2.4", "Stich Cordonnier Jaggi 2018 (Mem-SGD) Thm 2.4",
+    "F(xbar_T) - F* of the weighted average xbar_T = sum_t (a+t)^2 x_t / S_T "
+    "(E[] with noisy gradients or a random compressor)",
+    "Mem-SGD: uni/allgather with P = 1; plain error feedback; mu > 0; steps "
+    "8/(mu(a+t)) (--lr-schedule mem-sgd:a=A); T >= 1; a k-contraction with "
+    "d/k = 1/delta (delta as for ef_sgd_4.6); some alpha > 4 with "
+    "(alpha+1) d/k + rho/(rho+1) <= a (the largest is used); "
+    "G^2 = max_t ||grad F(x_t)||^2 + sigma^2 d" },
+  { "omega_ef_4.8", "docs/theory.md 4.8 (derived)",
+    "mean_t E||grad F(x_t)||^2 (always E[]: random compressor)",
+    "uni/allgather (worker memories; independent draws per worker); plain "
+    "error feedback; an unbiased uplink with known omega (randk-unbiased; qsgd; "
+    "terngrad without clipping); omega < 1; constant step; T >= 1" },
 };
+
+const char *gc_bound_on_name(int on)
+{
+  return on == GC_BOUND_ON_MIN ? "min_t_grad2"
+         : on == GC_BOUND_ON_MEAN ? "mean_t_grad2" : "wavg_fgap";
+}
 
 const gc_bound_info *gc_theory_bound_info(size_t i)
 {
@@ -143,10 +245,11 @@ static void row_init(gc_bound_row *r, size_t which, int on, const gc_bound_case 
   r->name = INFO[which].name;
   r->source = INFO[which].source;
   r->on = on;
-  r->gamma = r->xi = r->delta = NAN;
+  r->gamma = r->xi = r->delta = r->alpha = NAN;
   r->value = NAN;
   r->expectation = c->sigma > 0;
-  r->measured = on == GC_BOUND_ON_MIN ? c->min_grad2 : c->mean_grad2;
+  r->measured = on == GC_BOUND_ON_MIN ? c->min_grad2
+                : on == GC_BOUND_ON_MEAN ? c->mean_grad2 : c->wavg_gap;
 }
 
 /* The exact contraction in expectation of the random compressors whose
@@ -327,11 +430,77 @@ static int eval_ef21(const gc_bound_case *c, gc_bound_row *r)
   return 1;
 }
 
+/* Mem-SGD of Stich, Cordonnier, Jaggi (Theorem 2.4) on F(xbar_T) - F*. */
+static int eval_mem_sgd(const gc_bound_case *c, gc_bound_row *r)
+{
+  row_init(r, 3, GC_BOUND_ON_WAVG_GAP, c);
+  r->expectation = c->sigma > 0 || is_random(c->up);
+  if (c->kind != GC_ALGO_UNI && c->kind != GC_ALGO_ALLGATHER)
+    return refuse(r, "algorithm %s is not Mem-SGD (uni or allgather with one worker)",
+                  gc_algo_name(c->kind));
+  if (c->P != 1)
+    return refuse(r, "P = %zu (theorem: one worker)", c->P);
+  if (!plain_ef(r, c))
+    return 0;
+  if (!(c->mu > 0))
+    return refuse(r, "mu = %g (theorem: strongly convex)", c->mu);
+  const gc_lr_schedule *s = &c->schedule;
+  if (s->kind != GC_LR_INVERSE)
+    return refuse(r, "constant step lr = %g (theorem: steps 8/(mu(a+t)))", s->lr);
+  if (fabs(s->c * c->mu / 8.0 - 1.0) > 1e-12)
+    return refuse(r, "steps %g/(a+t) are not 8/(mu(a+t)) = %g/(a+t)", s->c, 8.0 / c->mu);
+  if (c->T < 1)
+    return refuse(r, "T = 0 steps");
+  double delta;
+  if (!usable_delta(r, "uplink", c->up, c->k, c->d, c->delta_up, c->delta_up_draws,
+                    c->draws, &delta))
+    return 0;
+  r->delta = delta;
+  r->gamma = sqrt(1.0 - delta);
+  double dk = 1.0 / delta, alpha = gc_theory_mem_sgd_alpha(s->a, dk);
+  if (!isfinite(alpha))
+    return refuse(r, "shift a = %g: no alpha > 4 has (alpha+1) d/k + rho/(rho+1) <= a "
+                  "(d/k = %.6g; a >= %.6g suffices)", s->a, dk, 6.0 * dk + 1.0);
+  r->alpha = alpha;
+  r->value = gc_bound_mem_sgd(c->T, s->a, c->mu, c->L, c->G2, c->x0_dist2, dk, alpha);
+  return 1;
+}
+
+/* Unbiased compressors with worker error feedback (4.8) on mean_t. */
+static int eval_omega_ef(const gc_bound_case *c, gc_bound_row *r)
+{
+  row_init(r, 4, GC_BOUND_ON_MEAN, c);
+  r->expectation = 1;
+  if (c->kind != GC_ALGO_UNI && c->kind != GC_ALGO_ALLGATHER)
+    return refuse(r, "algorithm %s is not uni or allgather (derivation: worker memories "
+                  "with independent draws; the mean applied)", gc_algo_name(c->kind));
+  if (!plain_ef(r, c))
+    return 0;
+  const char *name = c->up ? c->up->name : "none";
+  if (!isfinite(c->omega_up))
+    return refuse(r, "uplink compressor %s is not unbiased with a known omega "
+                  "(derivation: E C(x) = x and E||C(x)-x||^2 <= omega ||x||^2)", name);
+  r->alpha = c->omega_up;
+  if (!(c->omega_up < 1))
+    return refuse(r, "uplink compressor %s: omega = %.6g >= 1 (derivation: the memories "
+                  "contract only for omega < 1)", name, c->omega_up);
+  if (!c->constant_lr)
+    return refuse(r, "the step size varies (derivation: constant)");
+  if (c->T < 1)
+    return refuse(r, "T = 0 steps");
+  r->gamma = sqrt(c->omega_up);
+  r->value = gc_bound_omega_ef(c->f0_gap, c->lr, c->T, c->L, c->G2, c->worker_G2,
+                               c->omega_up, c->P);
+  return 1;
+}
+
 void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
 {
   eval_nonconvex(c, &rows[0]);
   eval_ef_sgd(c, &rows[1]);
   eval_ef21(c, &rows[2]);
+  eval_mem_sgd(c, &rows[3]);
+  eval_omega_ef(c, &rows[4]);
 }
 
 /* (1/P) sum_p ||C(grad f_p(x0)) - grad f_p(x0)||^2 with the run's
@@ -366,12 +535,24 @@ int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
                          double lr, size_t steps, size_t runs, size_t draws,
                          uint64_t seed, gc_bound_case *out)
 {
+  gc_lr_schedule s;
+  gc_lr_schedule_constant(lr, &s);
+  return gc_theory_bounds_run_schedule(prob, cfg, &s, steps, runs, draws, seed, out);
+}
+
+int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
+                                  const gc_lr_schedule *sched, size_t steps,
+                                  size_t runs, size_t draws, uint64_t seed,
+                                  gc_bound_case *out)
+{
   gc_algo_kind k = cfg->kind;
   int random = prob->sigma > 0 || (uses_up(k) && is_random(cfg->up)) ||
                (uses_down(k) && is_random(cfg->down));
   if (!random || runs == 0)
     runs = 1;
-  if (steps == 0 || !(lr > 0))
+  double lr = gc_lr_schedule_at(sched, 0);
+  int inverse = sched->kind == GC_LR_INVERSE;
+  if (steps == 0 || !(lr > 0) || (inverse && !(sched->a > 0)))
     GC_ERROR("bounds: steps and lr must be positive", GC_EINVAL);
   double *grad2 = calloc(steps, sizeof *grad2);
   if (!grad2)
@@ -387,7 +568,14 @@ int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
   out->T = steps;
   out->runs = runs;
   out->lr = lr;
-  out->constant_lr = 1;
+  out->constant_lr = !inverse;
+  out->schedule = *sched;
+  out->omega_up = uses_up(k) ? gc_theory_omega(cfg->up, &cfg->up_params, prob->n) : NAN;
+  for (size_t i = 0; i < prob->n; i++)
+    out->x0_dist2 += (prob->x0[i] - prob->xstar[i]) * (prob->x0[i] - prob->xstar[i]);
+  /* the exact second moment of the noise: sigma^2 per coordinate */
+  double noise2 = prob->sigma * prob->sigma * (double) prob->n;
+  double wavg_sum = 0;
   out->L = prob->L;
   out->L_tilde = prob->L_tilde;
   out->mu = prob->mu;
@@ -410,9 +598,11 @@ int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
     }
     if (probe_draws)
       st = gc_theory_run_set_draws(run, draws);
+    if (st == GC_SUCCESS && inverse)
+      st = gc_theory_run_set_average(run, sched->a);
     gc_probe_row row;
     for (size_t t = 0; t < steps && st == GC_SUCCESS; t++) {
-      st = gc_theory_run_step(run, lr, &row);
+      st = gc_theory_run_step(run, gc_lr_schedule_at(sched, t), &row);
       if (st == GC_SUCCESS && !isfinite(row.grad_norm2))
         st = GC_EDIVERGE;
       if (st == GC_SUCCESS)
@@ -431,6 +621,9 @@ int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
     out->gamma = s.gamma;
     out->gamma_d = s.gamma_d;
     out->M2 = fmax(out->M2, s.M2);
+    out->G2 = fmax(out->G2, s.grad2_max + noise2 / (double) prob->workers);
+    out->worker_G2 = fmax(out->worker_G2, s.worker_grad2_max_mean + noise2);
+    wavg_sum += s.wavg_gap;
     out->xi_max = r ? fmax(out->xi_max, s.xi_max) : s.xi_max;
     out->xi_bi_max = r ? fmax(out->xi_bi_max, s.xi_bi_max) : s.xi_bi_max;
     out->mem_norm_max = fmax(out->mem_norm_max, s.mem_norm_max);
@@ -461,6 +654,7 @@ int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
     }
     out->min_grad2 = mn;
     out->mean_grad2 = sum / (double) steps;
+    out->wavg_gap = inverse ? wavg_sum / (double) runs : NAN;
   }
   free(grad2);
   return st;

@@ -137,6 +137,12 @@ typedef struct gc_probe_summary {
   double support_mean;           /* mean |S| */
   double gamma, gamma_d;         /* sqrt(1-K/d), sqrt(1-K_d/d) */
   size_t k, k_down;              /* resolved K, K_d (0 if not sparse) */
+  double grad2_max;              /* max_t ||grad F(x_t)||^2 (exact)          */
+  double worker_grad2_max_mean;  /* (1/P) sum_p max_t ||grad f_p(x_t)||^2 of
+                                    the exact worker gradients (no noise)  */
+  double wavg_gap;               /* F(xbar_T) - F*, xbar_T = sum_t w_t x_t /
+                                    sum_t w_t, w_t = (a+t)^2 over t < T
+                                    (gc_theory_run_set_average; NaN: off)  */
 } gc_probe_summary;
 
 typedef struct gc_theory_run gc_theory_run;
@@ -159,6 +165,32 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s);
  * GC_EINVAL if already set to another value or after a step, GC_ENOMEM. */
 int gc_theory_run_set_draws(gc_theory_run *r, size_t draws);
 gc_sim *gc_theory_run_sim(gc_theory_run *r);
+/* Keep the weighted average of the models x_0..x_{T-1} with weights
+ * w_t = (a+t)^2 (Stich et al. 2018, Theorem 2.4), reported as wavg_gap.
+ * Call before the first step; GC_EINVAL if set twice, after a step or with
+ * a < 0, GC_ENOMEM. */
+int gc_theory_run_set_average(gc_theory_run *r, double shift);
+
+/* ---- step-size schedules --------------------------------------------------
+ * CONSTANT: lr_t = lr.  INVERSE: lr_t = c/(a+t), t = 0, 1, ...; the steps of
+ * Mem-SGD (Stich, Cordonnier, Jaggi 2018, Theorem 2.4) are c = 8/mu. */
+enum { GC_LR_CONSTANT = 0, GC_LR_INVERSE = 1 };
+typedef struct gc_lr_schedule {
+  int kind;
+  double lr;          /* CONSTANT */
+  double c, a;        /* INVERSE: c > 0, a > 0 */
+  int mem_sgd;        /* INVERSE written as "mem-sgd:a=A" (c = 8/mu) */
+} gc_lr_schedule;
+
+void gc_lr_schedule_constant(double lr, gc_lr_schedule *s);
+/* Parse "constant" (the step lr), "inverse:c=C,a=A" or "mem-sgd:a=A"
+ * (c = 8/mu with the problem's mu).  GC_EINVAL names the bad part. */
+int gc_lr_schedule_parse(const char *text, double lr, double mu,
+                         gc_lr_schedule *s);
+double gc_lr_schedule_at(const gc_lr_schedule *s, size_t t);
+/* The schedule as text without commas ("constant:lr=0.1",
+ * "mem-sgd:a=40;c=0.8", "inverse:c=1;a=3"), for tables and CSV fields. */
+void gc_lr_schedule_name(const gc_lr_schedule *s, char *buf, size_t cap);
 
 /* Write the trajectory CSV header / one row (then fflush). */
 void gc_probe_csv_header(FILE *f);
@@ -201,6 +233,31 @@ double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,
  * 1 - sqrt(1-delta); +Inf when lr > 1/(L + L_tilde sqrt(beta/theta)). */
 double gc_bound_ef21(double f0_gap, double lr, size_t T, double L,
                      double L_tilde, double delta, double G0);
+/* Mem-SGD (Stich, Cordonnier, Jaggi 2018, Theorem 2.4; docs/theory.md
+ * 4.6), bound on E f(xbar_T) - f* for steps 8/(mu(a+t)), a k-contraction
+ * with d/k = dk and shift a, alpha > 4 with (alpha+1) dk + rho/(rho+1) <= a:
+ * 4T(T+2a) G2/(mu S_T) + mu a^3 D2/(8 S_T)
+ *   + 64 T (1 + 2L/mu) (4 alpha/(alpha-4)) dk^2 G2/(mu S_T),
+ * S_T = sum_{t<T} (a+t)^2, D2 = ||x_0 - x*||^2. */
+double gc_bound_mem_sgd(size_t T, double a, double mu, double L, double G2,
+                        double D2, double dk, double alpha);
+/* The largest alpha > 4 (to grid resolution, checked exactly) with
+ * (alpha+1) dk + rho/(rho+1) <= a, rho = 4 alpha/((alpha-4)(alpha+1)^2):
+ * the last term of gc_bound_mem_sgd falls with alpha.  NaN if none. */
+double gc_theory_mem_sgd_alpha(double a, double dk);
+/* Unbiased compressors with worker error feedback (4.8, derived), bound on
+ * mean_t E||grad F(x_t)||^2 for P workers with independent draws and
+ * omega < 1: 2 (f0-f*)/(lr T) + L lr M2 + L^2 lr^2 omega Mp2/((1-sqrt
+ * omega)^2 P), M2 >= E||gbar_t||^2, Mp2 = (1/P) sum_p max_t E||g_p,t||^2. */
+double gc_bound_omega_ef(double f0_gap, double lr, size_t T, double L,
+                         double M2, double Mp2, double omega, size_t P);
+/* The variance omega of an unbiased compressor with these parameters on
+ * vectors of length d (docs/theory.md 2.3, 2.7, 2.9): randk-unbiased
+ * d/K - 1, qsgd min(b/s^2, sqrt(b)/s) with b the bucket (d without),
+ * terngrad sqrt(d) - 1 without clipping.  NaN for the others (biased, or
+ * no worst-case omega). */
+double gc_theory_omega(const gc_compressor_type *t, const gc_compressor_params *p,
+                       size_t d);
 
 /* NULL when the memory recursion of 4.3, ||E_{t+1}|| <= gamma ||E_t|| +
  * (gamma + xi) lr ||gbar_t||, holds on every path of cfg's algorithm (and so
@@ -233,19 +290,35 @@ typedef struct gc_bound_case {
                                     ||h_i^0 - grad f_i(x_0)||^2 */
   double min_grad2;              /* min_t of the run mean of ||grad F(x_t)||^2 */
   double mean_grad2;             /* mean_t of the same */
+  gc_lr_schedule schedule;       /* the steps actually used */
+  double G2;                     /* max over runs and t of E[||gbar_t||^2 | x_t]
+                                    = ||grad F(x_t)||^2 + sigma^2 d/P */
+  double worker_G2;              /* max over runs of (1/P) sum_p max_t
+                                    (||grad f_p(x_t)||^2 + sigma^2 d) */
+  double x0_dist2;               /* ||x_0 - x*||^2 */
+  double wavg_gap;               /* mean over runs of F(xbar_T) - F*, w_t =
+                                    (a+t)^2 of an INVERSE schedule (else NaN) */
+  double omega_up;               /* gc_theory_omega of the uplink (NaN: none) */
 } gc_bound_case;
 
 /* What a bound is a bound on. */
 enum { GC_BOUND_ON_MIN = 0,      /* min_t ||grad F(x_t)||^2  */
-       GC_BOUND_ON_MEAN = 1 };   /* mean_t ||grad F(x_t)||^2 */
+       GC_BOUND_ON_MEAN = 1,     /* mean_t ||grad F(x_t)||^2 */
+       GC_BOUND_ON_WAVG_GAP = 2 };   /* F(xbar_T) - F*, weighted average */
+/* Short label of what a row bounds: "min_t_grad2", "mean_t_grad2",
+ * "wavg_fgap". */
+const char *gc_bound_on_name(int on);
 
 typedef struct gc_bound_row {
-  const char *name;       /* "nonconvex_4.3", "ef_sgd_4.6", "ef21_3d" */
+  const char *name;       /* "nonconvex_4.3", "ef_sgd_4.6", "ef21_3d",
+                             "mem_sgd_2.4", "omega_ef_4.8" */
   const char *source;     /* short citation */
   int on;                 /* GC_BOUND_ON_* */
   int expectation;        /* 1: bounds E[...] (measured: mean over runs);
                              0: holds on the path itself */
   double gamma, xi, delta;/* the constants put into the formula (NaN: unused) */
+  double alpha;           /* mem_sgd_2.4: the alpha chosen; omega_ef_4.8:
+                             omega (NaN: unused) */
   double value;           /* the bound; NaN when an assumption fails */
   double measured;        /* the measured quantity it bounds */
   char failed[192];       /* "" or the failed assumption with the measured
@@ -253,7 +326,7 @@ typedef struct gc_bound_row {
                              no commas, so CSV readers need no quoting */
 } gc_bound_row;
 
-enum { GC_BOUND_COUNT = 3 };
+enum { GC_BOUND_COUNT = 5 };
 /* What each bound declares, in the order of gc_theory_bounds_eval's rows:
  * its name, source, the measured quantity it bounds and its theorem's
  * assumptions in the order they are checked. */
@@ -275,6 +348,12 @@ void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows);
 int gc_theory_bounds_run(gc_problem *prob, const gc_algo_config *cfg,
                          double lr, size_t steps, size_t runs, size_t draws,
                          uint64_t seed, gc_bound_case *out);
+/* The same with the step sizes of a schedule; an INVERSE schedule also
+ * keeps the weighted average of the iterates with w_t = (a+t)^2. */
+int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
+                                  const gc_lr_schedule *sched, size_t steps,
+                                  size_t runs, size_t draws, uint64_t seed,
+                                  gc_bound_case *out);
 
 /* ---- exact (dyadic) arithmetic for the counterexamples -------------------- */
 /* 1 if v * 2^40 is an integer and |v| < 2^10 (v then has at most 50

@@ -48,6 +48,12 @@ struct gc_theory_run {
   gc_compressor *draw_up, *draw_down;
   uint8_t *draw_buf;             /* one message of either draw compressor */
   double dup_draws, ddown_draws;
+  /* quantities of the bounds of 4.6 and 4.8 */
+  double grad2_max;              /* max_t ||grad F(x_t)||^2                */
+  double *worker_grad2_max;      /* P: max_t ||grad f_p(x_t)||^2           */
+  double avg_shift;              /* a of w_t = (a+t)^2; NaN: no average     */
+  double avg_weight;             /* S_t = sum of the weights so far         */
+  double *avg_sum;               /* sum_t w_t x_t (NULL: no average)        */
 };
 
 static double norm2(const double *x, size_t n)
@@ -111,6 +117,8 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r->t1);
   free(r->t2);
   free(r->t3);
+  free(r->worker_grad2_max);
+  free(r->avg_sum);
   gc_xi_probe_free(r->xi);
   gc_compressor_free(r->draw_up);
   gc_compressor_free(r->draw_down);
@@ -153,7 +161,8 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
          (r->dprev = calloc(n, sizeof *r->dprev)) &&
          (r->t1 = calloc(n, sizeof *r->t1)) &&
          (r->t2 = calloc(n, sizeof *r->t2)) &&
-         (r->t3 = calloc(n, sizeof *r->t3));
+         (r->t3 = calloc(n, sizeof *r->t3)) &&
+         (r->worker_grad2_max = calloc(P, sizeof *r->worker_grad2_max));
     for (size_t p = 0; ok && p < P; p++)
       ok = (r->grads[p] = calloc(n, sizeof **r->grads)) != NULL;
   }
@@ -169,7 +178,19 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
   r->mem_excess = -INFINITY;
   r->recursion_fails = gc_theory_recursion_failure(&r->cfg);
   r->dup_draws = r->ddown_draws = INFINITY;
+  r->avg_shift = NAN;
   return r;
+}
+
+int gc_theory_run_set_average(gc_theory_run *r, double shift)
+{
+  if (r->avg_sum || gc_sim_steps_done(r->sim) || !(shift >= 0) || !isfinite(shift))
+    GC_ERROR("weighted average: set once, before the first step, with a >= 0",
+             GC_EINVAL);
+  if (!(r->avg_sum = calloc(r->n, sizeof *r->avg_sum)))
+    GC_ERROR("weighted average: out of memory", GC_ENOMEM);
+  r->avg_shift = shift;
+  return GC_SUCCESS;
 }
 
 /* A second instance of a random compressor with its own seed, so that the
@@ -257,6 +278,15 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   else
     gc_problem_grad(prob, model, r->t1);
   rw.grad_norm2 = norm2(r->t1, n);
+  /* before the noise: the bounds add its exact second moment sigma^2 d */
+  for (size_t p = 0; p < P; p++)
+    r->worker_grad2_max[p] = fmax(r->worker_grad2_max[p], norm2(r->grads[p], n));
+  if (r->avg_sum) {   /* x_t enters the average with w_t = (a+t)^2 */
+    double w = (r->avg_shift + (double) t) * (r->avg_shift + (double) t);
+    for (size_t i = 0; i < n; i++)
+      r->avg_sum[i] += w * model[i];
+    r->avg_weight += w;
+  }
   /* ||gbar||^2; without noise at the model gbar is the mean just taken */
   if (prob->sigma > 0 || point != model) {
     for (size_t p = 0; p < P; p++)
@@ -397,6 +427,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   r->steps++;
   r->sum_grad2 += rw.grad_norm2;
   r->min_grad2 = fmin(r->min_grad2, rw.grad_norm2);
+  r->grad2_max = fmax(r->grad2_max, rw.grad_norm2);
   r->M2 = fmax(r->M2, rw.gbar_norm2);
   if (isfinite(rw.xi)) {
     r->xi_max = fmax(r->xi_max, rw.xi);
@@ -445,6 +476,18 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
   s->gamma_d = r->gamma_d;
   s->k = r->k;
   s->k_down = r->kd;
+  s->grad2_max = r->steps ? r->grad2_max : NAN;
+  double wsum = 0;
+  for (size_t p = 0; p < r->P; p++)
+    wsum += r->worker_grad2_max[p];
+  s->worker_grad2_max_mean = r->steps ? wsum / (double) r->P : NAN;
+  s->wavg_gap = NAN;
+  if (r->avg_sum && r->avg_weight > 0) {
+    /* t1 is free between steps */
+    for (size_t i = 0; i < r->n; i++)
+      r->t1[i] = r->avg_sum[i] / r->avg_weight;
+    s->wavg_gap = gc_problem_gap(r->prob, r->t1);
+  }
 }
 
 void gc_probe_csv_header(FILE *f)
