@@ -16,8 +16,11 @@
 #define GC_NN_H
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include "gc_algo.h"
 #include "gc_data.h"
+#include "gc_netmodel.h"
+#include "gc_transport.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -198,9 +201,39 @@ typedef struct gc_train_config {
    * grads/evaluate replace gc_nn's (the P workers' mini-batches in one
    * call).  Compression, the algorithm and every file stay as on the CPU. */
   const gc_nn_device_type *device;
+  /* Scale-out (gradcomp train --transport mpi).  NULL: every worker and
+   * the server in this process.  Otherwise this process is the run's
+   * process `proc` (its MPI rank) and steps the transport's local workers
+   * and/or server (gc_sim_alloc_transport): it keeps only its workers'
+   * shards of the training set, computes only their gradients, and the
+   * transport's
+   * gather_aux/bcast_aux (required) carry the BatchNorm statistics and
+   * losses.  Rank 0 must run the server: it holds the ledger, evaluates
+   * and writes the run folder (config.json, log.csv, model.npy,
+   * checkpoint.json); every rank writes its own checkpoint-eN-rR.bin.
+   * The log's probes (xi, delta) read every worker's state and are off
+   * (nan, noted in config.json); --bounds and a device are refused. */
+  const gc_transport *transport;
+  int proc;
+  /* The alpha-beta network model (gc_netmodel.h), or NULL: log.csv gains
+   * net_comm_s (the epoch's modelled communication seconds, from the
+   * ledger's per-step bytes) and time_model_cum (the run's cumulative
+   * time_compute + time_compress + time_aggregate + net_comm_s). */
+  const gc_net_model *net;
+  /* Where the run is, for a signal handler (may be NULL): where[0] the
+   * epoch being run (1-based), where[1] the steps done. */
+  volatile sig_atomic_t *where;
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);
+/* The algorithm configuration a run of c gives gc_sim (dimension, method,
+ * compressors and their settings), for a transport sized before the run
+ * (gc_mpi_alloc).  *segs [out]: the layer shapes a shaped compressor
+ * (PowerSGD) reads through a->up_params, malloc'ed (free() it once a is
+ * no longer used), or NULL.  GC_EINVAL names an unknown model, method or
+ * compressor; GC_ENOMEM. */
+int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
+                         gc_segment **segs);
 
 /* Summary of a run. */
 typedef struct gc_train_result {
@@ -209,8 +242,9 @@ typedef struct gc_train_result {
   double epoch_seconds;     /* mean wall time of the epochs run here       */
 } gc_train_result;
 
-/* Run (or resume) a training run writing out/log.csv, out/config.json and
- * out/checkpoint.{npy,json} every epoch.  Returns GC_SUCCESS, GC_EDIVERGE
+/* Run (or resume) a training run writing out/log.csv, out/config.json,
+ * out/model.npy (float32: the d weights, then the BatchNorm running
+ * statistics) and out/checkpoint.{bin,json} every epoch.  Returns GC_SUCCESS, GC_EDIVERGE
  * (NaN/Inf loss: rows so far are kept), or the data/IO/argument errors.
  * With bounds_every > 0 it also writes out/bounds.json (what was measured
  * and assumed) and out/bounds.csv: per row, T steps so far, the local

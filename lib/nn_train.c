@@ -93,6 +93,15 @@ typedef struct run {
   int xi_log;                 /* log.csv's xi column is defined          */
   int contraction;            /* log the uplink contraction              */
   bounds b;                   /* --bounds                                */
+  /* scale-out (c->transport): this process's workers and role */
+  const gc_transport *tr;     /* NULL: every node here                   */
+  size_t lo, hi;              /* local workers [lo, hi)                  */
+  int leader;                 /* evaluates and writes the run folder     */
+  size_t ntrain;              /* training examples of the whole run      */
+  uint8_t *aux;               /* P * auxlen: losses and statistics       */
+  size_t auxlen;              /* 8 + 4 ns                                */
+  uint64_t stats_bytes;       /* statistics bytes moved, all steps       */
+  double tmodel;              /* time_model_cum so far (c->net)          */
 } run;
 
 static void run_free(run *r)
@@ -113,7 +122,7 @@ static void run_free(run *r)
     r->c->device->free(r->b.dev);
   }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
-  free(r->loss); free(r->x0);
+  free(r->loss); free(r->x0); free(r->aux);
   gc_sim_free(r->sim);
   free(r->segs);
   gc_xi_probe_free(r->xip);
@@ -156,10 +165,11 @@ static double density_down(const gc_train_config *c)
 static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
 {
   snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%u|%llu"
-           "|%zu|%zu", c->dataset, model_of(c), c->workers, c->noniid,
+           "|%zu|%zu%s%s", c->dataset, model_of(c), c->workers, c->noniid,
            c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
            c->density, density_down(c), c->rank, (unsigned long long) c->seed,
-           c->train_subset, c->test_subset);
+           c->train_subset, c->test_subset, c->transport ? "|mpi" : "",
+           c->net ? "|net" : "");
 }
 
 static int write_config_json(const run *r, const char *dir)
@@ -168,10 +178,15 @@ static int write_config_json(const run *r, const char *dir)
   struct utsname u;
   if (uname(&u) != 0)
     memset(&u, 0, sizeof u);
-  char fp[512], path[4200], *text = malloc(8192);
+  char fp[512], path[4200], net[128], *text = malloc(8192);
   if (!text)
     GC_ERROR("out of memory", GC_ENOMEM);
   fingerprint(c, fp, sizeof fp);
+  if (c->net)
+    snprintf(net, sizeof net, "alpha-beta: %.17g bytes/s, %.17g s latency",
+             c->net->bandwidth, c->net->latency);
+  else
+    snprintf(net, sizeof net, "none");
   snprintf(text, 8192,
     "{\n  \"program\": \"gradcomp train\",\n  \"version\": \"%s\",\n"
     "  \"dataset\": \"%s\",\n  \"model\": \"%s\",\n  \"d\": %zu,\n"
@@ -181,6 +196,8 @@ static int write_config_json(const run *r, const char *dir)
     "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
     "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
     "  \"threads\": %zu,\n  \"device\": \"%s\",\n"
+    "  \"transport\": \"%s\",\n  \"processes\": %zu,\n"
+    "  \"probes\": \"%s\",\n  \"net_model\": \"%s\",\n"
     "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
     "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
     "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
@@ -191,8 +208,13 @@ static int write_config_json(const run *r, const char *dir)
     (r->off[1] - r->off[0]) / c->batch, c->lr, c->momentum, c->algorithm,
     c->compressor, c->density, density_down(c), r->K, r->Kd, c->rank,
     (unsigned long long) c->seed, r->T, c->device ? c->device->name : "cpu",
-    c->max_steps,
-    c->train_subset, c->test_subset, r->train.n, r->test.n,
+    c->transport ? c->transport->type->name : "inproc",
+    c->transport ? c->workers + 1 : (size_t) 1,
+    c->transport ? "off: xi and delta read every worker's state, which no"
+                   " process holds under a transport (nan in log.csv)"
+                 : "xi and delta on 10 steps per epoch, where defined",
+    net, c->max_steps,
+    c->train_subset, c->test_subset, r->ntrain, r->test.n,
     c->config_file ? c->config_file : "", gc_nn_blas_core(),
     getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
     u.sysname, u.release, u.machine, fp);
@@ -212,9 +234,10 @@ static int write_config_json(const run *r, const char *dir)
 static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
 enum { CKPT_HDR = 8 + 8 + 4 };
 
-/* Remove every checkpoint-eN.bin of dir but epoch `keep` (0: all): a kill
- * between writing a new one and committing it, or between committing and
- * removing the old one, leaves an orphan that nothing else would delete. */
+/* Remove every checkpoint-eN.bin (and every rank's checkpoint-eN-rR.bin)
+ * of dir but epoch `keep` (0: all): a kill between writing a new one and
+ * committing it, or between committing and removing the old one, leaves
+ * an orphan that nothing else would delete. */
 static void remove_other_checkpoints(const char *dir, size_t keep)
 {
   DIR *d = opendir(dir);
@@ -224,20 +247,36 @@ static void remove_other_checkpoints(const char *dir, size_t keep)
   char path[4200];
   while ((e = readdir(d))) {
     unsigned long long ep;
-    int end = 0;
-    if (sscanf(e->d_name, "checkpoint-e%llu.bin%n", &ep, &end) == 1 &&
-        e->d_name[end] == '\0' && ep != keep &&
+    unsigned rk;
+    int end = 0, rend = 0;
+    int ours = sscanf(e->d_name, "checkpoint-e%llu.bin%n", &ep, &end) == 1 &&
+               e->d_name[end] == '\0';
+    if (!ours)
+      ours = sscanf(e->d_name, "checkpoint-e%llu-r%u.bin%n", &ep, &rk, &rend)
+             == 2 && rend > 0 && e->d_name[rend] == '\0';
+    if (ours && ep != keep &&
         path_in(path, sizeof path, dir, e->d_name) == GC_SUCCESS)
       remove(path);
   }
   closedir(d);
 }
 
+/* Epoch e's file of this process: in-process one file, under a transport
+ * one per rank (each holds its own nodes' state). */
+static void ckpt_name(const run *r, unsigned long long e, char *name,
+                      size_t cap)
+{
+  if (r->tr)
+    snprintf(name, cap, "checkpoint-e%llu-r%d.bin", e, r->c->proc);
+  else
+    snprintf(name, cap, "checkpoint-e%llu.bin", e);
+}
+
 static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
                      uint64_t down)
 {
   char name[64], path[4200], fp[512], text[1400];
-  snprintf(name, sizeof name, "checkpoint-e%zu.bin", epoch);
+  ckpt_name(r, epoch, name, sizeof name);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
   size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
   uint64_t n = sb + simb;
@@ -254,14 +293,32 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
   size_t lens[2] = { CKPT_HDR, n };
   int st = gc__write_atomic(path, parts, lens, 2);
   free(buf);
+  if (r->tr) {
+    /* every rank's file is written before rank 0 commits the epoch */
+    uint8_t *ok = r->aux;
+    for (size_t p = r->lo; p < r->hi; p++)
+      ok[p] = st == GC_SUCCESS;
+    GC_TRY(st);
+    GC_TRY(r->tr->type->gather_aux(r->tr->state, (uint32_t) steps, ok, 1));
+    if (!r->leader)
+      return GC_SUCCESS;
+    for (size_t p = 0; p < r->c->workers; p++)
+      if (!ok[p])
+        GC_ERRORF(GC_EIO, "rank %zu could not write its checkpoint of epoch"
+                  " %zu", p + 1, epoch);
+    snprintf(name, sizeof name, "checkpoint-e%zu-r*.bin", epoch);
+  }
   GC_TRY(st);
   fingerprint(r->c, fp, sizeof fp);
   snprintf(text, sizeof text,
            "{\n  \"epoch\": %zu,\n  \"steps\": %zu,\n  \"file\": \"%s\",\n"
            "  \"length\": %llu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
+           "  \"bytes_stats\": %llu,\n  \"time_model_cum\": %.17g,\n"
+           "  \"processes\": %zu,\n"
            "  \"fingerprint\": \"%s\"\n}\n", epoch, steps, name,
            (unsigned long long) n, (unsigned long long) up,
-           (unsigned long long) down, fp);
+           (unsigned long long) down, (unsigned long long) r->stats_bytes,
+           r->tmodel, r->tr ? r->c->workers + 1 : (size_t) 1, fp);
   GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
   GC_TRY(write_atomic(path, text));
   remove_other_checkpoints(r->c->out, epoch);
@@ -340,6 +397,12 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
     GC_ERRORF(GC_EFORMAT, "%s: missing fields", path);
   fingerprint(r->c, fp, sizeof fp);
   const char *q = strstr(text, "\"fingerprint\": \"");
+  int mpi_ckpt = q && strstr(q, "|mpi\"") != NULL;
+  if (q && mpi_ckpt != (r->tr != NULL))
+    GC_ERRORF(GC_EINVAL, "%s: the checkpoint was written %s; resume it %s",
+              path, mpi_ckpt ? "by a run under --transport mpi (one file per"
+              " rank)" : "in one process", mpi_ckpt ? "with --transport mpi"
+              " and the same number of ranks" : "without --transport mpi");
   if (!q || strncmp(q + 16, fp, strlen(fp)) != 0 || q[16 + strlen(fp)] != '"')
     GC_ERRORF(GC_EINVAL, "%s: the checkpoint belongs to another configuration"
               " (resume with the same options)", path);
@@ -351,9 +414,15 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
     GC_ERRORF(GC_EFORMAT, "%s: epoch %llu and steps %llu disagree (%zu steps"
               " per epoch)", path, e, s, spe);
   char name[64];
-  snprintf(name, sizeof name, "checkpoint-e%llu.bin", e);
+  ckpt_name(r, e, name, sizeof name);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
   GC_TRY(ckpt_read(r, path));
+  unsigned long long sb;
+  if (!json_u64(text, "bytes_stats", &sb))
+    r->stats_bytes = sb;
+  const char *tm = strstr(text, "\"time_model_cum\":");
+  if (tm)
+    r->tmodel = strtod(tm + strlen("\"time_model_cum\":"), NULL);
   if (gc_sim_steps_done(r->sim) != s)
     GC_ERRORF(GC_EFORMAT, "%s: step counter %lu, but checkpoint.json says %llu"
               " steps", path, (unsigned long) gc_sim_steps_done(r->sim), s);
@@ -403,7 +472,8 @@ static int log_truncate(const char *path, size_t rows)
 
 static const char log_header[] =
   "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,support_union_over_k,"
-  "xi,delta,time_compute,time_compress,time_aggregate,time_total\n";
+  "xi,delta,time_compute,time_compress,time_aggregate,time_total,"
+  "bytes_stats";
 
 /* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
@@ -492,23 +562,97 @@ static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n,
 /* The model's layer shapes for shaped compressors (PowerSGD): each linear
  * weight out x in and conv weight out x (in k k) as a matrix, each bias and
  * BatchNorm gamma/beta as a 1 x len vector. */
-static int build_segments(run *r)
+static int build_segments(const gc_nn *nn, gc_segment **segs, size_t *nsegs)
 {
-  const gc_nn *nn = r->nets[0];
   size_t L = gc_nn_nlayers(nn), m = 0;
-  if (!(r->segs = malloc((2 * L + 1) * sizeof *r->segs)))
+  gc_segment *sg = malloc((2 * L + 1) * sizeof *sg);
+  if (!(*segs = sg))
     GC_ERROR("out of memory for the layer shapes", GC_ENOMEM);
   for (size_t i = 0; i < L; i++) {
     const gc_nn_layer *y = gc_nn_layer_at(nn, i);
     if (y->nw) {
       int mat = (y->kind == GC_NN_LINEAR || y->kind == GC_NN_CONV) && y->out_c;
       size_t rows = mat ? y->out_c : 1;
-      r->segs[m++] = (gc_segment){ y->woff, rows, y->nw / rows };
+      sg[m++] = (gc_segment){ y->woff, rows, y->nw / rows };
     }
     if (y->nb)
-      r->segs[m++] = (gc_segment){ y->boff, 1, y->nb };
+      sg[m++] = (gc_segment){ y->boff, 1, y->nb };
   }
-  r->nsegs = m;
+  *nsegs = m;
+  return GC_SUCCESS;
+}
+
+/* The algorithm's configuration for c on the net nn (its shapes). */
+static int algo_config(const gc_train_config *c, const gc_nn *nn,
+                       gc_algo_config *a, gc_segment **segs, size_t *nsegs)
+{
+  *segs = NULL;
+  *nsegs = 0;
+  gc_algo_config_default(a);
+  GC_TRY(gc_algo_by_name(c->algorithm, &a->kind));
+  a->workers = c->workers;
+  a->n = gc_nn_nparams(nn);
+  a->dtype = GC_F32;
+  a->momentum = c->momentum;
+  const gc_compressor_type *T_up = gc_compressor_type_by_name(c->compressor);
+  if (!T_up)
+    GC_ERRORF(GC_EINVAL, "unknown compressor '%s' (see gradcomp compress --list)",
+              c->compressor);
+  a->up = a->down = T_up;
+  gc_compressor_params_default(&a->up_params);
+  gc_compressor_params_default(&a->down_params);
+  a->up_params.rank = a->down_params.rank = c->rank;
+  if (T_up->flags & GC_COMP_NEEDS_SHAPE) {
+    GC_TRY(build_segments(nn, segs, nsegs));
+    a->up_params.segments = a->down_params.segments = *segs;
+    a->up_params.nsegments = a->down_params.nsegments = *nsegs;
+  }
+  a->up_params.density = c->density;
+  a->up_params.seed = a->down_params.seed = c->seed;
+  a->down_params.density = density_down(c);
+  return GC_SUCCESS;
+}
+
+int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
+                         gc_segment **segs)
+{
+  gc_nn *nn = gc_nn_alloc_model(model_of(c), 1);
+  if (!nn)
+    return gc_last_error_code();
+  size_t nsegs;
+  int st = algo_config(c, nn, a, segs, &nsegs);
+  gc_nn_free(nn);
+  if (st != GC_SUCCESS) {
+    free(*segs);
+    *segs = NULL;
+  }
+  return st;
+}
+
+/* Under a transport: keep only the examples of the local workers' shards
+ * (idx[off[lo] .. off[hi])), renumbered 0.. in that order, so that the
+ * epoch shuffles of the shard positions pick the same examples as in one
+ * process. */
+static int keep_local_shards(run *r)
+{
+  size_t a = r->off[r->lo], b = r->off[r->hi], dim = r->train.dim;
+  gc_dataset k = r->train;
+  k.n = b - a;
+  k.x = malloc((k.n ? k.n : 1) * dim * sizeof *k.x);
+  k.y = malloc(k.n ? k.n : 1);
+  if (!k.x || !k.y) {
+    free(k.x);
+    free(k.y);
+    GC_ERROR("out of memory for the shard", GC_ENOMEM);
+  }
+  for (size_t j = 0; j < k.n; j++) {
+    uint32_t i = r->idx[a + j];
+    memcpy(k.x + j * dim, r->train.x + (size_t) i * dim, dim * sizeof *k.x);
+    k.y[j] = r->train.y[i];
+    r->idx[a + j] = (uint32_t) j;
+  }
+  gc_dataset_free(&r->train);
+  r->train = k;
   return GC_SUCCESS;
 }
 
@@ -847,9 +991,34 @@ static int setup(run *r)
     GC_ERRORF(GC_EINVAL, "model %s takes %s, not %s", model, want, c->dataset);
   if (c->workers == 0 || c->batch == 0)
     GC_ERROR("workers and batch must be positive", GC_EINVAL);
+  r->tr = c->transport;
+  r->lo = 0;
+  r->hi = c->workers;
+  r->leader = 1;
+  if (r->tr) {
+    const gc_transport *tr = r->tr;
+    if (c->device)
+      GC_ERROR("--transport: the nets run on the CPU under a transport "
+               "(--device cuda is not supported with it)", GC_EINVAL);
+    if (c->bounds_every)
+      GC_ERROR("--bounds needs full gradients over every shard in one "
+               "process: not supported with --transport", GC_EINVAL);
+    if (!tr->type->gather_aux || !tr->type->bcast_aux)
+      GC_ERRORF(GC_EINVAL, "transport %s cannot carry the BatchNorm "
+                "statistics and losses (no gather_aux/bcast_aux)",
+                tr->type->name);
+    if (tr->worker_lo > tr->worker_hi || tr->worker_hi > c->workers)
+      GC_ERROR("transport: local workers outside [0, P)", GC_EINVAL);
+    if (c->proc == 0 && !tr->server)
+      GC_ERROR("transport: process 0 must run the server", GC_EINVAL);
+    r->lo = tr->worker_lo;
+    r->hi = tr->worker_hi;
+    r->leader = c->proc == 0;
+  }
   const char *dir = c->data_dir ? c->data_dir : gc_data_dir("data");
   GC_TRY(gc_data_load(dir, c->dataset, 1, &r->train));
-  GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
+  if (r->leader)   /* evaluation happens where the folder is written */
+    GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
   if (c->train_subset)
     gc_dataset_truncate(&r->train, c->train_subset);
   if (c->test_subset)
@@ -867,6 +1036,9 @@ static int setup(run *r)
   if (r->off[1] - r->off[0] < c->batch)
     GC_ERRORF(GC_EINVAL, "each worker holds %zu examples, fewer than the batch %zu",
               r->off[1] - r->off[0], c->batch);
+  r->ntrain = n;
+  if (r->tr)
+    GC_TRY(keep_local_shards(r));
 
   size_t T = c->threads;
 #ifdef _OPENMP
@@ -875,8 +1047,8 @@ static int setup(run *r)
 #else
   T = 1;
 #endif
-  if (T > P)
-    T = P;
+  if (T > r->hi - r->lo)
+    T = r->hi - r->lo;
   if (T == 0)
     T = 1;
   r->T = T;
@@ -893,7 +1065,7 @@ static int setup(run *r)
   if (c->device) {
     if (!(r->dev = c->device->alloc(model, P, c->batch)))
       return gc_last_error_code();
-  } else if (!(r->evalnet = gc_nn_alloc_model(model, 100))) {
+  } else if (r->leader && !(r->evalnet = gc_nn_alloc_model(model, 100))) {
     return GC_ENOMEM;
   }
   r->d = gc_nn_nparams(r->nets[0]);
@@ -906,38 +1078,21 @@ static int setup(run *r)
   r->wstats = calloc(P * ns + 1, sizeof *r->wstats);
   r->loss = calloc(P, sizeof *r->loss);
   r->x0 = malloc(d * sizeof *r->x0);
+  r->auxlen = sizeof(double) + ns * sizeof(float);
+  r->aux = malloc(P * r->auxlen);
   if (!r->xb || !r->yb || !r->grads || !r->stats || !r->wstats || !r->loss ||
-      !r->x0)
+      !r->x0 || !r->aux)
     GC_ERROR("out of memory for the model state", GC_ENOMEM);
   gc_nn_init(r->nets[0], r->x0, r->stats, c->seed);
 
   gc_algo_config *a = &r->acfg;
-  gc_algo_config_default(a);
-  GC_TRY(gc_algo_by_name(c->algorithm, &a->kind));
-  a->workers = P;
-  a->n = d;
-  a->dtype = GC_F32;
-  a->momentum = c->momentum;
-  const gc_compressor_type *T_up = gc_compressor_type_by_name(c->compressor);
-  if (!T_up)
-    GC_ERRORF(GC_EINVAL, "unknown compressor '%s' (see gradcomp compress --list)",
-              c->compressor);
-  a->up = a->down = T_up;
-  gc_compressor_params_default(&a->up_params);
-  gc_compressor_params_default(&a->down_params);
-  a->up_params.rank = a->down_params.rank = c->rank;
-  if (T_up->flags & GC_COMP_NEEDS_SHAPE) {
-    GC_TRY(build_segments(r));
-    a->up_params.segments = a->down_params.segments = r->segs;
-    a->up_params.nsegments = a->down_params.nsegments = r->nsegs;
-  }
-  a->up_params.density = c->density;
-  a->up_params.seed = a->down_params.seed = c->seed;
-  a->down_params.density = density_down(c);
+  GC_TRY(algo_config(c, r->nets[0], a, &r->segs, &r->nsegs));
+  const gc_compressor_type *T_up = a->up;
   r->K = gc__resolve_k(d, &a->up_params);
   r->Kd = gc__resolve_k(d, &a->down_params);
   /* a bad setting is named by the compressor that rejects it */
-  if (!(r->sim = gc_sim_alloc(a, r->x0)))
+  if (!(r->sim = r->tr ? gc_sim_alloc_transport(a, r->x0, r->tr)
+                       : gc_sim_alloc(a, r->x0)))
     return gc_last_error_code();
   gc_sim_set_threads(r->sim, r->T);   /* workers' compression in parallel */
   GC_TRY(device_step_alloc(r));
@@ -947,7 +1102,7 @@ static int setup(run *r)
    * definition (gc_probe.h, as theory/probe.c), undefined without memories
    * (SGD, allreduce) and for EF21 / EF21-BC; the contraction needs the
    * workers' accumulators.  --bounds reads the probe at every step. */
-  if (!(T_up->flags & GC_COMP_RANDOM)) {
+  if (!(T_up->flags & GC_COMP_RANDOM) && !r->tr) {
     r->contraction = gc_worker_accumulator(gc_sim_worker(r->sim, 0)) != NULL;
     r->xi_log = 1;
   }
@@ -971,6 +1126,72 @@ static int setup(run *r)
 }
 
 /* ---- the loop ------------------------------------------------------------- */
+
+/* The step's messages beside the algorithm's.  The BatchNorm running
+ * statistics are averaged densely across the workers, outside
+ * compression: each worker sends its loss (8 bytes, for the log: not
+ * counted, like a message length) and its statistics (ns float32) to the
+ * server, which averages both in worker order and sends the mean loss and
+ * statistics back to every worker (P copies of ns float32).  The
+ * statistics' bytes both ways are counted (log.csv's bytes_stats).  In one
+ * process the same messages are written and read back, so a transport
+ * changes no bit.  On return every process holds the mean statistics in
+ * r->stats and the mean loss in *loss. */
+static int exchange_stats(run *r, uint32_t t, double *loss)
+{
+  size_t P = r->c->workers, ns = r->ns, len = r->auxlen;
+  const size_t h = sizeof(double);
+  for (size_t p = r->lo; p < r->hi; p++) {
+    uint8_t *m = r->aux + p * len;
+    memcpy(m, &r->loss[p], h);
+    memcpy(m + h, r->wstats + p * ns, ns * sizeof(float));
+  }
+  if (r->tr)
+    GC_TRY(r->tr->type->gather_aux(r->tr->state, t, r->aux, len));
+  if (r->leader) {   /* the server's process: decode, average, encode */
+    double l = 0;
+    for (size_t p = 0; p < P; p++) {
+      double lp;
+      memcpy(&lp, r->aux + p * len, h);
+      l += lp;
+    }
+    l /= (double) P;
+    for (size_t i = 0; i < ns; i++) {
+      double a = 0;
+      for (size_t p = 0; p < P; p++) {
+        float v;
+        memcpy(&v, r->aux + p * len + h + i * sizeof v, sizeof v);
+        a += v;
+      }
+      r->stats[i] = (float) (a / (double) P);
+    }
+    memcpy(r->aux, &l, h);   /* the downlink replaces worker 0's message */
+    memcpy(r->aux + h, r->stats, ns * sizeof(float));
+  }
+  if (r->tr)
+    GC_TRY(r->tr->type->bcast_aux(r->tr->state, t, r->aux, len));
+  memcpy(loss, r->aux, h);
+  memcpy(r->stats, r->aux + h, ns * sizeof(float));
+  r->stats_bytes += 2 * (uint64_t) P * ns * sizeof(float);
+  return GC_SUCCESS;
+}
+
+/* out/model.npy: the model every process holds, then the statistics. */
+static int write_model(const run *r)
+{
+  char path[4200];
+  size_t n = r->d + r->ns;
+  float *m = malloc(n * sizeof *m);
+  if (!m)
+    GC_ERROR("out of memory for model.npy", GC_ENOMEM);
+  memcpy(m, gc_sim_model(r->sim), r->d * sizeof *m);
+  memcpy(m + r->d, r->stats, r->ns * sizeof *m);
+  int st = path_in(path, sizeof path, r->c->out, "model.npy");
+  if (!st)
+    st = gc_npy_write(path, GC_F32, 1, &n, m);
+  free(m);
+  return st;
+}
 
 /* For a device: step s's batches of the P workers gathered in worker
  * order, and each worker's copy of the running statistics. */
@@ -1042,7 +1263,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   /* the folder only once the options and data are known to be good */
   if ((st = setup(&R)) != GC_SUCCESS || (st = gc__mkdir_p(c->out)) != GC_SUCCESS)
     goto done;
-  gc__remove_stale_tmp(c->out, NULL);
+  if (R.leader)   /* under a transport the other ranks may be writing */
+    gc__remove_stale_tmp(c->out, NULL);
 
   size_t P = c->workers, B = c->batch, d = R.d, ns = R.ns, dim = R.train.dim;
   size_t shard = R.off[1] - R.off[0], spe = shard / B;
@@ -1052,32 +1274,37 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     if ((st = ckpt_load(&R, &epoch0, &steps, &up_total, &down_total)))
       goto done;
     R.dcur = 0;   /* the checkpoint is in the CPU's gc_sim */
-    if ((st = path_in(path, sizeof path, c->out, "log.csv")) ||
-        (st = log_truncate(path, epoch0)))
+    if (R.leader &&
+        ((st = path_in(path, sizeof path, c->out, "log.csv")) ||
+         (st = log_truncate(path, epoch0))))
       goto done;
-    remove_other_checkpoints(c->out, epoch0);
-  } else {
+    if (R.leader)
+      remove_other_checkpoints(c->out, epoch0);
+  } else if (R.leader) {
     /* a fresh log: an old checkpoint no longer describes this folder */
     if ((st = path_in(path, sizeof path, c->out, "checkpoint.json")))
       goto done;
     remove(path);
     remove_other_checkpoints(c->out, 0);
   }
-  if ((st = write_config_json(&R, c->out)))
-    goto done;
-  if ((st = path_in(path, sizeof path, c->out, "log.csv")))
-    goto done;
-  log = fopen(path, c->resume ? "a" : "w");
-  if (!log) {
-    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot write: %s", path,
-              strerror(errno));
-    st = GC_EIO;
-    goto done;
-  }
-  if (!c->resume) {
-    fputs(log_header, log);
-    if ((st = gc__flush_checked(log, path)))
+  if (R.leader) {
+    if ((st = write_config_json(&R, c->out)))
       goto done;
+    if ((st = path_in(path, sizeof path, c->out, "log.csv")))
+      goto done;
+    log = fopen(path, c->resume ? "a" : "w");
+    if (!log) {
+      gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot write: %s", path,
+                strerror(errno));
+      st = GC_EIO;
+      goto done;
+    }
+    if (!c->resume) {
+      fprintf(log, "%s%s\n", log_header,
+              c->net ? ",net_comm_s,time_model_cum" : "");
+      if ((st = gc__flush_checked(log, path)))
+        goto done;
+    }
   }
   if (c->max_steps && steps >= c->max_steps)
     goto done;
@@ -1105,8 +1332,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     gc_sim_times(R.sim, &w0, &s0);
     double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0;
     size_t xn = 0, cn = 0, done_here = 0, g2en = 0;
-    memcpy(R.order, R.idx, R.train.n * sizeof *R.order);
-    for (size_t p = 0; p < P; p++)
+    size_t steps0 = steps;
+    uint64_t sb0 = R.stats_bytes;
+    memcpy(R.order, R.idx, R.ntrain * sizeof *R.order);
+    for (size_t p = R.lo; p < R.hi; p++)
       gc_data_shuffle(R.order + R.off[p], shard, c->seed, (uint32_t) (p + 1),
                       (uint32_t) e);
     const gc_ledger *lg = gc_sim_ledger(R.sim);
@@ -1118,6 +1347,10 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     for (size_t s = 0; s < spe; s++) {
       if (c->max_steps && steps >= c->max_steps)
         break;
+      if (c->where) {
+        c->where[0] = (sig_atomic_t) (e + 1);
+        c->where[1] = (sig_atomic_t) steps;
+      }
       /* log.csv's probes at sampled steps; --bounds reads xi every step */
       int probe = (s + 1) % probe_every == 0;
       int on_dev = R.dstep && !(probe && (R.xi_log || R.contraction));
@@ -1152,7 +1385,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
           break;
       } else {
       #pragma omp parallel for schedule(static) num_threads((int) R.T)
-      for (size_t p = 0; p < P; p++) {
+      for (size_t p = R.lo; p < R.hi; p++) {
         size_t t = 0;
 #ifdef _OPENMP
         t = (size_t) omp_get_thread_num();
@@ -1173,10 +1406,9 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       }
       }
       double tb = gc__now();
-      double l = 0;
-      for (size_t p = 0; p < P; p++)
-        l += R.loss[p];
-      l /= (double) P;
+      double l;
+      if ((st = exchange_stats(&R, (uint32_t) steps, &l)))
+        break;
       if (!isfinite(l)) {
         gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
                   "training diverged: loss is %g at epoch %zu, step %zu (lr %g"
@@ -1185,13 +1417,6 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         break;
       }
       lsum += l;
-      /* Running statistics: averaged densely across workers, in order. */
-      for (size_t i = 0; i < ns; i++) {
-        double a = 0;
-        for (size_t p = 0; p < P; p++)
-          a += R.wstats[p * ns + i];
-        R.stats[i] = (float) (a / (double) P);
-      }
       int probe_xi = R.xip && (R.b.on || (probe && R.xi_log));
       if (probe_xi)
         gc_xi_probe_before(R.xip, R.sim);
@@ -1202,7 +1427,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         tdev += gc__now() - tc;
       } else {
         st = gc_sim_step(R.sim, gp, c->lr);
-        support = gc_server_support_union(gc_sim_server(R.sim));
+        if (gc_sim_server(R.sim))   /* NULL where the server runs elsewhere */
+          support = gc_server_support_union(gc_sim_server(R.sim));
       }
       if (st != GC_SUCCESS) {
         if (st == GC_EDIVERGE || st == GC_EDOM) {
@@ -1245,18 +1471,29 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
       tstats += tc - tb;
       steps++;
       done_here++;
-      progress(c, e, s + 1, spe, done_here, gc__now() - t0);
+      if (R.leader)
+        progress(c, e, s + 1, spe, done_here, gc__now() - t0);
     }
     if (st != GC_SUCCESS || done_here == 0 || (st = device_step_sync(&R, 0)))
       break;
-    double acc, tl;
-    if ((st = c->device ? c->device->evaluate(R.dev, gc_sim_model(R.sim), R.stats,
+    /* Evaluation where the folder is written: every process holds the
+     * same model and, after the step's exchange, the same statistics. */
+    double acc = NAN, tl;
+    if (R.leader &&
+        (st = c->device ? c->device->evaluate(R.dev, gc_sim_model(R.sim), R.stats,
                                               &R.test, &acc, &tl)
               : gc_nn_evaluate(R.evalnet, gc_sim_model(R.sim), R.stats, &R.test,
                                &acc, &tl)))
       break;
     uint64_t upe = gc_ledger_total(lg, GC_UP) - up0;
     uint64_t downe = gc_ledger_total(lg, GC_DOWN) - down0;
+    /* the network model per step, before the ledgers are cleared (a step
+     * is in one of them: the CPU's or the device's) */
+    double net_s = 0;
+    for (size_t t = steps0; c->net && t < steps; t++)
+      net_s += gc_net_ledger_step_time(c->net, &R.acfg, lg, (uint32_t) t) +
+               (dlg ? gc_net_ledger_step_time(c->net, &R.acfg, dlg, (uint32_t) t)
+                    : 0);
     if (dlg) {   /* the steps taken on the device */
       upe += gc_ledger_total(dlg, GC_UP) - dup0;
       downe += gc_ledger_total(dlg, GC_DOWN) - ddown0;
@@ -1267,15 +1504,26 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
     double ttot = gc__now() - t0;
     gc_sim_times(R.sim, &w1, &s1);
-    fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f\n",
-            e + 1, steps, lsum / (double) done_here, acc,
-            (unsigned long long) upe, (unsigned long long) downe,
-            usum / (double) done_here / (double) R.K,
-            xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
-            tcomp, w1 - w0 + tdev, s1 - s0 + tstats, ttot);
-    if ((st = gc__flush_checked(log, path)))
-      break;
-    if (!c->quiet)
+    double tcomp_e = w1 - w0 + tdev, tagg_e = s1 - s0 + tstats;
+    if (c->net)
+      R.tmodel += tcomp + tcomp_e + tagg_e + net_s;
+    if (R.leader) {
+      fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f,"
+              "%llu", e + 1, steps, lsum / (double) done_here, acc,
+              (unsigned long long) upe, (unsigned long long) downe,
+              usum / (double) done_here / (double) R.K,
+              xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
+              tcomp, tcomp_e, tagg_e, ttot,
+              (unsigned long long) (R.stats_bytes - sb0));
+      if (c->net)
+        fprintf(log, ",%.17g,%.6f", net_s, R.tmodel);
+      fputc('\n', log);
+      if ((st = gc__flush_checked(log, path)))
+        break;
+      if ((st = write_model(&R)))
+        break;
+    }
+    if (!c->quiet && R.leader)
       fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
               e + 1, lsum / (double) done_here, acc, ttot);
     if (R.b.on && ((e + 1) % c->bounds_every == 0 || e + 1 == c->epochs ||
