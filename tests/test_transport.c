@@ -622,6 +622,22 @@ Test(train_mpi, resume_equals_uninterrupted)
   cr_assert(strstr(out, "resume it with --transport mpi") != NULL, "%s", out);
 }
 
+/* train's network model options: both or neither, and valid values. */
+Test(transport, train_net_options)
+{
+  char cmd[2048], out[4096];
+  const char *g = gc_test_builddir("experiments/gradcomp");
+  snprintf(cmd, sizeof cmd, "%s train --net-bandwidth 10Gbps --quiet --out %s",
+           g, gc_test_tmp("train-net"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "needs both --net-bandwidth and --net-latency") != NULL,
+            "%s", out);
+  snprintf(cmd, sizeof cmd, "%s train --net-bandwidth 10Gbps --net-latency 5 "
+           "--quiet --out %s", g, gc_test_tmp("train-net"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "--net-latency") != NULL, "%s", out);
+}
+
 /* Bad use: a rank count other than P+1, and no mpirun at all. */
 Test(train_mpi, wrong_rank_count_and_no_mpirun)
 {
