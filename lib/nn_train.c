@@ -101,6 +101,8 @@ typedef struct run {
   uint8_t *aux;               /* P * auxlen: losses and statistics       */
   size_t auxlen;              /* 8 + 4 ns                                */
   uint64_t stats_bytes;       /* statistics bytes moved, all steps       */
+  uint8_t *pbuf;              /* probed steps: the workers' vectors      */
+  size_t plen;
   double tmodel;              /* time_model_cum so far (c->net)          */
 } run;
 
@@ -122,7 +124,7 @@ static void run_free(run *r)
     r->c->device->free(r->b.dev);
   }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
-  free(r->loss); free(r->x0); free(r->aux);
+  free(r->loss); free(r->x0); free(r->aux); free(r->pbuf);
   gc_sim_free(r->sim);
   free(r->segs);
   gc_xi_probe_free(r->xip);
@@ -210,8 +212,9 @@ static int write_config_json(const run *r, const char *dir)
     (unsigned long long) c->seed, r->T, c->device ? c->device->name : "cpu",
     c->transport ? c->transport->type->name : "inproc",
     c->transport ? c->workers + 1 : (size_t) 1,
-    c->transport ? "off: xi and delta read every worker's state, which no"
-                   " process holds under a transport (nan in log.csv)"
+    c->transport ? "xi and delta on 10 steps per epoch, where defined, from"
+                   " the workers' vectors gathered to rank 0 (not in the"
+                   " ledger)"
                  : "xi and delta on 10 steps per epoch, where defined",
     net, c->max_steps,
     c->train_subset, c->test_subset, r->ntrain, r->test.n,
@@ -297,7 +300,7 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
     /* every rank's file is written before rank 0 commits the epoch */
     uint8_t *ok = r->aux;
     for (size_t p = r->lo; p < r->hi; p++)
-      ok[p] = st == GC_SUCCESS;
+      ok[p - r->lo] = st == GC_SUCCESS;
     GC_TRY(st);
     GC_TRY(r->tr->type->gather_aux(r->tr->state, (uint32_t) steps, ok, 1));
     if (!r->leader)
@@ -980,6 +983,99 @@ static int device_step_alloc(run *r)
   return GC_SUCCESS;
 }
 
+/* Under a transport no process holds every worker: at a probed step each
+ * worker sends process 0 its gradient, accumulator and sent message
+ * (float32, the probe's dtype) and its own uplink contraction, and process
+ * 0 forms the same sums in the same worker order as gc_xi_probe_after and
+ * probe_contraction do in one process, so xi and delta are the same bits.
+ * Measurement traffic: not in the ledger. */
+enum { PROBE_HDR = 2 * sizeof(double) };
+
+static int probe_remote_setup(run *r)
+{
+  const gc_transport *tr = r->tr;
+  uint8_t f[2] = { 0, 0 };   /* xi_log, contraction */
+  if (r->leader && !(r->acfg.up->flags & GC_COMP_RANDOM)) {
+    gc_worker *w = gc_worker_alloc(&r->acfg, 0);   /* asked, then freed */
+    if (!w)
+      return gc_last_error_code();
+    f[1] = gc_worker_accumulator(w) != NULL;
+    gc_worker_free(w);
+    r->xip = gc_xi_probe_alloc(&r->acfg);
+    f[0] = r->xip && gc_xi_probe_defined(r->xip);
+    if (!f[0]) {   /* a diagnostic: the run goes on without xi */
+      gc_xi_probe_free(r->xip);
+      r->xip = NULL;
+    }
+  }
+  GC_TRY(tr->type->bcast_aux(tr->state, 0, f, sizeof f));
+  r->xi_log = f[0];
+  r->contraction = f[1];
+  if (!r->xi_log && !r->contraction)
+    return GC_SUCCESS;
+  r->plen = PROBE_HDR + 3 * r->d * sizeof(float);
+  size_t msgs = r->leader ? r->c->workers : r->hi - r->lo;
+  if (!(r->pbuf = malloc((msgs ? msgs : 1) * r->plen)))
+    GC_ERROR("out of memory for the probes' messages", GC_ENOMEM);
+  return GC_SUCCESS;
+}
+
+/* After a probed step under a transport (every process): process 0 gets
+ * *xs (when xi is logged) and *ct, the workers' mean contraction. */
+static int probe_remote(run *r, double lr, gc_xi_sample *xs, double *ct)
+{
+  size_t d = r->d, len = r->plen, vb = d * sizeof(float);
+  for (size_t p = r->lo; p < r->hi; p++) {
+    uint8_t *m = r->pbuf + (p - r->lo) * len;
+    gc_worker *wk = gc_sim_worker(r->sim, p);
+    const float *g = r->grads + p * d, *acc = gc_worker_accumulator(wk);
+    const float *sent = gc_worker_sent(wk);
+    double c[2] = { 0, 0 };   /* 1 - ||acc - m||^2/||acc||^2, defined */
+    if (r->contraction) {
+      double e2 = 0, a2 = 0;
+      for (size_t i = 0; i < d; i++) {
+        e2 += (double) (acc[i] - sent[i]) * (acc[i] - sent[i]);
+        a2 += (double) acc[i] * acc[i];
+      }
+      if (a2 > 0) {
+        c[0] = 1 - e2 / a2;
+        c[1] = 1;
+      }
+    }
+    if (!acc)
+      acc = g;   /* dense uplink, as gc_xi_probe_sums_add */
+    if (!sent)
+      sent = acc;
+    memcpy(m, c, PROBE_HDR);
+    memcpy(m + PROBE_HDR, g, vb);
+    memcpy(m + PROBE_HDR + vb, acc, vb);
+    memcpy(m + PROBE_HDR + 2 * vb, sent, vb);
+  }
+  uint32_t t = gc_sim_steps_done(r->sim) - 1;
+  GC_TRY(r->tr->type->gather_aux(r->tr->state, t, r->pbuf, len));
+  if (!r->leader)
+    return GC_SUCCESS;
+  double csum = 0;
+  int cn = 0;
+  for (size_t p = 0; p < r->c->workers; p++) {
+    double c[2];
+    memcpy(c, r->pbuf + p * len, PROBE_HDR);
+    if (c[1] != 0) {
+      csum += c[0];
+      cn++;
+    }
+  }
+  *ct = cn ? csum / cn : NAN;
+  if (!r->xip)
+    return GC_SUCCESS;
+  gc_xi_probe_sums_begin(r->xip);
+  for (size_t p = 0; p < r->c->workers; p++) {
+    const uint8_t *m = r->pbuf + p * len + PROBE_HDR;
+    gc_xi_probe_sums_add(r->xip, m, m + vb, m + 2 * vb);
+  }
+  return gc_xi_probe_sums_end(r->xip, lr, xs);
+}
+
 static int setup(run *r)
 {
   const gc_train_config *c = r->c;
@@ -1101,8 +1197,12 @@ static int setup(run *r)
   /* Probes (deterministic compressors only): xi through the library's one
    * definition (gc_probe.h, as theory/probe.c), undefined without memories
    * (SGD, allreduce) and for EF21 / EF21-BC; the contraction needs the
-   * workers' accumulators.  --bounds reads the probe at every step. */
-  if (!(T_up->flags & GC_COMP_RANDOM) && !r->tr) {
+   * workers' accumulators.  --bounds reads the probe at every step.  Under
+   * a transport process 0 decides and tells the others, who send it their
+   * vectors at the probed steps (probe_remote). */
+  if (r->tr)
+    return probe_remote_setup(r);
+  if (!(T_up->flags & GC_COMP_RANDOM)) {
     r->contraction = gc_worker_accumulator(gc_sim_worker(r->sim, 0)) != NULL;
     r->xi_log = 1;
   }
@@ -1142,7 +1242,7 @@ static int exchange_stats(run *r, uint32_t t, double *loss)
   size_t P = r->c->workers, ns = r->ns, len = r->auxlen;
   const size_t h = sizeof(double);
   for (size_t p = r->lo; p < r->hi; p++) {
-    uint8_t *m = r->aux + p * len;
+    uint8_t *m = r->aux + (p - r->lo) * len;   /* gather_aux's layout */
     memcpy(m, &r->loss[p], h);
     memcpy(m + h, r->wstats + p * ns, ns * sizeof(float));
   }
@@ -1440,10 +1540,15 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         break;
       }
       usum += (double) support;
+      gc_xi_sample xs;
+      double ct = NAN;
+      if (R.tr && probe && (R.xi_log || R.contraction) &&
+          (st = probe_remote(&R, c->lr, &xs, &ct)))
+        break;
+      if (probe_xi && !R.tr &&
+          (st = gc_xi_probe_after(R.xip, R.sim, gp, c->lr, &xs)))
+        break;
       if (probe_xi) {
-        gc_xi_sample xs;
-        if ((st = gc_xi_probe_after(R.xip, R.sim, gp, c->lr, &xs)))
-          break;
         double xi = method_xi(&R, &xs);
         if (probe && R.xi_log && isfinite(xi)) {
           xsum += xi;
@@ -1461,7 +1566,8 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
         }
       }
       if (probe && R.contraction) {
-        double ct = probe_contraction(&R);
+        if (!R.tr)
+          ct = probe_contraction(&R);
         if (isfinite(ct)) {
           csum += ct;
           cn++;

@@ -159,7 +159,8 @@ static int mpi_bcast_down(void *state, uint32_t step, uint8_t *down,
 }
 
 /* The driver's own messages: one MPI_Gatherv to rank 0 (which sends
- * nothing), worker p's bytes at buf + p len there, then one MPI_Bcast. */
+ * nothing; a worker rank's one message is at buf), worker p's bytes at
+ * buf + p len there; the other way one MPI_Bcast. */
 static int mpi_gather_aux(void *state, uint32_t step, uint8_t *buf,
                           size_t len)
 {
@@ -171,8 +172,8 @@ static int mpi_gather_aux(void *state, uint32_t step, uint8_t *buf,
     m->counts[q] = (int) len;
     m->displs[q] = (int) ((q - 1) * len);
   }
-  const uint8_t *mine = m->rank > 0 ? buf + (size_t) (m->rank - 1) * len : buf;
-  MPI_TRY(MPI_Gatherv(mine, m->rank > 0 ? (int) len : 0, MPI_BYTE, buf,
+  MPI_TRY(MPI_Gatherv(m->rank > 0 ? (const void *) buf : MPI_IN_PLACE,
+                      m->rank > 0 ? (int) len : 0, MPI_BYTE, buf,
                       m->counts, m->displs, MPI_BYTE, 0, m->comm),
           "Gatherv (driver messages)", step);
   return GC_SUCCESS;
