@@ -17,7 +17,7 @@
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_netmodel.h"
-#include "gc_nn.h"
+#include "gc_train_run.h"
 #ifdef HAVE_MPI
 #include "gc_transport_mpi.h"
 #endif

@@ -1,28 +1,24 @@
-/* nn_train.c -- data-parallel training of the reference models through the
- * in-process transport (gc_sim): every step, each worker's gradient at
- * gc_sim_point on its own mini-batch, then gc_sim_step.  Worker gradients
- * are independent (one per OpenMP iteration, BLAS single-threaded) and every
- * reduction runs in worker order, so the thread count never changes a bit. */
+/* nn_train.c -- data-parallel training of the reference models through
+ * gc_sim (gc_nn.h: gc_train_alloc / gc_train_step / gc_train_eval /
+ * gc_train_free): every step, each local worker's gradient at
+ * gc_sim_point on its own mini-batch, then gc_sim_step, in-process or over
+ * a transport.  Worker gradients are independent (one per OpenMP
+ * iteration, BLAS single-threaded) and every reduction runs in worker
+ * order, so neither the thread count nor the transport changes a bit.
+ * The run folder, logs and checkpoint files are the driver's
+ * (experiments/train_run.c). */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/utsname.h>
-#include <unistd.h>
-#include <zlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "config.h"
 #include "gc_algo.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
-#include "gc_io.h"
 #include "gc_nn.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
@@ -48,7 +44,8 @@ void gc_train_config_default(gc_train_config *c)
   c->bounds_batch = 1000;
 }
 
-/* --bounds: the measuring apparatus and the running constants. */
+/* --bounds: the measuring apparatus and the constants read at every step
+ * (the driver keeps f(x0), L and the full-gradient samples). */
 typedef struct bounds {
   int on;
   gc_nn **nets;               /* T nets of batch BOUND_CHUNK             */
@@ -61,14 +58,14 @@ typedef struct bounds {
   size_t nl;
   double gamma;               /* sqrt(1-K/d) or sqrt(1-K_d/d); 0 for SGD */
   const char *xi_name;        /* "xi", "xi_bi" or "none"                 */
-  double f0, L, m2max, m2sum, ximax, xisum, g2sum;
-  size_t m2n, xin, g2n;
-  FILE *csv;
+  double m2max, m2sum, ximax, xisum;
+  size_t m2n, xin;
 } bounds;
 
-/* Everything a run holds; freed by run_free. */
-typedef struct run {
-  const gc_train_config *c;
+/* Everything a run holds; freed by gc_train_free. */
+struct gc_train {
+  gc_train_config cfg;        /* the caller's, copied                    */
+  const gc_train_config *c;   /* = &cfg                                  */
   gc_dataset train, test;
   uint32_t *idx, *order;      /* partition; per-worker epoch order       */
   size_t *off;
@@ -103,11 +100,18 @@ typedef struct run {
   uint64_t stats_bytes;       /* statistics bytes moved, all steps       */
   uint8_t *pbuf;              /* probed steps: the workers' vectors      */
   size_t plen;
-  double tmodel;              /* time_model_cum so far (c->net)          */
-} run;
+  /* the steps */
+  const void **gp;            /* [P] pointers into grads                 */
+  size_t steps;               /* steps done                              */
+  double tdev;                /* seconds of the steps taken on the device */
+  size_t taken;               /* steps counted by gc_train_take_bytes    */
+  uint64_t stats_taken;
+};
 
-static void run_free(run *r)
+void gc_train_free(gc_train *r)
 {
+  if (!r)
+    return;
   gc_dataset_free(&r->train);
   gc_dataset_free(&r->test);
   free(r->idx); free(r->order); free(r->off);
@@ -124,7 +128,7 @@ static void run_free(run *r)
     r->c->device->free(r->b.dev);
   }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
-  free(r->loss); free(r->x0); free(r->aux); free(r->pbuf);
+  free(r->loss); free(r->x0); free(r->aux); free(r->pbuf); free(r->gp);
   gc_sim_free(r->sim);
   free(r->segs);
   gc_xi_probe_free(r->xip);
@@ -134,23 +138,7 @@ static void run_free(run *r)
       gc_nn_free(b->nets[t]);
   free(b->nets); free(b->xb); free(b->g); free(b->pt); free(b->yb);
   free(b->slices); free(b->grad); free(b->gp); free(b->v); free(b->lids);
-  if (b->csv)
-    fclose(b->csv);
-}
-
-static int path_in(char *buf, size_t cap, const char *dir, const char *name)
-{
-  if ((size_t) snprintf(buf, cap, "%s/%s", dir, name) >= cap)
-    GC_ERRORF(GC_EINVAL, "path too long: %s/%s", dir, name);
-  return GC_SUCCESS;
-}
-
-/* Write text atomically: temporary file in the same folder, then rename. */
-static int write_atomic(const char *path, const char *text)
-{
-  const void *part = text;
-  size_t len = strlen(text);
-  return gc__write_atomic(path, &part, &len, 1);
+  free(r);
 }
 
 static const char *model_of(const gc_train_config *c)
@@ -163,326 +151,11 @@ static double density_down(const gc_train_config *c)
   return c->density_down > 0 ? c->density_down : c->density;
 }
 
-/* The fields that must agree between a checkpoint and a resumed run. */
-static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
-{
-  snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%u|%llu"
-           "|%zu|%zu%s%s", c->dataset, model_of(c), c->workers, c->noniid,
-           c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
-           c->density, density_down(c), c->rank, (unsigned long long) c->seed,
-           c->train_subset, c->test_subset, c->transport ? "|mpi" : "",
-           c->net ? "|net" : "");
-}
-
-static int write_config_json(const run *r, const char *dir)
-{
-  const gc_train_config *c = r->c;
-  struct utsname u;
-  if (uname(&u) != 0)
-    memset(&u, 0, sizeof u);
-  char fp[512], path[4200], net[128], *text = malloc(8192);
-  if (!text)
-    GC_ERROR("out of memory", GC_ENOMEM);
-  fingerprint(c, fp, sizeof fp);
-  if (c->net)
-    snprintf(net, sizeof net, "alpha-beta: %.17g bytes/s, %.17g s latency",
-             c->net->bandwidth, c->net->latency);
-  else
-    snprintf(net, sizeof net, "none");
-  snprintf(text, 8192,
-    "{\n  \"program\": \"gradcomp train\",\n  \"version\": \"%s\",\n"
-    "  \"dataset\": \"%s\",\n  \"model\": \"%s\",\n  \"d\": %zu,\n"
-    "  \"workers\": %zu,\n  \"partition\": \"%s\",\n  \"batch\": %zu,\n"
-    "  \"epochs\": %zu,\n  \"steps_per_epoch\": %zu,\n  \"lr\": %.17g,\n"
-    "  \"momentum\": %.17g,\n  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n"
-    "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
-    "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
-    "  \"threads\": %zu,\n  \"device\": \"%s\",\n"
-    "  \"transport\": \"%s\",\n  \"processes\": %zu,\n"
-    "  \"probes\": \"%s\",\n  \"net_model\": \"%s\",\n"
-    "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
-    "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
-    "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
-    "  \"blas_core\": \"%s\",\n  \"openblas_coretype_env\": \"%s\",\n"
-    "  \"machine\": \"%s %s %s\",\n  \"fingerprint\": \"%s\"\n}\n",
-    PACKAGE_VERSION, c->dataset, model_of(c), r->d, c->workers,
-    c->noniid ? "noniid" : "iid", c->batch, c->epochs,
-    (r->off[1] - r->off[0]) / c->batch, c->lr, c->momentum, c->algorithm,
-    c->compressor, c->density, density_down(c), r->K, r->Kd, c->rank,
-    (unsigned long long) c->seed, r->T, c->device ? c->device->name : "cpu",
-    c->transport ? c->transport->type->name : "inproc",
-    c->transport ? c->workers + 1 : (size_t) 1,
-    c->transport ? "xi and delta on 10 steps per epoch, where defined, from"
-                   " the workers' vectors gathered to rank 0 (not in the"
-                   " ledger)"
-                 : "xi and delta on 10 steps per epoch, where defined",
-    net, c->max_steps,
-    c->train_subset, c->test_subset, r->ntrain, r->test.n,
-    c->config_file ? c->config_file : "", gc_nn_blas_core(),
-    getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
-    u.sysname, u.release, u.machine, fp);
-  int st = path_in(path, sizeof path, dir, "config.json");
-  if (!st)
-    st = write_atomic(path, text);
-  free(text);
-  return st;
-}
-
-/* ---- checkpoint: the BN statistics and the whole simulator state
- * (gc_sim_state_save: x, memories, momentum, EF21 state, warm starts, the
- * step count) in one binary file named by epoch, then a json that commits
- * it.  File: "GCCKPT1\n", u64 payload length, u32 CRC-32 of the payload,
- * payload = stats (ns float32) + simulator state. */
-
-static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
-enum { CKPT_HDR = 8 + 8 + 4 };
-
-/* Remove every checkpoint-eN.bin (and every rank's checkpoint-eN-rR.bin)
- * of dir but epoch `keep` (0: all): a kill between writing a new one and
- * committing it, or between committing and removing the old one, leaves
- * an orphan that nothing else would delete. */
-static void remove_other_checkpoints(const char *dir, size_t keep)
-{
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  char path[4200];
-  while ((e = readdir(d))) {
-    unsigned long long ep;
-    unsigned rk;
-    int end = 0, rend = 0;
-    int ours = sscanf(e->d_name, "checkpoint-e%llu.bin%n", &ep, &end) == 1 &&
-               e->d_name[end] == '\0';
-    if (!ours)
-      ours = sscanf(e->d_name, "checkpoint-e%llu-r%u.bin%n", &ep, &rk, &rend)
-             == 2 && rend > 0 && e->d_name[rend] == '\0';
-    if (ours && ep != keep &&
-        path_in(path, sizeof path, dir, e->d_name) == GC_SUCCESS)
-      remove(path);
-  }
-  closedir(d);
-}
-
-/* Epoch e's file of this process: in-process one file, under a transport
- * one per rank (each holds its own nodes' state). */
-static void ckpt_name(const run *r, unsigned long long e, char *name,
-                      size_t cap)
-{
-  if (r->tr)
-    snprintf(name, cap, "checkpoint-e%llu-r%d.bin", e, r->c->proc);
-  else
-    snprintf(name, cap, "checkpoint-e%llu.bin", e);
-}
-
-static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
-                     uint64_t down)
-{
-  char name[64], path[4200], fp[512], text[1400];
-  ckpt_name(r, epoch, name, sizeof name);
-  GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
-  uint64_t n = sb + simb;
-  uint8_t *buf = malloc(n ? n : 1), hdr[CKPT_HDR];
-  if (!buf)
-    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
-  memcpy(buf, r->stats, sb);
-  gc_sim_state_save(r->sim, buf + sb);
-  uint32_t crc = (uint32_t) crc32_z(0L, buf, n);
-  memcpy(hdr, ckpt_magic, 8);
-  memcpy(hdr + 8, &n, 8);
-  memcpy(hdr + 16, &crc, 4);
-  const void *parts[2] = { hdr, buf };
-  size_t lens[2] = { CKPT_HDR, n };
-  int st = gc__write_atomic(path, parts, lens, 2);
-  free(buf);
-  if (r->tr) {
-    /* every rank's file is written before rank 0 commits the epoch */
-    uint8_t *ok = r->aux;
-    for (size_t p = r->lo; p < r->hi; p++)
-      ok[p - r->lo] = st == GC_SUCCESS;
-    GC_TRY(st);
-    GC_TRY(r->tr->type->gather_aux(r->tr->state, (uint32_t) steps, ok, 1));
-    if (!r->leader)
-      return GC_SUCCESS;
-    for (size_t p = 0; p < r->c->workers; p++)
-      if (!ok[p])
-        GC_ERRORF(GC_EIO, "rank %zu could not write its checkpoint of epoch"
-                  " %zu", p + 1, epoch);
-    snprintf(name, sizeof name, "checkpoint-e%zu-r*.bin", epoch);
-  }
-  GC_TRY(st);
-  fingerprint(r->c, fp, sizeof fp);
-  snprintf(text, sizeof text,
-           "{\n  \"epoch\": %zu,\n  \"steps\": %zu,\n  \"file\": \"%s\",\n"
-           "  \"length\": %llu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
-           "  \"bytes_stats\": %llu,\n  \"time_model_cum\": %.17g,\n"
-           "  \"processes\": %zu,\n"
-           "  \"fingerprint\": \"%s\"\n}\n", epoch, steps, name,
-           (unsigned long long) n, (unsigned long long) up,
-           (unsigned long long) down, (unsigned long long) r->stats_bytes,
-           r->tmodel, r->tr ? r->c->workers + 1 : (size_t) 1, fp);
-  GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
-  GC_TRY(write_atomic(path, text));
-  remove_other_checkpoints(r->c->out, epoch);
-  return GC_SUCCESS;
-}
-
-/* Read a checkpoint file written by ckpt_save into r (stats and sim). */
-static int ckpt_read(run *r, const char *path)
-{
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
-  uint8_t hdr[CKPT_HDR];
-  uint64_t n;
-  uint32_t crc;
-  size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
-  if (fread(hdr, 1, CKPT_HDR, f) != CKPT_HDR || memcmp(hdr, ckpt_magic, 8)) {
-    fclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint", path);
-  }
-  memcpy(&n, hdr + 8, 8);
-  memcpy(&crc, hdr + 16, 4);
-  if (n != sb + simb) {
-    fclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: %llu bytes of state, expected %zu for this"
-              " configuration", path, (unsigned long long) n, sb + simb);
-  }
-  uint8_t *buf = malloc(n ? n : 1);
-  if (!buf) {
-    fclose(f);
-    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
-  }
-  size_t got = fread(buf, 1, n, f);
-  int extra = fgetc(f) != EOF;
-  fclose(f);
-  const char *why = got != n || extra ? "truncated or with trailing bytes"
-                    : (uint32_t) crc32_z(0L, buf, n) != crc
-                        ? "checksum mismatch (the file is damaged)" : NULL;
-  int st = GC_EFORMAT;
-  if (why) {
-    gc_errorf(__FILE__, __LINE__, st, "%s: %s", path, why);
-  } else {
-    memcpy(r->stats, buf, sb);
-    st = gc_sim_state_load(r->sim, buf + sb, simb);
-  }
-  free(buf);
-  return st;
-}
-
-static int json_u64(const char *text, const char *key, unsigned long long *v)
-{
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(text, pat);
-  if (!p)
-    return -1;
-  *v = strtoull(p + strlen(pat), NULL, 10);
-  return 0;
-}
-
-static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
-                     uint64_t *down)
-{
-  char path[4200], text[2048], fp[512];
-  GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
-  FILE *f = fopen(path, "r");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open (nothing to resume): %s", path,
-              strerror(errno));
-  size_t got = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[got] = '\0';
-  unsigned long long e, s, bu, bd;
-  if (json_u64(text, "epoch", &e) || json_u64(text, "steps", &s) ||
-      json_u64(text, "bytes_up", &bu) || json_u64(text, "bytes_down", &bd))
-    GC_ERRORF(GC_EFORMAT, "%s: missing fields", path);
-  fingerprint(r->c, fp, sizeof fp);
-  const char *q = strstr(text, "\"fingerprint\": \"");
-  int mpi_ckpt = q && strstr(q, "|mpi\"") != NULL;
-  if (q && mpi_ckpt != (r->tr != NULL))
-    GC_ERRORF(GC_EINVAL, "%s: the checkpoint was written %s; resume it %s",
-              path, mpi_ckpt ? "by a run under --transport mpi (one file per"
-              " rank)" : "in one process", mpi_ckpt ? "with --transport mpi"
-              " and the same number of ranks" : "without --transport mpi");
-  if (!q || strncmp(q + 16, fp, strlen(fp)) != 0 || q[16 + strlen(fp)] != '"')
-    GC_ERRORF(GC_EINVAL, "%s: the checkpoint belongs to another configuration"
-              " (resume with the same options)", path);
-  /* Only whole epochs are checkpointed, so steps = epoch x steps per
-   * epoch; and the simulator's own counter (it indexes the byte ledger)
-   * must say the same, or a crafted file could make the ledger huge. */
-  size_t spe = (r->off[1] - r->off[0]) / r->c->batch;
-  if (e == 0 || spe == 0 || s % spe != 0 || s / spe != e)
-    GC_ERRORF(GC_EFORMAT, "%s: epoch %llu and steps %llu disagree (%zu steps"
-              " per epoch)", path, e, s, spe);
-  char name[64];
-  ckpt_name(r, e, name, sizeof name);
-  GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  GC_TRY(ckpt_read(r, path));
-  unsigned long long sb;
-  if (!json_u64(text, "bytes_stats", &sb))
-    r->stats_bytes = sb;
-  const char *tm = strstr(text, "\"time_model_cum\":");
-  if (tm)
-    r->tmodel = strtod(tm + strlen("\"time_model_cum\":"), NULL);
-  if (gc_sim_steps_done(r->sim) != s)
-    GC_ERRORF(GC_EFORMAT, "%s: step counter %lu, but checkpoint.json says %llu"
-              " steps", path, (unsigned long) gc_sim_steps_done(r->sim), s);
-  *epoch = e;
-  *steps = s;
-  *up = bu;
-  *down = bd;
-  return GC_SUCCESS;
-}
-
-/* Keep the header and the first `rows` rows of log.csv (rows written after
- * the last checkpoint are redone). */
-static int log_truncate(const char *path, size_t rows)
-{
-  FILE *f = fopen(path, "r");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open the log to resume: %s", path,
-              strerror(errno));
-  char line[4096];
-  size_t cap = 1 << 16, len = 0, kept = 0;
-  char *buf = malloc(cap);
-  if (!buf) {
-    fclose(f);
-    return GC_ENOMEM;
-  }
-  while (kept <= rows && fgets(line, sizeof line, f)) {
-    size_t l = strlen(line);
-    if (len + l + 1 > cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return GC_ENOMEM;
-      }
-      buf = nb;
-    }
-    memcpy(buf + len, line, l);
-    len += l;
-    kept++;
-  }
-  fclose(f);
-  buf[len] = '\0';
-  int st = write_atomic(path, buf);
-  free(buf);
-  return st;
-}
-
-static const char log_header[] =
-  "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,support_union_over_k,"
-  "xi,delta,time_compute,time_compress,time_aggregate,time_total,"
-  "bytes_stats";
-
 /* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
 /* The workers' mean uplink contraction 1 - ||acc - m||^2/||acc||^2 after a
  * step; NaN where undefined. */
-static double probe_contraction(run *r)
+static double probe_contraction(gc_train *r)
 {
   size_t P = r->c->workers, d = r->d;
   double csum = 0;
@@ -505,59 +178,9 @@ static double probe_contraction(run *r)
 
 /* The method's own assumption: xi (4.2) with worker memories only, xi_bi
  * (4.4) with a server memory (bi, DoubleSqueeze; downlink-only: 0). */
-static double method_xi(const run *r, const gc_xi_sample *s)
+static double method_xi(const gc_train *r, const gc_xi_sample *s)
 {
   return gc_xi_probe_has_server_memory(r->xip) ? s->xi_bi : s->xi;
-}
-
-/* ---- progress (stderr, terminals only) ------------------------------- */
-
-/* "1h02m", "3m05s", "12s": short enough to keep the bar on one line. */
-static void duration_text(double sec, char *out, size_t cap)
-{
-  if (!(sec >= 0) || sec > 1e7) {
-    snprintf(out, cap, "?");
-    return;
-  }
-  unsigned long s = (unsigned long) (sec + 0.5);
-  if (s >= 3600)
-    snprintf(out, cap, "%luh%02lum", s / 3600, s / 60 % 60);
-  else if (s >= 60)
-    snprintf(out, cap, "%lum%02lus", s / 60, s % 60);
-  else
-    snprintf(out, cap, "%lus", s);
-}
-
-/* Step i of n in this epoch; `done` steps took `elapsed` seconds in this
- * process (a resumed epoch starts part-way).  The rate covers the
- * training steps only, so the run's ETA leaves out the per-epoch test
- * evaluation. */
-static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n,
-                     size_t done, double elapsed)
-{
-  if (c->quiet || !isatty(STDERR_FILENO) || n == 0)
-    return;
-  if (i != n && i % 16 != 0)
-    return;
-  enum { W = 30 };
-  char bar[W + 1];
-  size_t fill = i * W / n;
-  for (size_t j = 0; j < W; j++)
-    bar[j] = j < fill ? '=' : (j == fill ? '>' : ' ');
-  bar[W] = '\0';
-  fprintf(stderr, "\repoch %zu/%zu [%s] %zu/%zu", epoch + 1, c->epochs, bar, i, n);
-  if (done > 0 && elapsed > 0) {
-    double rate = (double) done / elapsed;
-    size_t left_run = (n - i) + (c->epochs - epoch - 1) * n;
-    char eta_e[32], eta_r[32];
-    duration_text((double) (n - i) / rate, eta_e, sizeof eta_e);
-    duration_text((double) left_run / rate, eta_r, sizeof eta_r);
-    fprintf(stderr, " %.1f steps/s, epoch ETA %s, run ETA %s\033[K", rate, eta_e,
-            eta_r);
-  }
-  if (i == n)
-    fputs("\r\033[K", stderr);
-  fflush(stderr);
 }
 
 /* ---- setup -------------------------------------------------------------- */
@@ -636,7 +259,7 @@ int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
  * (idx[off[lo] .. off[hi])), renumbered 0.. in that order, so that the
  * epoch shuffles of the shard positions pick the same examples as in one
  * process. */
-static int keep_local_shards(run *r)
+static int keep_local_shards(gc_train *r)
 {
   size_t a = r->off[r->lo], b = r->off[r->hi], dim = r->train.dim;
   gc_dataset k = r->train;
@@ -667,7 +290,7 @@ static const double bound_fd_step = 1e-3;   /* h of the Hessian-vector FD */
 /* The bound covers plain SGD steps of the methods of 4.3 / 4.4 with
  * top-K, whose contraction gamma = sqrt(1-K/d) it uses; refuse the rest
  * and name the assumption that fails. */
-static int bounds_check(run *r)
+static int bounds_check(gc_train *r)
 {
   const gc_train_config *c = r->c;
   bounds *b = &r->b;
@@ -700,7 +323,7 @@ static int bounds_check(run *r)
   return GC_SUCCESS;
 }
 
-static int bounds_alloc(run *r)
+static int bounds_alloc(gc_train *r)
 {
   bounds *b = &r->b;
   size_t d = r->d, dim = r->train.dim, N = r->off[r->c->workers];
@@ -745,7 +368,7 @@ static int bounds_alloc(run *r)
 /* eval_grad on the device: chunks of BOUND_CHUNK examples, up to
  * BOUND_SLICES of them per call (a short last chunk alone), each chunk's
  * mean gradient weighted by its size and added in chunk order. */
-static int eval_grad_device(run *r, const float *w, const uint32_t *ids,
+static int eval_grad_device(gc_train *r, const float *w, const uint32_t *ids,
                             size_t n, double *grad, double *loss)
 {
   bounds *b = &r->b;
@@ -783,7 +406,7 @@ static int eval_grad_device(run *r, const float *w, const uint32_t *ids,
  * mode (no dropout, BatchNorm running statistics): the deterministic f the
  * bound speaks of.  Fixed slices, each summed in order by one thread, then
  * added in slice order: the thread count changes no bit. */
-static int eval_grad(run *r, const float *w, const uint32_t *ids, size_t n,
+static int eval_grad(gc_train *r, const float *w, const uint32_t *ids, size_t n,
                      double *grad, double *loss)
 {
   if (r->c->device)
@@ -841,7 +464,7 @@ static int eval_grad(run *r, const float *w, const uint32_t *ids, size_t n,
  * over the fixed batch, warm-started from the last direction; the largest
  * ||H v|| seen (each is <= ||H||: an estimate from below of the local
  * constant; ReLU nets are not globally L-smooth). */
-static int estimate_L(run *r, const float *x, double *L)
+static int estimate_L(gc_train *r, const float *x, double *L)
 {
   bounds *b = &r->b;
   size_t d = r->d;
@@ -871,7 +494,7 @@ static int estimate_L(run *r, const float *x, double *L)
 }
 
 /* ||grad f(x)||^2 over the whole training partition; *loss = f(x). */
-static int full_grad2(run *r, const float *x, double *g2, double *loss)
+static int full_grad2(gc_train *r, const float *x, double *g2, double *loss)
 {
   bounds *b = &r->b;
   GC_TRY(eval_grad(r, x, r->idx, r->off[r->c->workers], b->grad, loss));
@@ -882,85 +505,10 @@ static int full_grad2(run *r, const float *x, double *g2, double *loss)
   return GC_SUCCESS;
 }
 
-static const char bounds_header[] =
-  "# bound evaluated with measured constants (theory.md 4.3): L is a local"
-  " estimate (ReLU nets are not globally L-smooth), M2 the max ||gbar_t||^2"
-  " seen, f* >= 0, xi the max measured; assumptions in bounds.json\n"
-  "epoch,steps,lr,gamma,xi_kind,xi_max,xi_mean,L_epoch,L,M2_max,M2_mean,f0,"
-  "term_f0,term_sgd,term_compression,bound,grad2_mean,grad2_epoch,"
-  "grad2_samples,ratio\n";
-
-/* bounds.csv (header) and bounds.json: what the numbers are and assume. */
-static int bounds_open(run *r)
-{
-  const gc_train_config *c = r->c;
-  char path[4200], text[3000];
-  snprintf(text, sizeof text,
-    "{\n  \"label\": \"bound evaluated with measured constants (theory.md 4.3)\",\n"
-    "  \"bound\": \"(1/T) sum_{t<T} E||grad f(x_t)||^2 <= 2 (f(x0)-f*)/(lr T)"
-    " + L lr M2 + L^2 lr^2 M2 (gamma+xi)^2/(1-gamma)^2\",\n"
-    "  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n  \"lr\": %.17g,\n"
-    "  \"gamma\": %.17g,\n  \"xi_kind\": \"%s\",\n"
-    "  \"assumptions\": [\n"
-    "    \"f is L-smooth: L is a local estimate (max over the run of power"
-    " iterations on finite-difference Hessian-vector products over a fixed"
-    " batch); ReLU nets are not globally L-smooth\",\n"
-    "    \"E||gbar_t||^2 <= M2 at every step: M2 is the max of the observed"
-    " ||gbar_t||^2 over every step so far (M2_mean is their mean)\",\n"
-    "    \"f* >= 0 for the cross-entropy, so f(x0) - f* <= f(x0)\",\n"
-    "    \"the assumption of 4.2 (uni) or 4.4 (server memory) with xi = the"
-    " max over every step so far of the measured xi_t (xi_bi,t)\",\n"
-    "    \"f, grad f and L in evaluation mode (no dropout, BatchNorm running"
-    " statistics) over the training partition; the measured mean uses"
-    " full-gradient samples at %zu evenly spaced steps per epoch\"\n  ],\n"
-    "  \"hvps\": %zu,\n  \"hvp_batch\": %zu,\n  \"fd_step\": %g,\n"
-    "  \"samples_per_epoch\": %zu,\n  \"every_epochs\": %zu\n}\n",
-    c->algorithm, c->compressor, c->lr, r->b.gamma, r->b.xi_name,
-    c->bounds_samples, c->bounds_hvps, r->b.nl, bound_fd_step,
-    c->bounds_samples, c->bounds_every);
-  GC_TRY(path_in(path, sizeof path, c->out, "bounds.json"));
-  GC_TRY(write_atomic(path, text));
-  GC_TRY(path_in(path, sizeof path, c->out, "bounds.csv"));
-  if (!(r->b.csv = fopen(path, "w")))
-    GC_ERRORF(GC_EIO, "%s: cannot write: %s", path, strerror(errno));
-  fputs(bounds_header, r->b.csv);
-  fflush(r->b.csv);
-  return GC_SUCCESS;
-}
-
-/* One row after epoch e, with L re-estimated at the current model. */
-static int bounds_row(run *r, size_t e, size_t steps, double g2_epoch,
-                      size_t n_epoch)
-{
-  bounds *b = &r->b;
-  const gc_train_config *c = r->c;
-  double Le;
-  GC_TRY(estimate_L(r, gc_sim_model(r->sim), &Le));
-  b->L = fmax(b->L, Le);
-  double xi = strcmp(b->xi_name, "none") ? b->ximax : 0.0;
-  double m2 = b->m2max, t[3];
-  double bound = gc_bound_nonconvex_terms(b->f0, c->lr, steps, b->L, m2,
-                                          b->gamma, xi, t);
-  double g2 = b->g2n ? b->g2sum / (double) b->g2n : NAN;
-  fprintf(b->csv, "%zu,%zu,%.17g,%.17g,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
-          "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%.9g\n", e + 1, steps, c->lr,
-          b->gamma, b->xi_name, b->xin ? b->ximax : NAN,
-          b->xin ? b->xisum / (double) b->xin : NAN, Le, b->L, m2,
-          b->m2n ? b->m2sum / (double) b->m2n : NAN, b->f0, t[0], t[1], t[2],
-          bound, g2, n_epoch ? g2_epoch / (double) n_epoch : NAN, b->g2n,
-          bound / g2);
-  fflush(b->csv);
-  if (!c->quiet)
-    fprintf(stderr, "epoch %zu: bound %.4g (L %.3g, M2 %.3g, %s %.3g) vs"
-            " measured mean ||grad f||^2 %.4g: ratio %.3g\n", e + 1, bound,
-            b->L, m2, b->xi_name, xi, g2, bound / g2);
-  return GC_SUCCESS;
-}
-
 /* The algorithm's step on the device when it has one for this method and
  * compressor; --bounds reads the CPU's memories at every step, so it keeps
  * the step there. */
-static int device_step_alloc(run *r)
+static int device_step_alloc(gc_train *r)
 {
   const gc_nn_device_type *D = r->c->device;
   if (!D || !D->step_alloc || r->c->bounds_every)
@@ -991,7 +539,7 @@ static int device_step_alloc(run *r)
  * Measurement traffic: not in the ledger. */
 enum { PROBE_HDR = 2 * sizeof(double) };
 
-static int probe_remote_setup(run *r)
+static int probe_remote_setup(gc_train *r)
 {
   const gc_transport *tr = r->tr;
   uint8_t f[2] = { 0, 0 };   /* xi_log, contraction */
@@ -1022,7 +570,7 @@ static int probe_remote_setup(run *r)
 
 /* After a probed step under a transport (every process): process 0 gets
  * *xs (when xi is logged) and *ct, the workers' mean contraction. */
-static int probe_remote(run *r, double lr, gc_xi_sample *xs, double *ct)
+static int probe_remote(gc_train *r, double lr, gc_xi_sample *xs, double *ct)
 {
   size_t d = r->d, len = r->plen, vb = d * sizeof(float);
   for (size_t p = r->lo; p < r->hi; p++) {
@@ -1076,7 +624,7 @@ static int probe_remote(run *r, double lr, gc_xi_sample *xs, double *ct)
   return gc_xi_probe_sums_end(r->xip, lr, xs);
 }
 
-static int setup(run *r)
+static int setup(gc_train *r)
 {
   const gc_train_config *c = r->c;
   const char *model = model_of(c);
@@ -1237,7 +785,7 @@ static int setup(run *r)
  * process the same messages are written and read back, so a transport
  * changes no bit.  On return every process holds the mean statistics in
  * r->stats and the mean loss in *loss. */
-static int exchange_stats(run *r, uint32_t t, double *loss)
+static int exchange_stats(gc_train *r, uint32_t t, double *loss)
 {
   size_t P = r->c->workers, ns = r->ns, len = r->auxlen;
   const size_t h = sizeof(double);
@@ -1276,26 +824,9 @@ static int exchange_stats(run *r, uint32_t t, double *loss)
   return GC_SUCCESS;
 }
 
-/* out/model.npy: the model every process holds, then the statistics. */
-static int write_model(const run *r)
-{
-  char path[4200];
-  size_t n = r->d + r->ns;
-  float *m = malloc(n * sizeof *m);
-  if (!m)
-    GC_ERROR("out of memory for model.npy", GC_ENOMEM);
-  memcpy(m, gc_sim_model(r->sim), r->d * sizeof *m);
-  memcpy(m + r->d, r->stats, r->ns * sizeof *m);
-  int st = path_in(path, sizeof path, r->c->out, "model.npy");
-  if (!st)
-    st = gc_npy_write(path, GC_F32, 1, &n, m);
-  free(m);
-  return st;
-}
-
 /* For a device: step s's batches of the P workers gathered in worker
  * order, and each worker's copy of the running statistics. */
-static void gather_batches(run *r, size_t s)
+static void gather_batches(gc_train *r, size_t s)
 {
   size_t P = r->c->workers, B = r->c->batch, dim = r->train.dim, ns = r->ns;
   #pragma omp parallel for schedule(static) num_threads((int) r->T)
@@ -1314,7 +845,7 @@ static void gather_batches(run *r, size_t s)
  * plain steps, the CPU's gc_sim for probed steps, checkpoints and the
  * evaluation.  The two step bit-identically, so the trajectory does not
  * depend on where each step ran. */
-static int device_step_sync(run *r, int to_device)
+static int device_step_sync(gc_train *r, int to_device)
 {
   if (!r->dstep || r->dcur == to_device)
     return GC_SUCCESS;
@@ -1332,7 +863,7 @@ static int device_step_sync(run *r, int to_device)
 }
 
 /* Step s's gradients on the device's step, at its own point, kept there. */
-static int device_step_grads(run *r, size_t s, size_t steps)
+static int device_step_grads(gc_train *r, size_t s, size_t steps)
 {
   const gc_train_config *c = r->c;
   gather_batches(r, s);
@@ -1342,7 +873,7 @@ static int device_step_grads(run *r, size_t s, size_t steps)
 
 /* Step s on the device: one call for every worker's loss and gradient
  * (worker p keyed as on the CPU), into the host's grads. */
-static int device_grads(run *r, const float *x, size_t s, size_t steps)
+static int device_grads(gc_train *r, const float *x, size_t s, size_t steps)
 {
   const gc_train_config *c = r->c;
   gather_batches(r, s);
@@ -1350,315 +881,274 @@ static int device_grads(run *r, const float *x, size_t s, size_t steps)
                           1, c->seed, 0, (uint32_t) steps, r->loss, r->grads);
 }
 
-int gc_train_run(const gc_train_config *c, gc_train_result *res)
-{
-  run R;
-  memset(&R, 0, sizeof R);
-  R.c = c;
-  if (res)
-    memset(res, 0, sizeof *res);
-  int st = GC_SUCCESS;
-  FILE *log = NULL;
-  char path[4200];
-  /* the folder only once the options and data are known to be good */
-  if ((st = setup(&R)) != GC_SUCCESS || (st = gc__mkdir_p(c->out)) != GC_SUCCESS)
-    goto done;
-  if (R.leader)   /* under a transport the other ranks may be writing */
-    gc__remove_stale_tmp(c->out, NULL);
+/* ---- the API: INITIALIZE / ITERATE / TEST -------------------------------- */
 
-  size_t P = c->workers, B = c->batch, d = R.d, ns = R.ns, dim = R.train.dim;
-  size_t shard = R.off[1] - R.off[0], spe = shard / B;
-  size_t epoch0 = 0, steps = 0;
-  uint64_t up_total = 0, down_total = 0;
-  if (c->resume) {
-    if ((st = ckpt_load(&R, &epoch0, &steps, &up_total, &down_total)))
-      goto done;
-    R.dcur = 0;   /* the checkpoint is in the CPU's gc_sim */
-    if (R.leader &&
-        ((st = path_in(path, sizeof path, c->out, "log.csv")) ||
-         (st = log_truncate(path, epoch0))))
-      goto done;
-    if (R.leader)
-      remove_other_checkpoints(c->out, epoch0);
-  } else if (R.leader) {
-    /* a fresh log: an old checkpoint no longer describes this folder */
-    if ((st = path_in(path, sizeof path, c->out, "checkpoint.json")))
-      goto done;
-    remove(path);
-    remove_other_checkpoints(c->out, 0);
+gc_train *gc_train_alloc(const gc_train_config *c)
+{
+  gc_train *r = calloc(1, sizeof *r);
+  if (!r)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  r->cfg = *c;
+  r->c = &r->cfg;
+  int st = setup(r);
+  if (st != GC_SUCCESS) {   /* reported; freeing must not lose the reason */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", gc_last_error());
+    gc_train_free(r);
+    gc__error_restore(why, st);
+    return NULL;
   }
-  if (R.leader) {
-    if ((st = write_config_json(&R, c->out)))
-      goto done;
-    if ((st = path_in(path, sizeof path, c->out, "log.csv")))
-      goto done;
-    log = fopen(path, c->resume ? "a" : "w");
-    if (!log) {
-      gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot write: %s", path,
-                strerror(errno));
-      st = GC_EIO;
-      goto done;
-    }
-    if (!c->resume) {
-      fprintf(log, "%s%s\n", log_header,
-              c->net ? ",net_comm_s,time_model_cum" : "");
-      if ((st = gc__flush_checked(log, path)))
-        goto done;
-    }
-  }
-  if (c->max_steps && steps >= c->max_steps)
-    goto done;
-  if (R.b.on) {
-    if ((st = bounds_open(&R)))
-      goto done;
-    double L0;
-    if ((st = estimate_L(&R, gc_sim_model(R.sim), &L0)))
-      goto done;
-    R.b.L = L0;
-  }
-  const void **gp = malloc(P * sizeof *gp);
-  if (!gp) {
-    st = GC_ENOMEM;
-    goto done;
+  size_t P = c->workers;
+  if (!(r->gp = malloc(P * sizeof *r->gp))) {
+    gc_train_free(r);
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
   }
   for (size_t p = 0; p < P; p++)
-    gp[p] = R.grads + p * d;
-  size_t probe_every = spe >= 10 ? spe / 10 : 1;
-  double tsum = 0;
-  size_t tn = 0;
+    r->gp[p] = r->grads + p * r->d;
+  return r;
+}
 
-  for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
-    double t0 = gc__now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
-    gc_sim_times(R.sim, &w0, &s0);
-    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0;
-    size_t xn = 0, cn = 0, done_here = 0, g2en = 0;
-    size_t steps0 = steps;
-    uint64_t sb0 = R.stats_bytes;
-    memcpy(R.order, R.idx, R.ntrain * sizeof *R.order);
-    for (size_t p = R.lo; p < R.hi; p++)
-      gc_data_shuffle(R.order + R.off[p], shard, c->seed, (uint32_t) (p + 1),
-                      (uint32_t) e);
-    const gc_ledger *lg = gc_sim_ledger(R.sim);
-    uint64_t up0 = gc_ledger_total(lg, GC_UP), down0 = gc_ledger_total(lg, GC_DOWN);
-    const gc_ledger *dlg = R.dstep ? c->device->step_ledger(R.dstep) : NULL;
-    uint64_t dup0 = dlg ? gc_ledger_total(dlg, GC_UP) : 0;
-    uint64_t ddown0 = dlg ? gc_ledger_total(dlg, GC_DOWN) : 0;
-    double tdev = 0;   /* the steps taken on the device, whole */
-    for (size_t s = 0; s < spe; s++) {
-      if (c->max_steps && steps >= c->max_steps)
-        break;
-      if (c->where) {
-        c->where[0] = (sig_atomic_t) (e + 1);
-        c->where[1] = (sig_atomic_t) steps;
-      }
-      /* log.csv's probes at sampled steps; --bounds reads xi every step */
-      int probe = (s + 1) % probe_every == 0;
-      int on_dev = R.dstep && !(probe && (R.xi_log || R.contraction));
-      if ((st = device_step_sync(&R, on_dev)))
-        break;
-      const float *x = gc_sim_point(R.sim);
-      if (R.b.on) {
-        /* full gradients at evenly spaced steps (in time_total only) */
-        size_t S = c->bounds_samples < spe ? c->bounds_samples : spe;
-        for (size_t j = 0; j < S && st == GC_SUCCESS; j++) {
-          double g2, f;
-          if (j * spe / S != s)
-            continue;
-          if ((st = full_grad2(&R, gc_sim_model(R.sim), &g2, &f)))
-            break;
-          if (steps == 0)
-            R.b.f0 = f;
-          R.b.g2sum += g2;
-          R.b.g2n++;
-          g2e += g2;
-          g2en++;
-        }
-        if (st != GC_SUCCESS)
-          break;
-      }
-      double ta = gc__now();
-      if (on_dev) {
-        if ((st = device_step_grads(&R, s, steps)))
-          break;
-      } else if (c->device) {
-        if ((st = device_grads(&R, x, s, steps)))
-          break;
-      } else {
-      #pragma omp parallel for schedule(static) num_threads((int) R.T)
-      for (size_t p = R.lo; p < R.hi; p++) {
-        size_t t = 0;
+void gc_train_describe(const gc_train *r, gc_train_info *out)
+{
+  memset(out, 0, sizeof *out);
+  out->d = r->d;
+  out->ns = r->ns;
+  out->k = r->K;
+  out->k_down = r->Kd;
+  out->threads = r->T;
+  out->steps_per_epoch = (r->off[1] - r->off[0]) / r->c->batch;
+  out->train_examples = r->ntrain;
+  out->test_examples = r->test.n;
+  out->leader = r->leader;
+  out->bounds_gamma = r->b.gamma;
+  out->bounds_xi = r->b.xi_name ? r->b.xi_name : "none";
+  out->bounds_batch = r->b.nl;
+  out->bounds_fd_step = bound_fd_step;
+}
+
+const gc_algo_config *gc_train_algo(const gc_train *r) { return &r->acfg; }
+size_t gc_train_steps_done(const gc_train *r) { return r->steps; }
+
+int gc_train_epoch(gc_train *r, size_t e)
+{
+  size_t shard = r->off[1] - r->off[0];
+  memcpy(r->order, r->idx, r->ntrain * sizeof *r->order);
+  for (size_t p = r->lo; p < r->hi; p++)
+    gc_data_shuffle(r->order + r->off[p], shard, r->c->seed, (uint32_t) (p + 1),
+                    (uint32_t) e);
+  return GC_SUCCESS;
+}
+
+/* This process's workers' losses and gradients of step s at x, on the
+ * CPU: one OpenMP iteration per worker, each with its own net. */
+static void cpu_grads(gc_train *r, const float *x, size_t s)
+{
+  const gc_train_config *c = r->c;
+  size_t B = c->batch, d = r->d, ns = r->ns, dim = r->train.dim;
+  size_t steps = r->steps;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
+  for (size_t p = r->lo; p < r->hi; p++) {
+    size_t t = 0;
 #ifdef _OPENMP
-        t = (size_t) omp_get_thread_num();
+    t = (size_t) omp_get_thread_num();
 #endif
-        gc_nn *net = R.nets[t];
-        float *xb = R.xb + t * B * dim;
-        uint8_t *yb = R.yb + t * B;
-        const uint32_t *ord = R.order + R.off[p] + s * B;
-        for (size_t b = 0; b < B; b++) {
-          memcpy(xb + b * dim, R.train.x + (size_t) ord[b] * dim, dim * sizeof *xb);
-          yb[b] = R.train.y[ord[b]];
-        }
-        float *ws = R.wstats + p * ns;
-        memcpy(ws, R.stats, ns * sizeof *ws);
-        gc_nn_forward(net, x, ws, xb, B, 1, c->seed, (uint32_t) p, (uint32_t) steps);
-        R.loss[p] = gc_nn_loss(net, yb);
-        gc_nn_backward(net, x, NULL, R.grads + p * d, NULL);
-      }
-      }
-      double tb = gc__now();
-      double l;
-      if ((st = exchange_stats(&R, (uint32_t) steps, &l)))
-        break;
-      if (!isfinite(l)) {
-        gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
-                  "training diverged: loss is %g at epoch %zu, step %zu (lr %g"
-                  " too large?)", l, e + 1, steps, c->lr);
-        st = GC_EDIVERGE;
-        break;
-      }
-      lsum += l;
-      int probe_xi = R.xip && (R.b.on || (probe && R.xi_log));
-      if (probe_xi)
-        gc_xi_probe_before(R.xip, R.sim);
-      double tc = gc__now();
-      size_t support = 0;
-      if (on_dev) {
-        st = c->device->step_run(R.dstep, c->lr, &support);
-        tdev += gc__now() - tc;
-      } else {
-        st = gc_sim_step(R.sim, gp, c->lr);
-        if (gc_sim_server(R.sim))   /* NULL where the server runs elsewhere */
-          support = gc_server_support_union(gc_sim_server(R.sim));
-      }
-      if (st != GC_SUCCESS) {
-        if (st == GC_EDIVERGE || st == GC_EDOM) {
-          gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
-                    "training diverged at epoch %zu, step %zu (non-finite"
-                    " gradient or iterate; lr %g too large?)", e + 1, steps, c->lr);
-          st = GC_EDIVERGE;
-        }
-        break;
-      }
-      usum += (double) support;
-      gc_xi_sample xs;
-      double ct = NAN;
-      if (R.tr && probe && (R.xi_log || R.contraction) &&
-          (st = probe_remote(&R, c->lr, &xs, &ct)))
-        break;
-      if (probe_xi && !R.tr &&
-          (st = gc_xi_probe_after(R.xip, R.sim, gp, c->lr, &xs)))
-        break;
-      if (probe_xi) {
-        double xi = method_xi(&R, &xs);
-        if (probe && R.xi_log && isfinite(xi)) {
-          xsum += xi;
-          xn++;
-        }
-        if (R.b.on) {
-          R.b.m2max = fmax(R.b.m2max, xs.gbar_norm2);
-          R.b.m2sum += xs.gbar_norm2;
-          R.b.m2n++;
-          if (!isnan(xi)) {   /* +Inf (gbar = 0, memories not) is kept */
-            R.b.ximax = fmax(R.b.ximax, xi);
-            R.b.xisum += xi;
-            R.b.xin++;
-          }
-        }
-      }
-      if (probe && R.contraction) {
-        if (!R.tr)
-          ct = probe_contraction(&R);
-        if (isfinite(ct)) {
-          csum += ct;
-          cn++;
-        }
-      }
-      tcomp += tb - ta;
-      tstats += tc - tb;
-      steps++;
-      done_here++;
-      if (R.leader)
-        progress(c, e, s + 1, spe, done_here, gc__now() - t0);
+    gc_nn *net = r->nets[t];
+    float *xb = r->xb + t * B * dim;
+    uint8_t *yb = r->yb + t * B;
+    const uint32_t *ord = r->order + r->off[p] + s * B;
+    for (size_t b = 0; b < B; b++) {
+      memcpy(xb + b * dim, r->train.x + (size_t) ord[b] * dim, dim * sizeof *xb);
+      yb[b] = r->train.y[ord[b]];
     }
-    if (st != GC_SUCCESS || done_here == 0 || (st = device_step_sync(&R, 0)))
-      break;
-    /* Evaluation where the folder is written: every process holds the
-     * same model and, after the step's exchange, the same statistics. */
-    double acc = NAN, tl;
-    if (R.leader &&
-        (st = c->device ? c->device->evaluate(R.dev, gc_sim_model(R.sim), R.stats,
-                                              &R.test, &acc, &tl)
-              : gc_nn_evaluate(R.evalnet, gc_sim_model(R.sim), R.stats, &R.test,
-                               &acc, &tl)))
-      break;
-    uint64_t upe = gc_ledger_total(lg, GC_UP) - up0;
-    uint64_t downe = gc_ledger_total(lg, GC_DOWN) - down0;
-    /* the network model per step, before the ledgers are cleared (a step
-     * is in one of them: the CPU's or the device's) */
-    double net_s = 0;
-    for (size_t t = steps0; c->net && t < steps; t++)
-      net_s += gc_net_ledger_step_time(c->net, &R.acfg, lg, (uint32_t) t) +
-               (dlg ? gc_net_ledger_step_time(c->net, &R.acfg, dlg, (uint32_t) t)
-                    : 0);
-    if (dlg) {   /* the steps taken on the device */
-      upe += gc_ledger_total(dlg, GC_UP) - dup0;
-      downe += gc_ledger_total(dlg, GC_DOWN) - ddown0;
-      gc_ledger_clear((gc_ledger *) dlg);
-    }
-    up_total += upe;
-    down_total += downe;
-    gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
-    double ttot = gc__now() - t0;
-    gc_sim_times(R.sim, &w1, &s1);
-    double tcomp_e = w1 - w0 + tdev, tagg_e = s1 - s0 + tstats;
-    if (c->net)
-      R.tmodel += tcomp + tcomp_e + tagg_e + net_s;
-    if (R.leader) {
-      fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f,"
-              "%llu", e + 1, steps, lsum / (double) done_here, acc,
-              (unsigned long long) upe, (unsigned long long) downe,
-              usum / (double) done_here / (double) R.K,
-              xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
-              tcomp, tcomp_e, tagg_e, ttot,
-              (unsigned long long) (R.stats_bytes - sb0));
-      if (c->net)
-        fprintf(log, ",%.17g,%.6f", net_s, R.tmodel);
-      fputc('\n', log);
-      if ((st = gc__flush_checked(log, path)))
-        break;
-      if ((st = write_model(&R)))
-        break;
-    }
-    if (!c->quiet && R.leader)
-      fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
-              e + 1, lsum / (double) done_here, acc, ttot);
-    if (R.b.on && ((e + 1) % c->bounds_every == 0 || e + 1 == c->epochs ||
-                   (c->max_steps && steps >= c->max_steps)) &&
-        (st = bounds_row(&R, e, steps, g2e, g2en)))
-      break;
-    tsum += ttot;
-    tn++;
-    if (res) {
-      res->epochs_done = e + 1;
-      res->steps_done = steps;
-      res->train_loss = lsum / (double) done_here;
-      res->test_acc = acc;
-    }
-    /* A partial epoch (--max-steps) is logged but not checkpointed as done. */
-    if (done_here == spe && (st = ckpt_save(&R, e + 1, steps, up_total, down_total)))
-      break;
-    if (c->max_steps && steps >= c->max_steps)
-      break;
+    float *ws = r->wstats + p * ns;
+    memcpy(ws, r->stats, ns * sizeof *ws);
+    gc_nn_forward(net, x, ws, xb, B, 1, c->seed, (uint32_t) p, (uint32_t) steps);
+    r->loss[p] = gc_nn_loss(net, yb);
+    gc_nn_backward(net, x, NULL, r->grads + p * d, NULL);
   }
-  if (res)
-    res->epoch_seconds = tn ? tsum / (double) tn : 0;
-  free(gp);
-done:
-  if (log && fclose(log) != 0 && st == GC_SUCCESS) {
-    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: write failed: %s", path,
-              strerror(errno));
-    st = GC_EIO;
+}
+
+int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
+                  gc_train_step_info *out)
+{
+  const gc_train_config *c = r->c;
+  size_t steps = r->steps;
+  memset(out, 0, sizeof *out);
+  out->xi = out->delta = NAN;
+  if (s >= (r->off[1] - r->off[0]) / c->batch)
+    GC_ERRORF(GC_EINVAL, "step %zu of an epoch of %zu steps", s,
+              (r->off[1] - r->off[0]) / c->batch);
+  /* the device's step for the plain steps, the CPU's for probed ones */
+  int on_dev = r->dstep && !(probe && (r->xi_log || r->contraction));
+  GC_TRY(device_step_sync(r, on_dev));
+  const float *x = gc_sim_point(r->sim);
+  double ta = gc__now();
+  if (on_dev)
+    GC_TRY(device_step_grads(r, s, steps));
+  else if (c->device)
+    GC_TRY(device_grads(r, x, s, steps));
+  else
+    cpu_grads(r, x, s);
+  double tb = gc__now();
+  double l;
+  GC_TRY(exchange_stats(r, (uint32_t) steps, &l));
+  if (!isfinite(l))
+    GC_ERRORF(GC_EDIVERGE, "training diverged: loss is %g at epoch %zu, step"
+              " %zu (lr %g too large?)", l, e + 1, steps, c->lr);
+  out->loss = l;
+  int probe_xi = r->xip && (r->b.on || (probe && r->xi_log));
+  if (probe_xi)
+    gc_xi_probe_before(r->xip, r->sim);
+  double tc = gc__now();
+  size_t support = 0;
+  int st;
+  if (on_dev) {
+    st = c->device->step_run(r->dstep, c->lr, &support);
+    r->tdev += gc__now() - tc;
+  } else {
+    st = gc_sim_step(r->sim, r->gp, c->lr);
+    if (gc_sim_server(r->sim))   /* NULL where the server runs elsewhere */
+      support = gc_server_support_union(gc_sim_server(r->sim));
   }
-  run_free(&R);
-  return st;
+  if (st == GC_EDIVERGE || st == GC_EDOM)
+    GC_ERRORF(GC_EDIVERGE, "training diverged at epoch %zu, step %zu "
+              "(non-finite gradient or iterate; lr %g too large?)", e + 1,
+              steps, c->lr);
+  GC_TRY(st);
+  out->support = support;
+  gc_xi_sample xs;
+  double ct = NAN;
+  if (r->tr && probe && (r->xi_log || r->contraction))
+    GC_TRY(probe_remote(r, c->lr, &xs, &ct));
+  if (probe_xi && !r->tr)
+    GC_TRY(gc_xi_probe_after(r->xip, r->sim, r->gp, c->lr, &xs));
+  if (probe_xi) {
+    double xi = method_xi(r, &xs);
+    if (probe && r->xi_log)
+      out->xi = xi;
+    if (r->b.on) {
+      r->b.m2max = fmax(r->b.m2max, xs.gbar_norm2);
+      r->b.m2sum += xs.gbar_norm2;
+      r->b.m2n++;
+      if (!isnan(xi)) {   /* +Inf (gbar = 0, memories not) is kept */
+        r->b.ximax = fmax(r->b.ximax, xi);
+        r->b.xisum += xi;
+        r->b.xin++;
+      }
+    }
+  }
+  if (probe && r->contraction)
+    out->delta = r->tr ? ct : probe_contraction(r);
+  out->compute_s = tb - ta;
+  out->stats_s = tc - tb;
+  r->steps++;
+  return GC_SUCCESS;
+}
+
+int gc_train_eval(gc_train *r, double *acc, double *loss)
+{
+  *acc = *loss = NAN;
+  GC_TRY(device_step_sync(r, 0));
+  if (!r->leader)
+    return GC_SUCCESS;   /* the test set is where the folder is written */
+  const gc_train_config *c = r->c;
+  return c->device ? c->device->evaluate(r->dev, gc_sim_model(r->sim), r->stats,
+                                         &r->test, acc, loss)
+                   : gc_nn_evaluate(r->evalnet, gc_sim_model(r->sim), r->stats,
+                                    &r->test, acc, loss);
+}
+
+void gc_train_times(const gc_train *r, double *worker_s, double *server_s)
+{
+  gc_sim_times(r->sim, worker_s, server_s);
+  *worker_s += r->tdev;
+}
+
+void gc_train_take_bytes(gc_train *r, const gc_net_model *net, uint64_t *up,
+                         uint64_t *down, uint64_t *stats, double *net_s)
+{
+  const gc_ledger *lg = gc_sim_ledger(r->sim);
+  const gc_ledger *dlg = r->dstep ? r->c->device->step_ledger(r->dstep) : NULL;
+  *up = gc_ledger_total(lg, GC_UP);
+  *down = gc_ledger_total(lg, GC_DOWN);
+  /* the network model per step, before the ledgers are cleared (a step
+   * is in one of them: the CPU's or the device's) */
+  double ns = 0;
+  for (size_t t = r->taken; net && t < r->steps; t++)
+    ns += gc_net_ledger_step_time(net, &r->acfg, lg, (uint32_t) t) +
+          (dlg ? gc_net_ledger_step_time(net, &r->acfg, dlg, (uint32_t) t) : 0);
+  if (dlg) {   /* the steps taken on the device */
+    *up += gc_ledger_total(dlg, GC_UP);
+    *down += gc_ledger_total(dlg, GC_DOWN);
+    gc_ledger_clear((gc_ledger *) dlg);
+  }
+  gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
+  *stats = r->stats_bytes - r->stats_taken;
+  if (net_s)
+    *net_s = ns;
+  r->taken = r->steps;
+  r->stats_taken = r->stats_bytes;
+}
+
+const float *gc_train_weights(gc_train *r)
+{
+  if (device_step_sync(r, 0) != GC_SUCCESS)
+    return NULL;
+  return gc_sim_model(r->sim);
+}
+
+const float *gc_train_stats(const gc_train *r) { return r->stats; }
+
+size_t gc_train_state_bytes(const gc_train *r)
+{
+  return r->ns * sizeof *r->stats + gc_sim_state_bytes(r->sim);
+}
+
+int gc_train_state_save(gc_train *r, void *buf)
+{
+  GC_TRY(device_step_sync(r, 0));
+  size_t sb = r->ns * sizeof *r->stats;
+  memcpy(buf, r->stats, sb);
+  gc_sim_state_save(r->sim, (uint8_t *) buf + sb);
+  return GC_SUCCESS;
+}
+
+int gc_train_state_load(gc_train *r, const void *buf, size_t len)
+{
+  size_t sb = r->ns * sizeof *r->stats;
+  if (len != gc_train_state_bytes(r))
+    GC_ERRORF(GC_EBADLEN, "training state of %zu bytes, expected %zu for this"
+              " configuration", len, gc_train_state_bytes(r));
+  GC_TRY(gc_sim_state_load(r->sim, (const uint8_t *) buf + sb, len - sb));
+  memcpy(r->stats, buf, sb);
+  r->dcur = 0;   /* the state is in the CPU's gc_sim now */
+  r->steps = r->taken = gc_sim_steps_done(r->sim);
+  gc_ledger_clear((gc_ledger *) gc_sim_ledger(r->sim));
+  return GC_SUCCESS;
+}
+
+int gc_train_full_grad2(gc_train *r, double *g2, double *f)
+{
+  if (!r->b.on)
+    GC_ERROR("full gradients need a run allocated with bounds_every",
+             GC_EINVAL);
+  return full_grad2(r, gc_sim_model(r->sim), g2, f);
+}
+
+int gc_train_smoothness(gc_train *r, double *L)
+{
+  if (!r->b.on)
+    GC_ERROR("the smoothness estimate needs a run allocated with "
+             "bounds_every", GC_EINVAL);
+  return estimate_L(r, gc_sim_model(r->sim), L);
+}
+
+void gc_train_bound_constants(const gc_train *r, gc_train_bound_consts *out)
+{
+  const bounds *b = &r->b;
+  out->m2_max = b->m2max;
+  out->m2_mean = b->m2n ? b->m2sum / (double) b->m2n : NAN;
+  out->xi_max = b->xin ? b->ximax : NAN;
+  out->xi_mean = b->xin ? b->xisum / (double) b->xin : NAN;
+  out->xi_samples = b->xin;
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gc_errno.h"
-#include "gc_nn.h"
+#include "gc_train_run.h"
 #include "gc_probe.h"
 #include "gc_test.h"
 
