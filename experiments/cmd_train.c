@@ -4,8 +4,9 @@
  * '#' comments, option names without the dashes); the command line wins.
  * Without --lr the tuned learning rate of the reference runs is used when
  * the (model, P, algorithm) triple is in the table, else 0.05. */
-#define _POSIX_C_SOURCE 200809L   /* strdup, strtok_r */
+#define _POSIX_C_SOURCE 200809L   /* strdup, strtok_r, sigaction */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,11 @@
 #include "config.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
-#include "gc_nn.h"
+#include "gc_netmodel.h"
+#include "gc_train_run.h"
+#ifdef HAVE_MPI
+#include "gc_transport_mpi.h"
+#endif
 #ifdef GC_CUDA_NETS
 #include "gc_cuda_nn.h"
 #endif
@@ -43,6 +48,18 @@ static const char usage_tail[] =
   "                      that log.csv probes (xi, delta), the other methods and\n"
   "                      --bounds step on the CPU.  The nets agree with the\n"
   "                      CPU's to float rounding, not bit for bit\n"
+  "  --transport inproc|mpi  (inproc).  mpi: run under mpirun -n P+1; rank 0\n"
+  "                      is the server (ledger, evaluation, the run folder),\n"
+  "                      rank p+1 worker p (its own shard and gradient); the\n"
+  "                      same model.npy and log.csv as inproc, bit for bit,\n"
+  "                      but the times; each rank writes its own\n"
+  "                      checkpoint-eN-rR.bin (--resume under mpirun).\n"
+  "                      sgd, uni, bi, downlink, doublesqueeze, ef21 and the\n"
+  "                      others of --algorithm; not with --device cuda or\n"
+  "                      --bounds\n"
+  "  --net-bandwidth B --net-latency L   the alpha-beta network model (as\n"
+  "                      theory trajectory: 10Gbps, 1.5GB/s; 50us, 1ms):\n"
+  "                      log.csv gains net_comm_s and time_model_cum\n"
   "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
   "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
   "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
@@ -81,7 +98,18 @@ static const char usage_tail[] =
   "  delta               mean uplink contraction 1 - |acc - C(acc)|^2/|acc|^2\n"
   "                      over the workers (docs/theory.md 4.1); nan without\n"
   "                      error feedback\n"
-  "  xi and delta are probed on 10 steps per epoch (every step if fewer).\n";
+  "  xi and delta are probed on 10 steps per epoch (every step if fewer).\n"
+  "  time_compute, time_compress, time_aggregate, time_total  (above)\n"
+  "  bytes_stats         BatchNorm running-statistics bytes: every step each\n"
+  "                      worker sends its statistics (float32) to the server,\n"
+  "                      which sends their mean back to each worker (0\n"
+  "                      without BatchNorm)\n"
+  "  net_comm_s          (--net-*) the epoch's modelled communication seconds:\n"
+  "                      per step alpha + up/B and alpha + down/B, from the\n"
+  "                      ledger's bytes (gc_netmodel.h)\n"
+  "  time_model_cum      (--net-*) modelled time so far: the sum over epochs\n"
+  "                      of time_compute + time_compress + time_aggregate +\n"
+  "                      net_comm_s (evaluation left out)\n";
 
 static void usage(FILE *out)
 {
@@ -118,6 +146,9 @@ typedef struct opts {
   gc_train_config c;
   int lr_set;
   char *config;
+  int mpi;                          /* --transport mpi                 */
+  const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
+  gc_net_model net;
 } opts;
 
 /* Parse argv-style options; returns 0, or the exit status. */
@@ -183,6 +214,35 @@ static int parse(opts *o, int argc, char **argv, int from_file)
         return gc_cli_usage_error(cmd, "--device: '%s' is not cpu or cuda", v);
       }
     }
+    else if (!strcmp(a, "--transport")) {
+      NEED();
+      if (!strcmp(v, "inproc")) {
+        o->mpi = 0;
+      } else if (!strcmp(v, "mpi")) {
+#ifdef HAVE_MPI
+        o->mpi = 1;
+#else
+        return gc_cli_usage_error(cmd, "--transport mpi: this build has no MPI"
+                                  " (configure found no ompi-c; install "
+                                  "libopenmpi-dev and reconfigure)");
+#endif
+      } else {
+        return gc_cli_usage_error(cmd, "--transport must be inproc or mpi, "
+                                  "not '%s'", v);
+      }
+    }
+    else if (!strcmp(a, "--net-bandwidth")) {
+      NEED();
+      if (gc_net_parse_bandwidth(v, &o->net.bandwidth) != GC_SUCCESS)
+        return gc_cli_usage_error(cmd, "%s: %s", a, gc_last_error());
+      o->net_bw = v;
+    }
+    else if (!strcmp(a, "--net-latency")) {
+      NEED();
+      if (gc_net_parse_latency(v, &o->net.latency) != GC_SUCCESS)
+        return gc_cli_usage_error(cmd, "%s: %s", a, gc_last_error());
+      o->net_lat = v;
+    }
     else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
     else if (!strcmp(a, "--config") && !from_file) { NEED(); o->config = (char *) v; }
     else if (!strcmp(a, "--resume")) c->resume = 1;
@@ -214,6 +274,155 @@ static int parse(opts *o, int argc, char **argv, int from_file)
   }
   return 0;
 }
+
+static void announce(const opts *o)
+{
+  const gc_train_config *c = &o->c;
+  if (c->quiet)
+    return;
+  fprintf(stderr, "gradcomp train: %s on %s (%s), P=%zu, %s/%s %s=%g, lr=%g,"
+          " B=%zu, %zu epochs%s -> %s\n", c->model && *c->model ? c->model
+          : gc_nn_model_default(c->dataset), c->dataset,
+          c->device ? c->device->name : "cpu", c->workers,
+          c->algorithm, c->compressor,
+          strcmp(c->compressor, "powersgd") ? "rho" : "rank",
+          strcmp(c->compressor, "powersgd") ? c->density : (double) c->rank,
+          c->lr, c->batch, c->epochs, o->mpi ? ", over MPI" : "", c->out);
+}
+
+/* The exit status of a finished run, with its message. */
+static int report(const opts *o, int st, const gc_train_result *res)
+{
+  /* the library checks the configuration (model/data set, P, B, names):
+   * its GC_EINVAL is a bad command line, not a failed run */
+  if (st == GC_EINVAL)
+    return gc_cli_usage_error("train", "invalid options: %s", gc_last_error());
+  if (st == GC_EDIVERGE)
+    return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv",
+                       o->c.out);
+  if (st)
+    return gc_cli_fail("train", st, "failed");
+  if (!o->c.quiet)
+    fprintf(stderr, "gradcomp train: %zu epochs, %zu steps, test accuracy %.4f,"
+            " %.1f s per epoch; log in %s/log.csv\n", res->epochs_done,
+            res->steps_done, res->test_acc, res->epoch_seconds, o->c.out);
+  return 0;
+}
+
+#ifdef HAVE_MPI
+/* ---- --transport mpi -----------------------------------------------------
+ * Every rank parses the same options and runs gc_train_run on its own
+ * nodes (gc_nn.h, gc_train_config.transport).  A rank that fails names
+ * itself and the step and aborts the job (the others would wait for its
+ * messages); a configuration error is every rank's, reported by rank 0. */
+
+static volatile sig_atomic_t where[2];   /* epoch, steps (gc_train_config) */
+static char term_note[1200];
+
+/* Decimal digits of v at out (async-signal-safe); returns the end. */
+static char *put_u(char *out, unsigned long v)
+{
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char) ('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n)
+    *out++ = tmp[--n];
+  return out;
+}
+
+/* mpirun ends the job with SIGTERM when a rank dies (then SIGKILL): rank 0
+ * says where the run was, beside mpirun's line naming the dead rank. */
+static void on_term(int sig)
+{
+  char msg[1400], *p = msg;
+  static const char a[] = "\ngradcomp train: rank 0 (the server) stopped by"
+                          " the job's end during epoch ";
+  static const char b[] = " at step ";
+  memcpy(p, a, sizeof a - 1);
+  p = put_u(p + sizeof a - 1, (unsigned long) where[0]);
+  memcpy(p, b, sizeof b - 1);
+  p = put_u(p + sizeof b - 1, (unsigned long) where[1]);
+  size_t n = strlen(term_note);
+  memcpy(p, term_note, n);
+  ssize_t w = write(STDERR_FILENO, msg, (size_t) (p - msg) + n);
+  (void) w;
+  _exit(128 + sig);
+}
+
+static int mpi_end(int rc)
+{
+  MPI_Finalize();
+  return rc;
+}
+
+static int train_mpi(opts *o)
+{
+  gc_train_config *c = &o->c;
+  size_t P = c->workers;
+  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") &&
+      !getenv("PMI_RANK"))
+    return gc_cli_usage_error("train", "--transport mpi: not started by "
+                              "mpirun; run it as mpirun -n %zu (P+1) gradcomp"
+                              " train ...", P + 1);
+  if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+    return gc_cli_fail("train", 0, "--transport mpi: MPI_Init failed");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  /* each rank reports its own errors, naming itself */
+  gc_set_error_handler_off();
+  if (rank == 0)
+    announce(o);
+  gc_algo_config a;
+  gc_segment *segs = NULL;
+  if (gc_train_algo_config(c, &a, &segs) != GC_SUCCESS)
+    return mpi_end(rank == 0 ? gc_cli_usage_error("train", "invalid options: "
+                                                  "%s", gc_last_error()) : 2);
+  gc_mpi *m = gc_mpi_alloc(MPI_COMM_WORLD, &a, 0);
+  free(segs);
+  if (!m)
+    return mpi_end(rank == 0 ? gc_cli_usage_error("train", "--transport mpi: "
+                                                  "%s; run it as mpirun -n %zu"
+                                                  " (P+1)", gc_last_error(),
+                                                  P + 1) : 2);
+  c->transport = gc_mpi_transport(m);
+  c->proc = rank;
+  c->where = where;
+  if (rank > 0) {
+    c->quiet = 1;
+  } else {
+    snprintf(term_note, sizeof term_note, " (mpirun names the rank that died);"
+             " the rows of %s/log.csv and the checkpoint of the last finished"
+             " epoch are kept; continue with the same options and --resume\n",
+             c->out);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+  }
+  gc_train_result res;
+  int st = gc_train_run(c, &res);
+  int rc;
+  if (st == GC_SUCCESS || st == GC_EINVAL) {
+    /* a bad configuration fails on every rank alike, before any message */
+    rc = rank == 0 ? report(o, st, &res) : st == GC_SUCCESS ? 0 : 2;
+  } else {
+    if (rank == 0)
+      rc = report(o, st, &res);
+    else
+      rc = gc_cli_fail("train", st, "rank %d (worker %d) stopped during epoch"
+                       " %ld at step %ld", rank, rank - 1, (long) where[0],
+                       (long) where[1]);
+    fflush(NULL);
+    MPI_Abort(MPI_COMM_WORLD, rc);   /* the others wait on this rank */
+  }
+  gc_mpi_free(m);
+  return mpi_end(rc);
+}
+#endif
 
 static void free_config(char **av, int n)
 {
@@ -351,28 +560,23 @@ int gc_cmd_train(int argc, char **argv)
                       : gc_nn_model_default(o.c.dataset);
   if (!o.lr_set)
     o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
-  if (!o.c.quiet)
-    fprintf(stderr, "gradcomp train: %s on %s (%s), P=%zu, %s/%s %s=%g, lr=%g,"
-            " B=%zu, %zu epochs -> %s\n", model, o.c.dataset,
-            o.c.device ? o.c.device->name : "cpu", o.c.workers,
-            o.c.algorithm, o.c.compressor,
-            strcmp(o.c.compressor, "powersgd") ? "rho" : "rank",
-            strcmp(o.c.compressor, "powersgd") ? o.c.density : (double) o.c.rank,
-            o.c.lr, o.c.batch, o.c.epochs, o.c.out);
+  if ((o.net_bw != NULL) != (o.net_lat != NULL)) {
+    free_config(cav, cac);
+    return gc_cli_usage_error("train", "the network model needs both "
+                              "--net-bandwidth and --net-latency");
+  }
+  if (o.net_bw)
+    o.c.net = &o.net;
+#ifdef HAVE_MPI
+  if (o.mpi) {
+    st = train_mpi(&o);
+    free_config(cav, cac);
+    return st;
+  }
+#endif
+  announce(&o);
   gc_train_result res;
   st = gc_train_run(&o.c, &res);
   free_config(cav, cac);
-  /* the library checks the configuration (model/data set, P, B, names):
-   * its GC_EINVAL is a bad command line, not a failed run */
-  if (st == GC_EINVAL)
-    return gc_cli_usage_error("train", "invalid options: %s", gc_last_error());
-  if (st == GC_EDIVERGE)
-    return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv", o.c.out);
-  if (st)
-    return gc_cli_fail("train", st, "failed");
-  if (!o.c.quiet)
-    fprintf(stderr, "gradcomp train: %zu epochs, %zu steps, test accuracy %.4f,"
-            " %.1f s per epoch; log in %s/log.csv\n", res.epochs_done,
-            res.steps_done, res.test_acc, res.epoch_seconds, o.c.out);
-  return 0;
+  return report(&o, st, &res);
 }

@@ -16,8 +16,11 @@
 #define GC_NN_H
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include "gc_algo.h"
 #include "gc_data.h"
+#include "gc_netmodel.h"
+#include "gc_transport.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -198,32 +201,142 @@ typedef struct gc_train_config {
    * grads/evaluate replace gc_nn's (the P workers' mini-batches in one
    * call).  Compression, the algorithm and every file stay as on the CPU. */
   const gc_nn_device_type *device;
+  /* Scale-out (gradcomp train --transport mpi).  NULL: every worker and
+   * the server in this process.  Otherwise this process is the run's
+   * process `proc` (its MPI rank) and steps the transport's local workers
+   * and/or server (gc_sim_alloc_transport): it keeps only its workers'
+   * shards of the training set, computes only their gradients, and the
+   * transport's
+   * gather_aux/bcast_aux (required) carry the BatchNorm statistics and
+   * losses.  Rank 0 must run the server: it holds the ledger, evaluates
+   * and writes the run folder (config.json, log.csv, model.npy,
+   * checkpoint.json); every rank writes its own checkpoint-eN-rR.bin.
+   * The log's probes (xi, delta) read every worker's state and are off
+   * (nan, noted in config.json); --bounds and a device are refused. */
+  const gc_transport *transport;
+  int proc;
+  /* The alpha-beta network model (gc_netmodel.h), or NULL: log.csv gains
+   * net_comm_s (the epoch's modelled communication seconds, from the
+   * ledger's per-step bytes) and time_model_cum (the run's cumulative
+   * time_compute + time_compress + time_aggregate + net_comm_s). */
+  const gc_net_model *net;
+  /* Where the run is, for a signal handler (may be NULL): where[0] the
+   * epoch being run (1-based), where[1] the steps done. */
+  volatile sig_atomic_t *where;
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);
+/* The algorithm configuration a run of c gives gc_sim (dimension, method,
+ * compressors and their settings), for a transport sized before the run
+ * (gc_mpi_alloc).  *segs [out]: the layer shapes a shaped compressor
+ * (PowerSGD) reads through a->up_params, malloc'ed (free() it once a is
+ * no longer used), or NULL.  GC_EINVAL names an unknown model, method or
+ * compressor; GC_ENOMEM. */
+int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
+                         gc_segment **segs);
 
-/* Summary of a run. */
-typedef struct gc_train_result {
-  size_t epochs_done, steps_done;
-  double train_loss, test_acc;
-  double epoch_seconds;     /* mean wall time of the epochs run here       */
-} gc_train_result;
+/* A run's data, nets and simulator (INITIALIZE / ITERATE / TEST, as GSL):
+ *   t = gc_train_alloc(c);
+ *   for each epoch e: gc_train_epoch(t, e);
+ *       for s < steps_per_epoch: gc_train_step(t, e, s, probe, &info);
+ *       gc_train_eval(t, &acc, &loss); gc_train_take_bytes(t, ...);
+ *   gc_train_free(t);
+ * The run folder, log, checkpoint files, progress and bounds.csv are the
+ * driver's (experiments/: gc_train_run).  The driver fields of
+ * gc_train_config (out, epochs, resume, quiet, max_steps, where, net,
+ * bounds_every's output) are not read here, but bounds_every > 0 builds
+ * the measuring apparatus of --bounds and checks its assumptions. */
+typedef struct gc_train gc_train;
 
-/* Run (or resume) a training run writing out/log.csv, out/config.json and
- * out/checkpoint.{npy,json} every epoch.  Returns GC_SUCCESS, GC_EDIVERGE
- * (NaN/Inf loss: rows so far are kept), or the data/IO/argument errors.
- * With bounds_every > 0 it also writes out/bounds.json (what was measured
- * and assumed) and out/bounds.csv: per row, T steps so far, the local
- * smoothness L (power iteration on finite-difference Hessian-vector
- * products over a fixed batch; max over the estimates so far), M2 (max
- * and mean of ||gbar_t||^2 over every step), f(x_0) (f* >= 0 for the
- * cross-entropy), xi (uni) or xi_bi (server memory) max over every step,
- * the bound and its three terms, and the mean of ||grad f(x_t)||^2 over
- * full-training-set gradients at sampled steps, with bound/measured.
- * f and its gradients are taken in evaluation mode.  GC_EINVAL names the
- * assumption that fails for methods the bound does not cover (not top-K,
- * momentum, EF21, --resume). */
-int gc_train_run(const gc_train_config *c, gc_train_result *res);
+/* What a driver needs to describe and log a run (gc_train_describe). */
+typedef struct gc_train_info {
+  size_t d, ns;               /* parameters; BatchNorm running statistics */
+  size_t k, k_down;           /* resolved K and K_d                       */
+  size_t threads;             /* for this process's workers               */
+  size_t steps_per_epoch;
+  size_t train_examples;      /* the whole run's (all shards)             */
+  size_t test_examples;       /* here (0 away from process 0)             */
+  int leader;                 /* evaluates: the folder is written here    */
+  double bounds_gamma;        /* --bounds: sqrt(1-K/d) or sqrt(1-K_d/d)   */
+  const char *bounds_xi;      /* "xi", "xi_bi" or "none"                  */
+  size_t bounds_batch;        /* examples in the fixed batch for L        */
+  double bounds_fd_step;      /* h of the Hessian-vector differences      */
+} gc_train_info;
+
+/* One step's numbers (gc_train_step). */
+typedef struct gc_train_step_info {
+  double loss;                /* mean of the P workers' batch losses      */
+  size_t support;             /* |union of the uplink supports| (0 away
+                                 from the server's process)               */
+  double xi, delta;           /* a probed step: the method's xi (4.2/4.4)
+                                 and the workers' mean uplink contraction
+                                 (4.1), on the server's process; NaN when
+                                 undefined or not probed                  */
+  double compute_s, stats_s;  /* wall seconds: this process's gradients;
+                                 the statistics exchange                  */
+} gc_train_step_info;
+
+/* The constants --bounds reads at every step (gc_train_bound_constants). */
+typedef struct gc_train_bound_consts {
+  double m2_max, m2_mean;     /* ||gbar_t||^2 over every step so far      */
+  double xi_max, xi_mean;     /* the method's xi, NaN before a sample     */
+  size_t xi_samples;
+} gc_train_bound_consts;
+
+/* Load the data (under a transport: this process's shards; the test set
+ * on process 0), build the nets, the initial model (gc_nn_init, seed) and
+ * the simulator, and decide the probes.  c is copied (its strings are
+ * not).  NULL after reporting: GC_EINVAL names a bad option, the data
+ * errors name the file. */
+gc_train *gc_train_alloc(const gc_train_config *c);
+void gc_train_free(gc_train *t);                      /* NULL is a no-op */
+void gc_train_describe(const gc_train *t, gc_train_info *out);
+const gc_algo_config *gc_train_algo(const gc_train *t);
+size_t gc_train_steps_done(const gc_train *t);
+/* Epoch e's batch order: each local worker's shard shuffled, keyed by
+ * (seed, worker + 1, e). */
+int gc_train_epoch(gc_train *t, size_t e);
+/* Step s (< steps_per_epoch) of epoch e: the local workers' losses and
+ * gradients on their batch s at the current point, the statistics
+ * exchange, gc_sim_step (or the device's step), and with probe != 0 the
+ * probes (xi, delta).  Collective under a transport: every process calls
+ * it with the same (e, s, probe).  GC_EDIVERGE (non-finite loss, gradient
+ * or iterate; the message names the epoch and step), or a callee's code. */
+int gc_train_step(gc_train *t, size_t e, size_t s, int probe,
+                  gc_train_step_info *out);
+/* Test accuracy and mean loss of the current model with the mean running
+ * statistics, in evaluation mode; NaN away from process 0. */
+int gc_train_eval(gc_train *t, double *acc, double *loss);
+/* Wall seconds so far of the algorithm's step: the workers' side (with
+ * the steps taken whole on a device) and the server's. */
+void gc_train_times(const gc_train *t, double *worker_s, double *server_s);
+/* The bytes of the steps since the last call: uplink and downlink (the
+ * ledger's GC_UP and GC_DOWN totals; 0 away from the server's process),
+ * BatchNorm statistics both ways, and with net != NULL the alpha-beta
+ * model's seconds of those steps (gc_netmodel.h), step by step.  Clears
+ * the ledgers (memory stays flat over long runs). */
+void gc_train_take_bytes(gc_train *t, const gc_net_model *net, uint64_t *up,
+                         uint64_t *down, uint64_t *stats, double *net_s);
+/* The current model (d floats) and the mean running statistics (ns). */
+const float *gc_train_weights(gc_train *t);
+const float *gc_train_stats(const gc_train *t);
+/* This process's state for a checkpoint: the statistics, then
+ * gc_sim_state_save's (the step count, x, the local workers' memories,
+ * the server's state where it runs).  load: GC_EBADLEN for a length that
+ * is not this configuration's, else the callee's checks; the steps done
+ * become the state's. */
+size_t gc_train_state_bytes(const gc_train *t);
+int gc_train_state_save(gc_train *t, void *buf);
+int gc_train_state_load(gc_train *t, const void *buf, size_t len);
+/* --bounds (a run allocated with bounds_every > 0; GC_EINVAL otherwise):
+ * ||grad f(x)||^2 and f(x) over the whole training partition at the
+ * current model, in evaluation mode; the local smoothness L there (power
+ * iteration on finite-difference Hessian-vector products over a fixed
+ * batch, warm-started from the last direction); the constants read at
+ * every step. */
+int gc_train_full_grad2(gc_train *t, double *g2, double *f);
+int gc_train_smoothness(gc_train *t, double *L);
+void gc_train_bound_constants(const gc_train *t, gc_train_bound_consts *out);
 
 #ifdef __cplusplus
 }

@@ -59,6 +59,16 @@ void gc_xi_probe_before(gc_xi_probe *w, gc_sim *sim);
  * error code. */
 int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
                       double lr, gc_xi_sample *out);
+/* gc_xi_probe_after from vectors gathered elsewhere (a process that holds
+ * no worker, under a transport): begin, then for p = 0..P-1 in order
+ * worker p's gradient, accumulator and sent message (the sim's dtype,
+ * length n; acc NULL: the gradient, sent NULL: acc, as a dense uplink),
+ * then end.  The same sums in the same order: the same sample, bit for
+ * bit.  gc_xi_probe_before still reads the server's memory. */
+void gc_xi_probe_sums_begin(gc_xi_probe *w);
+void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
+                          const void *sent);
+int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out);
 
 /* Non-convex bound of theory.md 4.3 on (1/T) sum_{t<T} E||grad f(x_t)||^2:
  *   2 (f0 - f*)/(lr T) + L lr M2 + L^2 lr^2 M2 (gamma + xi)^2/(1 - gamma)^2,

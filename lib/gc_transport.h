@@ -32,6 +32,16 @@ typedef struct gc_transport_type {
    * downlink there; on return it holds it in every process (down has
    * gc_algo_max_down_bytes capacity). */
   int (*bcast_down)(void *state, uint32_t step, uint8_t *down, size_t *len);
+  /* Optional (NULL: the transport moves the step's messages only): a
+   * driver's own fixed-size messages beside the step's, e.g. training's
+   * BatchNorm statistics and losses.  gather_aux: buf + (p - worker_lo)
+   * len holds local worker p's len bytes; on return the process that runs
+   * the server step (an allgather transport: rank 0's process) holds all
+   * P, worker p's at buf + p len (buf has P len bytes there).  bcast_aux:
+   * that process's len bytes at buf to every process.  `step` only names
+   * the step in errors. */
+  int (*gather_aux)(void *state, uint32_t step, uint8_t *buf, size_t len);
+  int (*bcast_aux)(void *state, uint32_t step, uint8_t *buf, size_t len);
 } gc_transport_type;
 
 typedef struct gc_transport {

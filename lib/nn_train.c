@@ -1,28 +1,24 @@
-/* nn_train.c -- data-parallel training of the reference models through the
- * in-process transport (gc_sim): every step, each worker's gradient at
- * gc_sim_point on its own mini-batch, then gc_sim_step.  Worker gradients
- * are independent (one per OpenMP iteration, BLAS single-threaded) and every
- * reduction runs in worker order, so the thread count never changes a bit. */
+/* nn_train.c -- data-parallel training of the reference models through
+ * gc_sim (gc_nn.h: gc_train_alloc / gc_train_step / gc_train_eval /
+ * gc_train_free): every step, each local worker's gradient at
+ * gc_sim_point on its own mini-batch, then gc_sim_step, in-process or over
+ * a transport.  Worker gradients are independent (one per OpenMP
+ * iteration, BLAS single-threaded) and every reduction runs in worker
+ * order, so neither the thread count nor the transport changes a bit.
+ * The run folder, logs and checkpoint files are the driver's
+ * (experiments/train_run.c). */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/utsname.h>
-#include <unistd.h>
-#include <zlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "config.h"
 #include "gc_algo.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
-#include "gc_io.h"
 #include "gc_nn.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
@@ -48,7 +44,8 @@ void gc_train_config_default(gc_train_config *c)
   c->bounds_batch = 1000;
 }
 
-/* --bounds: the measuring apparatus and the running constants. */
+/* --bounds: the measuring apparatus and the constants read at every step
+ * (the driver keeps f(x0), L and the full-gradient samples). */
 typedef struct bounds {
   int on;
   gc_nn **nets;               /* T nets of batch BOUND_CHUNK             */
@@ -61,14 +58,14 @@ typedef struct bounds {
   size_t nl;
   double gamma;               /* sqrt(1-K/d) or sqrt(1-K_d/d); 0 for SGD */
   const char *xi_name;        /* "xi", "xi_bi" or "none"                 */
-  double f0, L, m2max, m2sum, ximax, xisum, g2sum;
-  size_t m2n, xin, g2n;
-  FILE *csv;
+  double m2max, m2sum, ximax, xisum;
+  size_t m2n, xin;
 } bounds;
 
-/* Everything a run holds; freed by run_free. */
-typedef struct run {
-  const gc_train_config *c;
+/* Everything a run holds; freed by gc_train_free. */
+struct gc_train {
+  gc_train_config cfg;        /* the caller's, copied                    */
+  const gc_train_config *c;   /* = &cfg                                  */
   gc_dataset train, test;
   uint32_t *idx, *order;      /* partition; per-worker epoch order       */
   size_t *off;
@@ -93,10 +90,28 @@ typedef struct run {
   int xi_log;                 /* log.csv's xi column is defined          */
   int contraction;            /* log the uplink contraction              */
   bounds b;                   /* --bounds                                */
-} run;
+  /* scale-out (c->transport): this process's workers and role */
+  const gc_transport *tr;     /* NULL: every node here                   */
+  size_t lo, hi;              /* local workers [lo, hi)                  */
+  int leader;                 /* evaluates and writes the run folder     */
+  size_t ntrain;              /* training examples of the whole run      */
+  uint8_t *aux;               /* P * auxlen: losses and statistics       */
+  size_t auxlen;              /* 8 + 4 ns                                */
+  uint64_t stats_bytes;       /* statistics bytes moved, all steps       */
+  uint8_t *pbuf;              /* probed steps: the workers' vectors      */
+  size_t plen;
+  /* the steps */
+  const void **gp;            /* [P] pointers into grads                 */
+  size_t steps;               /* steps done                              */
+  double tdev;                /* seconds of the steps taken on the device */
+  size_t taken;               /* steps counted by gc_train_take_bytes    */
+  uint64_t stats_taken;
+};
 
-static void run_free(run *r)
+void gc_train_free(gc_train *r)
 {
+  if (!r)
+    return;
   gc_dataset_free(&r->train);
   gc_dataset_free(&r->test);
   free(r->idx); free(r->order); free(r->off);
@@ -113,7 +128,7 @@ static void run_free(run *r)
     r->c->device->free(r->b.dev);
   }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
-  free(r->loss); free(r->x0);
+  free(r->loss); free(r->x0); free(r->aux); free(r->pbuf); free(r->gp);
   gc_sim_free(r->sim);
   free(r->segs);
   gc_xi_probe_free(r->xip);
@@ -123,23 +138,7 @@ static void run_free(run *r)
       gc_nn_free(b->nets[t]);
   free(b->nets); free(b->xb); free(b->g); free(b->pt); free(b->yb);
   free(b->slices); free(b->grad); free(b->gp); free(b->v); free(b->lids);
-  if (b->csv)
-    fclose(b->csv);
-}
-
-static int path_in(char *buf, size_t cap, const char *dir, const char *name)
-{
-  if ((size_t) snprintf(buf, cap, "%s/%s", dir, name) >= cap)
-    GC_ERRORF(GC_EINVAL, "path too long: %s/%s", dir, name);
-  return GC_SUCCESS;
-}
-
-/* Write text atomically: temporary file in the same folder, then rename. */
-static int write_atomic(const char *path, const char *text)
-{
-  const void *part = text;
-  size_t len = strlen(text);
-  return gc__write_atomic(path, &part, &len, 1);
+  free(r);
 }
 
 static const char *model_of(const gc_train_config *c)
@@ -152,264 +151,11 @@ static double density_down(const gc_train_config *c)
   return c->density_down > 0 ? c->density_down : c->density;
 }
 
-/* The fields that must agree between a checkpoint and a resumed run. */
-static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
-{
-  snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%u|%llu"
-           "|%zu|%zu", c->dataset, model_of(c), c->workers, c->noniid,
-           c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
-           c->density, density_down(c), c->rank, (unsigned long long) c->seed,
-           c->train_subset, c->test_subset);
-}
-
-static int write_config_json(const run *r, const char *dir)
-{
-  const gc_train_config *c = r->c;
-  struct utsname u;
-  if (uname(&u) != 0)
-    memset(&u, 0, sizeof u);
-  char fp[512], path[4200], *text = malloc(8192);
-  if (!text)
-    GC_ERROR("out of memory", GC_ENOMEM);
-  fingerprint(c, fp, sizeof fp);
-  snprintf(text, 8192,
-    "{\n  \"program\": \"gradcomp train\",\n  \"version\": \"%s\",\n"
-    "  \"dataset\": \"%s\",\n  \"model\": \"%s\",\n  \"d\": %zu,\n"
-    "  \"workers\": %zu,\n  \"partition\": \"%s\",\n  \"batch\": %zu,\n"
-    "  \"epochs\": %zu,\n  \"steps_per_epoch\": %zu,\n  \"lr\": %.17g,\n"
-    "  \"momentum\": %.17g,\n  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n"
-    "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
-    "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
-    "  \"threads\": %zu,\n  \"device\": \"%s\",\n"
-    "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
-    "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
-    "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
-    "  \"blas_core\": \"%s\",\n  \"openblas_coretype_env\": \"%s\",\n"
-    "  \"machine\": \"%s %s %s\",\n  \"fingerprint\": \"%s\"\n}\n",
-    PACKAGE_VERSION, c->dataset, model_of(c), r->d, c->workers,
-    c->noniid ? "noniid" : "iid", c->batch, c->epochs,
-    (r->off[1] - r->off[0]) / c->batch, c->lr, c->momentum, c->algorithm,
-    c->compressor, c->density, density_down(c), r->K, r->Kd, c->rank,
-    (unsigned long long) c->seed, r->T, c->device ? c->device->name : "cpu",
-    c->max_steps,
-    c->train_subset, c->test_subset, r->train.n, r->test.n,
-    c->config_file ? c->config_file : "", gc_nn_blas_core(),
-    getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
-    u.sysname, u.release, u.machine, fp);
-  int st = path_in(path, sizeof path, dir, "config.json");
-  if (!st)
-    st = write_atomic(path, text);
-  free(text);
-  return st;
-}
-
-/* ---- checkpoint: the BN statistics and the whole simulator state
- * (gc_sim_state_save: x, memories, momentum, EF21 state, warm starts, the
- * step count) in one binary file named by epoch, then a json that commits
- * it.  File: "GCCKPT1\n", u64 payload length, u32 CRC-32 of the payload,
- * payload = stats (ns float32) + simulator state. */
-
-static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
-enum { CKPT_HDR = 8 + 8 + 4 };
-
-/* Remove every checkpoint-eN.bin of dir but epoch `keep` (0: all): a kill
- * between writing a new one and committing it, or between committing and
- * removing the old one, leaves an orphan that nothing else would delete. */
-static void remove_other_checkpoints(const char *dir, size_t keep)
-{
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  char path[4200];
-  while ((e = readdir(d))) {
-    unsigned long long ep;
-    int end = 0;
-    if (sscanf(e->d_name, "checkpoint-e%llu.bin%n", &ep, &end) == 1 &&
-        e->d_name[end] == '\0' && ep != keep &&
-        path_in(path, sizeof path, dir, e->d_name) == GC_SUCCESS)
-      remove(path);
-  }
-  closedir(d);
-}
-
-static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
-                     uint64_t down)
-{
-  char name[64], path[4200], fp[512], text[1400];
-  snprintf(name, sizeof name, "checkpoint-e%zu.bin", epoch);
-  GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
-  uint64_t n = sb + simb;
-  uint8_t *buf = malloc(n ? n : 1), hdr[CKPT_HDR];
-  if (!buf)
-    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
-  memcpy(buf, r->stats, sb);
-  gc_sim_state_save(r->sim, buf + sb);
-  uint32_t crc = (uint32_t) crc32_z(0L, buf, n);
-  memcpy(hdr, ckpt_magic, 8);
-  memcpy(hdr + 8, &n, 8);
-  memcpy(hdr + 16, &crc, 4);
-  const void *parts[2] = { hdr, buf };
-  size_t lens[2] = { CKPT_HDR, n };
-  int st = gc__write_atomic(path, parts, lens, 2);
-  free(buf);
-  GC_TRY(st);
-  fingerprint(r->c, fp, sizeof fp);
-  snprintf(text, sizeof text,
-           "{\n  \"epoch\": %zu,\n  \"steps\": %zu,\n  \"file\": \"%s\",\n"
-           "  \"length\": %llu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
-           "  \"fingerprint\": \"%s\"\n}\n", epoch, steps, name,
-           (unsigned long long) n, (unsigned long long) up,
-           (unsigned long long) down, fp);
-  GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
-  GC_TRY(write_atomic(path, text));
-  remove_other_checkpoints(r->c->out, epoch);
-  return GC_SUCCESS;
-}
-
-/* Read a checkpoint file written by ckpt_save into r (stats and sim). */
-static int ckpt_read(run *r, const char *path)
-{
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
-  uint8_t hdr[CKPT_HDR];
-  uint64_t n;
-  uint32_t crc;
-  size_t sb = r->ns * sizeof *r->stats, simb = gc_sim_state_bytes(r->sim);
-  if (fread(hdr, 1, CKPT_HDR, f) != CKPT_HDR || memcmp(hdr, ckpt_magic, 8)) {
-    fclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint", path);
-  }
-  memcpy(&n, hdr + 8, 8);
-  memcpy(&crc, hdr + 16, 4);
-  if (n != sb + simb) {
-    fclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: %llu bytes of state, expected %zu for this"
-              " configuration", path, (unsigned long long) n, sb + simb);
-  }
-  uint8_t *buf = malloc(n ? n : 1);
-  if (!buf) {
-    fclose(f);
-    GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
-  }
-  size_t got = fread(buf, 1, n, f);
-  int extra = fgetc(f) != EOF;
-  fclose(f);
-  const char *why = got != n || extra ? "truncated or with trailing bytes"
-                    : (uint32_t) crc32_z(0L, buf, n) != crc
-                        ? "checksum mismatch (the file is damaged)" : NULL;
-  int st = GC_EFORMAT;
-  if (why) {
-    gc_errorf(__FILE__, __LINE__, st, "%s: %s", path, why);
-  } else {
-    memcpy(r->stats, buf, sb);
-    st = gc_sim_state_load(r->sim, buf + sb, simb);
-  }
-  free(buf);
-  return st;
-}
-
-static int json_u64(const char *text, const char *key, unsigned long long *v)
-{
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = strstr(text, pat);
-  if (!p)
-    return -1;
-  *v = strtoull(p + strlen(pat), NULL, 10);
-  return 0;
-}
-
-static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
-                     uint64_t *down)
-{
-  char path[4200], text[2048], fp[512];
-  GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
-  FILE *f = fopen(path, "r");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open (nothing to resume): %s", path,
-              strerror(errno));
-  size_t got = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[got] = '\0';
-  unsigned long long e, s, bu, bd;
-  if (json_u64(text, "epoch", &e) || json_u64(text, "steps", &s) ||
-      json_u64(text, "bytes_up", &bu) || json_u64(text, "bytes_down", &bd))
-    GC_ERRORF(GC_EFORMAT, "%s: missing fields", path);
-  fingerprint(r->c, fp, sizeof fp);
-  const char *q = strstr(text, "\"fingerprint\": \"");
-  if (!q || strncmp(q + 16, fp, strlen(fp)) != 0 || q[16 + strlen(fp)] != '"')
-    GC_ERRORF(GC_EINVAL, "%s: the checkpoint belongs to another configuration"
-              " (resume with the same options)", path);
-  /* Only whole epochs are checkpointed, so steps = epoch x steps per
-   * epoch; and the simulator's own counter (it indexes the byte ledger)
-   * must say the same, or a crafted file could make the ledger huge. */
-  size_t spe = (r->off[1] - r->off[0]) / r->c->batch;
-  if (e == 0 || spe == 0 || s % spe != 0 || s / spe != e)
-    GC_ERRORF(GC_EFORMAT, "%s: epoch %llu and steps %llu disagree (%zu steps"
-              " per epoch)", path, e, s, spe);
-  char name[64];
-  snprintf(name, sizeof name, "checkpoint-e%llu.bin", e);
-  GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  GC_TRY(ckpt_read(r, path));
-  if (gc_sim_steps_done(r->sim) != s)
-    GC_ERRORF(GC_EFORMAT, "%s: step counter %lu, but checkpoint.json says %llu"
-              " steps", path, (unsigned long) gc_sim_steps_done(r->sim), s);
-  *epoch = e;
-  *steps = s;
-  *up = bu;
-  *down = bd;
-  return GC_SUCCESS;
-}
-
-/* Keep the header and the first `rows` rows of log.csv (rows written after
- * the last checkpoint are redone). */
-static int log_truncate(const char *path, size_t rows)
-{
-  FILE *f = fopen(path, "r");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open the log to resume: %s", path,
-              strerror(errno));
-  char line[4096];
-  size_t cap = 1 << 16, len = 0, kept = 0;
-  char *buf = malloc(cap);
-  if (!buf) {
-    fclose(f);
-    return GC_ENOMEM;
-  }
-  while (kept <= rows && fgets(line, sizeof line, f)) {
-    size_t l = strlen(line);
-    if (len + l + 1 > cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return GC_ENOMEM;
-      }
-      buf = nb;
-    }
-    memcpy(buf + len, line, l);
-    len += l;
-    kept++;
-  }
-  fclose(f);
-  buf[len] = '\0';
-  int st = write_atomic(path, buf);
-  free(buf);
-  return st;
-}
-
-static const char log_header[] =
-  "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,support_union_over_k,"
-  "xi,delta,time_compute,time_compress,time_aggregate,time_total\n";
-
 /* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
 /* The workers' mean uplink contraction 1 - ||acc - m||^2/||acc||^2 after a
  * step; NaN where undefined. */
-static double probe_contraction(run *r)
+static double probe_contraction(gc_train *r)
 {
   size_t P = r->c->workers, d = r->d;
   double csum = 0;
@@ -432,59 +178,9 @@ static double probe_contraction(run *r)
 
 /* The method's own assumption: xi (4.2) with worker memories only, xi_bi
  * (4.4) with a server memory (bi, DoubleSqueeze; downlink-only: 0). */
-static double method_xi(const run *r, const gc_xi_sample *s)
+static double method_xi(const gc_train *r, const gc_xi_sample *s)
 {
   return gc_xi_probe_has_server_memory(r->xip) ? s->xi_bi : s->xi;
-}
-
-/* ---- progress (stderr, terminals only) ------------------------------- */
-
-/* "1h02m", "3m05s", "12s": short enough to keep the bar on one line. */
-static void duration_text(double sec, char *out, size_t cap)
-{
-  if (!(sec >= 0) || sec > 1e7) {
-    snprintf(out, cap, "?");
-    return;
-  }
-  unsigned long s = (unsigned long) (sec + 0.5);
-  if (s >= 3600)
-    snprintf(out, cap, "%luh%02lum", s / 3600, s / 60 % 60);
-  else if (s >= 60)
-    snprintf(out, cap, "%lum%02lus", s / 60, s % 60);
-  else
-    snprintf(out, cap, "%lus", s);
-}
-
-/* Step i of n in this epoch; `done` steps took `elapsed` seconds in this
- * process (a resumed epoch starts part-way).  The rate covers the
- * training steps only, so the run's ETA leaves out the per-epoch test
- * evaluation. */
-static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n,
-                     size_t done, double elapsed)
-{
-  if (c->quiet || !isatty(STDERR_FILENO) || n == 0)
-    return;
-  if (i != n && i % 16 != 0)
-    return;
-  enum { W = 30 };
-  char bar[W + 1];
-  size_t fill = i * W / n;
-  for (size_t j = 0; j < W; j++)
-    bar[j] = j < fill ? '=' : (j == fill ? '>' : ' ');
-  bar[W] = '\0';
-  fprintf(stderr, "\repoch %zu/%zu [%s] %zu/%zu", epoch + 1, c->epochs, bar, i, n);
-  if (done > 0 && elapsed > 0) {
-    double rate = (double) done / elapsed;
-    size_t left_run = (n - i) + (c->epochs - epoch - 1) * n;
-    char eta_e[32], eta_r[32];
-    duration_text((double) (n - i) / rate, eta_e, sizeof eta_e);
-    duration_text((double) left_run / rate, eta_r, sizeof eta_r);
-    fprintf(stderr, " %.1f steps/s, epoch ETA %s, run ETA %s\033[K", rate, eta_e,
-            eta_r);
-  }
-  if (i == n)
-    fputs("\r\033[K", stderr);
-  fflush(stderr);
 }
 
 /* ---- setup -------------------------------------------------------------- */
@@ -492,23 +188,97 @@ static void progress(const gc_train_config *c, size_t epoch, size_t i, size_t n,
 /* The model's layer shapes for shaped compressors (PowerSGD): each linear
  * weight out x in and conv weight out x (in k k) as a matrix, each bias and
  * BatchNorm gamma/beta as a 1 x len vector. */
-static int build_segments(run *r)
+static int build_segments(const gc_nn *nn, gc_segment **segs, size_t *nsegs)
 {
-  const gc_nn *nn = r->nets[0];
   size_t L = gc_nn_nlayers(nn), m = 0;
-  if (!(r->segs = malloc((2 * L + 1) * sizeof *r->segs)))
+  gc_segment *sg = malloc((2 * L + 1) * sizeof *sg);
+  if (!(*segs = sg))
     GC_ERROR("out of memory for the layer shapes", GC_ENOMEM);
   for (size_t i = 0; i < L; i++) {
     const gc_nn_layer *y = gc_nn_layer_at(nn, i);
     if (y->nw) {
       int mat = (y->kind == GC_NN_LINEAR || y->kind == GC_NN_CONV) && y->out_c;
       size_t rows = mat ? y->out_c : 1;
-      r->segs[m++] = (gc_segment){ y->woff, rows, y->nw / rows };
+      sg[m++] = (gc_segment){ y->woff, rows, y->nw / rows };
     }
     if (y->nb)
-      r->segs[m++] = (gc_segment){ y->boff, 1, y->nb };
+      sg[m++] = (gc_segment){ y->boff, 1, y->nb };
   }
-  r->nsegs = m;
+  *nsegs = m;
+  return GC_SUCCESS;
+}
+
+/* The algorithm's configuration for c on the net nn (its shapes). */
+static int algo_config(const gc_train_config *c, const gc_nn *nn,
+                       gc_algo_config *a, gc_segment **segs, size_t *nsegs)
+{
+  *segs = NULL;
+  *nsegs = 0;
+  gc_algo_config_default(a);
+  GC_TRY(gc_algo_by_name(c->algorithm, &a->kind));
+  a->workers = c->workers;
+  a->n = gc_nn_nparams(nn);
+  a->dtype = GC_F32;
+  a->momentum = c->momentum;
+  const gc_compressor_type *T_up = gc_compressor_type_by_name(c->compressor);
+  if (!T_up)
+    GC_ERRORF(GC_EINVAL, "unknown compressor '%s' (see gradcomp compress --list)",
+              c->compressor);
+  a->up = a->down = T_up;
+  gc_compressor_params_default(&a->up_params);
+  gc_compressor_params_default(&a->down_params);
+  a->up_params.rank = a->down_params.rank = c->rank;
+  if (T_up->flags & GC_COMP_NEEDS_SHAPE) {
+    GC_TRY(build_segments(nn, segs, nsegs));
+    a->up_params.segments = a->down_params.segments = *segs;
+    a->up_params.nsegments = a->down_params.nsegments = *nsegs;
+  }
+  a->up_params.density = c->density;
+  a->up_params.seed = a->down_params.seed = c->seed;
+  a->down_params.density = density_down(c);
+  return GC_SUCCESS;
+}
+
+int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
+                         gc_segment **segs)
+{
+  gc_nn *nn = gc_nn_alloc_model(model_of(c), 1);
+  if (!nn)
+    return gc_last_error_code();
+  size_t nsegs;
+  int st = algo_config(c, nn, a, segs, &nsegs);
+  gc_nn_free(nn);
+  if (st != GC_SUCCESS) {
+    free(*segs);
+    *segs = NULL;
+  }
+  return st;
+}
+
+/* Under a transport: keep only the examples of the local workers' shards
+ * (idx[off[lo] .. off[hi])), renumbered 0.. in that order, so that the
+ * epoch shuffles of the shard positions pick the same examples as in one
+ * process. */
+static int keep_local_shards(gc_train *r)
+{
+  size_t a = r->off[r->lo], b = r->off[r->hi], dim = r->train.dim;
+  gc_dataset k = r->train;
+  k.n = b - a;
+  k.x = malloc((k.n ? k.n : 1) * dim * sizeof *k.x);
+  k.y = malloc(k.n ? k.n : 1);
+  if (!k.x || !k.y) {
+    free(k.x);
+    free(k.y);
+    GC_ERROR("out of memory for the shard", GC_ENOMEM);
+  }
+  for (size_t j = 0; j < k.n; j++) {
+    uint32_t i = r->idx[a + j];
+    memcpy(k.x + j * dim, r->train.x + (size_t) i * dim, dim * sizeof *k.x);
+    k.y[j] = r->train.y[i];
+    r->idx[a + j] = (uint32_t) j;
+  }
+  gc_dataset_free(&r->train);
+  r->train = k;
   return GC_SUCCESS;
 }
 
@@ -520,7 +290,7 @@ static const double bound_fd_step = 1e-3;   /* h of the Hessian-vector FD */
 /* The bound covers plain SGD steps of the methods of 4.3 / 4.4 with
  * top-K, whose contraction gamma = sqrt(1-K/d) it uses; refuse the rest
  * and name the assumption that fails. */
-static int bounds_check(run *r)
+static int bounds_check(gc_train *r)
 {
   const gc_train_config *c = r->c;
   bounds *b = &r->b;
@@ -553,7 +323,7 @@ static int bounds_check(run *r)
   return GC_SUCCESS;
 }
 
-static int bounds_alloc(run *r)
+static int bounds_alloc(gc_train *r)
 {
   bounds *b = &r->b;
   size_t d = r->d, dim = r->train.dim, N = r->off[r->c->workers];
@@ -598,7 +368,7 @@ static int bounds_alloc(run *r)
 /* eval_grad on the device: chunks of BOUND_CHUNK examples, up to
  * BOUND_SLICES of them per call (a short last chunk alone), each chunk's
  * mean gradient weighted by its size and added in chunk order. */
-static int eval_grad_device(run *r, const float *w, const uint32_t *ids,
+static int eval_grad_device(gc_train *r, const float *w, const uint32_t *ids,
                             size_t n, double *grad, double *loss)
 {
   bounds *b = &r->b;
@@ -636,7 +406,7 @@ static int eval_grad_device(run *r, const float *w, const uint32_t *ids,
  * mode (no dropout, BatchNorm running statistics): the deterministic f the
  * bound speaks of.  Fixed slices, each summed in order by one thread, then
  * added in slice order: the thread count changes no bit. */
-static int eval_grad(run *r, const float *w, const uint32_t *ids, size_t n,
+static int eval_grad(gc_train *r, const float *w, const uint32_t *ids, size_t n,
                      double *grad, double *loss)
 {
   if (r->c->device)
@@ -694,7 +464,7 @@ static int eval_grad(run *r, const float *w, const uint32_t *ids, size_t n,
  * over the fixed batch, warm-started from the last direction; the largest
  * ||H v|| seen (each is <= ||H||: an estimate from below of the local
  * constant; ReLU nets are not globally L-smooth). */
-static int estimate_L(run *r, const float *x, double *L)
+static int estimate_L(gc_train *r, const float *x, double *L)
 {
   bounds *b = &r->b;
   size_t d = r->d;
@@ -724,7 +494,7 @@ static int estimate_L(run *r, const float *x, double *L)
 }
 
 /* ||grad f(x)||^2 over the whole training partition; *loss = f(x). */
-static int full_grad2(run *r, const float *x, double *g2, double *loss)
+static int full_grad2(gc_train *r, const float *x, double *g2, double *loss)
 {
   bounds *b = &r->b;
   GC_TRY(eval_grad(r, x, r->idx, r->off[r->c->workers], b->grad, loss));
@@ -735,85 +505,10 @@ static int full_grad2(run *r, const float *x, double *g2, double *loss)
   return GC_SUCCESS;
 }
 
-static const char bounds_header[] =
-  "# bound evaluated with measured constants (theory.md 4.3): L is a local"
-  " estimate (ReLU nets are not globally L-smooth), M2 the max ||gbar_t||^2"
-  " seen, f* >= 0, xi the max measured; assumptions in bounds.json\n"
-  "epoch,steps,lr,gamma,xi_kind,xi_max,xi_mean,L_epoch,L,M2_max,M2_mean,f0,"
-  "term_f0,term_sgd,term_compression,bound,grad2_mean,grad2_epoch,"
-  "grad2_samples,ratio\n";
-
-/* bounds.csv (header) and bounds.json: what the numbers are and assume. */
-static int bounds_open(run *r)
-{
-  const gc_train_config *c = r->c;
-  char path[4200], text[3000];
-  snprintf(text, sizeof text,
-    "{\n  \"label\": \"bound evaluated with measured constants (theory.md 4.3)\",\n"
-    "  \"bound\": \"(1/T) sum_{t<T} E||grad f(x_t)||^2 <= 2 (f(x0)-f*)/(lr T)"
-    " + L lr M2 + L^2 lr^2 M2 (gamma+xi)^2/(1-gamma)^2\",\n"
-    "  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n  \"lr\": %.17g,\n"
-    "  \"gamma\": %.17g,\n  \"xi_kind\": \"%s\",\n"
-    "  \"assumptions\": [\n"
-    "    \"f is L-smooth: L is a local estimate (max over the run of power"
-    " iterations on finite-difference Hessian-vector products over a fixed"
-    " batch); ReLU nets are not globally L-smooth\",\n"
-    "    \"E||gbar_t||^2 <= M2 at every step: M2 is the max of the observed"
-    " ||gbar_t||^2 over every step so far (M2_mean is their mean)\",\n"
-    "    \"f* >= 0 for the cross-entropy, so f(x0) - f* <= f(x0)\",\n"
-    "    \"the assumption of 4.2 (uni) or 4.4 (server memory) with xi = the"
-    " max over every step so far of the measured xi_t (xi_bi,t)\",\n"
-    "    \"f, grad f and L in evaluation mode (no dropout, BatchNorm running"
-    " statistics) over the training partition; the measured mean uses"
-    " full-gradient samples at %zu evenly spaced steps per epoch\"\n  ],\n"
-    "  \"hvps\": %zu,\n  \"hvp_batch\": %zu,\n  \"fd_step\": %g,\n"
-    "  \"samples_per_epoch\": %zu,\n  \"every_epochs\": %zu\n}\n",
-    c->algorithm, c->compressor, c->lr, r->b.gamma, r->b.xi_name,
-    c->bounds_samples, c->bounds_hvps, r->b.nl, bound_fd_step,
-    c->bounds_samples, c->bounds_every);
-  GC_TRY(path_in(path, sizeof path, c->out, "bounds.json"));
-  GC_TRY(write_atomic(path, text));
-  GC_TRY(path_in(path, sizeof path, c->out, "bounds.csv"));
-  if (!(r->b.csv = fopen(path, "w")))
-    GC_ERRORF(GC_EIO, "%s: cannot write: %s", path, strerror(errno));
-  fputs(bounds_header, r->b.csv);
-  fflush(r->b.csv);
-  return GC_SUCCESS;
-}
-
-/* One row after epoch e, with L re-estimated at the current model. */
-static int bounds_row(run *r, size_t e, size_t steps, double g2_epoch,
-                      size_t n_epoch)
-{
-  bounds *b = &r->b;
-  const gc_train_config *c = r->c;
-  double Le;
-  GC_TRY(estimate_L(r, gc_sim_model(r->sim), &Le));
-  b->L = fmax(b->L, Le);
-  double xi = strcmp(b->xi_name, "none") ? b->ximax : 0.0;
-  double m2 = b->m2max, t[3];
-  double bound = gc_bound_nonconvex_terms(b->f0, c->lr, steps, b->L, m2,
-                                          b->gamma, xi, t);
-  double g2 = b->g2n ? b->g2sum / (double) b->g2n : NAN;
-  fprintf(b->csv, "%zu,%zu,%.17g,%.17g,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,"
-          "%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%.9g\n", e + 1, steps, c->lr,
-          b->gamma, b->xi_name, b->xin ? b->ximax : NAN,
-          b->xin ? b->xisum / (double) b->xin : NAN, Le, b->L, m2,
-          b->m2n ? b->m2sum / (double) b->m2n : NAN, b->f0, t[0], t[1], t[2],
-          bound, g2, n_epoch ? g2_epoch / (double) n_epoch : NAN, b->g2n,
-          bound / g2);
-  fflush(b->csv);
-  if (!c->quiet)
-    fprintf(stderr, "epoch %zu: bound %.4g (L %.3g, M2 %.3g, %s %.3g) vs"
-            " measured mean ||grad f||^2 %.4g: ratio %.3g\n", e + 1, bound,
-            b->L, m2, b->xi_name, xi, g2, bound / g2);
-  return GC_SUCCESS;
-}
-
 /* The algorithm's step on the device when it has one for this method and
  * compressor; --bounds reads the CPU's memories at every step, so it keeps
  * the step there. */
-static int device_step_alloc(run *r)
+static int device_step_alloc(gc_train *r)
 {
   const gc_nn_device_type *D = r->c->device;
   if (!D || !D->step_alloc || r->c->bounds_every)
@@ -836,7 +531,100 @@ static int device_step_alloc(run *r)
   return GC_SUCCESS;
 }
 
-static int setup(run *r)
+/* Under a transport no process holds every worker: at a probed step each
+ * worker sends process 0 its gradient, accumulator and sent message
+ * (float32, the probe's dtype) and its own uplink contraction, and process
+ * 0 forms the same sums in the same worker order as gc_xi_probe_after and
+ * probe_contraction do in one process, so xi and delta are the same bits.
+ * Measurement traffic: not in the ledger. */
+enum { PROBE_HDR = 2 * sizeof(double) };
+
+static int probe_remote_setup(gc_train *r)
+{
+  const gc_transport *tr = r->tr;
+  uint8_t f[2] = { 0, 0 };   /* xi_log, contraction */
+  if (r->leader && !(r->acfg.up->flags & GC_COMP_RANDOM)) {
+    gc_worker *w = gc_worker_alloc(&r->acfg, 0);   /* asked, then freed */
+    if (!w)
+      return gc_last_error_code();
+    f[1] = gc_worker_accumulator(w) != NULL;
+    gc_worker_free(w);
+    r->xip = gc_xi_probe_alloc(&r->acfg);
+    f[0] = r->xip && gc_xi_probe_defined(r->xip);
+    if (!f[0]) {   /* a diagnostic: the run goes on without xi */
+      gc_xi_probe_free(r->xip);
+      r->xip = NULL;
+    }
+  }
+  GC_TRY(tr->type->bcast_aux(tr->state, 0, f, sizeof f));
+  r->xi_log = f[0];
+  r->contraction = f[1];
+  if (!r->xi_log && !r->contraction)
+    return GC_SUCCESS;
+  r->plen = PROBE_HDR + 3 * r->d * sizeof(float);
+  size_t msgs = r->leader ? r->c->workers : r->hi - r->lo;
+  if (!(r->pbuf = malloc((msgs ? msgs : 1) * r->plen)))
+    GC_ERROR("out of memory for the probes' messages", GC_ENOMEM);
+  return GC_SUCCESS;
+}
+
+/* After a probed step under a transport (every process): process 0 gets
+ * *xs (when xi is logged) and *ct, the workers' mean contraction. */
+static int probe_remote(gc_train *r, double lr, gc_xi_sample *xs, double *ct)
+{
+  size_t d = r->d, len = r->plen, vb = d * sizeof(float);
+  for (size_t p = r->lo; p < r->hi; p++) {
+    uint8_t *m = r->pbuf + (p - r->lo) * len;
+    gc_worker *wk = gc_sim_worker(r->sim, p);
+    const float *g = r->grads + p * d, *acc = gc_worker_accumulator(wk);
+    const float *sent = gc_worker_sent(wk);
+    double c[2] = { 0, 0 };   /* 1 - ||acc - m||^2/||acc||^2, defined */
+    if (r->contraction) {
+      double e2 = 0, a2 = 0;
+      for (size_t i = 0; i < d; i++) {
+        e2 += (double) (acc[i] - sent[i]) * (acc[i] - sent[i]);
+        a2 += (double) acc[i] * acc[i];
+      }
+      if (a2 > 0) {
+        c[0] = 1 - e2 / a2;
+        c[1] = 1;
+      }
+    }
+    if (!acc)
+      acc = g;   /* dense uplink, as gc_xi_probe_sums_add */
+    if (!sent)
+      sent = acc;
+    memcpy(m, c, PROBE_HDR);
+    memcpy(m + PROBE_HDR, g, vb);
+    memcpy(m + PROBE_HDR + vb, acc, vb);
+    memcpy(m + PROBE_HDR + 2 * vb, sent, vb);
+  }
+  uint32_t t = gc_sim_steps_done(r->sim) - 1;
+  GC_TRY(r->tr->type->gather_aux(r->tr->state, t, r->pbuf, len));
+  if (!r->leader)
+    return GC_SUCCESS;
+  double csum = 0;
+  int cn = 0;
+  for (size_t p = 0; p < r->c->workers; p++) {
+    double c[2];
+    memcpy(c, r->pbuf + p * len, PROBE_HDR);
+    if (c[1] != 0) {
+      csum += c[0];
+      cn++;
+    }
+  }
+  *ct = cn ? csum / cn : NAN;
+  if (!r->xip)
+    return GC_SUCCESS;
+  gc_xi_probe_sums_begin(r->xip);
+  for (size_t p = 0; p < r->c->workers; p++) {
+    const uint8_t *m = r->pbuf + p * len + PROBE_HDR;
+    gc_xi_probe_sums_add(r->xip, m, m + vb, m + 2 * vb);
+  }
+  return gc_xi_probe_sums_end(r->xip, lr, xs);
+}
+
+static int setup(gc_train *r)
 {
   const gc_train_config *c = r->c;
   const char *model = model_of(c);
@@ -847,9 +635,34 @@ static int setup(run *r)
     GC_ERRORF(GC_EINVAL, "model %s takes %s, not %s", model, want, c->dataset);
   if (c->workers == 0 || c->batch == 0)
     GC_ERROR("workers and batch must be positive", GC_EINVAL);
+  r->tr = c->transport;
+  r->lo = 0;
+  r->hi = c->workers;
+  r->leader = 1;
+  if (r->tr) {
+    const gc_transport *tr = r->tr;
+    if (c->device)
+      GC_ERROR("--transport: the nets run on the CPU under a transport "
+               "(--device cuda is not supported with it)", GC_EINVAL);
+    if (c->bounds_every)
+      GC_ERROR("--bounds needs full gradients over every shard in one "
+               "process: not supported with --transport", GC_EINVAL);
+    if (!tr->type->gather_aux || !tr->type->bcast_aux)
+      GC_ERRORF(GC_EINVAL, "transport %s cannot carry the BatchNorm "
+                "statistics and losses (no gather_aux/bcast_aux)",
+                tr->type->name);
+    if (tr->worker_lo > tr->worker_hi || tr->worker_hi > c->workers)
+      GC_ERROR("transport: local workers outside [0, P)", GC_EINVAL);
+    if (c->proc == 0 && !tr->server)
+      GC_ERROR("transport: process 0 must run the server", GC_EINVAL);
+    r->lo = tr->worker_lo;
+    r->hi = tr->worker_hi;
+    r->leader = c->proc == 0;
+  }
   const char *dir = c->data_dir ? c->data_dir : gc_data_dir("data");
   GC_TRY(gc_data_load(dir, c->dataset, 1, &r->train));
-  GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
+  if (r->leader)   /* evaluation happens where the folder is written */
+    GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
   if (c->train_subset)
     gc_dataset_truncate(&r->train, c->train_subset);
   if (c->test_subset)
@@ -867,6 +680,9 @@ static int setup(run *r)
   if (r->off[1] - r->off[0] < c->batch)
     GC_ERRORF(GC_EINVAL, "each worker holds %zu examples, fewer than the batch %zu",
               r->off[1] - r->off[0], c->batch);
+  r->ntrain = n;
+  if (r->tr)
+    GC_TRY(keep_local_shards(r));
 
   size_t T = c->threads;
 #ifdef _OPENMP
@@ -875,8 +691,8 @@ static int setup(run *r)
 #else
   T = 1;
 #endif
-  if (T > P)
-    T = P;
+  if (T > r->hi - r->lo)
+    T = r->hi - r->lo;
   if (T == 0)
     T = 1;
   r->T = T;
@@ -893,7 +709,7 @@ static int setup(run *r)
   if (c->device) {
     if (!(r->dev = c->device->alloc(model, P, c->batch)))
       return gc_last_error_code();
-  } else if (!(r->evalnet = gc_nn_alloc_model(model, 100))) {
+  } else if (r->leader && !(r->evalnet = gc_nn_alloc_model(model, 100))) {
     return GC_ENOMEM;
   }
   r->d = gc_nn_nparams(r->nets[0]);
@@ -906,38 +722,21 @@ static int setup(run *r)
   r->wstats = calloc(P * ns + 1, sizeof *r->wstats);
   r->loss = calloc(P, sizeof *r->loss);
   r->x0 = malloc(d * sizeof *r->x0);
+  r->auxlen = sizeof(double) + ns * sizeof(float);
+  r->aux = malloc(P * r->auxlen);
   if (!r->xb || !r->yb || !r->grads || !r->stats || !r->wstats || !r->loss ||
-      !r->x0)
+      !r->x0 || !r->aux)
     GC_ERROR("out of memory for the model state", GC_ENOMEM);
   gc_nn_init(r->nets[0], r->x0, r->stats, c->seed);
 
   gc_algo_config *a = &r->acfg;
-  gc_algo_config_default(a);
-  GC_TRY(gc_algo_by_name(c->algorithm, &a->kind));
-  a->workers = P;
-  a->n = d;
-  a->dtype = GC_F32;
-  a->momentum = c->momentum;
-  const gc_compressor_type *T_up = gc_compressor_type_by_name(c->compressor);
-  if (!T_up)
-    GC_ERRORF(GC_EINVAL, "unknown compressor '%s' (see gradcomp compress --list)",
-              c->compressor);
-  a->up = a->down = T_up;
-  gc_compressor_params_default(&a->up_params);
-  gc_compressor_params_default(&a->down_params);
-  a->up_params.rank = a->down_params.rank = c->rank;
-  if (T_up->flags & GC_COMP_NEEDS_SHAPE) {
-    GC_TRY(build_segments(r));
-    a->up_params.segments = a->down_params.segments = r->segs;
-    a->up_params.nsegments = a->down_params.nsegments = r->nsegs;
-  }
-  a->up_params.density = c->density;
-  a->up_params.seed = a->down_params.seed = c->seed;
-  a->down_params.density = density_down(c);
+  GC_TRY(algo_config(c, r->nets[0], a, &r->segs, &r->nsegs));
+  const gc_compressor_type *T_up = a->up;
   r->K = gc__resolve_k(d, &a->up_params);
   r->Kd = gc__resolve_k(d, &a->down_params);
   /* a bad setting is named by the compressor that rejects it */
-  if (!(r->sim = gc_sim_alloc(a, r->x0)))
+  if (!(r->sim = r->tr ? gc_sim_alloc_transport(a, r->x0, r->tr)
+                       : gc_sim_alloc(a, r->x0)))
     return gc_last_error_code();
   gc_sim_set_threads(r->sim, r->T);   /* workers' compression in parallel */
   GC_TRY(device_step_alloc(r));
@@ -946,7 +745,11 @@ static int setup(run *r)
   /* Probes (deterministic compressors only): xi through the library's one
    * definition (gc_probe.h, as theory/probe.c), undefined without memories
    * (SGD, allreduce) and for EF21 / EF21-BC; the contraction needs the
-   * workers' accumulators.  --bounds reads the probe at every step. */
+   * workers' accumulators.  --bounds reads the probe at every step.  Under
+   * a transport process 0 decides and tells the others, who send it their
+   * vectors at the probed steps (probe_remote). */
+  if (r->tr)
+    return probe_remote_setup(r);
   if (!(T_up->flags & GC_COMP_RANDOM)) {
     r->contraction = gc_worker_accumulator(gc_sim_worker(r->sim, 0)) != NULL;
     r->xi_log = 1;
@@ -972,9 +775,58 @@ static int setup(run *r)
 
 /* ---- the loop ------------------------------------------------------------- */
 
+/* The step's messages beside the algorithm's.  The BatchNorm running
+ * statistics are averaged densely across the workers, outside
+ * compression: each worker sends its loss (8 bytes, for the log: not
+ * counted, like a message length) and its statistics (ns float32) to the
+ * server, which averages both in worker order and sends the mean loss and
+ * statistics back to every worker (P copies of ns float32).  The
+ * statistics' bytes both ways are counted (log.csv's bytes_stats).  In one
+ * process the same messages are written and read back, so a transport
+ * changes no bit.  On return every process holds the mean statistics in
+ * r->stats and the mean loss in *loss. */
+static int exchange_stats(gc_train *r, uint32_t t, double *loss)
+{
+  size_t P = r->c->workers, ns = r->ns, len = r->auxlen;
+  const size_t h = sizeof(double);
+  for (size_t p = r->lo; p < r->hi; p++) {
+    uint8_t *m = r->aux + (p - r->lo) * len;   /* gather_aux's layout */
+    memcpy(m, &r->loss[p], h);
+    memcpy(m + h, r->wstats + p * ns, ns * sizeof(float));
+  }
+  if (r->tr)
+    GC_TRY(r->tr->type->gather_aux(r->tr->state, t, r->aux, len));
+  if (r->leader) {   /* the server's process: decode, average, encode */
+    double l = 0;
+    for (size_t p = 0; p < P; p++) {
+      double lp;
+      memcpy(&lp, r->aux + p * len, h);
+      l += lp;
+    }
+    l /= (double) P;
+    for (size_t i = 0; i < ns; i++) {
+      double a = 0;
+      for (size_t p = 0; p < P; p++) {
+        float v;
+        memcpy(&v, r->aux + p * len + h + i * sizeof v, sizeof v);
+        a += v;
+      }
+      r->stats[i] = (float) (a / (double) P);
+    }
+    memcpy(r->aux, &l, h);   /* the downlink replaces worker 0's message */
+    memcpy(r->aux + h, r->stats, ns * sizeof(float));
+  }
+  if (r->tr)
+    GC_TRY(r->tr->type->bcast_aux(r->tr->state, t, r->aux, len));
+  memcpy(loss, r->aux, h);
+  memcpy(r->stats, r->aux + h, ns * sizeof(float));
+  r->stats_bytes += 2 * (uint64_t) P * ns * sizeof(float);
+  return GC_SUCCESS;
+}
+
 /* For a device: step s's batches of the P workers gathered in worker
  * order, and each worker's copy of the running statistics. */
-static void gather_batches(run *r, size_t s)
+static void gather_batches(gc_train *r, size_t s)
 {
   size_t P = r->c->workers, B = r->c->batch, dim = r->train.dim, ns = r->ns;
   #pragma omp parallel for schedule(static) num_threads((int) r->T)
@@ -993,7 +845,7 @@ static void gather_batches(run *r, size_t s)
  * plain steps, the CPU's gc_sim for probed steps, checkpoints and the
  * evaluation.  The two step bit-identically, so the trajectory does not
  * depend on where each step ran. */
-static int device_step_sync(run *r, int to_device)
+static int device_step_sync(gc_train *r, int to_device)
 {
   if (!r->dstep || r->dcur == to_device)
     return GC_SUCCESS;
@@ -1011,7 +863,7 @@ static int device_step_sync(run *r, int to_device)
 }
 
 /* Step s's gradients on the device's step, at its own point, kept there. */
-static int device_step_grads(run *r, size_t s, size_t steps)
+static int device_step_grads(gc_train *r, size_t s, size_t steps)
 {
   const gc_train_config *c = r->c;
   gather_batches(r, s);
@@ -1021,7 +873,7 @@ static int device_step_grads(run *r, size_t s, size_t steps)
 
 /* Step s on the device: one call for every worker's loss and gradient
  * (worker p keyed as on the CPU), into the host's grads. */
-static int device_grads(run *r, const float *x, size_t s, size_t steps)
+static int device_grads(gc_train *r, const float *x, size_t s, size_t steps)
 {
   const gc_train_config *c = r->c;
   gather_batches(r, s);
@@ -1029,282 +881,274 @@ static int device_grads(run *r, const float *x, size_t s, size_t steps)
                           1, c->seed, 0, (uint32_t) steps, r->loss, r->grads);
 }
 
-int gc_train_run(const gc_train_config *c, gc_train_result *res)
-{
-  run R;
-  memset(&R, 0, sizeof R);
-  R.c = c;
-  if (res)
-    memset(res, 0, sizeof *res);
-  int st = GC_SUCCESS;
-  FILE *log = NULL;
-  char path[4200];
-  /* the folder only once the options and data are known to be good */
-  if ((st = setup(&R)) != GC_SUCCESS || (st = gc__mkdir_p(c->out)) != GC_SUCCESS)
-    goto done;
-  gc__remove_stale_tmp(c->out, NULL);
+/* ---- the API: INITIALIZE / ITERATE / TEST -------------------------------- */
 
-  size_t P = c->workers, B = c->batch, d = R.d, ns = R.ns, dim = R.train.dim;
-  size_t shard = R.off[1] - R.off[0], spe = shard / B;
-  size_t epoch0 = 0, steps = 0;
-  uint64_t up_total = 0, down_total = 0;
-  if (c->resume) {
-    if ((st = ckpt_load(&R, &epoch0, &steps, &up_total, &down_total)))
-      goto done;
-    R.dcur = 0;   /* the checkpoint is in the CPU's gc_sim */
-    if ((st = path_in(path, sizeof path, c->out, "log.csv")) ||
-        (st = log_truncate(path, epoch0)))
-      goto done;
-    remove_other_checkpoints(c->out, epoch0);
-  } else {
-    /* a fresh log: an old checkpoint no longer describes this folder */
-    if ((st = path_in(path, sizeof path, c->out, "checkpoint.json")))
-      goto done;
-    remove(path);
-    remove_other_checkpoints(c->out, 0);
+gc_train *gc_train_alloc(const gc_train_config *c)
+{
+  gc_train *r = calloc(1, sizeof *r);
+  if (!r)
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
+  r->cfg = *c;
+  r->c = &r->cfg;
+  int st = setup(r);
+  if (st != GC_SUCCESS) {   /* reported; freeing must not lose the reason */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", gc_last_error());
+    gc_train_free(r);
+    gc__error_restore(why, st);
+    return NULL;
   }
-  if ((st = write_config_json(&R, c->out)))
-    goto done;
-  if ((st = path_in(path, sizeof path, c->out, "log.csv")))
-    goto done;
-  log = fopen(path, c->resume ? "a" : "w");
-  if (!log) {
-    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot write: %s", path,
-              strerror(errno));
-    st = GC_EIO;
-    goto done;
-  }
-  if (!c->resume) {
-    fputs(log_header, log);
-    if ((st = gc__flush_checked(log, path)))
-      goto done;
-  }
-  if (c->max_steps && steps >= c->max_steps)
-    goto done;
-  if (R.b.on) {
-    if ((st = bounds_open(&R)))
-      goto done;
-    double L0;
-    if ((st = estimate_L(&R, gc_sim_model(R.sim), &L0)))
-      goto done;
-    R.b.L = L0;
-  }
-  const void **gp = malloc(P * sizeof *gp);
-  if (!gp) {
-    st = GC_ENOMEM;
-    goto done;
+  size_t P = c->workers;
+  if (!(r->gp = malloc(P * sizeof *r->gp))) {
+    gc_train_free(r);
+    GC_ERROR_NULL("out of memory", GC_ENOMEM);
   }
   for (size_t p = 0; p < P; p++)
-    gp[p] = R.grads + p * d;
-  size_t probe_every = spe >= 10 ? spe / 10 : 1;
-  double tsum = 0;
-  size_t tn = 0;
+    r->gp[p] = r->grads + p * r->d;
+  return r;
+}
 
-  for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
-    double t0 = gc__now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
-    gc_sim_times(R.sim, &w0, &s0);
-    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0;
-    size_t xn = 0, cn = 0, done_here = 0, g2en = 0;
-    memcpy(R.order, R.idx, R.train.n * sizeof *R.order);
-    for (size_t p = 0; p < P; p++)
-      gc_data_shuffle(R.order + R.off[p], shard, c->seed, (uint32_t) (p + 1),
-                      (uint32_t) e);
-    const gc_ledger *lg = gc_sim_ledger(R.sim);
-    uint64_t up0 = gc_ledger_total(lg, GC_UP), down0 = gc_ledger_total(lg, GC_DOWN);
-    const gc_ledger *dlg = R.dstep ? c->device->step_ledger(R.dstep) : NULL;
-    uint64_t dup0 = dlg ? gc_ledger_total(dlg, GC_UP) : 0;
-    uint64_t ddown0 = dlg ? gc_ledger_total(dlg, GC_DOWN) : 0;
-    double tdev = 0;   /* the steps taken on the device, whole */
-    for (size_t s = 0; s < spe; s++) {
-      if (c->max_steps && steps >= c->max_steps)
-        break;
-      /* log.csv's probes at sampled steps; --bounds reads xi every step */
-      int probe = (s + 1) % probe_every == 0;
-      int on_dev = R.dstep && !(probe && (R.xi_log || R.contraction));
-      if ((st = device_step_sync(&R, on_dev)))
-        break;
-      const float *x = gc_sim_point(R.sim);
-      if (R.b.on) {
-        /* full gradients at evenly spaced steps (in time_total only) */
-        size_t S = c->bounds_samples < spe ? c->bounds_samples : spe;
-        for (size_t j = 0; j < S && st == GC_SUCCESS; j++) {
-          double g2, f;
-          if (j * spe / S != s)
-            continue;
-          if ((st = full_grad2(&R, gc_sim_model(R.sim), &g2, &f)))
-            break;
-          if (steps == 0)
-            R.b.f0 = f;
-          R.b.g2sum += g2;
-          R.b.g2n++;
-          g2e += g2;
-          g2en++;
-        }
-        if (st != GC_SUCCESS)
-          break;
-      }
-      double ta = gc__now();
-      if (on_dev) {
-        if ((st = device_step_grads(&R, s, steps)))
-          break;
-      } else if (c->device) {
-        if ((st = device_grads(&R, x, s, steps)))
-          break;
-      } else {
-      #pragma omp parallel for schedule(static) num_threads((int) R.T)
-      for (size_t p = 0; p < P; p++) {
-        size_t t = 0;
+void gc_train_describe(const gc_train *r, gc_train_info *out)
+{
+  memset(out, 0, sizeof *out);
+  out->d = r->d;
+  out->ns = r->ns;
+  out->k = r->K;
+  out->k_down = r->Kd;
+  out->threads = r->T;
+  out->steps_per_epoch = (r->off[1] - r->off[0]) / r->c->batch;
+  out->train_examples = r->ntrain;
+  out->test_examples = r->test.n;
+  out->leader = r->leader;
+  out->bounds_gamma = r->b.gamma;
+  out->bounds_xi = r->b.xi_name ? r->b.xi_name : "none";
+  out->bounds_batch = r->b.nl;
+  out->bounds_fd_step = bound_fd_step;
+}
+
+const gc_algo_config *gc_train_algo(const gc_train *r) { return &r->acfg; }
+size_t gc_train_steps_done(const gc_train *r) { return r->steps; }
+
+int gc_train_epoch(gc_train *r, size_t e)
+{
+  size_t shard = r->off[1] - r->off[0];
+  memcpy(r->order, r->idx, r->ntrain * sizeof *r->order);
+  for (size_t p = r->lo; p < r->hi; p++)
+    gc_data_shuffle(r->order + r->off[p], shard, r->c->seed, (uint32_t) (p + 1),
+                    (uint32_t) e);
+  return GC_SUCCESS;
+}
+
+/* This process's workers' losses and gradients of step s at x, on the
+ * CPU: one OpenMP iteration per worker, each with its own net. */
+static void cpu_grads(gc_train *r, const float *x, size_t s)
+{
+  const gc_train_config *c = r->c;
+  size_t B = c->batch, d = r->d, ns = r->ns, dim = r->train.dim;
+  size_t steps = r->steps;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
+  for (size_t p = r->lo; p < r->hi; p++) {
+    size_t t = 0;
 #ifdef _OPENMP
-        t = (size_t) omp_get_thread_num();
+    t = (size_t) omp_get_thread_num();
 #endif
-        gc_nn *net = R.nets[t];
-        float *xb = R.xb + t * B * dim;
-        uint8_t *yb = R.yb + t * B;
-        const uint32_t *ord = R.order + R.off[p] + s * B;
-        for (size_t b = 0; b < B; b++) {
-          memcpy(xb + b * dim, R.train.x + (size_t) ord[b] * dim, dim * sizeof *xb);
-          yb[b] = R.train.y[ord[b]];
-        }
-        float *ws = R.wstats + p * ns;
-        memcpy(ws, R.stats, ns * sizeof *ws);
-        gc_nn_forward(net, x, ws, xb, B, 1, c->seed, (uint32_t) p, (uint32_t) steps);
-        R.loss[p] = gc_nn_loss(net, yb);
-        gc_nn_backward(net, x, NULL, R.grads + p * d, NULL);
-      }
-      }
-      double tb = gc__now();
-      double l = 0;
-      for (size_t p = 0; p < P; p++)
-        l += R.loss[p];
-      l /= (double) P;
-      if (!isfinite(l)) {
-        gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
-                  "training diverged: loss is %g at epoch %zu, step %zu (lr %g"
-                  " too large?)", l, e + 1, steps, c->lr);
-        st = GC_EDIVERGE;
-        break;
-      }
-      lsum += l;
-      /* Running statistics: averaged densely across workers, in order. */
-      for (size_t i = 0; i < ns; i++) {
-        double a = 0;
-        for (size_t p = 0; p < P; p++)
-          a += R.wstats[p * ns + i];
-        R.stats[i] = (float) (a / (double) P);
-      }
-      int probe_xi = R.xip && (R.b.on || (probe && R.xi_log));
-      if (probe_xi)
-        gc_xi_probe_before(R.xip, R.sim);
-      double tc = gc__now();
-      size_t support = 0;
-      if (on_dev) {
-        st = c->device->step_run(R.dstep, c->lr, &support);
-        tdev += gc__now() - tc;
-      } else {
-        st = gc_sim_step(R.sim, gp, c->lr);
-        support = gc_server_support_union(gc_sim_server(R.sim));
-      }
-      if (st != GC_SUCCESS) {
-        if (st == GC_EDIVERGE || st == GC_EDOM) {
-          gc_errorf(__FILE__, __LINE__, GC_EDIVERGE,
-                    "training diverged at epoch %zu, step %zu (non-finite"
-                    " gradient or iterate; lr %g too large?)", e + 1, steps, c->lr);
-          st = GC_EDIVERGE;
-        }
-        break;
-      }
-      usum += (double) support;
-      if (probe_xi) {
-        gc_xi_sample xs;
-        if ((st = gc_xi_probe_after(R.xip, R.sim, gp, c->lr, &xs)))
-          break;
-        double xi = method_xi(&R, &xs);
-        if (probe && R.xi_log && isfinite(xi)) {
-          xsum += xi;
-          xn++;
-        }
-        if (R.b.on) {
-          R.b.m2max = fmax(R.b.m2max, xs.gbar_norm2);
-          R.b.m2sum += xs.gbar_norm2;
-          R.b.m2n++;
-          if (!isnan(xi)) {   /* +Inf (gbar = 0, memories not) is kept */
-            R.b.ximax = fmax(R.b.ximax, xi);
-            R.b.xisum += xi;
-            R.b.xin++;
-          }
-        }
-      }
-      if (probe && R.contraction) {
-        double ct = probe_contraction(&R);
-        if (isfinite(ct)) {
-          csum += ct;
-          cn++;
-        }
-      }
-      tcomp += tb - ta;
-      tstats += tc - tb;
-      steps++;
-      done_here++;
-      progress(c, e, s + 1, spe, done_here, gc__now() - t0);
+    gc_nn *net = r->nets[t];
+    float *xb = r->xb + t * B * dim;
+    uint8_t *yb = r->yb + t * B;
+    const uint32_t *ord = r->order + r->off[p] + s * B;
+    for (size_t b = 0; b < B; b++) {
+      memcpy(xb + b * dim, r->train.x + (size_t) ord[b] * dim, dim * sizeof *xb);
+      yb[b] = r->train.y[ord[b]];
     }
-    if (st != GC_SUCCESS || done_here == 0 || (st = device_step_sync(&R, 0)))
-      break;
-    double acc, tl;
-    if ((st = c->device ? c->device->evaluate(R.dev, gc_sim_model(R.sim), R.stats,
-                                              &R.test, &acc, &tl)
-              : gc_nn_evaluate(R.evalnet, gc_sim_model(R.sim), R.stats, &R.test,
-                               &acc, &tl)))
-      break;
-    uint64_t upe = gc_ledger_total(lg, GC_UP) - up0;
-    uint64_t downe = gc_ledger_total(lg, GC_DOWN) - down0;
-    if (dlg) {   /* the steps taken on the device */
-      upe += gc_ledger_total(dlg, GC_UP) - dup0;
-      downe += gc_ledger_total(dlg, GC_DOWN) - ddown0;
-      gc_ledger_clear((gc_ledger *) dlg);
-    }
-    up_total += upe;
-    down_total += downe;
-    gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
-    double ttot = gc__now() - t0;
-    gc_sim_times(R.sim, &w1, &s1);
-    fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f\n",
-            e + 1, steps, lsum / (double) done_here, acc,
-            (unsigned long long) upe, (unsigned long long) downe,
-            usum / (double) done_here / (double) R.K,
-            xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
-            tcomp, w1 - w0 + tdev, s1 - s0 + tstats, ttot);
-    if ((st = gc__flush_checked(log, path)))
-      break;
-    if (!c->quiet)
-      fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
-              e + 1, lsum / (double) done_here, acc, ttot);
-    if (R.b.on && ((e + 1) % c->bounds_every == 0 || e + 1 == c->epochs ||
-                   (c->max_steps && steps >= c->max_steps)) &&
-        (st = bounds_row(&R, e, steps, g2e, g2en)))
-      break;
-    tsum += ttot;
-    tn++;
-    if (res) {
-      res->epochs_done = e + 1;
-      res->steps_done = steps;
-      res->train_loss = lsum / (double) done_here;
-      res->test_acc = acc;
-    }
-    /* A partial epoch (--max-steps) is logged but not checkpointed as done. */
-    if (done_here == spe && (st = ckpt_save(&R, e + 1, steps, up_total, down_total)))
-      break;
-    if (c->max_steps && steps >= c->max_steps)
-      break;
+    float *ws = r->wstats + p * ns;
+    memcpy(ws, r->stats, ns * sizeof *ws);
+    gc_nn_forward(net, x, ws, xb, B, 1, c->seed, (uint32_t) p, (uint32_t) steps);
+    r->loss[p] = gc_nn_loss(net, yb);
+    gc_nn_backward(net, x, NULL, r->grads + p * d, NULL);
   }
-  if (res)
-    res->epoch_seconds = tn ? tsum / (double) tn : 0;
-  free(gp);
-done:
-  if (log && fclose(log) != 0 && st == GC_SUCCESS) {
-    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: write failed: %s", path,
-              strerror(errno));
-    st = GC_EIO;
+}
+
+int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
+                  gc_train_step_info *out)
+{
+  const gc_train_config *c = r->c;
+  size_t steps = r->steps;
+  memset(out, 0, sizeof *out);
+  out->xi = out->delta = NAN;
+  if (s >= (r->off[1] - r->off[0]) / c->batch)
+    GC_ERRORF(GC_EINVAL, "step %zu of an epoch of %zu steps", s,
+              (r->off[1] - r->off[0]) / c->batch);
+  /* the device's step for the plain steps, the CPU's for probed ones */
+  int on_dev = r->dstep && !(probe && (r->xi_log || r->contraction));
+  GC_TRY(device_step_sync(r, on_dev));
+  const float *x = gc_sim_point(r->sim);
+  double ta = gc__now();
+  if (on_dev)
+    GC_TRY(device_step_grads(r, s, steps));
+  else if (c->device)
+    GC_TRY(device_grads(r, x, s, steps));
+  else
+    cpu_grads(r, x, s);
+  double tb = gc__now();
+  double l;
+  GC_TRY(exchange_stats(r, (uint32_t) steps, &l));
+  if (!isfinite(l))
+    GC_ERRORF(GC_EDIVERGE, "training diverged: loss is %g at epoch %zu, step"
+              " %zu (lr %g too large?)", l, e + 1, steps, c->lr);
+  out->loss = l;
+  int probe_xi = r->xip && (r->b.on || (probe && r->xi_log));
+  if (probe_xi)
+    gc_xi_probe_before(r->xip, r->sim);
+  double tc = gc__now();
+  size_t support = 0;
+  int st;
+  if (on_dev) {
+    st = c->device->step_run(r->dstep, c->lr, &support);
+    r->tdev += gc__now() - tc;
+  } else {
+    st = gc_sim_step(r->sim, r->gp, c->lr);
+    if (gc_sim_server(r->sim))   /* NULL where the server runs elsewhere */
+      support = gc_server_support_union(gc_sim_server(r->sim));
   }
-  run_free(&R);
-  return st;
+  if (st == GC_EDIVERGE || st == GC_EDOM)
+    GC_ERRORF(GC_EDIVERGE, "training diverged at epoch %zu, step %zu "
+              "(non-finite gradient or iterate; lr %g too large?)", e + 1,
+              steps, c->lr);
+  GC_TRY(st);
+  out->support = support;
+  gc_xi_sample xs;
+  double ct = NAN;
+  if (r->tr && probe && (r->xi_log || r->contraction))
+    GC_TRY(probe_remote(r, c->lr, &xs, &ct));
+  if (probe_xi && !r->tr)
+    GC_TRY(gc_xi_probe_after(r->xip, r->sim, r->gp, c->lr, &xs));
+  if (probe_xi) {
+    double xi = method_xi(r, &xs);
+    if (probe && r->xi_log)
+      out->xi = xi;
+    if (r->b.on) {
+      r->b.m2max = fmax(r->b.m2max, xs.gbar_norm2);
+      r->b.m2sum += xs.gbar_norm2;
+      r->b.m2n++;
+      if (!isnan(xi)) {   /* +Inf (gbar = 0, memories not) is kept */
+        r->b.ximax = fmax(r->b.ximax, xi);
+        r->b.xisum += xi;
+        r->b.xin++;
+      }
+    }
+  }
+  if (probe && r->contraction)
+    out->delta = r->tr ? ct : probe_contraction(r);
+  out->compute_s = tb - ta;
+  out->stats_s = tc - tb;
+  r->steps++;
+  return GC_SUCCESS;
+}
+
+int gc_train_eval(gc_train *r, double *acc, double *loss)
+{
+  *acc = *loss = NAN;
+  GC_TRY(device_step_sync(r, 0));
+  if (!r->leader)
+    return GC_SUCCESS;   /* the test set is where the folder is written */
+  const gc_train_config *c = r->c;
+  return c->device ? c->device->evaluate(r->dev, gc_sim_model(r->sim), r->stats,
+                                         &r->test, acc, loss)
+                   : gc_nn_evaluate(r->evalnet, gc_sim_model(r->sim), r->stats,
+                                    &r->test, acc, loss);
+}
+
+void gc_train_times(const gc_train *r, double *worker_s, double *server_s)
+{
+  gc_sim_times(r->sim, worker_s, server_s);
+  *worker_s += r->tdev;
+}
+
+void gc_train_take_bytes(gc_train *r, const gc_net_model *net, uint64_t *up,
+                         uint64_t *down, uint64_t *stats, double *net_s)
+{
+  const gc_ledger *lg = gc_sim_ledger(r->sim);
+  const gc_ledger *dlg = r->dstep ? r->c->device->step_ledger(r->dstep) : NULL;
+  *up = gc_ledger_total(lg, GC_UP);
+  *down = gc_ledger_total(lg, GC_DOWN);
+  /* the network model per step, before the ledgers are cleared (a step
+   * is in one of them: the CPU's or the device's) */
+  double ns = 0;
+  for (size_t t = r->taken; net && t < r->steps; t++)
+    ns += gc_net_ledger_step_time(net, &r->acfg, lg, (uint32_t) t) +
+          (dlg ? gc_net_ledger_step_time(net, &r->acfg, dlg, (uint32_t) t) : 0);
+  if (dlg) {   /* the steps taken on the device */
+    *up += gc_ledger_total(dlg, GC_UP);
+    *down += gc_ledger_total(dlg, GC_DOWN);
+    gc_ledger_clear((gc_ledger *) dlg);
+  }
+  gc_ledger_clear((gc_ledger *) lg);   /* keep memory flat over long runs */
+  *stats = r->stats_bytes - r->stats_taken;
+  if (net_s)
+    *net_s = ns;
+  r->taken = r->steps;
+  r->stats_taken = r->stats_bytes;
+}
+
+const float *gc_train_weights(gc_train *r)
+{
+  if (device_step_sync(r, 0) != GC_SUCCESS)
+    return NULL;
+  return gc_sim_model(r->sim);
+}
+
+const float *gc_train_stats(const gc_train *r) { return r->stats; }
+
+size_t gc_train_state_bytes(const gc_train *r)
+{
+  return r->ns * sizeof *r->stats + gc_sim_state_bytes(r->sim);
+}
+
+int gc_train_state_save(gc_train *r, void *buf)
+{
+  GC_TRY(device_step_sync(r, 0));
+  size_t sb = r->ns * sizeof *r->stats;
+  memcpy(buf, r->stats, sb);
+  gc_sim_state_save(r->sim, (uint8_t *) buf + sb);
+  return GC_SUCCESS;
+}
+
+int gc_train_state_load(gc_train *r, const void *buf, size_t len)
+{
+  size_t sb = r->ns * sizeof *r->stats;
+  if (len != gc_train_state_bytes(r))
+    GC_ERRORF(GC_EBADLEN, "training state of %zu bytes, expected %zu for this"
+              " configuration", len, gc_train_state_bytes(r));
+  GC_TRY(gc_sim_state_load(r->sim, (const uint8_t *) buf + sb, len - sb));
+  memcpy(r->stats, buf, sb);
+  r->dcur = 0;   /* the state is in the CPU's gc_sim now */
+  r->steps = r->taken = gc_sim_steps_done(r->sim);
+  gc_ledger_clear((gc_ledger *) gc_sim_ledger(r->sim));
+  return GC_SUCCESS;
+}
+
+int gc_train_full_grad2(gc_train *r, double *g2, double *f)
+{
+  if (!r->b.on)
+    GC_ERROR("full gradients need a run allocated with bounds_every",
+             GC_EINVAL);
+  return full_grad2(r, gc_sim_model(r->sim), g2, f);
+}
+
+int gc_train_smoothness(gc_train *r, double *L)
+{
+  if (!r->b.on)
+    GC_ERROR("the smoothness estimate needs a run allocated with "
+             "bounds_every", GC_EINVAL);
+  return estimate_L(r, gc_sim_model(r->sim), L);
+}
+
+void gc_train_bound_constants(const gc_train *r, gc_train_bound_consts *out)
+{
+  const bounds *b = &r->b;
+  out->m2_max = b->m2max;
+  out->m2_mean = b->m2n ? b->m2sum / (double) b->m2n : NAN;
+  out->xi_max = b->xin ? b->ximax : NAN;
+  out->xi_mean = b->xin ? b->xisum / (double) b->xin : NAN;
+  out->xi_samples = b->xin;
 }

@@ -141,29 +141,30 @@ static double dist2(const double *x, const double *y, size_t n)
   return s;
 }
 
-int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
-                      double lr, gc_xi_sample *out)
+void gc_xi_probe_sums_begin(gc_xi_probe *w)
+{
+  memset(w->t1, 0, w->n * sizeof *w->t1);
+  memset(w->macc, 0, w->n * sizeof *w->macc);
+  memset(w->msent, 0, w->n * sizeof *w->msent);
+}
+
+void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
+                          const void *sent)
+{
+  if (!acc)
+    acc = grad;   /* dense uplink: the input is the gradient */
+  if (!sent)
+    sent = acc;
+  for (size_t i = 0; i < w->n; i++) {
+    w->t1[i] += at(w, grad, i);
+    w->macc[i] += at(w, acc, i);
+    w->msent[i] += at(w, sent, i);
+  }
+}
+
+int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
 {
   size_t n = w->n, P = w->P;
-  /* gbar, then the means of the accumulators and decoded messages: sums in
-   * worker order, then one division, so identical inputs give identical
-   * means (identity uplink => xi_bi exactly 0). */
-  memset(w->t1, 0, n * sizeof *w->t1);
-  memset(w->macc, 0, n * sizeof *w->macc);
-  memset(w->msent, 0, n * sizeof *w->msent);
-  for (size_t p = 0; p < P; p++) {
-    gc_worker *wk = gc_sim_worker(sim, p);
-    const void *acc = gc_worker_accumulator(wk), *sent = gc_worker_sent(wk);
-    if (!acc)
-      acc = grads[p];   /* dense uplink: the input is the gradient */
-    if (!sent)
-      sent = acc;
-    for (size_t i = 0; i < n; i++) {
-      w->t1[i] += at(w, grads[p], i);
-      w->macc[i] += at(w, acc, i);
-      w->msent[i] += at(w, sent, i);
-    }
-  }
   double g2 = 0;
   for (size_t i = 0; i < n; i++) {
     w->t1[i] /= (double) P;
@@ -189,6 +190,21 @@ int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
   out->num_bi = c * sqrt(dist2(w->t2, w->t1, n));
   out->xi_bi = out->num_bi / denom;
   return GC_SUCCESS;
+}
+
+int gc_xi_probe_after(gc_xi_probe *w, gc_sim *sim, const void *const *grads,
+                      double lr, gc_xi_sample *out)
+{
+  /* gbar, then the means of the accumulators and decoded messages: sums in
+   * worker order, then one division, so identical inputs give identical
+   * means (identity uplink => xi_bi exactly 0). */
+  gc_xi_probe_sums_begin(w);
+  for (size_t p = 0; p < w->P; p++) {
+    gc_worker *wk = gc_sim_worker(sim, p);
+    gc_xi_probe_sums_add(w, grads[p], gc_worker_accumulator(wk),
+                         gc_worker_sent(wk));
+  }
+  return gc_xi_probe_sums_end(w, lr, out);
 }
 
 double gc_bound_nonconvex_terms(double f0_gap, double lr, size_t T, double L,

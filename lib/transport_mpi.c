@@ -158,8 +158,41 @@ static int mpi_bcast_down(void *state, uint32_t step, uint8_t *down,
   return GC_SUCCESS;
 }
 
+/* The driver's own messages: one MPI_Gatherv to rank 0 (which sends
+ * nothing; a worker rank's one message is at buf), worker p's bytes at
+ * buf + p len there; the other way one MPI_Bcast. */
+static int mpi_gather_aux(void *state, uint32_t step, uint8_t *buf,
+                          size_t len)
+{
+  gc_mpi *m = state;
+  if (len > (size_t) 2147483647 / (m->P ? m->P : 1))
+    GC_ERROR("MPI transport: a message above 2^31 bytes", GC_EUNSUP);
+  m->counts[0] = m->displs[0] = 0;
+  for (size_t q = 1; q <= m->P; q++) {
+    m->counts[q] = (int) len;
+    m->displs[q] = (int) ((q - 1) * len);
+  }
+  MPI_TRY(MPI_Gatherv(m->rank > 0 ? (const void *) buf : MPI_IN_PLACE,
+                      m->rank > 0 ? (int) len : 0, MPI_BYTE, buf,
+                      m->counts, m->displs, MPI_BYTE, 0, m->comm),
+          "Gatherv (driver messages)", step);
+  return GC_SUCCESS;
+}
+
+static int mpi_bcast_aux(void *state, uint32_t step, uint8_t *buf,
+                         size_t len)
+{
+  gc_mpi *m = state;
+  if (len > (size_t) 2147483647)
+    GC_ERROR("MPI transport: a message above 2^31 bytes", GC_EUNSUP);
+  MPI_TRY(MPI_Bcast(buf, (int) len, MPI_BYTE, 0, m->comm),
+          "Bcast (driver message)", step);
+  return GC_SUCCESS;
+}
+
 static const gc_transport_type mpi_type = { "mpi", mpi_gather_up,
-                                            mpi_bcast_down };
+                                            mpi_bcast_down, mpi_gather_aux,
+                                            mpi_bcast_aux };
 
 void gc_mpi_free(gc_mpi *m)
 {

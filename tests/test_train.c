@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gc_errno.h"
-#include "gc_nn.h"
+#include "gc_train_run.h"
 #include "gc_probe.h"
 #include "gc_test.h"
 
@@ -253,6 +253,30 @@ static double log_field(const char *dir, int f)
   cr_assert_not_null(s);
   for (s++; f > 0; f--)
     s = strchr(s, ',') + 1;
+  double v = strtod(s, NULL);
+  free(log);
+  return v;
+}
+
+/* Field f (0-based) of data row `row` (1-based) of a run's log.csv. */
+static double log_row_field(const char *dir, int row, int f)
+{
+  char p[700];
+  size_t len;
+  snprintf(p, sizeof p, "%s/log.csv", dir);
+  char *log = gc_test_slurp(p, &len);
+  cr_assert_not_null(log, "%s", p);
+  const char *s = log;
+  for (int r = 0; r < row; r++) {
+    s = strchr(s, '\n');
+    cr_assert(s && s[1], "%s: no row %d", p, row);
+    s++;
+  }
+  for (; f > 0; f--) {
+    s = strchr(s, ',');
+    cr_assert_not_null(s, "%s: row %d is short", p, row);
+    s++;
+  }
   double v = strtod(s, NULL);
   free(log);
   return v;
@@ -674,5 +698,58 @@ Test(train, device_seam_bounds_agree_with_the_cpu)
   for (size_t i = 0; i < 4; i++) {
     double x = bounds_field(a, 1, cols[i]), y = bounds_field(b, 1, cols[i]);
     cr_assert(fabs(x - y) <= 1e-5 * fabs(x), "%s: cpu %.9g, device %.9g", cols[i], x, y);
+  }
+}
+
+/* ---- the network model (--net-bandwidth, --net-latency) ------------------ */
+
+/* log.csv's net_comm_s against the alpha-beta model's closed form for a
+ * parameter server (gc_netmodel.h): each step costs alpha + U_t/B up and
+ * alpha + D_t/B down, so an epoch of S steps costs 2 S alpha + (bytes_up +
+ * bytes_down)/B with the epoch's ledger totals from the same row.
+ * time_model_cum adds the epoch's three compute times (printed to 1 ms)
+ * and net_comm_s to the previous row's. */
+Test(train, net_model_columns_follow_the_closed_form)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], p[700];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("net"));
+  gc_train_config c;
+  base(&c, a);
+  c.workers = 3;
+  c.algorithm = "bi";
+  c.density = 0.01;
+  c.lr = 0.1;
+  c.train_subset = 600;                 /* 20 steps an epoch */
+  c.test_subset = 100;
+  c.epochs = 3;
+  gc_net_model m = { 1.25e7, 5e-5 };    /* 100 Mbps, 50 us */
+  c.net = &m;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  snprintf(p, sizeof p, "%s/log.csv", a);
+  size_t len;
+  char *log = gc_test_slurp(p, &len);
+  cr_assert(log && strstr(log, ",bytes_stats,net_comm_s,time_model_cum\n") != NULL,
+            "%s", log);
+  free(log);
+  double prev_steps = 0, prev_cum = 0;
+  for (int r = 1; r <= 3; r++) {
+    double steps = log_row_field(a, r, 1) - prev_steps;
+    double up = log_row_field(a, r, 4), down = log_row_field(a, r, 5);
+    double want = 2 * steps * m.latency + (up + down) / m.bandwidth;
+    double got = log_row_field(a, r, 14);
+    cr_assert(steps == 20 && up > 0 && down > 0);
+    /* a sum of 20 per-step times in double: a few ulps */
+    cr_assert(fabs(got - want) <= 1e-12 * want, "row %d: net_comm_s %.17g, "
+              "closed form %.17g", r, got, want);
+    double compute = log_row_field(a, r, 9) + log_row_field(a, r, 10) +
+                     log_row_field(a, r, 11);
+    double cum = log_row_field(a, r, 15);
+    /* each time column is printed to 1 ms, time_model_cum to 1 us */
+    cr_assert(fabs(cum - prev_cum - compute - got) <= 2e-3 + 2e-6,
+              "row %d: time_model_cum %g after %g, compute %g, net %g", r, cum,
+              prev_cum, compute, got);
+    prev_steps += steps;
+    prev_cum = cum;
   }
 }

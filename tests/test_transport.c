@@ -60,7 +60,7 @@ static int loop_bcast(void *state, uint32_t step, uint8_t *down, size_t *len)
 }
 
 static const gc_transport_type loop_type = { "loopback", loop_gather,
-                                             loop_bcast };
+                                             loop_bcast, NULL, NULL };
 
 static void config(gc_algo_config *c, gc_algo_kind k)
 {
@@ -447,6 +447,267 @@ Test(transport_mpi, killed_worker_stops_the_run, .timeout = 120)
   }
   cr_assert(rows >= 5, "%zu rows", rows);
   free(csv);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  gc_test_run(cmd, out, sizeof out);
+}
+
+/* ---- MPI: gradcomp train, the same run in-process and under mpirun ------ */
+
+/* log.csv without the four times, the only columns a transport may
+ * change: the ledger's bytes, bytes_stats, the losses, the test accuracy
+ * and the probes (xi, delta: from the workers' vectors gathered to rank 0)
+ * stay. */
+static char *log_kept_columns(const char *path)
+{
+  size_t len;
+  char *csv = gc_test_slurp(path, &len);
+  cr_assert(csv && len > 0, "%s missing", path);
+  char *out = csv;
+  int field = 0;
+  for (const char *s = csv; *s; s++) {
+    int keep = field < 9 || field > 12;
+    if (*s == '\n') {
+      field = 0;
+      *out++ = '\n';
+      continue;
+    }
+    if (*s == ',') {
+      field++;
+      keep = field < 9 || field > 12;
+    }
+    if (keep)
+      *out++ = *s;
+  }
+  *out = '\0';
+  return csv;
+}
+
+static void same_bytes(const char *a, const char *b)
+{
+  size_t la, lb;
+  char *x = gc_test_slurp(a, &la), *y = gc_test_slurp(b, &lb);
+  cr_assert(x && y && la > 0, "%s or %s missing", a, b);
+  cr_assert(la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
+  free(x);
+  free(y);
+}
+
+/* Run `args` in-process into DIR-inproc and under mpirun -n P+1 into
+ * DIR-mpi; the final model bytes, the ledger's and statistics' bytes, the
+ * losses and accuracies must agree.  Returns the MPI run's folder. */
+static const char *train_both(const char *tag, const char *ds, size_t nw,
+                              const char *args)
+{
+  need_mpirun();
+  gc_test_need_dataset(ds);
+  static char b[512];
+  char a[512], cmd[4096], out[16384], pa[600], pb[600];
+  snprintf(a, sizeof a, "%s-inproc", gc_test_tmp(tag));
+  snprintf(b, sizeof b, "%s-mpi", gc_test_tmp(tag));
+  snprintf(cmd, sizeof cmd, "%s train --data %s --dataset %s --workers %zu "
+           "%s --quiet --out %s", gradcomp, gc_test_data_dir(), ds, nw, args, a);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  snprintf(cmd, sizeof cmd, MPIRUN "%s train --data %s --dataset %s --workers"
+           " %zu %s --quiet --out %s --transport mpi", nw + 1, gradcomp,
+           gc_test_data_dir(), ds, nw, args, b);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  snprintf(pa, sizeof pa, "%s/model.npy", a);
+  snprintf(pb, sizeof pb, "%s/model.npy", b);
+  same_bytes(pa, pb);
+  snprintf(pa, sizeof pa, "%s/log.csv", a);
+  snprintf(pb, sizeof pb, "%s/log.csv", b);
+  char *la = log_kept_columns(pa), *lb = log_kept_columns(pb);
+  cr_assert(eq(str, la, lb), "%s vs %s", pa, pb);
+  free(la);
+  free(lb);
+  /* the MPI run's folder says what it did; rank 0 wrote every file */
+  snprintf(pb, sizeof pb, "%s/config.json", b);
+  size_t len;
+  char *cfg = gc_test_slurp(pb, &len);
+  cr_assert(cfg && strstr(cfg, "\"transport\": \"mpi\"") != NULL, "%s", cfg);
+  cr_assert(strstr(cfg, "gathered to rank 0") != NULL, "%s", cfg);
+  free(cfg);
+  return b;
+}
+
+static void train_same(const char *algo, size_t nw)
+{
+  char tag[64], args[512];
+  snprintf(tag, sizeof tag, "train-%s-%zu", algo, nw);
+  snprintf(args, sizeof args, "--algorithm %s --density 0.01 --lr 0.05 "
+           "--train-subset 240 --test-subset 100 --epochs 1 --seed 7", algo);
+  train_both(tag, "mnist", nw, args);
+}
+
+Test(train_mpi, sgd) { train_same("sgd", 2); train_same("sgd", 4); }
+Test(train_mpi, uni) { train_same("uni", 2); train_same("uni", 4); }
+Test(train_mpi, bi) { train_same("bi", 2); train_same("bi", 4); }
+Test(train_mpi, downlink) { train_same("downlink", 2); train_same("downlink", 4); }
+Test(train_mpi, doublesqueeze) { train_same("doublesqueeze", 2); train_same("doublesqueeze", 4); }
+Test(train_mpi, ef21) { train_same("ef21", 2); train_same("ef21", 4); }
+
+/* Field f (0-based) of data row `row` (1-based) of a log.csv. */
+static double log_field(const char *path, int row, int f)
+{
+  size_t len;
+  char *csv = gc_test_slurp(path, &len);
+  cr_assert(csv != NULL, "%s", path);
+  const char *s = csv;
+  for (int r = 0; r < row; r++) {
+    s = strchr(s, '\n');
+    cr_assert(s && s[1], "%s: no row %d", path, row);
+    s++;
+  }
+  for (; f > 0; f--)
+    s = strchr(s, ',') + 1;
+  double v = strtod(s, NULL);
+  free(csv);
+  return v;
+}
+
+/* BatchNorm (fmnist-cnn: 16 + 32 channels, a mean and a variance each,
+ * ns = 96 float32): the statistics travel every step, P messages up and P
+ * back, so bytes_stats = steps x 2 P x 96 x 4 in both runs, and the model
+ * file (which ends with the statistics) is the same. */
+Test(train_mpi, batchnorm_statistics_are_counted_messages)
+{
+  const char *b = train_both("train-bn", "fmnist", 2, "--model fmnist-cnn "
+                             "--algorithm bi --density 0.01 --lr 0.05 "
+                             "--train-subset 80 --test-subset 50 --epochs 2 "
+                             "--seed 3");
+  char p[600];
+  snprintf(p, sizeof p, "%s/log.csv", b);
+  for (int r = 1; r <= 2; r++)
+    cr_assert(eq(dbl, log_field(p, r, 13), 4.0 * 2 * 2 * 96 * 4), "row %d", r);
+}
+
+/* One epoch under mpirun, then --resume to three: every rank reloads its
+ * own checkpoint file, and the final model is the uninterrupted one's.
+ * A checkpoint is resumed with the transport that wrote it. */
+Test(train_mpi, resume_equals_uninterrupted)
+{
+  const char *args = "--algorithm ef21 --density 0.01 --lr 0.05 "
+                     "--train-subset 240 --test-subset 100 --epochs 3 --seed 5";
+  const char *b = train_both("train-resume", "mnist", 2, args);
+  char r[600], cmd[4096], out[16384], pa[700], pb[700];
+  snprintf(r, sizeof r, "%s-resumed", gc_test_tmp("train-resume"));
+  const char *base = MPIRUN "%s train --data %s --workers 2 --algorithm ef21 "
+    "--density 0.01 --lr 0.05 --train-subset 240 --test-subset 100 --seed 5 "
+    "--quiet --out %s --transport mpi --epochs %d%s";
+  snprintf(cmd, sizeof cmd, base, (size_t) 3, gradcomp, gc_test_data_dir(), r,
+           1, "");
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  snprintf(pa, sizeof pa, "%s/checkpoint-e1-r2.bin", r);
+  size_t len;
+  char *ck = gc_test_slurp(pa, &len);
+  cr_assert(ck != NULL, "no per-rank checkpoint %s", pa);
+  free(ck);
+  snprintf(cmd, sizeof cmd, base, (size_t) 3, gradcomp, gc_test_data_dir(), r,
+           3, " --resume");
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  snprintf(pa, sizeof pa, "%s/model.npy", b);
+  snprintf(pb, sizeof pb, "%s/model.npy", r);
+  same_bytes(pa, pb);
+  snprintf(pa, sizeof pa, "%s/log.csv", b);
+  snprintf(pb, sizeof pb, "%s/log.csv", r);
+  char *la = log_kept_columns(pa), *lb = log_kept_columns(pb);
+  cr_assert(eq(str, la, lb));
+  free(la);
+  free(lb);
+  /* in one process, the per-rank checkpoint is refused by name */
+  snprintf(cmd, sizeof cmd, "%s train --data %s --workers 2 --algorithm ef21 "
+           "--density 0.01 --lr 0.05 --train-subset 240 --test-subset 100 "
+           "--seed 5 --quiet --out %s --epochs 4 --resume", gradcomp,
+           gc_test_data_dir(), r);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "resume it with --transport mpi") != NULL, "%s", out);
+}
+
+/* train's network model options: both or neither, and valid values. */
+Test(transport, train_net_options)
+{
+  char cmd[2048], out[4096];
+  const char *g = gc_test_builddir("experiments/gradcomp");
+  snprintf(cmd, sizeof cmd, "%s train --net-bandwidth 10Gbps --quiet --out %s",
+           g, gc_test_tmp("train-net"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "needs both --net-bandwidth and --net-latency") != NULL,
+            "%s", out);
+  snprintf(cmd, sizeof cmd, "%s train --net-bandwidth 10Gbps --net-latency 5 "
+           "--quiet --out %s", g, gc_test_tmp("train-net"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "--net-latency") != NULL, "%s", out);
+}
+
+/* Bad use: a rank count other than P+1, and no mpirun at all. */
+Test(train_mpi, wrong_rank_count_and_no_mpirun)
+{
+  need_mpirun();
+  char cmd[4096], out[16384];
+  snprintf(cmd, sizeof cmd, MPIRUN "%s train --workers 4 --algorithm uni "
+           "--train-subset 80 --quiet --out %s --transport mpi", (size_t) 3,
+           gradcomp, gc_test_tmp("train-ranks"));
+  cr_assert(ne(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  cr_assert(strstr(out, "need 5 ranks") != NULL, "%s", out);
+  cr_assert(strstr(out, "mpirun -n 5") != NULL, "%s", out);
+  snprintf(cmd, sizeof cmd, "env -u OMPI_COMM_WORLD_SIZE %s train --workers 4"
+           " --quiet --out %s --transport mpi", gradcomp,
+           gc_test_tmp("train-ranks"));
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s", out);
+  cr_assert(strstr(out, "not started by mpirun") != NULL, "%s", out);
+}
+
+/* A worker rank killed mid-run: the job stops within 30 s with a non-zero
+ * exit, mpirun names the dead rank and rank 0 the epoch and step; the log
+ * rows written stay whole; --resume under mpirun then ends with the
+ * uninterrupted run's model, byte for byte (mpi_train_kill.sh). */
+Test(train_mpi, killed_worker_then_resume, .timeout = 240)
+{
+  need_mpirun();
+  gc_test_need_dataset("mnist");
+  char dir[512], cmd[4096], out[32768];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-train-kill"));
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' '%s'",
+           gc_test_srcdir("tests/mpi_train_kill.sh"), dir, gradcomp,
+           gc_test_data_dir());
+  gc_test_run(cmd, out, sizeof out);
+  char *rc = strstr(out, "rc=");
+  cr_assert(rc && rc[3] != '\n' && strncmp(rc, "rc=0\n", 5) != 0,
+            "the run did not stop with a non-zero exit within 30 s: %s", out);
+  cr_assert(strstr(out, "rank 2") != NULL, "%s", out);
+  cr_assert(strstr(out, "at step ") != NULL, "rank 0 did not name the step: %s",
+            out);
+  char *rows = strstr(out, "rows_at_stop=");
+  cr_assert(rows && atoi(rows + 13) >= 2 && atoi(rows + 13) < 12,
+            "the kill did not land mid-run: %s", out);
+  char p[700];
+  snprintf(p, sizeof p, "%s/log-at-stop.csv", dir);
+  size_t len;
+  char *csv = gc_test_slurp(p, &len);
+  cr_assert(csv && len > 0 && csv[len - 1] == '\n', "the last row is cut");
+  size_t fields = 0, want = 0, nrows = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (csv[i] == ',')
+      fields++;
+    if (csv[i] == '\n') {
+      if (nrows++ == 0)
+        want = fields;
+      cr_assert(eq(sz, fields, want), "row %zu has %zu commas", nrows, fields);
+      fields = 0;
+    }
+  }
+  free(csv);
+  cr_assert(strstr(out, "resume_rc=0") != NULL, "%s", out);
+  char a[700], b[700];
+  snprintf(a, sizeof a, "%s/ref/model.npy", dir);
+  snprintf(b, sizeof b, "%s/run/model.npy", dir);
+  same_bytes(a, b);
+  snprintf(a, sizeof a, "%s/ref/log.csv", dir);
+  snprintf(b, sizeof b, "%s/run/log.csv", dir);
+  char *la = log_kept_columns(a), *lb = log_kept_columns(b);
+  cr_assert(eq(str, la, lb));
+  free(la);
+  free(lb);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   gc_test_run(cmd, out, sizeof out);
 }

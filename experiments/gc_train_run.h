@@ -1,0 +1,40 @@
+/* gc_train_run.h -- the driver of `gradcomp train` (train_run.c): the
+ * epoch loop over the library's training steps (gc_nn.h: gc_train_alloc,
+ * gc_train_step, gc_train_eval) and the files a run leaves behind. */
+#ifndef GC_TRAIN_RUN_H
+#define GC_TRAIN_RUN_H
+#include "gc_nn.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Summary of a run. */
+typedef struct gc_train_result {
+  size_t epochs_done, steps_done;
+  double train_loss, test_acc;
+  double epoch_seconds;     /* mean wall time of the epochs run here       */
+} gc_train_result;
+
+/* Run (or resume) a training run writing out/log.csv, out/config.json,
+ * out/model.npy (float32: the d weights, then the BatchNorm running
+ * statistics) and a checkpoint every epoch (checkpoint-eN.bin, or one
+ * checkpoint-eN-rR.bin per process under a transport, then
+ * checkpoint.json commits it).  Returns GC_SUCCESS, GC_EDIVERGE (NaN/Inf
+ * loss: rows so far are kept), or the data/IO/argument errors.
+ * With bounds_every > 0 it also writes out/bounds.json (what was measured
+ * and assumed) and out/bounds.csv: per row, T steps so far, the local
+ * smoothness L (power iteration on finite-difference Hessian-vector
+ * products over a fixed batch; max over the estimates so far), M2 (max
+ * and mean of ||gbar_t||^2 over every step), f(x_0) (f* >= 0 for the
+ * cross-entropy), xi (uni) or xi_bi (server memory) max over every step,
+ * the bound and its three terms, and the mean of ||grad f(x_t)||^2 over
+ * full-training-set gradients at sampled steps, with bound/measured.
+ * f and its gradients are taken in evaluation mode.  GC_EINVAL names the
+ * assumption that fails for methods the bound does not cover (not top-K,
+ * momentum, EF21, --resume). */
+int gc_train_run(const gc_train_config *c, gc_train_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GC_TRAIN_RUN_H */
