@@ -590,9 +590,9 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
 #if PREC == 32
-  if (bf) {   /* one pass: convert, count, check */
+  {   /* one pass: convert, count, check */
     uint32_t amax;
-    nnz = bf16_count(x, n, p, &amax);
+    nnz = bf ? bf16_count(x, n, p, &amax) : fp16_count(x, n, p, &amax);
     if (amax >= 0x7f800000u)
       return FN(check_finite)(x, n, who);
     *len = need;
@@ -606,10 +606,6 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
    * enough to vectorise (or to use F16C) */
   GC_TRY(FN(check_finite)(x, n, who));
   size_t i = 0;
-#if PREC == 32
-  if (!bf)
-    i = halves_fast(x, n, p);
-#endif
   if (bf)
     for (; i < n; i++) {
       uint16_t h = FN(to_bf16)(x[i]);
