@@ -301,6 +301,52 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
       nnz += nz;
       gc__bw lw = *w;   /* a local copy stays in registers: byte stores alias */
       size_t t = 0;
+      if (lw.end - lw.p >= (ptrdiff_t) (6 * m + 16)) {
+        /* Room for the chunk's worst case (24 bits an entry) and an 8-byte
+         * store past it: four symbols per step with no branch, the
+         * accumulator flushed whole bytes at a time (nb < 8 after each
+         * step, so 48 more bits fit). */
+        uint64_t acc = lw.acc;
+        unsigned nb = lw.nb;
+        uint8_t *op = lw.p;
+        while (nb >= 8) {
+          *op++ = (uint8_t) acc;
+          acc >>= 8;
+          nb -= 8;
+        }
+        for (size_t grp = t; t + 4 <= m; ) {
+          /* 32 level-0 symbols (code "1" each, the common case of a
+           * small s or a large bucket) in one step */
+          if (t == grp && t + 32 <= m) {
+            uint64_t z[4];
+            memcpy(z, sym + t, sizeof z);
+            grp = t + 32;
+            if (!(z[0] | z[1] | z[2] | z[3])) {
+              acc |= (uint64_t) 0xffffffffu << nb;
+              nb += 32;
+              memcpy(op, &acc, 8);
+              op += nb >> 3;
+              acc >>= nb & 56;
+              nb &= 7;
+              t = grp;
+              continue;
+            }
+          }
+          uint32_t ea = q->pair[sym[t] + 32u * sym[t + 1]];
+          uint32_t eb = q->pair[sym[t + 2] + 32u * sym[t + 3]];
+          unsigned la = ea >> 24;
+          acc |= ((uint64_t) (ea & 0xffffffu) | (uint64_t) (eb & 0xffffffu) << la) << nb;
+          nb += la + (eb >> 24);
+          memcpy(op, &acc, 8);
+          op += nb >> 3;
+          acc >>= nb & 56;   /* nb < 56 here */
+          nb &= 7;
+          t += 4;
+        }
+        lw.acc = acc;
+        lw.nb = nb;
+        lw.p = op;
+      }
       for (; t + 2 <= m; t += 2) {
         uint32_t e = q->pair[sym[t] + 32u * sym[t + 1]];
         gc__bw_put(&lw, e & 0xffffffu, e >> 24);
