@@ -361,6 +361,114 @@ TARGET_AVX2 static void u16_blocks_avx2(const rngkey *k, uint64_t b, size_t nblk
 }
 #endif
 
+/* The whole 64-entry words of sign_pack (quant_source.c) for float32:
+ * sign bits into out (8 bytes a word), and with l1 the template's L1 sum
+ * in its order (lane t of a word adds |x_j| for j = t mod 4 from 0.0 in
+ * order, the word adds (a0 + a1) + (a2 + a3) to *l1).  Returns nonzero
+ * when some entry is NaN or Inf.  The AVX paths keep the four lanes in one
+ * register of doubles; words do not depend on each other, so their chains
+ * overlap. */
+static unsigned sign_words_sse2(const float *x, size_t nw, uint8_t *out, double *l1)
+{
+  unsigned bad = 0;
+  for (size_t w = 0; w < nw; w++) {
+    const float *xw = x + 64 * w;
+    uint64_t bits = 0;
+#if defined(HAVE_SIGN_WORD_F32)
+    bits = sign_word_f32(xw, &bad);
+#else
+    for (unsigned j = 0; j < 64; j++) {
+      bits |= (uint64_t) (xw[j] < 0) << j;
+      bad |= !isfin_f32(xw[j]);
+    }
+#endif
+    if (l1) {
+      double a[4] = {0, 0, 0, 0};
+      for (unsigned j = 0; j < 64; j += 4)
+        for (unsigned t = 0; t < 4; t++)
+          a[t] += fabs((double) xw[j + t]);
+      *l1 += (a[0] + a[1]) + (a[2] + a[3]);
+    }
+    gc__store64le(out + 8 * w, bits);
+  }
+  return bad;
+}
+
+#ifdef HAVE_ISA_PATHS
+/* One word's L1 in the template's order (see above). */
+#define SIGN_WORD_L1(xw, l1)                                                 \
+  do {                                                                       \
+    __m256d a = _mm256_setzero_pd();                                         \
+    for (unsigned j = 0; j < 64; j += 4)                                     \
+      a = _mm256_add_pd(a, _mm256_and_pd(_mm256_cvtps_pd(_mm_loadu_ps((xw) + j)), \
+                                         absd));                             \
+    __m128d lo = _mm256_castpd256_pd128(a), hi = _mm256_extractf128_pd(a, 1); \
+    *(l1) += (_mm_cvtsd_f64(lo) + _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo)))     \
+             + (_mm_cvtsd_f64(hi) + _mm_cvtsd_f64(_mm_unpackhi_pd(hi, hi))); \
+  } while (0)
+
+TARGET_AVX512 static unsigned sign_words_avx512(const float *x, size_t nw, uint8_t *out,
+                                                double *l1)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m256d absd = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m512 zero = _mm512_setzero_ps();
+  __m512i mx = _mm512_setzero_si512();
+  for (size_t w = 0; w < nw; w++) {
+    const float *xw = x + 64 * w;
+    uint64_t bits = 0;
+    for (unsigned v = 0; v < 4; v++) {
+      __m512 xv = _mm512_loadu_ps(xw + 16 * v);
+      bits |= (uint64_t) _mm512_cmp_ps_mask(xv, zero, _CMP_LT_OQ) << (16 * v);
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(xv), absmask));
+    }
+    if (l1)
+      SIGN_WORD_L1(xw, l1);
+    gc__store64le(out + 8 * w, bits);
+  }
+  return _mm512_reduce_max_epu32(mx) >= 0x7f800000u;
+}
+
+TARGET_AVX2 static unsigned sign_words_avx2(const float *x, size_t nw, uint8_t *out,
+                                            double *l1)
+{
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+  const __m256d absd = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m256 zero = _mm256_setzero_ps();
+  __m256i mx = _mm256_setzero_si256();
+  for (size_t w = 0; w < nw; w++) {
+    const float *xw = x + 64 * w;
+    uint64_t bits = 0;
+    for (unsigned v = 0; v < 8; v++) {
+      __m256 xv = _mm256_loadu_ps(xw + 8 * v);
+      bits |= (uint64_t) _mm256_movemask_ps(_mm256_cmp_ps(xv, zero, _CMP_LT_OQ)) << (8 * v);
+      mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(xv), absmask));
+    }
+    if (l1)
+      SIGN_WORD_L1(xw, l1);
+    gc__store64le(out + 8 * w, bits);
+  }
+  uint32_t t[8], m = 0;
+  _mm256_storeu_si256((__m256i *) t, mx);
+  for (int j = 0; j < 8; j++)
+    m = t[j] > m ? t[j] : m;
+  return m >= 0x7f800000u;
+}
+#undef SIGN_WORD_L1
+#endif
+
+static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *l1)
+{
+#ifdef HAVE_ISA_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return sign_words_avx512(x, nw, out, l1);
+  if (isa >= GC__ISA_AVX2)
+    return sign_words_avx2(x, nw, out, l1);
+#endif
+  return sign_words_sse2(x, nw, out, l1);
+}
+
 /* Largest |x_i| of float32 entries as a bit pattern (the order of the
  * patterns of non-negative floats is that of their values); at least
  * 0x7f800000 when some entry is NaN or Inf. */

@@ -127,18 +127,17 @@ static unsigned FN(sign_pack)(const REAL *x, size_t n, uint8_t *out,
   unsigned bad = 0;
   double acc = 0;
   size_t nw = n / 64;
+#if PREC == 32
+  bad = sign_words_f32(x, nw, out, l1 ? &acc : NULL);   /* dispatched */
+#else
   for (size_t w = 0; w < nw; w++) {
     const REAL *xw = x + 64 * w;
     uint64_t bits = 0;
     unsigned b = 0;
-#if PREC == 32 && defined(HAVE_SIGN_WORD_F32)
-    bits = sign_word_f32(xw, &b);
-#else
     for (unsigned j = 0; j < 64; j++) {
       bits |= (uint64_t) (xw[j] < 0) << j;
       b |= !FN(isfin)(xw[j]);
     }
-#endif
     if (l1) {   /* four partial sums: independent chains pipeline */
       double a[4] = {0, 0, 0, 0};
       for (unsigned j = 0; j < 64; j += 4)
@@ -149,6 +148,7 @@ static unsigned FN(sign_pack)(const REAL *x, size_t n, uint8_t *out,
     bad |= b;
     gc__store64le(out + 8 * w, bits);
   }
+#endif
   size_t rest = n - 64 * nw;
   if (rest) {
     const REAL *xw = x + 64 * nw;

@@ -743,7 +743,7 @@ Test(dispatch, quant_paths_bit_identical)
   static const struct { const char *name; unsigned s; size_t bucket; double clip; } cfg[] = {
     {"terngrad", 1, 0, 0}, {"terngrad", 1, 0, 2.5}, {"qsgd", 1, 0, 0}, {"qsgd", 4, 13, 0},
     {"qsgd", 15, 1000, 0}, {"qsgd", 16, 0, 0}, {"qsgd", 300, 77, 0}, {"qsgd", 4, 1, 0}, {"identity", 1, 0, 0}, {"bf16", 1, 0, 0},
-    {"fp16", 1, 0, 0}};
+    {"fp16", 1, 0, 0}, {"sign", 1, 0, 0}, {"scaled-sign", 1, 0, 0}};
   int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
     size_t n = ns[a];
