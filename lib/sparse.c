@@ -23,6 +23,9 @@
 #include <float.h>
 
 #include <gsl/gsl_cdf.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
@@ -188,7 +191,7 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
  * counting all; returns 1 (with *bad) at a non-finite entry. */
 static inline int scan_run_f32(const float *x, size_t i, size_t hi, float t,
                                uint32_t *idx, float *val, size_t cap, size_t *c,
-                               size_t *bad)
+                               size_t *bad, size_t base)
 {
   for (; i < hi; i++) {
     float a = fabsf(x[i]);
@@ -198,7 +201,7 @@ static inline int scan_run_f32(const float *x, size_t i, size_t hi, float t,
         return 1;
       }
       if (*c < cap) {
-        idx[*c] = (uint32_t) i;
+        idx[*c] = (uint32_t) (base + i);
         if (val)
           val[*c] = x[i];
       }
@@ -237,7 +240,7 @@ static int scan_finite_f32(const float *x, size_t m)
 }
 
 static size_t scan_sse2_f32(const float *x, size_t n, float t, uint32_t *idx,
-                            float *val, size_t cap, size_t *bad)
+                            float *val, size_t cap, size_t *bad, size_t base)
 {
   size_t c = 0, i = 0;
 #if defined(__SSE2__)
@@ -251,20 +254,20 @@ static size_t scan_sse2_f32(const float *x, size_t n, float t, uint32_t *idx,
     if (!over)
       continue;
     if (c + 16 > cap || !scan_finite_f32(x + i, 16)) {
-      if (scan_run_f32(x, i, i + 16, t, idx, val, cap, &c, bad))
+      if (scan_run_f32(x, i, i + 16, t, idx, val, cap, &c, bad, base))
         return c;
       continue;
     }
     for (; over; over &= over - 1) {
       size_t j = i + (size_t) __builtin_ctz(over);
-      idx[c] = (uint32_t) j;
+      idx[c] = (uint32_t) (base + j);
       if (val)
         val[c] = x[j];
       c++;
     }
   }
 #endif
-  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad))
+  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad, base))
     return c;
   *bad = SIZE_MAX;
   return c;
@@ -322,7 +325,7 @@ static const uint32_t pack_lanes[256] = {
 
 TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
                                         uint32_t *idx, float *val, size_t cap,
-                                        size_t *bad)
+                                        size_t *bad, size_t base)
 {
   const __m256i limit = _mm256_set1_epi32(scan_key_f32(t));
   const __m256i big = _mm256_set1_epi32(0x7f7fffff), absmask = _mm256_set1_epi32(0x7fffffff);
@@ -344,7 +347,7 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
         _mm256_or_si256(_mm256_cmpgt_epi32(a[0], big), _mm256_cmpgt_epi32(a[1], big)),
         _mm256_or_si256(_mm256_cmpgt_epi32(a[2], big), _mm256_cmpgt_epi32(a[3], big)));
     if (!_mm256_testz_si256(nonfinite, nonfinite) || c + 32 > cap) {
-      if (scan_run_f32(x, i, i + 32, t, idx, val, cap, &c, bad))
+      if (scan_run_f32(x, i, i + 32, t, idx, val, cap, &c, bad, base))
         return c;
       continue;
     }
@@ -353,14 +356,14 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
         continue;
       __m256i perm = _mm256_and_si256(
           _mm256_srlv_epi32(_mm256_set1_epi32((int) pack_lanes[m[v]]), shifts), nib);
-      __m256i iv = _mm256_add_epi32(_mm256_set1_epi32((int) (i + 8 * (size_t) v)), perm);
+      __m256i iv = _mm256_add_epi32(_mm256_set1_epi32((int) (base + i + 8 * (size_t) v)), perm);
       _mm256_storeu_si256((__m256i *) (idx + c), iv);
       if (val)
         _mm256_storeu_si256((__m256i *) (val + c), _mm256_permutevar8x32_epi32(xv[v], perm));
       c += (size_t) __builtin_popcount(m[v]);
     }
   }
-  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad))
+  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad, base))
     return c;
   *bad = SIZE_MAX;
   return c;
@@ -370,7 +373,7 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
  * (to memory they are microcoded on some CPUs): 16 entries of room. */
 TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
                                             uint32_t *idx, float *val, size_t cap,
-                                            size_t *bad)
+                                            size_t *bad, size_t base)
 {
   const __m512i limit = _mm512_set1_epi32(scan_key_f32(t));
   const __m512i big = _mm512_set1_epi32(0x7f7fffff), absmask = _mm512_set1_epi32(0x7fffffff);
@@ -400,36 +403,92 @@ TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
     __mmask16 nonfinite = _mm512_cmpgt_epi32_mask(_mm512_max_epi32(
         _mm512_max_epi32(a[0], a[1]), _mm512_max_epi32(a[2], a[3])), big);
     if (nonfinite || c + 64 > cap) {
-      if (scan_run_f32(x, i, i + 64, t, idx, val, cap, &c, bad))
+      if (scan_run_f32(x, i, i + 64, t, idx, val, cap, &c, bad, base))
         return c;
       continue;
     }
     for (int v = 0; v < 4; v++) {
-      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) (i + 16 * (size_t) v)), lane);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) (base + i + 16 * (size_t) v)), lane);
       _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m[v], iv));
       if (val)
         _mm512_storeu_si512((void *) (val + c), _mm512_maskz_compress_epi32(m[v], xv[v]));
       c += (size_t) __builtin_popcount(m[v]);
     }
   }
-  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad))
+  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad, base))
     return c;
   *bad = SIZE_MAX;
   return c;
 }
 #endif
-/* The scan of the chosen instruction set. */
+/* The scan of the chosen instruction set over x[0, n), which is entry
+ * base of the whole vector (indices and *bad are the whole vector's). */
 static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
-                           float *val, size_t cap, size_t *bad)
+                           float *val, size_t cap, size_t *bad, size_t base)
 {
+  size_t c;
 #ifdef HAVE_SCAN_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return scan_avx512_f32(x, n, t, idx, val, cap, bad);
-  if (isa >= GC__ISA_AVX2)
-    return scan_avx2_f32(x, n, t, idx, val, cap, bad);
+    c = scan_avx512_f32(x, n, t, idx, val, cap, bad, base);
+  else if (isa >= GC__ISA_AVX2)
+    c = scan_avx2_f32(x, n, t, idx, val, cap, bad, base);
+  else
 #endif
-  return scan_sse2_f32(x, n, t, idx, val, cap, bad);
+    c = scan_sse2_f32(x, n, t, idx, val, cap, bad, base);
+  if (*bad != SIZE_MAX)
+    *bad += base;
+  return c;
+}
+
+/* The scan over the OpenMP threads (the caller's omp_set_num_threads; one
+ * inside a parallel region): T contiguous pieces, each appending to its
+ * share cap / T of the arrays, then moved together.  The result is the
+ * single scan's whatever T is: the first non-finite entry is the one of
+ * the first piece that met one, and when a piece outgrows its share (the
+ * selected entries crowd into part of x) the scan runs again on one
+ * thread. */
+enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
+static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
+                       float *val, size_t cap, size_t *bad)
+{
+#ifdef _OPENMP
+  int T = omp_in_parallel() ? 1 : omp_get_max_threads();
+  T = T < SCAN_PAR_MAX ? T : SCAN_PAR_MAX;
+  if (n >= SCAN_PAR_MIN && T > 1 && cap / (size_t) T >= 64) {
+    size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], share = cap / (size_t) T;
+    size_t piece = (n / (size_t) T + 63) & ~(size_t) 63;
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++) {
+      size_t lo = (size_t) j * piece < n ? (size_t) j * piece : n;
+      size_t hi = n - lo < piece ? n : lo + piece;
+      cnt[j] = scan_isa_f32(x + lo, hi - lo, t, idx + (size_t) j * share,
+                            val ? val + (size_t) j * share : NULL, share, &bads[j], lo);
+    }
+    size_t total = 0;
+    int fits = 1;
+    for (int j = 0; j < T; j++) {
+      if (bads[j] != SIZE_MAX) {
+        *bad = bads[j];
+        return total;
+      }
+      total += cnt[j];
+      fits &= cnt[j] <= share;
+    }
+    if (fits) {
+      size_t at = cnt[0];
+      for (int j = 1; j < T; j++) {
+        memmove(idx + at, idx + (size_t) j * share, cnt[j] * sizeof *idx);
+        if (val)
+          memmove(val + at, val + (size_t) j * share, cnt[j] * sizeof *val);
+        at += cnt[j];
+      }
+      *bad = SIZE_MAX;
+      return total;
+    }
+  }
+#endif
+  return scan_isa_f32(x, n, t, idx, val, cap, bad, 0);
 }
 
 /* The top-K filter, in place: of c candidates (idx ascending, val = x at
@@ -748,7 +807,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
 #define FABS fabsf
 #define NEXTDOWN(t) nextafterf((t), -INFINITY)
 #define REAL_MAX FLT_MAX
-#define SCAN_ISA scan_isa_f32
+#define SCAN_ISA scan_par_f32
 #define TOPK_VALS topk_vals_f32
 #include "sparse_source.c"
 
@@ -772,7 +831,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
   size_t n = s->n, bad, above, equal;
   float *v = (float *) s->mag, upper, t = topk_threshold_f32(s, x, k, &upper);
   uint32_t *scr = (uint32_t *) (v + s->cand_cap);
-  size_t c = scan_isa_f32(x, n, t, s->cand, v, s->cand_cap, &bad);
+  size_t c = scan_par_f32(x, n, t, s->cand, v, s->cand_cap, &bad);
   if (bad != SIZE_MAX)
     return report_bad_f32(x, bad);
   if (c < k || c > s->cand_cap) {

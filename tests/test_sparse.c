@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -856,4 +859,72 @@ Test(dispatch, sparse_nonfinite_same_index, .init = gc_test_quiet)
       }
   gc__isa_force(saved);
   free(x);
+}
+
+/* The scans on 1 to 5 OpenMP threads write the same messages and name the
+ * same non-finite entry: spread-out and crowded selections (all of them
+ * in the first tenth, which overflows a thread's share and reruns on
+ * one), a NaN in a later piece before an Inf in an earlier one's
+ * successor. */
+Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const char *const names[] = {"topk", "threshold", "gaussk", "dgc"};
+  size_t n = 600011;
+  float *x = malloc(n * sizeof *x);
+  int saved = omp_get_max_threads();
+  for (int kind = 0; kind < 4; kind++) {
+    gc_test_fill_normal_f32(x, n, 40 + (uint64_t) kind);
+    if (kind == 1)
+      for (size_t i = 0; i < n / 10; i++)
+        x[i] *= 8.0f;
+    if (kind == 2) {
+      x[n / 2 + 3] = NAN;
+      x[n - 2] = INFINITY;
+    }
+    if (kind == 3) {
+      x[n - 1] = -INFINITY;
+      x[n / 3] = 7.0f;
+    }
+    int expect = kind >= 2 ? GC_EDOM : GC_SUCCESS;
+    for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++)
+      for (double dens = 0.001; dens < 0.2; dens *= 10) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.density = dens;
+        p.threshold = -gsl_cdf_ugaussian_Pinv(dens / 2);
+        gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+        size_t cap = gc_compressor_max_bytes(c), len, ref_len = 0;
+        uint8_t *ref = malloc(cap), *buf = malloc(cap);
+        char err[256] = "";
+        for (int T = 1; T <= 5; T++) {
+          omp_set_num_threads(T);
+          int rc = gc_compress_f32(c, x, 3, T == 1 ? ref : buf, cap, T == 1 ? &ref_len : &len,
+                                   NULL);
+          cr_assert(eq(int, rc, expect), "%s kind %d density %g, %d threads", names[nj], kind,
+                    dens, T);
+          if (rc != GC_SUCCESS) {
+            if (T == 1)
+              snprintf(err, sizeof err, "%s", gc_last_error());
+            else
+              cr_assert(eq(str, (char *) gc_last_error(), err), "%s, %d threads", names[nj], T);
+            continue;
+          }
+          if (T > 1) {
+            cr_assert(eq(sz, len, ref_len), "%s kind %d density %g, %d threads: length",
+                      names[nj], kind, dens, T);
+            cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s kind %d density %g, %d threads: "
+                      "bytes", names[nj], kind, dens, T);
+          }
+        }
+        free(ref);
+        free(buf);
+        gc_compressor_free(c);
+      }
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
 }
