@@ -284,43 +284,65 @@ static void u16_blocks_sse2(const rngkey *k, uint64_t b, size_t nblk, uint16_t *
 }
 
 #ifdef HAVE_ISA_PATHS
-/* Philox4x32-10 in vector lanes, one block per 32-bit lane.  Lane 4L + j
- * (L = 128-bit lane) computes block 4j + L (AVX-512) or 2j + L (AVX2), so
- * that the in-lane unpack transpose at the end leaves whole blocks in
- * stream order.  The counter's high word is shared by the lanes: a group
- * that straddles 2^32 blocks goes to the scalar loop. */
+/* Philox4x32-10 in vector lanes.  AVX-512: one block per 64-bit lane,
+ * each counter word in the low half of its lane: vpmuludq reads only the
+ * low halves and gives the whole 64-bit product, whose high half is the
+ * round's hi word and whose low half is its lo word, so a round is two
+ * multiplies, two shifts and two three-way XORs for eight blocks (the
+ * high halves of the other words hold junk that no multiply reads, and
+ * the final packing drops it).  Two groups of eight blocks are in flight.
+ * AVX2: one block per 32-bit lane; lane 4L + j (L = 128-bit lane)
+ * computes block 2j + L, so that the in-lane unpack transpose at the end
+ * leaves whole blocks in stream order.  The counter's high word is shared
+ * by the lanes: a group that straddles 2^32 blocks goes to the scalar
+ * loop. */
 TARGET_AVX512 static void u16_blocks_avx512(const rngkey *k, uint64_t b, size_t nblk,
                                             uint16_t *u)
 {
-  const __m512i lanes = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  const __m512i m0 = _mm512_set1_epi32((int) 0xD2511F53u), m1 = _mm512_set1_epi32((int) 0xCD9E8D57u);
+  const __m512i lanes = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i eight = _mm512_set1_epi64(8);
+  const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
+  const __m512i lo32 = _mm512_set1_epi64(0xffffffffu);
+  const __m512i first = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+  const __m512i second = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  __m512i ks0[10], ks1[10];
+  uint32_t k0 = (uint32_t) k->seed, k1 = (uint32_t) (k->seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    ks0[r] = _mm512_set1_epi64(k0);
+    ks1[r] = _mm512_set1_epi64(k1);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const __m512i step = _mm512_set1_epi64(k->step), stream = _mm512_set1_epi64(k->stream);
   size_t j = 0;
   for (; j + 16 <= nblk && (b + j) >> 32 == (b + j + 15) >> 32; j += 16) {
-    __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32((int) (uint32_t) (b + j)), lanes);
-    __m512i c1 = _mm512_set1_epi32((int) (uint32_t) ((b + j) >> 32));
-    __m512i c2 = _mm512_set1_epi32((int) k->step), c3 = _mm512_set1_epi32((int) k->stream);
-    uint32_t k0 = (uint32_t) k->seed, k1 = (uint32_t) (k->seed >> 32);
+    __m512i a0 = _mm512_add_epi64(_mm512_set1_epi64((uint32_t) (b + j)), lanes);
+    __m512i d0 = _mm512_add_epi64(a0, eight);
+    __m512i a1 = _mm512_set1_epi64((uint32_t) ((b + j) >> 32)), d1 = a1;
+    __m512i a2 = step, d2 = step, a3 = stream, d3 = stream;
     for (int r = 0; r < 10; r++) {
-      __m512i e0 = _mm512_mul_epu32(c0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
-      __m512i e1 = _mm512_mul_epu32(c2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
-      __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
-      __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
-      __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
-      __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
-      c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32((int) k0), 0x96);
-      c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int) k1), 0x96);
-      c1 = lo1;
-      c3 = lo0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
+      __m512i pd0 = _mm512_mul_epu32(d0, m0), pd1 = _mm512_mul_epu32(d2, m1);
+      a0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pa1, 32), a1, ks0[r], 0x96);
+      a2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pa0, 32), a3, ks1[r], 0x96);
+      d0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pd1, 32), d1, ks0[r], 0x96);
+      d2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(pd0, 32), d3, ks1[r], 0x96);
+      a1 = pa1;
+      a3 = pa0;
+      d1 = pd1;
+      d3 = pd0;
     }
-    __m512i A = _mm512_unpacklo_epi32(c0, c1), B = _mm512_unpackhi_epi32(c0, c1);
-    __m512i C = _mm512_unpacklo_epi32(c2, c3), D = _mm512_unpackhi_epi32(c2, c3);
+    /* words 0,1 and 2,3 of each block as one 64-bit lane, then blocks in
+     * order: lane L of the first group, then of the second */
+    __m512i A = _mm512_ternarylogic_epi64(a0, lo32, _mm512_slli_epi64(a1, 32), 0xEA);
+    __m512i B = _mm512_ternarylogic_epi64(a2, lo32, _mm512_slli_epi64(a3, 32), 0xEA);
+    __m512i C = _mm512_ternarylogic_epi64(d0, lo32, _mm512_slli_epi64(d1, 32), 0xEA);
+    __m512i D = _mm512_ternarylogic_epi64(d2, lo32, _mm512_slli_epi64(d3, 32), 0xEA);
     uint16_t *o = u + 8 * j;
-    _mm512_storeu_si512((void *) o, _mm512_unpacklo_epi64(A, C));
-    _mm512_storeu_si512((void *) (o + 32), _mm512_unpackhi_epi64(A, C));
-    _mm512_storeu_si512((void *) (o + 64), _mm512_unpacklo_epi64(B, D));
-    _mm512_storeu_si512((void *) (o + 96), _mm512_unpackhi_epi64(B, D));
+    _mm512_storeu_si512((void *) o, _mm512_permutex2var_epi64(A, first, B));
+    _mm512_storeu_si512((void *) (o + 32), _mm512_permutex2var_epi64(A, second, B));
+    _mm512_storeu_si512((void *) (o + 64), _mm512_permutex2var_epi64(C, first, D));
+    _mm512_storeu_si512((void *) (o + 96), _mm512_permutex2var_epi64(C, second, D));
   }
   u16_blocks_sse2(k, b + j, nblk - j, u + 8 * j);
 }
