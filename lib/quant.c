@@ -384,13 +384,14 @@ TARGET_AVX2 static void u16_blocks_avx2(const rngkey *k, uint64_t b, size_t nblk
 #endif
 
 /* The whole 64-entry words of sign_pack (quant_source.c) for float32:
- * sign bits into out (8 bytes a word), and with l1 the template's L1 sum
- * in its order (lane t of a word adds |x_j| for j = t mod 4 from 0.0 in
- * order, the word adds (a0 + a1) + (a2 + a3) to *l1).  Returns nonzero
+ * sign bits into out (8 bytes a word), and with ws each word's L1 sum in
+ * the template's order (lane t of a word adds |x_j| for j = t mod 4 from
+ * 0.0 in order, the word's sum is (a0 + a1) + (a2 + a3)), which the
+ * caller adds up in word order.  Returns nonzero
  * when some entry is NaN or Inf.  The AVX paths keep the four lanes in one
  * register of doubles; words do not depend on each other, so their chains
  * overlap. */
-static unsigned sign_words_sse2(const float *x, size_t nw, uint8_t *out, double *l1)
+static unsigned sign_words_sse2(const float *x, size_t nw, uint8_t *out, double *ws)
 {
   unsigned bad = 0;
   for (size_t w = 0; w < nw; w++) {
@@ -404,12 +405,12 @@ static unsigned sign_words_sse2(const float *x, size_t nw, uint8_t *out, double 
       bad |= !isfin_f32(xw[j]);
     }
 #endif
-    if (l1) {
+    if (ws) {
       double a[4] = {0, 0, 0, 0};
       for (unsigned j = 0; j < 64; j += 4)
         for (unsigned t = 0; t < 4; t++)
           a[t] += fabs((double) xw[j + t]);
-      *l1 += (a[0] + a[1]) + (a[2] + a[3]);
+      ws[w] = (a[0] + a[1]) + (a[2] + a[3]);
     }
     gc__store64le(out + 8 * w, bits);
   }
@@ -418,19 +419,19 @@ static unsigned sign_words_sse2(const float *x, size_t nw, uint8_t *out, double 
 
 #ifdef HAVE_ISA_PATHS
 /* One word's L1 in the template's order (see above). */
-#define SIGN_WORD_L1(xw, l1)                                                 \
+#define SIGN_WORD_L1(xw, sum)                                                \
   do {                                                                       \
     __m256d a = _mm256_setzero_pd();                                         \
     for (unsigned j = 0; j < 64; j += 4)                                     \
       a = _mm256_add_pd(a, _mm256_and_pd(_mm256_cvtps_pd(_mm_loadu_ps((xw) + j)), \
                                          absd));                             \
     __m128d lo = _mm256_castpd256_pd128(a), hi = _mm256_extractf128_pd(a, 1); \
-    *(l1) += (_mm_cvtsd_f64(lo) + _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo)))     \
+    (sum) = (_mm_cvtsd_f64(lo) + _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo)))      \
              + (_mm_cvtsd_f64(hi) + _mm_cvtsd_f64(_mm_unpackhi_pd(hi, hi))); \
   } while (0)
 
 TARGET_AVX512 static unsigned sign_words_avx512(const float *x, size_t nw, uint8_t *out,
-                                                double *l1)
+                                                double *ws)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
   const __m256d absd = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
@@ -444,15 +445,15 @@ TARGET_AVX512 static unsigned sign_words_avx512(const float *x, size_t nw, uint8
       bits |= (uint64_t) _mm512_cmp_ps_mask(xv, zero, _CMP_LT_OQ) << (16 * v);
       mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(xv), absmask));
     }
-    if (l1)
-      SIGN_WORD_L1(xw, l1);
+    if (ws)
+      SIGN_WORD_L1(xw, ws[w]);
     gc__store64le(out + 8 * w, bits);
   }
   return _mm512_reduce_max_epu32(mx) >= 0x7f800000u;
 }
 
 TARGET_AVX2 static unsigned sign_words_avx2(const float *x, size_t nw, uint8_t *out,
-                                            double *l1)
+                                            double *ws)
 {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   const __m256d absd = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
@@ -466,8 +467,8 @@ TARGET_AVX2 static unsigned sign_words_avx2(const float *x, size_t nw, uint8_t *
       bits |= (uint64_t) _mm256_movemask_ps(_mm256_cmp_ps(xv, zero, _CMP_LT_OQ)) << (8 * v);
       mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(xv), absmask));
     }
-    if (l1)
-      SIGN_WORD_L1(xw, l1);
+    if (ws)
+      SIGN_WORD_L1(xw, ws[w]);
     gc__store64le(out + 8 * w, bits);
   }
   uint32_t t[8], m = 0;
@@ -479,16 +480,39 @@ TARGET_AVX2 static unsigned sign_words_avx2(const float *x, size_t nw, uint8_t *
 #undef SIGN_WORD_L1
 #endif
 
-static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *l1)
+static unsigned sign_words_isa(const float *x, size_t nw, uint8_t *out, double *ws)
 {
 #ifdef HAVE_ISA_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return sign_words_avx512(x, nw, out, l1);
+    return sign_words_avx512(x, nw, out, ws);
   if (isa >= GC__ISA_AVX2)
-    return sign_words_avx2(x, nw, out, l1);
+    return sign_words_avx2(x, nw, out, ws);
 #endif
-  return sign_words_sse2(x, nw, out, l1);
+  return sign_words_sse2(x, nw, out, ws);
+}
+
+/* The words on the OpenMP threads, SIGN_PIECE words a piece; with l1 the
+ * word sums of a group of pieces are kept and added to *l1 in word order,
+ * the template's sum for any thread count. */
+enum { SIGN_PIECE = 1024, SIGN_GROUP = 4 };
+static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *l1)
+{
+  unsigned bad = 0;
+  double ws[SIGN_GROUP * SIGN_PIECE];
+  for (size_t g0 = 0; g0 < nw; g0 += SIGN_GROUP * SIGN_PIECE) {
+    size_t gn = nw - g0 < SIGN_GROUP * SIGN_PIECE ? nw - g0 : SIGN_GROUP * SIGN_PIECE;
+    size_t np = (gn + SIGN_PIECE - 1) / SIGN_PIECE;
+    #pragma omp parallel for schedule(static) reduction(| : bad) if (64 * nw >= PAR_MIN)
+    for (size_t p = 0; p < np; p++) {
+      size_t lo = g0 + p * SIGN_PIECE, m = nw - lo < SIGN_PIECE ? nw - lo : SIGN_PIECE;
+      bad |= sign_words_isa(x + 64 * lo, m, out + 8 * lo, l1 ? ws + p * SIGN_PIECE : NULL);
+    }
+    if (l1)
+      for (size_t j = 0; j < gn; j++)
+        *l1 += ws[j];
+  }
+  return bad;
 }
 
 /* Largest |x_i| of float32 entries as a bit pattern (the order of the
