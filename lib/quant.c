@@ -56,6 +56,25 @@ enum {
   TAG_QSGD = 0xD3, TAG_TERNGRAD = 0xD4, TAG_FP16 = 0xD5, TAG_BF16 = 0xD6
 };
 
+/* Loops over at least PAR_MIN entries run on the OpenMP threads (the
+ * caller's omp_set_num_threads; one inside a parallel region), in
+ * PAR_CHUNK pieces where the pieces are not CHUNKs. */
+enum { PAR_MIN = 1 << 18, PAR_CHUNK = 1 << 16 };
+
+/* The threads a loop would get here (one inside a parallel region). */
+#ifdef _OPENMP
+#include <omp.h>
+static int par_threads(void)
+{
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+}
+#else
+static int par_threads(void)
+{
+  return 1;
+}
+#endif
+
 /* One state layout serves every quantizer; each reads what it needs. */
 typedef struct qstate {
   size_t n;
@@ -70,6 +89,11 @@ typedef struct qstate {
    * sign, gamma(xi1 + 1), sign in the low 24 bits, the length above; and
    * of one entry (pair[sym] with no second code is not that). */
   uint32_t pair[1024], one[32];
+  /* qsgd with s <= PAIR_MAX_S and buckets of PAR_MIN entries or more:
+   * the symbols of a bucket, computed on the OpenMP threads before one
+   * thread writes their codes (so an instance encodes one vector at a
+   * time); NULL otherwise */
+  uint8_t *sym;
 } qstate;
 
 enum { PAIR_MAX_S = 15 };
@@ -155,6 +179,9 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   base_init(state, n, p);
   q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
   q->nb = (n + q->bucket - 1) / q->bucket;
+  q->sym = NULL;
+  if (q->s <= PAIR_MAX_S && q->bucket >= PAR_MIN && !(q->sym = malloc(q->bucket)))
+    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the %zu symbols of a bucket", q->bucket);
   if (q->s <= PAIR_MAX_S)
     for (unsigned a = 0; a < 32; a++) {
       uint32_t ca = sym_code(a);
@@ -166,6 +193,13 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
       }
     }
   return GC_SUCCESS;
+}
+
+static void qsgd_release(void *state)
+{
+  qstate *q = state;
+  free(q->sym);
+  q->sym = NULL;
 }
 
 static int terngrad_init(void *state, size_t n, const gc_compressor_params *p)
@@ -262,10 +296,6 @@ enum { SUM_BLOCK = 1024 };
  * and its codes stay in L1 between the two loops that use them. */
 enum { CHUNK = 1024 };
 
-/* Loops over at least PAR_MIN entries run on the OpenMP threads (the
- * caller's omp_set_num_threads; one inside a parallel region), in
- * PAR_CHUNK pieces where the pieces are not CHUNKs. */
-enum { PAR_MIN = 1 << 18, PAR_CHUNK = 1 << 16 };
 
 typedef struct rngkey { uint64_t seed; uint32_t stream, step; } rngkey;
 typedef void u16_fill(const rngkey *k, uint64_t b, size_t nblk, uint16_t *u);
@@ -841,9 +871,12 @@ QUANT_TYPE(scaled_sign, "scaled-sign",
            "EF-signSGD: (||x||_1/d) sign(x), 1 bit per entry + scale",
            GC_COMP_BIASED | GC_COMP_CONTRACTIVE, base_init,
            scaled_sign_max_bytes, scaled_sign)
-QUANT_TYPE(qsgd, "qsgd",
-           "QSGD: s levels (--levels), L2 norm per bucket, Elias-gamma coded",
-           GC_COMP_RANDOM, qsgd_init, qsgd_max_bytes, qsgd)
+static const gc_compressor_type qsgd_type = {
+  "qsgd", "QSGD: s levels (--levels), L2 norm per bucket, Elias-gamma coded",
+  GC_COMP_RANDOM, sizeof(qstate), qsgd_init, qsgd_release, qsgd_max_bytes,
+  qsgd_encode_f32, qsgd_encode_f64, qsgd_decode_f32, qsgd_decode_f64,
+  NULL, NULL, NULL };
+const gc_compressor_type *const gc_compressor_qsgd = &qsgd_type;
 QUANT_TYPE(terngrad, "terngrad",
            "TernGrad: {-s,0,s} with s = max|x|, 2 bits per entry",
            GC_COMP_RANDOM, terngrad_init, terngrad_max_bytes, terngrad)
