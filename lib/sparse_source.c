@@ -71,6 +71,31 @@ static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
   }
 }
 
+/* smp[j] = |x_i| (clamped as above) for one i in each of the m strides
+ * [j stride, (j + 1) stride), at an offset a fixed hash of j picks: a
+ * plain stride can fall in step with the layout of a gradient (rows,
+ * channels, layers), and then the sample misses where the large entries
+ * are (top-K then admitted twenty times K candidates on a CNN's
+ * gradients and fell back to the radix select). */
+static size_t FN(jitter_at)(size_t j, size_t stride)
+{
+  uint32_t h = (uint32_t) j * 0x9E3779B1u;
+  h ^= h >> 15;
+  h *= 0x85EBCA77u;
+  h ^= h >> 13;
+  return j * stride + (size_t) (((uint64_t) h * stride) >> 32);
+}
+
+static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+{
+  for (size_t j = 0; j < m; j++) {
+    if (j + 32 < m)   /* as in sample_abs: lines well ahead */
+      __builtin_prefetch(x + FN(jitter_at)(j + 32, stride));
+    REAL a = FABS(x[FN(jitter_at)(j, stride)]);
+    smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
 static int FN(report_bad)(const REAL *x, size_t i)
 {
   GC_ERRORF(GC_EDOM, "non-finite value %g at index %zu of the input",
@@ -241,7 +266,7 @@ static REAL FN(topk_threshold)(sparse_state *s, const REAL *x, size_t k,
   m = m < s->sample_cap ? m : s->sample_cap;
   m = m < TOPK_SAMPLES ? m : TOPK_SAMPLES;
   REAL *smp = (REAL *) s->sample;
-  FN(sample_abs)(x, 0, n / m, m, smp);
+  FN(sample_jittered)(x, n / m, m, smp);
   double e = (double) k / (double) n * (double) m;
   double r = ceil(1.05 * e + 4 * sqrt(e) + 4);
   size_t rank = r >= (double) m ? m : (size_t) r;
