@@ -710,9 +710,47 @@ static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 DISPATCH(size_t, bf16_count_piece, bf16_count_body,
          (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
 
+#ifdef HAVE_ISA_PATHS
+/* bf16_count_body with AVX-512, sixteen at a time (GCC left the generic
+ * loop at half the streaming bandwidth): the same integer rounding, the
+ * halves packed by vpmovdw. */
+TARGET_AVX512 static size_t bf16_count_avx512(const float *x, size_t n, uint8_t *out,
+                                              uint32_t *amax)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+  const __m512i half = _mm512_set1_epi32(0x7fff);
+  const __m256i mag = _mm256_set1_epi16(0x7fff);
+  __m512i m = _mm512_setzero_si512();
+  size_t nnz = 0, i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i b = _mm512_loadu_si512((const void *) (x + i));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(b, half),
+                                 _mm512_and_si512(_mm512_srli_epi32(b, 16), one));
+    __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+    _mm256_storeu_si256((__m256i *) (out + 2 * i), h);
+    m = _mm512_max_epu32(m, _mm512_and_si512(b, absmask));
+    nnz += (size_t) __builtin_popcount(_mm256_test_epi16_mask(h, mag));
+  }
+  uint32_t t;
+  nnz += bf16_count_body(x + i, n - i, out + 2 * i, &t);
+  uint32_t v = _mm512_reduce_max_epu32(m);
+  *amax = t > v ? t : v;
+  return nnz;
+}
+#endif
+
+static size_t bf16_piece(const float *x, size_t n, uint8_t *out, uint32_t *amax)
+{
+#ifdef HAVE_ISA_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return bf16_count_avx512(x, n, out, amax);
+#endif
+  return bf16_count_piece(x, n, out, amax);
+}
+
 static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(bf16_count_piece, 2, x, n, out, amax);
+  return count_pieces(bf16_piece, 2, x, n, out, amax);
 }
 
 /* IEEE halves of float32 x[0, n) (round to nearest even:
