@@ -21,6 +21,7 @@
 #endif
 
 enum { NN_EVAL_PEERS = 15 };
+#define NN_EVAL_MEM ((size_t) 256 << 20)
 
 struct gc_nn {
   size_t L, maxB, d, nstats;
@@ -858,6 +859,13 @@ int gc_nn_evaluate(gc_nn *nn, const float *w, float *stats,
   T = omp_in_parallel() ? 1 : omp_get_max_threads();
 #endif
   T = T < NN_EVAL_PEERS + 1 ? T : NN_EVAL_PEERS + 1;
+  /* each extra thread holds a net's activations: at most NN_EVAL_MEM bytes
+   * of them in all (VGG-19 takes about 1 MB an example) */
+  size_t per = 0;
+  for (size_t l = 1; l <= nn->L; l++)
+    per += 2 * nn->asz[l] * nn->maxB * sizeof(float);
+  if (per && (size_t) T - 1 > NN_EVAL_MEM / per)
+    T = (int) (NN_EVAL_MEM / per) + 1;
   T = (size_t) T < nb ? T : (int) (nb ? nb : 1);
   for (int t = 1; t < T; t++)
     if (!nn->peer[t - 1] && !(nn->peer[t - 1] = gc_nn_alloc(nn->ly, nn->L, nn->loss, nn->maxB)))
