@@ -799,7 +799,8 @@ static uint32_t kth_largest_u32(uint32_t *a, size_t m, size_t k)
 /* The k-th largest magnitude key (k in 1..c) of the float32 values val[0,
  * c), with *above = how many keys exceed it and *equal = how many equal
  * it.  Histograms of HB-bit digits of key - min narrow it down to a bucket
- * small enough for a quickselect; the buckets are copied to scr (c keys).
+ * small enough for a quickselect; the buckets are copied to scr (c keys;
+ * scr may be val itself, since a copy never passes what it has read).
  * An exact answer, so any method would give the same. */
 enum { KTH_HB = 11, KTH_SMALL = 2048 };
 static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
@@ -873,10 +874,11 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
     base += b << sh;
     span = top < span - (b << sh) ? top : span - (b << sh);
   }
-  if (!src) {
+  if (!src) {   /* val may be scr itself (a band of keys): no memcpy */
     for (size_t j = 0; j < m; j++) {
-      memcpy(scr + j, val + j, sizeof *scr);
-      scr[j] &= 0x7fffffffu;
+      uint32_t key;
+      memcpy(&key, val + j, sizeof key);
+      scr[j] = key & 0x7fffffffu;
     }
   }
   uint32_t tk = span == 0 ? base : kth_largest_u32(scr, m, k - gt);
