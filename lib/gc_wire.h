@@ -50,6 +50,15 @@ int gc__wire_encode_f64(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const double *x, double factor,
                         uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 
+/* gc__wire_encode with the values already gathered: val[j] = x[idx[j]]
+ * (factor 1), the same bytes. */
+int gc__wire_encode_vals_f32(uint8_t type, size_t n, const uint32_t *idx,
+                             size_t c, const float *val, uint8_t *buf,
+                             size_t cap, size_t *len, size_t *nnz);
+int gc__wire_encode_vals_f64(uint8_t type, size_t n, const uint32_t *idx,
+                             size_t c, const double *val, uint8_t *buf,
+                             size_t cap, size_t *len, size_t *nnz);
+
 /* Validate a whole explicit-index message of `type` (0: any explicit sparse
  * type) for vectors of length n, then y += scale * values.  y is untouched
  * unless GC_SUCCESS.  Returns GC_SUCCESS or GC_ECORRUPT. */

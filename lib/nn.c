@@ -9,6 +9,9 @@
 #include "gc_internal.h"
 #include "gc_nn.h"
 #include "gc_rng.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* The element-wise layers (ReLU, bias, pooling, BatchNorm) are plain loops
@@ -16,6 +19,9 @@
  * without -ffast-math). */
 #pragma GCC optimize("O3")
 #endif
+
+enum { NN_EVAL_PEERS = 15 };
+#define NN_EVAL_MEM ((size_t) 256 << 20)
 
 struct gc_nn {
   size_t L, maxB, d, nstats;
@@ -34,6 +40,9 @@ struct gc_nn {
   float *dloss;         /* d loss / d output from gc_nn_loss             */
   size_t B;             /* examples of the last forward                  */
   int train;
+  /* gc_nn_evaluate on T threads: nets of the same shape for threads
+   * 1 .. T-1, made at the first such call */
+  struct gc_nn *peer[NN_EVAL_PEERS];
 };
 
 static const double bn_eps = 1e-5, bn_momentum = 0.1;
@@ -61,6 +70,8 @@ void gc_nn_free(gc_nn *nn)
   free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->ochunk); free(nn->dloss);
   free(nn->wino_U); free(nn->wino.V); free(nn->wino.M); free(nn->wino.work);
   free(nn->wino.bias);
+  for (int t = 0; t < NN_EVAL_PEERS; t++)
+    gc_nn_free(nn->peer[t]);
   free(nn);
 }
 
@@ -834,18 +845,54 @@ size_t gc_nn_correct(const gc_nn *nn, const uint8_t *y)
   return ok;
 }
 
+/* Batches of maxB examples; on T threads (the caller's omp_set_num_threads,
+ * one inside a parallel region) thread t takes batches t, t + T, ... on its
+ * own net.  A batch's forward pass does not depend on the net that runs
+ * it, and the losses are added in batch order afterwards: the same
+ * accuracy and loss for any T. */
 int gc_nn_evaluate(gc_nn *nn, const float *w, float *stats,
                    const gc_dataset *ds, double *acc, double *loss)
 {
-  size_t ok = 0;
-  double tot = 0;
-  for (size_t at = 0; at < ds->n; at += nn->maxB) {
-    size_t B = ds->n - at < nn->maxB ? ds->n - at : nn->maxB;
-    if (!gc_nn_forward(nn, w, stats, ds->x + at * ds->dim, B, 0, 0, 0, 0))
-      return GC_EINVAL;
-    tot += gc_nn_loss(nn, ds->y + at) * (double) B;
-    ok += gc_nn_correct(nn, ds->y + at);
+  size_t nb = (ds->n + nn->maxB - 1) / nn->maxB, ok = 0;
+  int T = 1;
+#ifdef _OPENMP
+  T = omp_in_parallel() ? 1 : omp_get_max_threads();
+#endif
+  T = T < NN_EVAL_PEERS + 1 ? T : NN_EVAL_PEERS + 1;
+  /* each extra thread holds a net's activations: at most NN_EVAL_MEM bytes
+   * of them in all (VGG-19 takes about 1 MB an example) */
+  size_t per = 0;
+  for (size_t l = 1; l <= nn->L; l++)
+    per += 2 * nn->asz[l] * nn->maxB * sizeof(float);
+  if (per && (size_t) T - 1 > NN_EVAL_MEM / per)
+    T = (int) (NN_EVAL_MEM / per) + 1;
+  T = (size_t) T < nb ? T : (int) (nb ? nb : 1);
+  for (int t = 1; t < T; t++)
+    if (!nn->peer[t - 1] && !(nn->peer[t - 1] = gc_nn_alloc(nn->ly, nn->L, nn->loss, nn->maxB)))
+      T = t;   /* out of memory: fewer threads (reported, same results) */
+  double *bl = malloc((nb ? nb : 1) * sizeof *bl);
+  if (!bl)
+    GC_ERROR("cannot allocate the batch losses", GC_ENOMEM);
+  int bad = 0;
+  #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : ok) reduction(| : bad)
+  for (int t = 0; t < T; t++) {
+    gc_nn *net = t ? nn->peer[t - 1] : nn;
+    for (size_t j = (size_t) t; j < nb && !bad; j += (size_t) T) {
+      size_t at = j * nn->maxB, B = ds->n - at < nn->maxB ? ds->n - at : nn->maxB;
+      if (!gc_nn_forward(net, w, stats, ds->x + at * ds->dim, B, 0, 0, 0, 0)) {
+        bad = 1;
+        break;
+      }
+      bl[j] = gc_nn_loss(net, ds->y + at) * (double) B;
+      ok += gc_nn_correct(net, ds->y + at);
+    }
   }
+  double tot = 0;
+  for (size_t j = 0; j < nb && !bad; j++)
+    tot += bl[j];
+  free(bl);
+  if (bad)
+    return GC_EINVAL;
   if (acc)
     *acc = ds->n ? (double) ok / (double) ds->n : 0;
   if (loss)

@@ -127,18 +127,17 @@ static unsigned FN(sign_pack)(const REAL *x, size_t n, uint8_t *out,
   unsigned bad = 0;
   double acc = 0;
   size_t nw = n / 64;
+#if PREC == 32
+  bad = sign_words_f32(x, nw, out, l1 ? &acc : NULL);   /* dispatched */
+#else
   for (size_t w = 0; w < nw; w++) {
     const REAL *xw = x + 64 * w;
     uint64_t bits = 0;
     unsigned b = 0;
-#if PREC == 32 && defined(HAVE_SIGN_WORD_F32)
-    bits = sign_word_f32(xw, &b);
-#else
     for (unsigned j = 0; j < 64; j++) {
       bits |= (uint64_t) (xw[j] < 0) << j;
       b |= !FN(isfin)(xw[j]);
     }
-#endif
     if (l1) {   /* four partial sums: independent chains pipeline */
       double a[4] = {0, 0, 0, 0};
       for (unsigned j = 0; j < 64; j += 4)
@@ -149,6 +148,7 @@ static unsigned FN(sign_pack)(const REAL *x, size_t n, uint8_t *out,
     bad |= b;
     gc__store64le(out + 8 * w, bits);
   }
+#endif
   size_t rest = n - 64 * nw;
   if (rest) {
     const REAL *xw = x + 64 * nw;
@@ -267,12 +267,92 @@ static double FN(bucket_norm)(const REAL *x, size_t lo, size_t hi,
 }
 #endif
 
+/* The symbols (see qstate.pair) of x[0, m) from their uniforms uc, for
+ * s <= PAIR_MAX_S: r_i = |x_i| s / norm (k = s / norm), xi = l + 1 with
+ * probability r - l, tested as u_i < (r - l) 2^16 with the 16-bit uniform
+ * of element i (bias < 2^-16); returns the nonzero levels.  A loop that
+ * vectorises. */
+INLINE size_t FN(qsgd_syms_chunk)(const REAL *xc, const uint16_t *uc, size_t m,
+                                    double k, int s, uint8_t *sym)
+{
+  unsigned nz = 0;
+  for (size_t t = 0; t < m; t++) {
+    /* 0 <= r <= s (1 + 2^-23): truncation is floor */
+    double r = fabs((double) xc[t]) * k;
+    int l = (int) r;
+    int xi = l + ((double) uc[t] < (r - (double) l) * 65536.0);
+    xi = xi < s ? xi : s;            /* above s only by rounding */
+    sym[t] = (uint8_t) (2 * xi + ((xi != 0) & (xc[t] < 0)));
+    nz += xi != 0;
+  }
+  return nz;
+}
+
+/* The codes of the symbols sym[0, m) (m <= CHUNK) appended to w. */
+INLINE void FN(qsgd_pack_chunk)(const qstate *q, const uint8_t *sym, size_t m,
+                                  gc__bw *w)
+{
+  gc__bw lw = *w;   /* a local copy stays in registers: byte stores alias */
+  size_t t = 0;
+  if (lw.end - lw.p >= (ptrdiff_t) (6 * m + 16)) {
+    /* Room for the chunk's worst case (24 bits an entry) and an 8-byte
+     * store past it: four symbols per step with no branch, the
+     * accumulator flushed whole bytes at a time (nb < 8 after each
+     * step, so 48 more bits fit). */
+    uint64_t acc = lw.acc;
+    unsigned nb = lw.nb;
+    uint8_t *op = lw.p;
+    while (nb >= 8) {
+      *op++ = (uint8_t) acc;
+      acc >>= 8;
+      nb -= 8;
+    }
+    for (size_t grp = t; t + 4 <= m; ) {
+      /* 32 level-0 symbols (code "1" each, the common case of a
+       * small s or a large bucket) in one step */
+      if (t == grp && t + 32 <= m) {
+        uint64_t z[4];
+        memcpy(z, sym + t, sizeof z);
+        grp = t + 32;
+        if (!(z[0] | z[1] | z[2] | z[3])) {
+          acc |= (uint64_t) 0xffffffffu << nb;
+          nb += 32;
+          memcpy(op, &acc, 8);
+          op += nb >> 3;
+          acc >>= nb & 56;
+          nb &= 7;
+          t = grp;
+          continue;
+        }
+      }
+      uint32_t ea = q->pair[sym[t] + 32u * sym[t + 1]];
+      uint32_t eb = q->pair[sym[t + 2] + 32u * sym[t + 3]];
+      unsigned la = ea >> 24;
+      acc |= ((uint64_t) (ea & 0xffffffu) | (uint64_t) (eb & 0xffffffu) << la) << nb;
+      nb += la + (eb >> 24);
+      memcpy(op, &acc, 8);
+      op += nb >> 3;
+      acc >>= nb & 56;   /* nb < 56 here */
+      nb &= 7;
+      t += 4;
+    }
+    lw.acc = acc;
+    lw.nb = nb;
+    lw.p = op;
+  }
+  for (; t + 2 <= m; t += 2) {
+    uint32_t e = q->pair[sym[t] + 32u * sym[t + 1]];
+    gc__bw_put(&lw, e & 0xffffffu, e >> 24);
+  }
+  if (t < m)
+    gc__bw_put(&lw, q->one[sym[t]] & 0xffffffu, q->one[sym[t]] >> 24);
+  *w = lw;
+}
+
 /* The codes of bucket x[lo, hi) with norm > 0 (as sent) into w; returns
- * the nonzero levels.  r_i = |x_i| s / norm, so E[decoded] = x_i up to
- * the uniform's resolution; xi = l + 1 with probability r - l, tested as
- * u_i < (r - l) 2^16 with the 16-bit uniform of element i (bias < 2^-16).
- * In chunks: the uniforms (and, for s <= PAIR_MAX_S, the symbols of
- * qstate.pair) first, in loops that vectorise, then the bit writer. */
+ * the nonzero levels.  E[decoded] = x_i up to the uniform's resolution.
+ * In chunks: the uniforms and (for s <= PAIR_MAX_S) the symbols first, in
+ * loops that vectorise, then the bit writer. */
 INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
                                      const REAL *x, size_t lo, size_t hi,
                                      REAL norm, gc__bw *w, u16_fill *fill)
@@ -288,26 +368,8 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
     const uint16_t *uc = u + sh;
     const REAL *xc = x + c0;
     if (s) {
-      unsigned nz = 0;
-      for (size_t t = 0; t < m; t++) {
-        /* 0 <= r <= s (1 + 2^-23): truncation is floor */
-        double r = fabs((double) xc[t]) * k;
-        int l = (int) r;
-        int xi = l + ((double) uc[t] < (r - (double) l) * 65536.0);
-        xi = xi < s ? xi : s;            /* above s only by rounding */
-        sym[t] = (uint8_t) (2 * xi + ((xi != 0) & (xc[t] < 0)));
-        nz += xi != 0;
-      }
-      nnz += nz;
-      gc__bw lw = *w;   /* a local copy stays in registers: byte stores alias */
-      size_t t = 0;
-      for (; t + 2 <= m; t += 2) {
-        uint32_t e = q->pair[sym[t] + 32u * sym[t + 1]];
-        gc__bw_put(&lw, e & 0xffffffu, e >> 24);
-      }
-      if (t < m)
-        gc__bw_put(&lw, q->one[sym[t]] & 0xffffffu, q->one[sym[t]] >> 24);
-      *w = lw;
+      nnz += FN(qsgd_syms_chunk)(xc, uc, m, k, s, sym);
+      FN(qsgd_pack_chunk)(q, sym, m, w);
       continue;
     }
     for (size_t t = 0; t < m; t++) {
@@ -322,6 +384,47 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
       }
     }
   }
+  return nnz;
+}
+
+
+/* The symbols of x[lo, hi) into sym (sym[0] is entry lo), chunk by chunk
+ * as qsgd_bucket_body; returns the nonzero levels. */
+INLINE size_t FN(qsgd_syms_body)(const qstate *q, const rngkey *key, const REAL *x,
+                                   size_t lo, size_t hi, REAL norm, uint8_t *sym,
+                                   u16_fill *fill)
+{
+  uint16_t u[CHUNK + 8];
+  size_t nnz = 0;
+  const double k = (double) q->s / (double) norm;
+  for (size_t c0 = lo; c0 < hi; c0 += CHUNK) {
+    size_t m = hi - c0 < CHUNK ? hi - c0 : CHUNK, sh = c0 & 7;
+    fill(key, c0 >> 3, (sh + m + 7) >> 3, u);
+    nnz += FN(qsgd_syms_chunk)(x + c0, u + sh, m, k, (int) q->s, sym + (c0 - lo));
+  }
+  return nnz;
+}
+
+DISPATCH_RNG(size_t, FN(qsgd_syms), FN(qsgd_syms_body),
+             (const qstate *q, const rngkey *key, const REAL *x, size_t lo,
+              size_t hi, REAL norm, uint8_t *sym),
+             q, key, x, lo, hi, norm, sym)
+
+/* Bucket x[lo, hi) (s <= PAIR_MAX_S, hi - lo <= the workspace) on the
+ * OpenMP threads: the symbols of PAR_CHUNK pieces in parallel (each is a
+ * function of its entry and its uniform), then the bit writer over all of
+ * them on one thread.  The same bits as qsgd_bucket. */
+static size_t FN(qsgd_bucket_par)(const qstate *q, const rngkey *key, const REAL *x,
+                                    size_t lo, size_t hi, REAL norm, gc__bw *w)
+{
+  size_t nnz = 0, np = (hi - lo + PAR_CHUNK - 1) / PAR_CHUNK;
+  #pragma omp parallel for schedule(static) reduction(+ : nnz)
+  for (size_t j = 0; j < np; j++) {
+    size_t a = lo + j * PAR_CHUNK, e = hi - a < PAR_CHUNK ? hi : a + PAR_CHUNK;
+    nnz += FN(qsgd_syms)(q, key, x, a, e, norm, q->sym + (a - lo));
+  }
+  for (size_t c0 = lo; c0 < hi; c0 += CHUNK)
+    FN(qsgd_pack_chunk)(q, q->sym + (c0 - lo), hi - c0 < CHUNK ? hi - c0 : CHUNK, w);
   return nnz;
 }
 
@@ -356,7 +459,10 @@ static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
         gc__bw_put(&w, 1, 1);
       continue;
     }
-    nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);
+    if (q->sym && hi - lo >= PAR_MIN && par_threads() > 1)
+      nnz += FN(qsgd_bucket_par)(q, &key, x, lo, hi, norm, &w);
+    else
+      nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);
   }
   if (gc__bw_finish(&w) != 0)
     GC_ERRORF(GC_ENOSPACE, "qsgd: message does not fit in %zu bytes "
@@ -590,9 +696,9 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
   buf[1] = PREC;
   uint8_t *p = buf + HDR;
 #if PREC == 32
-  if (bf) {   /* one pass: convert, count, check */
+  {   /* one pass: convert, count, check */
     uint32_t amax;
-    nnz = bf16_count(x, n, p, &amax);
+    nnz = bf ? bf16_count(x, n, p, &amax) : fp16_count(x, n, p, &amax);
     if (amax >= 0x7f800000u)
       return FN(check_finite)(x, n, who);
     *len = need;
@@ -606,10 +712,6 @@ static int FN(half_common_encode)(const qstate *q, const REAL *x,
    * enough to vectorise (or to use F16C) */
   GC_TRY(FN(check_finite)(x, n, who));
   size_t i = 0;
-#if PREC == 32
-  if (!bf)
-    i = halves_fast(x, n, p);
-#endif
   if (bf)
     for (; i < n; i++) {
       uint16_t h = FN(to_bf16)(x[i]);

@@ -4,7 +4,7 @@
  *
  * Design notes (why, not what):
  * - Exact top-K avoids sorting n keys: a fixed strided sample of |x| gives a
- *   threshold that admits about 1.2K candidates; one branch-light pass checks
+ *   threshold that admits about 1.05K + 4 sigma candidates; one branch-light pass checks
  *   finiteness and collects those (in index order, so the output comes out
  *   ascending); an exact 3-way quickselect among the candidates finds the
  *   K-th magnitude, and ties are shared out by index.  When the sample
@@ -23,6 +23,9 @@
 #include <float.h>
 
 #include <gsl/gsl_cdf.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
@@ -166,42 +169,732 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
   }
   return i;
 }
-#define GAUSS_GROUPS gauss_groups_sse2
+#endif
 
-/* The leading part of scan (sparse_source.c) for float32 with SSE2: a
- * 16-bit mask per block of 16 entries, whose set bits are appended in
- * order, so that a dense selection (density 0.01 and up) does not fall
- * into the scalar loop in every other block.  Stops before the last
- * partial block or before a block holding a non-finite entry, and returns
- * where scan's general loop must go on (*c counts what it found). */
-static size_t scan_prefix_sse2(const float *x, size_t n, float t,
-                               uint32_t *out, size_t cap, size_t *c)
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+/* The same groups with the sixteen lanes in one AVX-512 register (lane j
+ * takes entry 16q + j, as above), and in two AVX2 registers: the same
+ * IEEE operations per lane in the same order (mul and add apart, never
+ * fused), so the sums are bit-identical; candidates appended by compress
+ * (AVX-512) or in mask order. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
+static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0,
+                                  float t0, float l1[16], float l2[16], uint32_t *cand,
+                                  size_t cap, size_t *c)
 {
-  const __m128 limit = _mm_set1_ps(t), big = _mm_set1_ps(FLT_MAX);
-  const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    unsigned over = 0;
-    __m128 nonfinite = _mm_setzero_ps();
-    for (int v = 0; v < 4; v++) {
-      __m128 a = _mm_and_ps(_mm_loadu_ps(x + i + 4 * v), absmask);
-      over |= (unsigned) _mm_movemask_ps(_mm_cmpnle_ps(a, limit)) << (4 * v);
-      nonfinite = _mm_or_ps(nonfinite, _mm_cmpnle_ps(a, big));
-    }
+  const __m512 shift = _mm512_set1_ps(c0), limit = _mm512_set1_ps(t0);
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+  size_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+    __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
+    a1 = _mm512_add_ps(a1, d);
+    a2 = _mm512_add_ps(a2, _mm512_mul_ps(d, d));
+    __mmask16 over = _mm512_cmp_ps_mask(
+        _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absmask)), limit,
+        _CMP_NLE_UQ);
     if (!over)
       continue;
-    if (_mm_movemask_ps(nonfinite))
-      break;
-    for (; over; over &= over - 1) {
-      if (*c < cap)
-        out[*c] = (uint32_t) (i + (size_t) __builtin_ctz(over));
-      (*c)++;
+    if (*c + 16 <= cap) {
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) i), lane);
+      _mm512_storeu_si512((void *) (cand + *c), _mm512_maskz_compress_epi32(over, iv));
+      *c += (size_t) __builtin_popcount(over);
+    } else {
+      for (unsigned m = over; m; m &= m - 1)
+        if ((*c)++ < cap)
+          cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(m));
     }
+  }
+  _mm512_storeu_ps(l1, a1);
+  _mm512_storeu_ps(l2, a2);
+  return i;
+}
+
+__attribute__((target("avx2,popcnt")))
+static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
+                                float t0, float l1[16], float l2[16], uint32_t *cand,
+                                size_t cap, size_t *c)
+{
+  const __m256 shift = _mm256_set1_ps(c0), limit = _mm256_set1_ps(t0);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 a1[2], a2[2];
+  for (int v = 0; v < 2; v++)
+    a1[v] = a2[v] = _mm256_setzero_ps();
+  size_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+    unsigned over = 0;
+    for (int v = 0; v < 2; v++) {
+      __m256 xv = _mm256_loadu_ps(x + i + 8 * v), d = _mm256_sub_ps(xv, shift);
+      a1[v] = _mm256_add_ps(a1[v], d);
+      a2[v] = _mm256_add_ps(a2[v], _mm256_mul_ps(d, d));
+      over |= (unsigned) _mm256_movemask_ps(
+                  _mm256_cmp_ps(_mm256_and_ps(xv, absmask), limit, _CMP_NLE_UQ)) << (8 * v);
+    }
+    for (; over; over &= over - 1)
+      if ((*c)++ < cap)
+        cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+  }
+  for (int v = 0; v < 2; v++) {
+    _mm256_storeu_ps(l1 + 8 * v, a1[v]);
+    _mm256_storeu_ps(l2 + 8 * v, a2[v]);
   }
   return i;
 }
-#define SCAN_PREFIX scan_prefix_sse2
+#define HAVE_GAUSS_PATHS 1
 #endif
+
+/* Gaussian-k's groups on the chosen instruction set (sparse_source.c's
+ * loop takes them where there is none). */
+static size_t gauss_groups_f32(const float *x, size_t lo, size_t hi, float c0, float t0,
+                               float l1[16], float l2[16], uint32_t *cand, size_t cap,
+                               size_t *c)
+{
+#ifdef HAVE_GAUSS_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return gauss_groups_avx512(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+  if (isa >= GC__ISA_AVX2)
+    return gauss_groups_avx2(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+#endif
+#if defined(__SSE2__)
+  return gauss_groups_sse2(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+#else
+  (void) x; (void) hi; (void) c0; (void) t0; (void) l1; (void) l2; (void) cand;
+  (void) cap; (void) c;
+  return lo;
+#endif
+}
+#define GAUSS_GROUPS gauss_groups_f32
+
+/* ---- float32 scans and top-K, dispatched (isa.c) -------------------------
+ * The selection scans append, in index order, every i with !(|x_i| <= t)
+ * (and, where asked, x_i itself) and stop at the first non-finite entry;
+ * the top-K filter keeps the candidates above the K-th magnitude and the
+ * tied ones by rank.  These are exact selections: the AVX-512 (compress),
+ * AVX2 (permute by a table) and SSE2 (bit loop) paths write the same
+ * arrays, which test_sparse checks by forcing each (gc__isa_force). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_SCAN_PATHS 1
+#define TARGET_AVX2 __attribute__((target("avx2,popcnt")))
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
+#endif
+
+/* Entries [i, hi) one at a time: append as above, up to cap stored, *c
+ * counting all; returns 1 (with *bad) at a non-finite entry. */
+static inline int scan_run_f32(const float *x, size_t i, size_t hi, float t,
+                               uint32_t *idx, float *val, size_t cap, size_t *c,
+                               size_t *bad, size_t base)
+{
+  for (; i < hi; i++) {
+    float a = fabsf(x[i]);
+    if (!(a <= t)) {
+      if (!(a <= FLT_MAX)) {
+        *bad = i;
+        return 1;
+      }
+      if (*c < cap) {
+        idx[*c] = (uint32_t) (base + i);
+        if (val)
+          val[*c] = x[i];
+      }
+      (*c)++;
+    }
+  }
+  return 0;
+}
+
+/* SSE2 (any x86-64; elsewhere plain C): a mask per 16 entries, its set
+ * bits appended in order. */
+/* The vector scans compare magnitude keys (the bit pattern without the
+ * sign) as signed integers: key > scan_key(t) <=> !(|x| <= t), NaN and Inf
+ * included (their keys are above every finite one); every key passes a
+ * negative t. */
+static int32_t scan_key_f32(float t)
+{
+  if (t < 0)
+    return -1;
+  int32_t k;
+  memcpy(&k, &t, sizeof k);
+  return k;
+}
+
+/* Whether x[0, m) is finite (a block with a selected entry is checked
+ * before the vector append). */
+static int scan_finite_f32(const float *x, size_t m)
+{
+  unsigned bad = 0;
+  for (size_t j = 0; j < m; j++) {
+    uint32_t b;
+    memcpy(&b, x + j, sizeof b);
+    bad |= (b & 0x7f800000u) == 0x7f800000u;
+  }
+  return !bad;
+}
+
+static size_t scan_sse2_f32(const float *x, size_t n, float t, uint32_t *idx,
+                            float *val, size_t cap, size_t *bad, size_t base)
+{
+  size_t c = 0, i = 0;
+#if defined(__SSE2__)
+  const __m128i limit = _mm_set1_epi32(scan_key_f32(t)), absmask = _mm_set1_epi32(0x7fffffff);
+  for (; i + 16 <= n; i += 16) {
+    unsigned over = 0;
+    for (int v = 0; v < 4; v++) {
+      __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *) (x + i + 4 * v)), absmask);
+      over |= (unsigned) _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(a, limit))) << (4 * v);
+    }
+    if (!over)
+      continue;
+    if (c + 16 > cap || !scan_finite_f32(x + i, 16)) {
+      if (scan_run_f32(x, i, i + 16, t, idx, val, cap, &c, bad, base))
+        return c;
+      continue;
+    }
+    for (; over; over &= over - 1) {
+      size_t j = i + (size_t) __builtin_ctz(over);
+      idx[c] = (uint32_t) (base + j);
+      if (val)
+        val[c] = x[j];
+      c++;
+    }
+  }
+#endif
+  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad, base))
+    return c;
+  *bad = SIZE_MAX;
+  return c;
+}
+
+#ifdef HAVE_SCAN_PATHS
+/* Lane numbers of the set bits of an 8-bit mask, in order, a nibble each:
+ * the permutation that packs the selected lanes to the front (AVX2 has no
+ * compress instruction). */
+static const uint32_t pack_lanes[256] = {
+  0x00000000, 0x00000000, 0x00000001, 0x00000010, 0x00000002, 0x00000020,
+  0x00000021, 0x00000210, 0x00000003, 0x00000030, 0x00000031, 0x00000310,
+  0x00000032, 0x00000320, 0x00000321, 0x00003210, 0x00000004, 0x00000040,
+  0x00000041, 0x00000410, 0x00000042, 0x00000420, 0x00000421, 0x00004210,
+  0x00000043, 0x00000430, 0x00000431, 0x00004310, 0x00000432, 0x00004320,
+  0x00004321, 0x00043210, 0x00000005, 0x00000050, 0x00000051, 0x00000510,
+  0x00000052, 0x00000520, 0x00000521, 0x00005210, 0x00000053, 0x00000530,
+  0x00000531, 0x00005310, 0x00000532, 0x00005320, 0x00005321, 0x00053210,
+  0x00000054, 0x00000540, 0x00000541, 0x00005410, 0x00000542, 0x00005420,
+  0x00005421, 0x00054210, 0x00000543, 0x00005430, 0x00005431, 0x00054310,
+  0x00005432, 0x00054320, 0x00054321, 0x00543210, 0x00000006, 0x00000060,
+  0x00000061, 0x00000610, 0x00000062, 0x00000620, 0x00000621, 0x00006210,
+  0x00000063, 0x00000630, 0x00000631, 0x00006310, 0x00000632, 0x00006320,
+  0x00006321, 0x00063210, 0x00000064, 0x00000640, 0x00000641, 0x00006410,
+  0x00000642, 0x00006420, 0x00006421, 0x00064210, 0x00000643, 0x00006430,
+  0x00006431, 0x00064310, 0x00006432, 0x00064320, 0x00064321, 0x00643210,
+  0x00000065, 0x00000650, 0x00000651, 0x00006510, 0x00000652, 0x00006520,
+  0x00006521, 0x00065210, 0x00000653, 0x00006530, 0x00006531, 0x00065310,
+  0x00006532, 0x00065320, 0x00065321, 0x00653210, 0x00000654, 0x00006540,
+  0x00006541, 0x00065410, 0x00006542, 0x00065420, 0x00065421, 0x00654210,
+  0x00006543, 0x00065430, 0x00065431, 0x00654310, 0x00065432, 0x00654320,
+  0x00654321, 0x06543210, 0x00000007, 0x00000070, 0x00000071, 0x00000710,
+  0x00000072, 0x00000720, 0x00000721, 0x00007210, 0x00000073, 0x00000730,
+  0x00000731, 0x00007310, 0x00000732, 0x00007320, 0x00007321, 0x00073210,
+  0x00000074, 0x00000740, 0x00000741, 0x00007410, 0x00000742, 0x00007420,
+  0x00007421, 0x00074210, 0x00000743, 0x00007430, 0x00007431, 0x00074310,
+  0x00007432, 0x00074320, 0x00074321, 0x00743210, 0x00000075, 0x00000750,
+  0x00000751, 0x00007510, 0x00000752, 0x00007520, 0x00007521, 0x00075210,
+  0x00000753, 0x00007530, 0x00007531, 0x00075310, 0x00007532, 0x00075320,
+  0x00075321, 0x00753210, 0x00000754, 0x00007540, 0x00007541, 0x00075410,
+  0x00007542, 0x00075420, 0x00075421, 0x00754210, 0x00007543, 0x00075430,
+  0x00075431, 0x00754310, 0x00075432, 0x00754320, 0x00754321, 0x07543210,
+  0x00000076, 0x00000760, 0x00000761, 0x00007610, 0x00000762, 0x00007620,
+  0x00007621, 0x00076210, 0x00000763, 0x00007630, 0x00007631, 0x00076310,
+  0x00007632, 0x00076320, 0x00076321, 0x00763210, 0x00000764, 0x00007640,
+  0x00007641, 0x00076410, 0x00007642, 0x00076420, 0x00076421, 0x00764210,
+  0x00007643, 0x00076430, 0x00076431, 0x00764310, 0x00076432, 0x00764320,
+  0x00764321, 0x07643210, 0x00000765, 0x00007650, 0x00007651, 0x00076510,
+  0x00007652, 0x00076520, 0x00076521, 0x00765210, 0x00007653, 0x00076530,
+  0x00076531, 0x00765310, 0x00076532, 0x00765320, 0x00765321, 0x07653210,
+  0x00007654, 0x00076540, 0x00076541, 0x00765410, 0x00076542, 0x00765420,
+  0x00765421, 0x07654210, 0x00076543, 0x00765430, 0x00765431, 0x07654310,
+  0x00765432, 0x07654320, 0x07654321, 0x76543210,
+};
+
+TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
+                                        uint32_t *idx, float *val, size_t cap,
+                                        size_t *bad, size_t base)
+{
+  const __m256i limit = _mm256_set1_epi32(scan_key_f32(t));
+  const __m256i big = _mm256_set1_epi32(0x7f7fffff), absmask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i nib = _mm256_set1_epi32(15);
+  size_t c = 0, i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i xv[4], a[4];
+    unsigned m[4], any = 0;
+    for (int v = 0; v < 4; v++) {
+      xv[v] = _mm256_loadu_si256((const __m256i *) (x + i + 8 * v));
+      a[v] = _mm256_and_si256(xv[v], absmask);
+      m[v] = (unsigned) _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a[v], limit)));
+      any |= m[v];
+    }
+    if (!any)
+      continue;
+    __m256i nonfinite = _mm256_or_si256(
+        _mm256_or_si256(_mm256_cmpgt_epi32(a[0], big), _mm256_cmpgt_epi32(a[1], big)),
+        _mm256_or_si256(_mm256_cmpgt_epi32(a[2], big), _mm256_cmpgt_epi32(a[3], big)));
+    if (!_mm256_testz_si256(nonfinite, nonfinite) || c + 32 > cap) {
+      if (scan_run_f32(x, i, i + 32, t, idx, val, cap, &c, bad, base))
+        return c;
+      continue;
+    }
+    for (int v = 0; v < 4; v++) {
+      if (!m[v])
+        continue;
+      __m256i perm = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_set1_epi32((int) pack_lanes[m[v]]), shifts), nib);
+      __m256i iv = _mm256_add_epi32(_mm256_set1_epi32((int) (base + i + 8 * (size_t) v)), perm);
+      _mm256_storeu_si256((__m256i *) (idx + c), iv);
+      if (val)
+        _mm256_storeu_si256((__m256i *) (val + c), _mm256_permutevar8x32_epi32(xv[v], perm));
+      c += (size_t) __builtin_popcount(m[v]);
+    }
+  }
+  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad, base))
+    return c;
+  *bad = SIZE_MAX;
+  return c;
+}
+
+/* The compress instructions write to a register and a full store follows
+ * (to memory they are microcoded on some CPUs): 16 entries of room. */
+TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
+                                            uint32_t *idx, float *val, size_t cap,
+                                            size_t *bad, size_t base)
+{
+  const __m512i limit = _mm512_set1_epi32(scan_key_f32(t));
+  const __m512i big = _mm512_set1_epi32(0x7f7fffff), absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  size_t c = 0, i = 0;
+  /* An empty block of 64 is skipped while they are the rule; where more
+   * than a quarter of the blocks of the last 2048 entries held some entry
+   * the test is dropped: at a density of 1% it is mispredicted half of
+   * the time, which cost more than the appends. */
+  unsigned full = 0, dense = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512i xv[4], a[4];
+    __mmask16 m[4];
+    for (int v = 0; v < 4; v++) {
+      xv[v] = _mm512_loadu_si512((const void *) (x + i + 16 * v));
+      a[v] = _mm512_and_si512(xv[v], absmask);
+      m[v] = _mm512_cmpgt_epi32_mask(a[v], limit);
+    }
+    if ((i & 2047) == 0) {
+      dense = full > 8;
+      full = 0;
+    }
+    unsigned any = (m[0] | m[1] | m[2] | m[3]) != 0;
+    full += any;
+    if (!dense && !any)
+      continue;
+    __mmask16 nonfinite = _mm512_cmpgt_epi32_mask(_mm512_max_epi32(
+        _mm512_max_epi32(a[0], a[1]), _mm512_max_epi32(a[2], a[3])), big);
+    if (nonfinite || c + 64 > cap) {
+      if (scan_run_f32(x, i, i + 64, t, idx, val, cap, &c, bad, base))
+        return c;
+      continue;
+    }
+    for (int v = 0; v < 4; v++) {
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) (base + i + 16 * (size_t) v)), lane);
+      _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m[v], iv));
+      if (val)
+        _mm512_storeu_si512((void *) (val + c), _mm512_maskz_compress_epi32(m[v], xv[v]));
+      c += (size_t) __builtin_popcount(m[v]);
+    }
+  }
+  if (scan_run_f32(x, i, n, t, idx, val, cap, &c, bad, base))
+    return c;
+  *bad = SIZE_MAX;
+  return c;
+}
+#endif
+/* The scan of the chosen instruction set over x[0, n), which is entry
+ * base of the whole vector (indices and *bad are the whole vector's). */
+static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
+                           float *val, size_t cap, size_t *bad, size_t base)
+{
+  size_t c;
+#ifdef HAVE_SCAN_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    c = scan_avx512_f32(x, n, t, idx, val, cap, bad, base);
+  else if (isa >= GC__ISA_AVX2)
+    c = scan_avx2_f32(x, n, t, idx, val, cap, bad, base);
+  else
+#endif
+    c = scan_sse2_f32(x, n, t, idx, val, cap, bad, base);
+  if (*bad != SIZE_MAX)
+    *bad += base;
+  return c;
+}
+
+/* The scan over the OpenMP threads (the caller's omp_set_num_threads; one
+ * inside a parallel region): T contiguous pieces, each appending to its
+ * share cap / T of the arrays, then moved together.  The result is the
+ * single scan's whatever T is: the first non-finite entry is the one of
+ * the first piece that met one, and when a piece outgrows its share (the
+ * selected entries crowd into part of x) the scan runs again on one
+ * thread. */
+enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
+static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
+                       float *val, size_t cap, size_t *bad)
+{
+#ifdef _OPENMP
+  int T = omp_in_parallel() ? 1 : omp_get_max_threads();
+  T = T < SCAN_PAR_MAX ? T : SCAN_PAR_MAX;
+  if (n >= SCAN_PAR_MIN && T > 1 && cap / (size_t) T >= 64) {
+    size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], share = cap / (size_t) T;
+    size_t piece = (n / (size_t) T + 63) & ~(size_t) 63;
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++) {
+      size_t lo = (size_t) j * piece < n ? (size_t) j * piece : n;
+      size_t hi = n - lo < piece ? n : lo + piece;
+      cnt[j] = scan_isa_f32(x + lo, hi - lo, t, idx + (size_t) j * share,
+                            val ? val + (size_t) j * share : NULL, share, &bads[j], lo);
+    }
+    size_t total = 0;
+    int fits = 1;
+    for (int j = 0; j < T; j++) {
+      if (bads[j] != SIZE_MAX) {
+        *bad = bads[j];
+        return total;
+      }
+      total += cnt[j];
+      fits &= cnt[j] <= share;
+    }
+    if (fits) {
+      size_t at = cnt[0];
+      for (int j = 1; j < T; j++) {
+        memmove(idx + at, idx + (size_t) j * share, cnt[j] * sizeof *idx);
+        if (val)
+          memmove(val + at, val + (size_t) j * share, cnt[j] * sizeof *val);
+        at += cnt[j];
+      }
+      *bad = SIZE_MAX;
+      return total;
+    }
+  }
+#endif
+  return scan_isa_f32(x, n, t, idx, val, cap, bad, 0);
+}
+
+/* The top-K filter, in place: of c candidates (idx ascending, val = x at
+ * idx, all finite), keep those whose magnitude key (the bit pattern without
+ * the sign) exceeds tk, and of those equal to tk the ones of rank skip ..
+ * skip + q - 1 in index order.  Returns how many it kept.  The output
+ * position never passes the input's, so a block is written only where it
+ * has been read. */
+static size_t keep_run_f32(uint32_t *idx, float *val, size_t j, size_t hi,
+                           uint32_t tk, size_t skip, size_t q, size_t *seen,
+                           size_t o)
+{
+  for (; j < hi; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    int keep = key > tk;
+    if (key == tk) {
+      keep = *seen >= skip && *seen < skip + q;
+      (*seen)++;
+    }
+    if (keep) {
+      idx[o] = idx[j];
+      val[o++] = val[j];
+    }
+  }
+  return o;
+}
+
+static size_t keep_sse2_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
+                            size_t skip, size_t q)
+{
+  size_t seen = 0;
+  return keep_run_f32(idx, val, 0, c, tk, skip, q, &seen, 0);
+}
+
+#ifdef HAVE_SCAN_PATHS
+TARGET_AVX2 static size_t keep_avx2_f32(uint32_t *idx, float *val, size_t c,
+                                        uint32_t tk, size_t skip, size_t q)
+{
+  /* keys are below 2^31: the signed compare is the unsigned one */
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff), t = _mm256_set1_epi32((int) tk);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i nib = _mm256_set1_epi32(15);
+  size_t seen = 0, o = 0, j = 0;
+  for (; j + 8 <= c; j += 8) {
+    __m256i v = _mm256_loadu_si256((const __m256i *) (val + j));
+    __m256i key = _mm256_and_si256(v, absmask);
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(key, t))) {
+      o = keep_run_f32(idx, val, j, j + 8, tk, skip, q, &seen, o);
+      continue;
+    }
+    unsigned m = (unsigned) _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, t)));
+    __m256i perm = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int) pack_lanes[m]), shifts), nib);
+    __m256i iv = _mm256_loadu_si256((const __m256i *) (idx + j));
+    _mm256_storeu_si256((__m256i *) (idx + o), _mm256_permutevar8x32_epi32(iv, perm));
+    _mm256_storeu_si256((__m256i *) (val + o), _mm256_permutevar8x32_epi32(v, perm));
+    o += (size_t) __builtin_popcount(m);
+  }
+  return keep_run_f32(idx, val, j, c, tk, skip, q, &seen, o);
+}
+
+TARGET_AVX512 static size_t keep_avx512_f32(uint32_t *idx, float *val, size_t c,
+                                            uint32_t tk, size_t skip, size_t q)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
+  size_t seen = 0, o = 0, j = 0;
+  for (; j + 16 <= c; j += 16) {
+    __m512i v = _mm512_loadu_si512((const void *) (val + j));
+    __m512i key = _mm512_and_si512(v, absmask);
+    if (_mm512_cmpeq_epu32_mask(key, t)) {
+      o = keep_run_f32(idx, val, j, j + 16, tk, skip, q, &seen, o);
+      continue;
+    }
+    __mmask16 m = _mm512_cmpgt_epu32_mask(key, t);
+    __m512i iv = _mm512_loadu_si512((const void *) (idx + j));
+    _mm512_storeu_si512((void *) (idx + o), _mm512_maskz_compress_epi32(m, iv));
+    _mm512_storeu_si512((void *) (val + o), _mm512_maskz_compress_epi32(m, v));
+    o += (size_t) __builtin_popcount(m);
+  }
+  return keep_run_f32(idx, val, j, c, tk, skip, q, &seen, o);
+}
+#endif
+
+static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
+                           size_t skip, size_t q)
+{
+#ifdef HAVE_SCAN_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return keep_avx512_f32(idx, val, c, tk, skip, q);
+  if (isa >= GC__ISA_AVX2)
+    return keep_avx2_f32(idx, val, c, tk, skip, q);
+#endif
+  return keep_sse2_f32(idx, val, c, tk, skip, q);
+}
+
+/* The magnitude keys of val[0, c) that are at most ku, into out (in
+ * order; out may hold c), and in *over how many exceed ku. */
+static size_t band_sse2_f32(const float *val, size_t c, uint32_t ku,
+                            uint32_t *out, size_t *over)
+{
+  size_t nb = 0;
+  for (size_t j = 0; j < c; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    out[nb] = key;
+    nb += key <= ku;
+  }
+  *over = c - nb;
+  return nb;
+}
+
+#ifdef HAVE_SCAN_PATHS
+TARGET_AVX2 static size_t band_avx2_f32(const float *val, size_t c, uint32_t ku,
+                                        uint32_t *out, size_t *over)
+{
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff), u = _mm256_set1_epi32((int) ku);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i nib = _mm256_set1_epi32(15);
+  size_t nb = 0, j = 0;
+  for (; j + 8 <= c; j += 8) {
+    __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *) (val + j)), absmask);
+    unsigned m = 0xffu & ~(unsigned) _mm256_movemask_ps(
+                              _mm256_castsi256_ps(_mm256_cmpgt_epi32(key, u)));
+    __m256i perm = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int) pack_lanes[m]), shifts), nib);
+    _mm256_storeu_si256((__m256i *) (out + nb), _mm256_permutevar8x32_epi32(key, perm));
+    nb += (size_t) __builtin_popcount(m);
+  }
+  size_t rest;
+  nb += band_sse2_f32(val + j, c - j, ku, out + nb, &rest);
+  *over = c - nb;
+  return nb;
+}
+
+TARGET_AVX512 static size_t band_avx512_f32(const float *val, size_t c, uint32_t ku,
+                                            uint32_t *out, size_t *over)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), u = _mm512_set1_epi32((int) ku);
+  size_t nb = 0, j = 0;
+  for (; j + 16 <= c; j += 16) {
+    __m512i key = _mm512_and_si512(_mm512_loadu_si512((const void *) (val + j)), absmask);
+    __mmask16 m = _mm512_cmple_epu32_mask(key, u);
+    _mm512_storeu_si512((void *) (out + nb), _mm512_maskz_compress_epi32(m, key));
+    nb += (size_t) __builtin_popcount(m);
+  }
+  size_t rest;
+  nb += band_sse2_f32(val + j, c - j, ku, out + nb, &rest);
+  *over = c - nb;
+  return nb;
+}
+#endif
+
+static size_t band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t *out,
+                           size_t *over)
+{
+#ifdef HAVE_SCAN_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return band_avx512_f32(val, c, ku, out, over);
+  if (isa >= GC__ISA_AVX2)
+    return band_avx2_f32(val, c, ku, out, over);
+#endif
+  return band_sse2_f32(val, c, ku, out, over);
+}
+
+/* k-th largest (k in 1..m) of the keys a[0..m), which is reordered.
+ * 3-way quickselect, median-of-3 pivot. */
+static uint32_t kth_largest_u32(uint32_t *a, size_t m, size_t k)
+{
+  size_t lo = 0, hi = m, target = k - 1;
+  for (;;) {
+    if (hi - lo <= 16) {
+      for (size_t i = lo + 1; i < hi; i++) {
+        uint32_t v = a[i];
+        size_t j = i;
+        for (; j > lo && a[j - 1] < v; j--)
+          a[j] = a[j - 1];
+        a[j] = v;
+      }
+      return a[target];
+    }
+    uint32_t p0 = a[lo], p1 = a[lo + (hi - lo) / 2], p2 = a[hi - 1], p;
+    if (p0 < p1) { uint32_t t = p0; p0 = p1; p1 = t; }
+    if (p1 < p2) { uint32_t t = p1; p1 = p2; p2 = t; }
+    if (p0 < p1) { uint32_t t = p0; p0 = p1; p1 = t; }
+    p = p1;
+    size_t lt = lo, i = lo, gt = hi;
+    while (i < gt) {
+      uint32_t v = a[i];
+      if (v > p) {
+        a[i++] = a[lt];
+        a[lt++] = v;
+      } else if (v < p) {
+        a[i] = a[--gt];
+        a[gt] = v;
+      } else {
+        i++;
+      }
+    }
+    if (target < lt)
+      hi = lt;
+    else if (target >= gt)
+      lo = gt;
+    else
+      return p;
+  }
+}
+
+/* The k-th largest magnitude key (k in 1..c) of the float32 values val[0,
+ * c), with *above = how many keys exceed it and *equal = how many equal
+ * it.  Histograms of HB-bit digits of key - min narrow it down to a bucket
+ * small enough for a quickselect; the buckets are copied to scr (c keys;
+ * scr may be val itself, since a copy never passes what it has read).
+ * An exact answer, so any method would give the same. */
+enum { KTH_HB = 11, KTH_SMALL = 2048 };
+static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
+                            size_t *above, size_t *equal)
+{
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (size_t j = 0; j < c; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    lo = key < lo ? key : lo;
+    hi = key > hi ? key : hi;
+  }
+  size_t m = c, gt = 0;
+  const uint32_t *src = NULL;   /* NULL: the keys of val */
+  uint32_t base = lo, span = hi - lo;
+  while (m > KTH_SMALL && span > 0) {
+    int sh = 0;
+    while ((span >> sh) >= (1u << KTH_HB))
+      sh++;
+    /* four histograms: runs of one bucket do not serialise on one count */
+    _Static_assert(KTH_HB <= 12, "histograms live on the stack");
+    uint32_t h[4][1 << KTH_HB];
+    memset(h, 0, sizeof h);
+    size_t j = 0;
+    if (src) {
+      for (; j + 4 <= m; j += 4)
+        for (int u = 0; u < 4; u++)
+          h[u][(src[j + u] - base) >> sh]++;
+      for (; j < m; j++)
+        h[0][(src[j] - base) >> sh]++;
+    } else {
+      for (; j + 4 <= m; j += 4)
+        for (int u = 0; u < 4; u++) {
+          uint32_t key;
+          memcpy(&key, val + j + u, sizeof key);
+          h[u][((key & 0x7fffffffu) - base) >> sh]++;
+        }
+      for (; j < m; j++) {
+        uint32_t key;
+        memcpy(&key, val + j, sizeof key);
+        h[0][((key & 0x7fffffffu) - base) >> sh]++;
+      }
+    }
+    uint32_t b = span >> sh;
+    size_t cnt;
+    for (;; b--) {   /* stops: the counts sum to m >= k */
+      cnt = (size_t) h[0][b] + h[1][b] + h[2][b] + h[3][b];
+      if (gt + cnt >= k)
+        break;
+      gt += cnt;
+    }
+    /* keep the bucket: keys base + (b << sh) .. + ((b + 1) << sh) - 1 */
+    size_t nb = 0;
+    if (src) {
+      for (j = 0; j < m; j++)
+        if ((src[j] - base) >> sh == b)
+          scr[nb++] = src[j];
+    } else {
+      for (j = 0; j < m; j++) {
+        uint32_t key;
+        memcpy(&key, val + j, sizeof key);
+        key &= 0x7fffffffu;
+        if ((key - base) >> sh == b)
+          scr[nb++] = key;
+      }
+    }
+    src = scr;
+    m = nb;
+    uint32_t top = sh ? (uint32_t) (((uint64_t) 1 << sh) - 1) : 0;
+    base += b << sh;
+    span = top < span - (b << sh) ? top : span - (b << sh);
+  }
+  if (!src) {   /* val may be scr itself (a band of keys): no memcpy */
+    for (size_t j = 0; j < m; j++) {
+      uint32_t key;
+      memcpy(&key, val + j, sizeof key);
+      scr[j] = key & 0x7fffffffu;
+    }
+  }
+  uint32_t tk = span == 0 ? base : kth_largest_u32(scr, m, k - gt);
+  size_t g = 0, e = 0;
+  for (size_t j = 0; j < m; j++) {
+    g += scr[j] > tk;
+    e += scr[j] == tk;
+  }
+  *above = gt + g;
+  *equal = e;
+  return tk;
+}
+
+/* The float32 top-K with its values (below the templates). */
+static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
+                         const uint32_t **idx, const float **val);
 
 /* ---- the two precisions -------------------------------------------------- */
 
@@ -211,6 +904,8 @@ static size_t scan_prefix_sse2(const float *x, size_t n, float t,
 #define FABS fabsf
 #define NEXTDOWN(t) nextafterf((t), -INFINITY)
 #define REAL_MAX FLT_MAX
+#define SCAN_ISA scan_par_f32
+#define TOPK_VALS topk_vals_f32
 #include "sparse_source.c"
 
 #define REAL double
@@ -220,6 +915,46 @@ static size_t scan_prefix_sse2(const float *x, size_t n, float t,
 #define NEXTDOWN(t) nextafter((t), -INFINITY)
 #define REAL_MAX DBL_MAX
 #include "sparse_source.c"
+
+/* Top-K of float32 x with the values: the sampled threshold and one scan
+ * that collects the candidates' indices and values (no gather from x
+ * afterwards), the K-th magnitude by histograms of the candidates' keys,
+ * then the filter, in place in s->cand and the first half of s->mag (the
+ * second half is the histogram stage's scratch).  *val is NULL when the
+ * sample misled and the radix fallback wrote s->idx. */
+static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
+                         const uint32_t **idx, const float **val)
+{
+  size_t n = s->n, bad, above, equal;
+  float *v = (float *) s->mag, upper, t = topk_threshold_f32(s, x, k, &upper);
+  uint32_t *scr = (uint32_t *) (v + s->cand_cap);
+  size_t c = scan_par_f32(x, n, t, s->cand, v, s->cand_cap, &bad);
+  if (bad != SIZE_MAX)
+    return report_bad_f32(x, bad);
+  if (c < k || c > s->cand_cap) {
+    radix_topk_f32(x, n, k, s->p.ties, s->idx);
+    *idx = s->idx;
+    *val = NULL;
+    return GC_SUCCESS;
+  }
+  /* the keys up to the sample's upper bound, when the K-th is among them
+   * (else all of them) */
+  uint32_t ku;
+  memcpy(&ku, &upper, sizeof ku);
+  size_t over, nb = band_isa_f32(v, c, ku, scr, &over);
+  uint32_t tk;
+  if (over < k) {
+    tk = kth_key_f32((const float *) scr, nb, k - over, scr, &above, &equal);
+    above += over;
+  } else {
+    tk = kth_key_f32(v, c, k, scr, &above, &equal);
+  }
+  size_t q = k - above, skip = s->p.ties == GC_TIES_HIGH ? equal - q : 0;
+  keep_isa_f32(s->cand, v, c, tk, skip, q);
+  *idx = s->cand;
+  *val = v;
+  return GC_SUCCESS;
+}
 
 /* ---- init / release / size ----------------------------------------------- */
 

@@ -9,15 +9,15 @@ enum { FN(SCAN_BLOCK) = 32 };
  * first `cap` of them (ascending) in out.  t must be <= REAL_MAX, so every
  * non-finite x_i is counted; the first one stops the scan with *bad = i.
  * Blocks are tested with a vectorisable OR before the rare scalar append;
- * SCAN_PREFIX, where a precision has one, takes the leading blocks. */
+ * SCAN_ISA, where a precision has one, is the dispatched scan of sparse.c. */
 static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
                        size_t cap, size_t *bad)
 {
+#ifdef SCAN_ISA
+  return SCAN_ISA(x, n, t, out, NULL, cap, bad);
+#endif
   enum { B = FN(SCAN_BLOCK) };
   size_t c = 0, i = 0;
-#ifdef SCAN_PREFIX
-  i = SCAN_PREFIX(x, n, t, out, cap, &c);
-#endif
   for (; i < n; i += B) {
     size_t m = n - i < B ? n - i : B;
     if (m == B) {
@@ -67,6 +67,31 @@ static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
     if (j + 32 < m)
       __builtin_prefetch(x + start + (j + 32) * stride);
     REAL a = FABS(x[start + j * stride]);
+    smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
+/* smp[j] = |x_i| (clamped as above) for one i in each of the m strides
+ * [j stride, (j + 1) stride), at an offset a fixed hash of j picks: a
+ * plain stride can fall in step with the layout of a gradient (rows,
+ * channels, layers), and then the sample misses where the large entries
+ * are (top-K then admitted twenty times K candidates on a CNN's
+ * gradients and fell back to the radix select). */
+static size_t FN(jitter_at)(size_t j, size_t stride)
+{
+  uint32_t h = (uint32_t) j * 0x9E3779B1u;
+  h ^= h >> 15;
+  h *= 0x85EBCA77u;
+  h ^= h >> 13;
+  return j * stride + (size_t) (((uint64_t) h * stride) >> 32);
+}
+
+static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+{
+  for (size_t j = 0; j < m; j++) {
+    if (j + 32 < m)   /* as in sample_abs: lines well ahead */
+      __builtin_prefetch(x + FN(jitter_at)(j + 32, stride));
+    REAL a = FABS(x[FN(jitter_at)(j, stride)]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
 }
@@ -222,26 +247,44 @@ static void FN(radix_topk)(const REAL *x, size_t n, size_t k, int ties,
   }
 }
 
+/* The top-K candidate threshold: every |x_i| above it is a candidate
+ * (-1 when the workspace holds all of x).  With upper, also a magnitude
+ * that about K - 4 sigma entries exceed (REAL_MAX when there is none): the
+ * K-th magnitude is very likely at most that, which narrows the search. */
+static REAL FN(topk_threshold)(sparse_state *s, const REAL *x, size_t k,
+                               REAL *upper)
+{
+  size_t n = s->n;
+  if (upper)
+    *upper = REAL_MAX;
+  if (n <= s->cand_cap)
+    return -1;
+  /* fixed stride, no RNG: the threshold admits ~1.05K + 4 sigma.  A
+   * sample of n/16 (at least TOPK_MIN_SAMPLES) is plenty: its cost, not
+   * the scan, would otherwise dominate short vectors. */
+  size_t m = n / 16 > TOPK_MIN_SAMPLES ? n / 16 : TOPK_MIN_SAMPLES;
+  m = m < s->sample_cap ? m : s->sample_cap;
+  m = m < TOPK_SAMPLES ? m : TOPK_SAMPLES;
+  REAL *smp = (REAL *) s->sample;
+  FN(sample_jittered)(x, n / m, m, smp);
+  double e = (double) k / (double) n * (double) m;
+  double r = ceil(1.05 * e + 4 * sqrt(e) + 4);
+  size_t rank = r >= (double) m ? m : (size_t) r;
+  /* keep |x| >= that sample */
+  REAL t = NEXTDOWN(FN(kth_largest_bucketed)(smp, m, rank, (REAL *) s->mag,
+                                             s->cand_cap));
+  double ru = floor(e - 4 * sqrt(e) - 4);
+  if (upper && ru >= 1)
+    *upper = FN(kth_largest_bucketed)(smp, m, (size_t) ru, (REAL *) s->mag,
+                                      s->cand_cap);
+  return t;
+}
+
 /* Top-K of x into s->idx (ascending).  Returns GC_SUCCESS or GC_EDOM. */
 static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
 {
   size_t n = s->n, bad;
-  REAL *mag = (REAL *) s->mag, t = -1;
-  if (n > s->cand_cap) {
-    /* fixed stride, no RNG: the threshold admits ~1.2K + 4 sigma.  A
-     * sample of n/16 (at least TOPK_MIN_SAMPLES) is plenty: its cost, not
-     * the scan, would otherwise dominate short vectors. */
-    size_t m = n / 16 > TOPK_MIN_SAMPLES ? n / 16 : TOPK_MIN_SAMPLES;
-    m = m < s->sample_cap ? m : s->sample_cap;
-    m = m < TOPK_SAMPLES ? m : TOPK_SAMPLES;
-    REAL *smp = (REAL *) s->sample;
-    FN(sample_abs)(x, 0, n / m, m, smp);
-    double e = (double) k / (double) n * (double) m;
-    double r = ceil(1.2 * e + 4 * sqrt(e) + 4);
-    size_t rank = r >= (double) m ? m : (size_t) r;
-    /* keep |x| >= that sample */
-    t = NEXTDOWN(FN(kth_largest_bucketed)(smp, m, rank, mag, s->cand_cap));
-  }
+  REAL *mag = (REAL *) s->mag, t = FN(topk_threshold)(s, x, k, NULL);
   size_t c = FN(scan)(x, n, t, s->cand, s->cand_cap, &bad);
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -440,9 +483,23 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   REAL factor = 1;
   int implicit = 0;
   switch (s->kind) {
-  case KIND_TOPK:
+  case KIND_TOPK: {
+#ifdef TOPK_VALS
+    const uint32_t *idx;
+    const REAL *val;
+    GC_TRY(TOPK_VALS(s, x, s->k, &idx, &val));
+    if (val) {
+      GC_TRY(FN(gc__wire_encode_vals)(s->wire, s->n, idx, c, val, buf, cap,
+                                      len, &info->nnz));
+      info->selected = c;
+      info->loops = 0;
+      return GC_SUCCESS;
+    }
+#else
     GC_TRY(FN(topk)(s, x, s->k));
+#endif
     break;
+  }
   case KIND_RANDK:
     floyd(s, step);
     floyd_sort(s);
@@ -504,4 +561,5 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef NEXTDOWN
 #undef REAL_MAX
 #undef GAUSS_GROUPS
-#undef SCAN_PREFIX
+#undef SCAN_ISA
+#undef TOPK_VALS

@@ -42,6 +42,11 @@
 #include "gc_npy.h"
 #include "gc_wire.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* As in sparse.c: the length and counting loops vectorise at -O3 only. */
+#pragma GCC optimize("O3")
+#endif
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the wire format is written with memcpy and assumes a little-endian host"
 #endif
@@ -56,17 +61,44 @@ static size_t leb_len(uint32_t g)
   return l;
 }
 
-/* Bytes of the delta coding of c ascending indices. */
-static size_t delta_bytes(const uint32_t *idx, size_t c)
+/* Bytes of the delta coding of c ascending indices: a sum of integers,
+ * the same in any order, so the loop is compiled for each instruction set
+ * (gc__isa) and vectorised there. */
+static inline __attribute__((always_inline)) size_t
+delta_bytes_body(const uint32_t *idx, size_t c)
 {
   size_t s = 0;
-  uint32_t prev = 0;
-  for (size_t j = 0; j < c; j++) {
-    uint32_t g = j ? idx[j] - prev - 1 : idx[j];
-    s += leb_len(g);
-    prev = idx[j];
+  if (!c)
+    return 0;
+  s = leb_len(idx[0]);
+  for (size_t j = 1; j < c; j++) {
+    uint32_t g = idx[j] - idx[j - 1] - 1;
+    s += 1u + (g >= 1u << 7) + (g >= 1u << 14) + (g >= 1u << 21) + (g >= 1u << 28);
   }
   return s;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_WIRE_PATHS 1
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+TARGET_AVX512 static size_t delta_bytes_avx512(const uint32_t *idx, size_t c)
+{ return delta_bytes_body(idx, c); }
+TARGET_AVX2 static size_t delta_bytes_avx2(const uint32_t *idx, size_t c)
+{ return delta_bytes_body(idx, c); }
+#endif
+
+static size_t delta_bytes(const uint32_t *idx, size_t c)
+{
+#ifdef HAVE_WIRE_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512)
+    return delta_bytes_avx512(idx, c);
+  if (isa >= GC__ISA_AVX2)
+    return delta_bytes_avx2(idx, c);
+#endif
+  return delta_bytes_body(idx, c);
 }
 
 /* The smallest index coding for c indices whose delta coding takes `delta`
@@ -136,6 +168,48 @@ static uint8_t *put_leb(uint8_t *p, uint32_t g)
   return p;
 }
 
+/* The LEB128 codes of the gaps of idx[j, hi) (j >= 1) from p; returns
+ * the next free byte.  Gaps below 2^14 (one or two bytes) take a branch-
+ * free 2-byte store, so something must be written after them: the caller
+ * passes hi < c, and the last gap goes through put_leb. */
+static uint8_t *put_gaps(uint8_t *p, const uint32_t *idx, size_t j, size_t hi)
+{
+  for (; j < hi; j++) {
+    uint32_t g = idx[j] - idx[j - 1] - 1;
+    if (g >= 1u << 14) {
+      p = put_leb(p, g);
+      continue;
+    }
+    uint32_t two = g >= 128;   /* below 128 the high byte is 0 */
+    uint16_t w = (uint16_t) ((g & 0x7f) | two << 7 | (g >> 7) << 8);
+    memcpy(p, &w, 2);
+    p += 1 + two;
+  }
+  return p;
+}
+
+#ifdef HAVE_WIRE_PATHS
+/* Sixteen gaps at a time: when all are below 128, one byte each. */
+TARGET_AVX512 static uint8_t *put_gaps_avx512(uint8_t *p, const uint32_t *idx,
+                                              size_t c)
+{
+  const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(127);
+  size_t j = 1;
+  for (; j + 16 < c; j += 16) {
+    __m512i g = _mm512_sub_epi32(
+        _mm512_sub_epi32(_mm512_loadu_si512((const void *) (idx + j)),
+                         _mm512_loadu_si512((const void *) (idx + j - 1))), one);
+    if (_mm512_cmpgt_epu32_mask(g, small)) {
+      p = put_gaps(p, idx, j, j + 16);
+      continue;
+    }
+    _mm_storeu_si128((__m128i *) p, _mm512_cvtepi32_epi8(g));
+    p += 16;
+  }
+  return put_gaps(p, idx, j, c - 1);
+}
+#endif
+
 /* Index section writers; the caller has chosen the coding. */
 static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
                         size_t c)
@@ -145,8 +219,18 @@ static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
     memcpy(p, idx, 4 * c);
     break;
   case GC__IDX_DELTA:
-    for (size_t j = 0; j < c; j++)
-      p = put_leb(p, j ? idx[j] - idx[j - 1] - 1 : idx[j]);
+    if (!c)
+      break;
+    p = put_leb(p, idx[0]);
+    if (c < 2)
+      break;
+#ifdef HAVE_WIRE_PATHS
+    if (gc__isa() >= GC__ISA_AVX512)
+      p = put_gaps_avx512(p, idx, c);
+    else
+#endif
+      p = put_gaps(p, idx, 1, c - 1);
+    put_leb(p, idx[c - 1] - idx[c - 2] - 1);
     break;
   case GC__IDX_BITMAP:
     memset(p, 0, (n + 7) / 8);

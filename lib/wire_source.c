@@ -24,6 +24,27 @@ int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
   return GC_SUCCESS;
 }
 
+int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
+                             size_t c, const REAL *val, uint8_t *buf, size_t cap,
+                             size_t *len, size_t *nnz)
+{
+  size_t isec = 0, nz = 0;
+  int coding = gc__wire_choose(n, idx, c, &isec);
+  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
+  if (total > cap)
+    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
+  put_header(buf, type, sizeof(REAL), coding, c);
+  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c);
+  uint8_t *v = buf + GC__WIRE_HDR + isec;
+  for (size_t j = 0; j < c; j++) {   /* one pass: copy and count */
+    memcpy(v + j * sizeof(REAL), val + j, sizeof(REAL));
+    nz += val[j] != 0;
+  }
+  *len = total;
+  *nnz = nz;
+  return GC_SUCCESS;
+}
+
 int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
                             size_t n, REAL scale, REAL *y)
 {

@@ -8,7 +8,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
+#include "gc_data.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_nn.h"
@@ -370,4 +374,51 @@ Test(nn, eval_mode_uses_running_stats)
   const float *o = gc_nn_forward(nn, w, st, x, 2, 0, 0, 0, 0);
   cr_assert_float_eq(o[0], (1 - 0.35f) / sqrtf(st[2] + 1e-5f), 1e-5);
   gc_nn_free(nn);
+}
+
+/* gc_nn_evaluate on 1 to 4 threads (each on its own net, batches dealt
+ * round-robin, losses added in batch order): the same accuracy and loss
+ * to the bit, a ragged last batch included, for an MLP and the CNN with
+ * BatchNorm statistics. */
+Test(nn, evaluate_same_for_any_thread_count)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const char *const models[] = {"mnist-mlp", "fmnist-cnn"};
+  int saved = omp_get_max_threads();
+  for (int mi = 0; mi < 2; mi++) {
+    gc_nn *nn = gc_nn_alloc_model(models[mi], 7);
+    cr_assert(nn != NULL);
+    size_t d = gc_nn_nparams(nn), ns = gc_nn_nstats(nn), dim = gc_nn_in_dim(nn);
+    float *w = malloc(d * sizeof *w), *st = calloc(ns + 1, sizeof *st);
+    gc_nn_init(nn, w, st, 5);
+    gc_dataset ds = {0};
+    ds.n = 45;
+    ds.dim = dim;
+    ds.classes = 10;
+    ds.x = malloc(ds.n * dim * sizeof *ds.x);
+    ds.y = malloc(ds.n);
+    for (size_t i = 0; i < ds.n * dim; i++)
+      ds.x[i] = (float) gc_rng_normal(8, 0, 0, i);
+    for (size_t i = 0; i < ds.n; i++)
+      ds.y[i] = (uint8_t) (i * 7 % 10);
+    double acc1, loss1;
+    omp_set_num_threads(1);
+    cr_assert(gc_nn_evaluate(nn, w, st, &ds, &acc1, &loss1) == GC_SUCCESS);
+    for (int T = 2; T <= 4; T++) {
+      double acc, loss;
+      omp_set_num_threads(T);
+      cr_assert(gc_nn_evaluate(nn, w, st, &ds, &acc, &loss) == GC_SUCCESS);
+      cr_assert(acc == acc1, "%s: accuracy on %d threads", models[mi], T);
+      cr_assert(loss == loss1, "%s: loss on %d threads", models[mi], T);
+    }
+    free(ds.x);
+    free(ds.y);
+    free(w);
+    free(st);
+    gc_nn_free(nn);
+  }
+  omp_set_num_threads(saved);
+#endif
 }

@@ -742,7 +742,8 @@ Test(dispatch, quant_paths_bit_identical)
   static const size_t ns[] = {1, 9, 1031, 5003};
   static const struct { const char *name; unsigned s; size_t bucket; double clip; } cfg[] = {
     {"terngrad", 1, 0, 0}, {"terngrad", 1, 0, 2.5}, {"qsgd", 1, 0, 0}, {"qsgd", 4, 13, 0},
-    {"qsgd", 15, 1000, 0}, {"qsgd", 16, 0, 0}, {"qsgd", 300, 77, 0}, {"qsgd", 4, 1, 0}, {"identity", 1, 0, 0}, {"bf16", 1, 0, 0}};
+    {"qsgd", 15, 1000, 0}, {"qsgd", 16, 0, 0}, {"qsgd", 300, 77, 0}, {"qsgd", 4, 1, 0}, {"identity", 1, 0, 0}, {"bf16", 1, 0, 0},
+    {"fp16", 1, 0, 0}, {"sign", 1, 0, 0}, {"scaled-sign", 1, 0, 0}};
   int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
     size_t n = ns[a];
@@ -829,5 +830,77 @@ Test(dispatch, quant_uniforms_follow_the_contract)
     cr_assert(eq(u32, got, want), "qsgd entry %zu", i);
   }
   free(buf);
+  gc_compressor_free(c);
+}
+
+/* fp16 on every path: each half is gc__half_from_double of the float
+ * (round to nearest even) for ties, subnormal halves, the overflow edge
+ * and zeros of both signs, wherever they fall in the vector blocks. */
+Test(dispatch, fp16_paths_round_each_entry)
+{
+  static const float special[] = {
+    1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-23f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.99f,
+    0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1.4p-20f, 3e-8f, -0.0f, 0.0f, -2.5e-6f,
+    0x1.ffep-15f, -0x1.002p-14f, 1e-30f, 0.333333343f};
+  size_t n = 517, ns = sizeof special / sizeof special[0];
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++)
+    x[i] = special[(i * 7) % ns] * (i % 3 ? 1.0f : -1.0f);
+  gc_compressor *c = make("fp16", n, 1, 0, 0, 1);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    gc_compress_info info;
+    cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, &info), GC_SUCCESS));
+    size_t nnz = 0;
+    for (size_t i = 0; i < n; i++) {
+      uint16_t h = (uint16_t) (buf[2 + 2 * i] | buf[3 + 2 * i] << 8);
+      cr_assert(eq(u16, h, gc__half_from_double((double) x[i])), "x[%zu] = %a on %s", i,
+                (double) x[i], gc__isa_name(isa));
+      nnz += (h & 0x7fffu) != 0;
+    }
+    cr_assert(eq(sz, info.nnz, nnz), "nonzero count on %s", gc__isa_name(isa));
+  }
+  gc__isa_force(saved);
+  free(buf);
+  free(x);
+  gc_compressor_free(c);
+}
+
+/* bf16 on every path: each half is gc__bf16_from_double of the float
+ * (round to nearest even) for ties, carries into the exponent, the
+ * largest finite values and subnormals of both signs. */
+Test(dispatch, bf16_paths_round_each_entry)
+{
+  static const float special[] = {
+    1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-23f, 1.0f + 3 * 0x1p-8f, 0x1.ffp127f, 0x1.fep127f,
+    0x1.ff8p0f, 0x1p-149f, 0x1.8p-140f, -0.0f, 0.0f, 3.14159265f, 1e-38f, 0x1.01p-126f,
+    65519.99f, 0.333333343f, 0x1.fffffep127f};
+  size_t n = 523, ns = sizeof special / sizeof special[0];
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++)
+    x[i] = special[(i * 5) % ns] * (i % 3 ? 1.0f : -1.0f);
+  gc_compressor *c = make("bf16", n, 1, 0, 0, 1);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    gc_compress_info info;
+    cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, &info), GC_SUCCESS));
+    size_t nnz = 0;
+    for (size_t i = 0; i < n; i++) {
+      uint16_t h = (uint16_t) (buf[2 + 2 * i] | buf[3 + 2 * i] << 8);
+      cr_assert(eq(u16, h, gc__bf16_from_double((double) x[i])), "x[%zu] = %a on %s", i,
+                (double) x[i], gc__isa_name(isa));
+      nnz += (h & 0x7fffu) != 0;
+    }
+    cr_assert(eq(sz, info.nnz, nnz), "nonzero count on %s", gc__isa_name(isa));
+  }
+  gc__isa_force(saved);
+  free(buf);
+  free(x);
   gc_compressor_free(c);
 }

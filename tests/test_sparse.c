@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -13,6 +16,7 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_rng.h"
 #include "gc_test.h"
 
@@ -731,4 +735,196 @@ Test(wire, delta_wins_a_tie_with_bitmap)
   cr_assert(eq(int, gc_sparse_encode_dense_f32(x, 64, buf, sizeof buf, &len, &nnz), GC_SUCCESS));
   cr_assert(eq(u8, buf[2], 1), "the exact sparse message uses the same rule");
   gc_compressor_free(c);
+}
+
+/* ---- dispatched scans: every instruction set, one answer --------------- */
+
+/* Inputs for the scan tests: N(0,1) with planted ties at a magnitude near
+ * the top (both signs), exact zeros of both signs, a short vector. */
+static void fill_scan_input(double *xd, float *xf, size_t n, uint64_t seed, int kind)
+{
+  gc_test_fill_normal(xd, n, seed);
+  for (size_t i = 0; i < n; i++) {
+    if (kind == 1 && i % 7 == 3)
+      xd[i] = i % 2 ? 2.375 : -2.375;     /* many ties, around top 1.7% */
+    if (kind == 2 && i % 3 == 0)
+      xd[i] = i % 2 ? 0.0 : -0.0;
+    if (kind == 3)
+      xd[i] = (double) (i % 5) - 2.0;     /* five values: ties everywhere */
+    xf[i] = (float) xd[i];
+  }
+}
+
+/* The message of topk, threshold, gaussk and dgc at every vector path the
+ * CPU has (gc__isa_force) equals the SSE2 path's byte for byte, and
+ * float32 top-K (histogram selection of the candidates' values) keeps the
+ * same entries as float64 top-K (quickselect among candidate indices) of
+ * the same numbers: lengths around the 64-entry blocks and below and above
+ * the size where top-K samples, densities from one entry to a half, both
+ * tie rules. */
+Test(dispatch, sparse_paths_bit_identical)
+{
+  static const size_t ns[] = {1, 63, 1000, 70001, 400003};
+  static const double dens[] = {1e-5, 0.001, 0.01, 0.1, 0.5};
+  static const char *const names[] = {"topk", "threshold", "gaussk", "dgc"};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int kind = 0; kind < 4; kind++) {
+      size_t n = ns[a];
+      double *xd = malloc(n * sizeof *xd), *yd = malloc(n * sizeof *yd);
+      float *xf = malloc(n * sizeof *xf), *yf = malloc(n * sizeof *yf);
+      fill_scan_input(xd, xf, n, 77 + a, kind);
+      for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+        for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++)
+          for (int ties = GC_TIES_LOW; ties <= GC_TIES_HIGH; ties++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            p.density = dens[dj];
+            p.threshold = -gsl_cdf_ugaussian_Pinv(dens[dj] / 2);   /* P(|Z| > v) = density */
+            p.ties = ties;
+            gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+            cr_assert(c != NULL, "%s: %s", names[nj], gc_last_error());
+            size_t cap = gc_compressor_max_bytes(c), len, ref_len;
+            uint8_t *ref = malloc(cap), *buf = malloc(cap);
+            gc__isa_force(GC__ISA_SSE2);
+            cr_assert(eq(int, gc_compress_f32(c, xf, 5, ref, cap, &ref_len, NULL), GC_SUCCESS));
+            for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+              gc__isa_force(isa);
+              cr_assert(eq(int, gc_compress_f32(c, xf, 5, buf, cap, &len, NULL), GC_SUCCESS));
+              cr_assert(eq(sz, len, ref_len), "%s n=%zu kind %d density %g %s: length",
+                        names[nj], n, kind, dens[dj], gc__isa_name(isa));
+              cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s n=%zu kind %d density %g "
+                        "ties %d %s: bytes", names[nj], n, kind, dens[dj], ties,
+                        gc__isa_name(isa));
+            }
+            if (!strcmp(names[nj], "topk")) {
+              memset(yf, 0, n * sizeof *yf);
+              memset(yd, 0, n * sizeof *yd);
+              cr_assert(eq(int, gc_decompress_add_f32(c, ref, ref_len, 5, 1.0f, yf), GC_SUCCESS));
+              cr_assert(eq(int, gc_compress_f64(c, xd, 5, buf, cap, &len, NULL), GC_SUCCESS));
+              cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, 5, 1.0, yd), GC_SUCCESS));
+              size_t diff = 0;
+              for (size_t i = 0; i < n; i++)
+                diff += (yf[i] != 0) != (yd[i] != 0) || yf[i] != (float) yd[i];
+              cr_assert(eq(sz, diff, 0), "topk n=%zu kind %d density %g ties %d: float32 "
+                        "and float64 keep different entries", n, kind, dens[dj], ties);
+            }
+            free(ref);
+            free(buf);
+            gc_compressor_free(c);
+          }
+      free(xd); free(yd); free(xf); free(yf);
+    }
+  gc__isa_force(saved);
+}
+
+/* A NaN or Inf anywhere (in a block that also holds selected entries, in
+ * the last partial block, first, last) is reported at the same index on
+ * every path. */
+Test(dispatch, sparse_nonfinite_same_index, .init = gc_test_quiet)
+{
+  static const char *const names[] = {"topk", "threshold", "gaussk", "dgc"};
+  size_t n = 200001;
+  static const size_t at[] = {0, 17, 64 * 100 + 5, 150000, 200000};
+  const float bad[] = {NAN, INFINITY, -INFINITY};
+  float *x = malloc(n * sizeof *x);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t ai = 0; ai < sizeof at / sizeof at[0]; ai++)
+    for (size_t bi = 0; bi < 3; bi++)
+      for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++) {
+        gc_test_fill_normal_f32(x, n, 5);
+        x[at[ai]] = bad[bi];
+        if (at[ai] + 1 < n)
+          x[at[ai] + 1] = 9.0f;   /* a selected neighbour in the same block */
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.density = 0.01;
+        p.threshold = 2.0;
+        gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+        size_t cap = gc_compressor_max_bytes(c), len;
+        uint8_t *buf = malloc(cap);
+        char ref[256];
+        for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+          gc__isa_force(isa);
+          cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, NULL), GC_EDOM),
+                    "%s: x[%zu] = %g on %s", names[nj], at[ai], bad[bi], gc__isa_name(isa));
+          if (isa == GC__ISA_SSE2)
+            snprintf(ref, sizeof ref, "%s", gc_last_error());
+          else
+            cr_assert(eq(str, (char *) gc_last_error(), ref), "%s on %s", names[nj],
+                      gc__isa_name(isa));
+        }
+        free(buf);
+        gc_compressor_free(c);
+      }
+  gc__isa_force(saved);
+  free(x);
+}
+
+/* The scans on 1 to 5 OpenMP threads write the same messages and name the
+ * same non-finite entry: spread-out and crowded selections (all of them
+ * in the first tenth, which overflows a thread's share and reruns on
+ * one), a NaN in a later piece before an Inf in an earlier one's
+ * successor. */
+Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const char *const names[] = {"topk", "threshold", "gaussk", "dgc"};
+  size_t n = 600011;
+  float *x = malloc(n * sizeof *x);
+  int saved = omp_get_max_threads();
+  for (int kind = 0; kind < 4; kind++) {
+    gc_test_fill_normal_f32(x, n, 40 + (uint64_t) kind);
+    if (kind == 1)
+      for (size_t i = 0; i < n / 10; i++)
+        x[i] *= 8.0f;
+    if (kind == 2) {
+      x[n / 2 + 3] = NAN;
+      x[n - 2] = INFINITY;
+    }
+    if (kind == 3) {
+      x[n - 1] = -INFINITY;
+      x[n / 3] = 7.0f;
+    }
+    int expect = kind >= 2 ? GC_EDOM : GC_SUCCESS;
+    for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++)
+      for (double dens = 0.001; dens < 0.2; dens *= 10) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.density = dens;
+        p.threshold = -gsl_cdf_ugaussian_Pinv(dens / 2);
+        gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+        size_t cap = gc_compressor_max_bytes(c), len, ref_len = 0;
+        uint8_t *ref = malloc(cap), *buf = malloc(cap);
+        char err[256] = "";
+        for (int T = 1; T <= 5; T++) {
+          omp_set_num_threads(T);
+          int rc = gc_compress_f32(c, x, 3, T == 1 ? ref : buf, cap, T == 1 ? &ref_len : &len,
+                                   NULL);
+          cr_assert(eq(int, rc, expect), "%s kind %d density %g, %d threads", names[nj], kind,
+                    dens, T);
+          if (rc != GC_SUCCESS) {
+            if (T == 1)
+              snprintf(err, sizeof err, "%s", gc_last_error());
+            else
+              cr_assert(eq(str, (char *) gc_last_error(), err), "%s, %d threads", names[nj], T);
+            continue;
+          }
+          if (T > 1) {
+            cr_assert(eq(sz, len, ref_len), "%s kind %d density %g, %d threads: length",
+                      names[nj], kind, dens, T);
+            cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s kind %d density %g, %d threads: "
+                      "bytes", names[nj], kind, dens, T);
+          }
+        }
+        free(ref);
+        free(buf);
+        gc_compressor_free(c);
+      }
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
 }

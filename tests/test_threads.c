@@ -113,7 +113,8 @@ Test(threads, compressor_loops_bit_identical)
   cr_skip_test("built without OpenMP");
 #else
   enum { M = (1 << 18) * 3 + 4097 };
-  static const char *const names[] = {"terngrad", "qsgd", "identity", "bf16"};
+  static const char *const names[] = {"terngrad", "qsgd", "identity", "bf16", "fp16", "sign",
+                                      "scaled-sign"};
   float *x = malloc(M * sizeof *x);
   for (size_t i = 0; i < M; i++)
     x[i] = (float) sin(0.001 * (double) i * (double) (i % 7 + 1));
