@@ -627,16 +627,21 @@ static double rate_ratio(int bound, const char *spec, gc_algo_kind kind, const c
   return rows[bound].value / rows[bound].measured;
 }
 
-/* How close the two new bounds come.  Theorem 2.4 cannot come within 10x:
- * with noise it is at least 12 G^2/(mu T) while SGD's weighted average
- * reaches about 0.9 sigma^2 d/(mu T) (docs/theory.md 4.6), a ratio of 13.3
- * at best; this instance measures 13.3 (top-2 of 10 with memory, 8 runs). */
+/* How close the two new bounds come.  Theorem 2.4 comes within 10x early
+ * in a noiseless run (top-5 of 10, a = 150, T = 20: 4.8), where the shift's
+ * a^3 term still holds most of the bound; with noise its first term is at
+ * least 12 G^2/(mu T) against about 0.9 sigma^2 d/(mu T) measured
+ * (docs/theory.md 4.6), and the noisy instance measures 13.3 (top-2 of 10,
+ * 8 runs).  Both are deterministic (seeded), so a factor in the formula
+ * shows up in one of them. */
 Test(bounds_property, new_bounds_are_not_vacuous)
 {
-  double r = rate_ratio(B_MEM_SGD, "quadratic:P=1,d=10,L=1,mu=1,hetero=0,x0=0,sigma=1,rotate=0",
-                        GC_ALGO_UNI, "topk", 2, 1, "mem-sgd:a=1000", 0, 20000, 8);
-  /* deterministic (seeded runs): a factor in the formula shows up here */
-  cr_assert(r > 12 && r < 15, "mem_sgd_2.4: %g", r);
+  double r = rate_ratio(B_MEM_SGD, "quadratic:P=1,d=10,L=1,mu=1,hetero=0,x0=1,sigma=0,rotate=0",
+                        GC_ALGO_UNI, "topk", 5, 1, "mem-sgd:a=150", 0, 20, 1);
+  cr_assert(r >= 1 && r < 10, "mem_sgd_2.4 without noise: %g", r);
+  r = rate_ratio(B_MEM_SGD, "quadratic:P=1,d=10,L=1,mu=1,hetero=0,x0=0,sigma=1,rotate=0",
+                 GC_ALGO_UNI, "topk", 2, 1, "mem-sgd:a=1000", 0, 20000, 8);
+  cr_assert(r > 12 && r < 15, "mem_sgd_2.4 with noise: %g", r);
   r = rate_ratio(B_OMEGA_EF, "quadratic:P=4,d=16,L=1,mu=1,hetero=1", GC_ALGO_UNI, "qsgd", 0,
                  8, "constant", 0.05, 100, 4);
   cr_assert(r >= 1 && r < 10, "omega_ef_4.8: %g", r);
