@@ -86,9 +86,13 @@ static int read_payload(gzFile f, const char *path, size_t total, int size_known
   return GC_SUCCESS;
 }
 
-int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
+/* Open an IDX file of unsigned bytes with `ndim` dimensions and read its
+ * header: dims [out], *total [out] their product, *size_known [out] 1 when
+ * the file size was checked against it (uncompressed files).  On success
+ * *out is positioned at the first data byte. */
+static int idx_open(const char *path, size_t ndim, size_t *dims, size_t *total_out,
+                    int *size_known_out, gzFile *out)
 {
-  *data = NULL;
   gzFile f = gzopen(path, "rb");
   if (!f)
     GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -143,19 +147,40 @@ int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
     }
     size_known = 1;
   }
+  *total_out = total;
+  *size_known_out = size_known;
+  *out = f;
+  return GC_SUCCESS;
+}
+
+/* After the payload: a gzip stream's size is only known at its end. */
+static int idx_close_at_end(gzFile f, const char *path, size_t total)
+{
+  uint8_t extra;
+  int trailing = gzread(f, &extra, 1) != 0;
+  gzclose(f);
+  if (trailing)
+    GC_ERRORF(GC_EFORMAT, "%s: trailing bytes after %zu data bytes", path, total);
+  return GC_SUCCESS;
+}
+
+int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
+{
+  *data = NULL;
+  gzFile f;
+  size_t total;
+  int size_known;
+  GC_TRY(idx_open(path, ndim, dims, &total, &size_known, &f));
   uint8_t *buf;
   int st = read_payload(f, path, total, size_known, &buf);
   if (st) {
     gzclose(f);
     return st;
   }
-  uint8_t extra;
-  if (gzread(f, &extra, 1) != 0) {
+  if ((st = idx_close_at_end(f, path, total)) != GC_SUCCESS) {
     free(buf);
-    gzclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: trailing bytes after %zu data bytes", path, total);
+    return st;
   }
-  gzclose(f);
   *data = buf;
   return GC_SUCCESS;
 }
@@ -217,16 +242,13 @@ int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
 
 enum { CIFAR_REC = 1 + 3072 };
 
-int gc_data_load_cifar10(const char *const *files, size_t nfiles,
-                         size_t per_file, gc_dataset *ds)
+/* The record counts of CIFAR-10 files from their sizes. */
+static int cifar_counts(const char *const *files, size_t nfiles, size_t per_file,
+                        size_t *counts, size_t *n)
 {
-  static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
-  static const float sd[3] = { 0.2023f, 0.1994f, 0.2010f };
-  memset(ds, 0, sizeof *ds);
-  size_t counts[64], n = 0;
+  *n = 0;
   if (nfiles == 0 || nfiles > 64)
     GC_ERROR("CIFAR-10: between 1 and 64 files", GC_EINVAL);
-  /* Sizes first, so one allocation holds everything. */
   for (size_t f = 0; f < nfiles; f++) {
     FILE *fp = fopen(files[f], "rb");
     if (!fp)
@@ -244,8 +266,19 @@ int gc_data_load_cifar10(const char *const *files, size_t nfiles,
     if (per_file && counts[f] != per_file)
       GC_ERRORF(GC_EFORMAT, "%s: %zu records, expected %zu", files[f],
                 counts[f], per_file);
-    n += counts[f];
+    *n += counts[f];
   }
+  return GC_SUCCESS;
+}
+
+int gc_data_load_cifar10(const char *const *files, size_t nfiles,
+                         size_t per_file, gc_dataset *ds)
+{
+  static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
+  static const float sd[3] = { 0.2023f, 0.1994f, 0.2010f };
+  memset(ds, 0, sizeof *ds);
+  size_t counts[64], n;
+  GC_TRY(cifar_counts(files, nfiles, per_file, counts, &n));   /* one allocation then */
   ds->x = malloc(n * 3072 * sizeof *ds->x);
   ds->y = malloc(n);
   uint8_t *rec = malloc(CIFAR_REC);
@@ -306,38 +339,266 @@ static void find_file(char *out, size_t cap, const char *dir, const char *sub,
   snprintf(out, cap, "%s/%s/%s", dir, sub, name);   /* name the raw one */
 }
 
-int gc_data_load(const char *dir, const char *name, int train, gc_dataset *ds)
+/* The files of a named set and what they must hold. */
+typedef struct set_files {
+  int cifar;
+  size_t count;             /* records of the split (IDX) or of each file */
+  size_t nfiles;            /* IDX: images, labels; CIFAR-10: 5 or 1      */
+  char path[5][4096];
+  const char *p[5];
+} set_files;
+
+static int set_files_of(const char *dir, const char *name, int train, set_files *sf)
 {
-  char img[4096], lab[4096];
+  memset(sf, 0, sizeof *sf);
   if (!strcmp(name, "mnist") || !strcmp(name, "fmnist")) {
-    find_file(img, sizeof img, dir, name,
+    find_file(sf->path[0], sizeof sf->path[0], dir, name,
               train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte");
-    find_file(lab, sizeof lab, dir, name,
+    find_file(sf->path[1], sizeof sf->path[1], dir, name,
               train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte");
-    return gc_data_load_idx(img, lab, train ? 60000 : 10000, ds);
-  }
-  if (!strcmp(name, "cifar10")) {
-    char paths[5][4096];
-    const char *p[5];
-    size_t nf = train ? 5 : 1;
-    for (size_t i = 0; i < nf; i++) {
+    sf->nfiles = 2;
+    sf->count = train ? 60000 : 10000;
+  } else if (!strcmp(name, "cifar10")) {
+    sf->cifar = 1;
+    sf->nfiles = train ? 5 : 1;
+    sf->count = 10000;
+    for (size_t i = 0; i < sf->nfiles; i++) {
       char base[64];
       if (train)
         snprintf(base, sizeof base, "data_batch_%zu.bin", i + 1);
       else
         snprintf(base, sizeof base, "test_batch.bin");
-      snprintf(paths[i], sizeof paths[i], "%s/cifar10/cifar-10-batches-bin/%s",
+      snprintf(sf->path[i], sizeof sf->path[i], "%s/cifar10/cifar-10-batches-bin/%s",
                dir, base);
-      FILE *f = fopen(paths[i], "rb");
+      FILE *f = fopen(sf->path[i], "rb");
       if (f)
         fclose(f);
       else
-        snprintf(paths[i], sizeof paths[i], "%s/cifar10/%s", dir, base);
-      p[i] = paths[i];
+        snprintf(sf->path[i], sizeof sf->path[i], "%s/cifar10/%s", dir, base);
     }
-    return gc_data_load_cifar10(p, nf, 10000, ds);
+  } else {
+    GC_ERRORF(GC_EINVAL, "unknown data set '%s' (mnist, fmnist, cifar10)", name);
   }
-  GC_ERRORF(GC_EINVAL, "unknown data set '%s' (mnist, fmnist, cifar10)", name);
+  for (size_t i = 0; i < sf->nfiles; i++)
+    sf->p[i] = sf->path[i];
+  return GC_SUCCESS;
+}
+
+int gc_data_load(const char *dir, const char *name, int train, gc_dataset *ds)
+{
+  memset(ds, 0, sizeof *ds);
+  set_files sf;
+  GC_TRY(set_files_of(dir, name, train, &sf));
+  if (sf.cifar)
+    return gc_data_load_cifar10(sf.p, sf.nfiles, sf.count, ds);
+  return gc_data_load_idx(sf.p[0], sf.p[1], sf.count, ds);
+}
+
+/* ---- one process's records (a worker rank's shard) -----------------------
+ * The labels of every record are read and checked (they are small, and a
+ * non-IID partition needs them); of the images only the kept records are
+ * held: IDX images are streamed past in blocks, CIFAR-10 records that are
+ * not kept are skipped by seeking. */
+
+static int idx_labels(const char *path, size_t expect_n, uint8_t **y, size_t *n)
+{
+  size_t dl[1];
+  GC_TRY(gc_idx_read(path, 1, dl, y));
+  if (expect_n && dl[0] != expect_n) {
+    free(*y);
+    *y = NULL;
+    GC_ERRORF(GC_EFORMAT, "%s: %zu labels, expected %zu", path, dl[0], expect_n);
+  }
+  for (size_t i = 0; i < dl[0]; i++)
+    if ((*y)[i] >= 10) {
+      unsigned bad = (*y)[i];
+      free(*y);
+      *y = NULL;
+      GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9", path, bad, i);
+    }
+  *n = dl[0];
+  return GC_SUCCESS;
+}
+
+/* Each record's label byte, read by seeking past the pixels. */
+static int cifar_labels(const set_files *sf, uint8_t **y, size_t *n)
+{
+  size_t counts[5];
+  GC_TRY(cifar_counts(sf->p, sf->nfiles, sf->count, counts, n));
+  if (!(*y = malloc(*n)))
+    GC_ERROR("cannot allocate the CIFAR-10 labels", GC_ENOMEM);
+  size_t at = 0;
+  for (size_t f = 0; f < sf->nfiles; f++) {
+    FILE *fp = fopen(sf->p[f], "rb");
+    if (!fp) {
+      free(*y);
+      *y = NULL;
+      GC_ERRORF(GC_EIO, "%s: cannot open: %s", sf->p[f], strerror(errno));
+    }
+    for (size_t r = 0; r < counts[f]; r++, at++) {
+      int c = fseek(fp, (long) (r * CIFAR_REC), SEEK_SET) == 0 ? fgetc(fp) : EOF;
+      if (c == EOF || c >= 10) {
+        fclose(fp);
+        free(*y);
+        *y = NULL;
+        if (c == EOF)
+          GC_ERRORF(GC_EIO, "%s: read failed at record %zu", sf->p[f], r);
+        GC_ERRORF(GC_EFORMAT, "%s: label %d at record %zu is not in 0..9",
+                  sf->p[f], c, r);
+      }
+      (*y)[at] = (uint8_t) c;
+    }
+    fclose(fp);
+  }
+  return GC_SUCCESS;
+}
+
+int gc_data_load_labels(const char *dir, const char *name, int train, uint8_t **y,
+                        size_t *n)
+{
+  *y = NULL;
+  *n = 0;
+  set_files sf;
+  GC_TRY(set_files_of(dir, name, train, &sf));
+  if (sf.cifar)
+    return cifar_labels(&sf, y, n);
+  return idx_labels(sf.p[1], sf.count, y, n);
+}
+
+enum { NO_SLOT = UINT32_MAX, IDX_BLOCK = 256 };
+
+/* slot[i]: the position of record i among ids[0..m), or NO_SLOT. */
+static int slots_of(const uint32_t *ids, size_t m, size_t n, uint32_t **slot)
+{
+  if (!(*slot = malloc((n ? n : 1) * sizeof **slot)))
+    GC_ERROR("cannot allocate the record map", GC_ENOMEM);
+  for (size_t i = 0; i < n; i++)
+    (*slot)[i] = NO_SLOT;
+  for (size_t j = 0; j < m; j++) {
+    if (ids[j] >= n || (*slot)[ids[j]] != NO_SLOT) {
+      uint32_t bad = ids[j];
+      free(*slot);
+      *slot = NULL;
+      GC_ERRORF(GC_EINVAL, "record %u %s", bad,
+                bad >= n ? "is outside the set" : "is asked for twice");
+    }
+    (*slot)[ids[j]] = (uint32_t) j;
+  }
+  return GC_SUCCESS;
+}
+
+/* The kept 28x28 images of an IDX file of n records. */
+static int idx_images_kept(const char *path, size_t n, const uint32_t *slot,
+                           gc_dataset *ds)
+{
+  size_t di[3], total, dim = 28 * 28;
+  int size_known;
+  gzFile f;
+  GC_TRY(idx_open(path, 3, di, &total, &size_known, &f));
+  if (di[1] != 28 || di[2] != 28 || di[0] != n) {
+    gzclose(f);
+    if (di[0] != n)
+      GC_ERRORF(GC_EFORMAT, "%s holds %zu images but the labels are %zu", path,
+                di[0], n);
+    GC_ERRORF(GC_EFORMAT, "%s: images are %zux%zu, expected 28x28", path, di[1], di[2]);
+  }
+  uint8_t *block = malloc(IDX_BLOCK * dim);
+  if (!block) {
+    gzclose(f);
+    GC_ERROR("cannot allocate the image block", GC_ENOMEM);
+  }
+  for (size_t at = 0; at < n; at += IDX_BLOCK) {
+    size_t b = n - at < IDX_BLOCK ? n - at : IDX_BLOCK;
+    if (read_all(f, block, b * dim) != 0) {
+      free(block);
+      gzclose(f);
+      GC_ERRORF(GC_EFORMAT, "%s: truncated at image %zu of %zu", path, at, n);
+    }
+    for (size_t k = 0; k < b; k++)
+      if (slot[at + k] != NO_SLOT)
+        normalise(ds->x + (size_t) slot[at + k] * dim, block + k * dim, dim,
+                  0.1307f, 0.3081f);
+  }
+  free(block);
+  return idx_close_at_end(f, path, total);
+}
+
+/* The kept records of CIFAR-10 files (the labels were read and checked). */
+static int cifar_records_kept(const set_files *sf, const uint32_t *slot,
+                              gc_dataset *ds)
+{
+  static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
+  static const float sd[3] = { 0.2023f, 0.1994f, 0.2010f };
+  uint8_t *rec = malloc(CIFAR_REC);
+  if (!rec)
+    GC_ERROR("cannot allocate a CIFAR-10 record", GC_ENOMEM);
+  size_t at = 0;
+  for (size_t f = 0; f < sf->nfiles; f++) {
+    FILE *fp = fopen(sf->p[f], "rb");
+    if (!fp) {
+      free(rec);
+      GC_ERRORF(GC_EIO, "%s: cannot open: %s", sf->p[f], strerror(errno));
+    }
+    for (size_t r = 0; r < sf->count; r++, at++) {
+      if (slot[at] == NO_SLOT)
+        continue;
+      if (fseek(fp, (long) (r * CIFAR_REC), SEEK_SET) != 0 ||
+          fread(rec, 1, CIFAR_REC, fp) != CIFAR_REC) {
+        fclose(fp);
+        free(rec);
+        GC_ERRORF(GC_EIO, "%s: read failed at record %zu", sf->p[f], r);
+      }
+      for (int ch = 0; ch < 3; ch++)
+        normalise(ds->x + (size_t) slot[at] * 3072 + ch * 1024, rec + 1 + ch * 1024,
+                  1024, mean[ch], sd[ch]);
+    }
+    fclose(fp);
+  }
+  free(rec);
+  return GC_SUCCESS;
+}
+
+int gc_data_load_records(const char *dir, const char *name, int train,
+                         const uint32_t *ids, size_t m, gc_dataset *ds)
+{
+  memset(ds, 0, sizeof *ds);
+  uint8_t *y;
+  size_t n;
+  GC_TRY(gc_data_load_labels(dir, name, train, &y, &n));
+  set_files sf;
+  uint32_t *slot = NULL;
+  int st = set_files_of(dir, name, train, &sf);
+  if (st == GC_SUCCESS)
+    st = slots_of(ids, m, n, &slot);
+  if (st != GC_SUCCESS) {
+    free(y);
+    return st;
+  }
+  ds->n = m;
+  ds->classes = 10;
+  if (sf.cifar) {
+    ds->c = 3; ds->h = 32; ds->w = 32;
+  } else {
+    ds->c = 1; ds->h = 28; ds->w = 28;
+  }
+  ds->dim = ds->c * ds->h * ds->w;
+  ds->x = malloc((m ? m : 1) * ds->dim * sizeof *ds->x);
+  ds->y = malloc(m ? m : 1);
+  if (!ds->x || !ds->y) {
+    free(y);
+    free(slot);
+    gc_dataset_free(ds);
+    GC_ERROR("cannot allocate the records", GC_ENOMEM);
+  }
+  for (size_t j = 0; j < m; j++)
+    ds->y[j] = y[ids[j]];
+  free(y);
+  st = sf.cifar ? cifar_records_kept(&sf, slot, ds)
+                : idx_images_kept(sf.p[0], n, slot, ds);
+  free(slot);
+  if (st != GC_SUCCESS)
+    gc_dataset_free(ds);
+  return st;
 }
 
 void gc_data_shuffle(uint32_t *a, size_t m, uint64_t seed, uint32_t stream,

@@ -45,6 +45,19 @@ int gc_data_load_cifar10(const char *const *files, size_t nfiles,
  * Returns the loader's codes, GC_EINVAL for an unknown name. */
 int gc_data_load(const char *dir, const char *name, int train, gc_dataset *ds);
 
+/* The labels alone of the named set (every record, checked as by
+ * gc_data_load): *y [out] malloc'd, *n [out] their count. */
+int gc_data_load_labels(const char *dir, const char *name, int train, uint8_t **y,
+                        size_t *n);
+
+/* Only the records ids[0..m) of the named set, in that order, as
+ * gc_data_load would give them (a worker process's shard): ds->n = m.  The
+ * images of the other records are never held: IDX files are streamed past
+ * in blocks, CIFAR-10 records are skipped by seeking.  Every label is still
+ * read and checked.  GC_EINVAL for an id outside the set or given twice. */
+int gc_data_load_records(const char *dir, const char *name, int train,
+                         const uint32_t *ids, size_t m, gc_dataset *ds);
+
 /* The data folder: $GRADCOMP_DATA if set, else `fallback` ("data"). */
 const char *gc_data_dir(const char *fallback);
 

@@ -255,30 +255,16 @@ int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
   return st;
 }
 
-/* Under a transport: keep only the examples of the local workers' shards
+/* Under a transport: read only the examples of the local workers' shards
  * (idx[off[lo] .. off[hi])), renumbered 0.. in that order, so that the
  * epoch shuffles of the shard positions pick the same examples as in one
- * process. */
-static int keep_local_shards(gc_train *r)
+ * process, while the process never holds the other images. */
+static int load_local_shards(gc_train *r, const char *dir)
 {
-  size_t a = r->off[r->lo], b = r->off[r->hi], dim = r->train.dim;
-  gc_dataset k = r->train;
-  k.n = b - a;
-  k.x = malloc((k.n ? k.n : 1) * dim * sizeof *k.x);
-  k.y = malloc(k.n ? k.n : 1);
-  if (!k.x || !k.y) {
-    free(k.x);
-    free(k.y);
-    GC_ERROR("out of memory for the shard", GC_ENOMEM);
-  }
-  for (size_t j = 0; j < k.n; j++) {
-    uint32_t i = r->idx[a + j];
-    memcpy(k.x + j * dim, r->train.x + (size_t) i * dim, dim * sizeof *k.x);
-    k.y[j] = r->train.y[i];
+  size_t a = r->off[r->lo], b = r->off[r->hi];
+  GC_TRY(gc_data_load_records(dir, r->c->dataset, 1, r->idx + a, b - a, &r->train));
+  for (size_t j = 0; j < b - a; j++)
     r->idx[a + j] = (uint32_t) j;
-  }
-  gc_dataset_free(&r->train);
-  r->train = k;
   return GC_SUCCESS;
 }
 
@@ -660,29 +646,45 @@ static int setup(gc_train *r)
     r->leader = c->proc == 0;
   }
   const char *dir = c->data_dir ? c->data_dir : gc_data_dir("data");
-  GC_TRY(gc_data_load(dir, c->dataset, 1, &r->train));
-  if (r->leader)   /* evaluation happens where the folder is written */
-    GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
-  if (c->train_subset)
-    gc_dataset_truncate(&r->train, c->train_subset);
-  if (c->test_subset)
-    gc_dataset_truncate(&r->test, c->test_subset);
-  size_t n = r->train.n, P = c->workers;
+  /* The partition needs only the labels; under a transport the images
+   * are read afterwards, those of the local shards alone. */
+  uint8_t *labels;
+  size_t n;
+  if (r->tr) {
+    GC_TRY(gc_data_load_labels(dir, c->dataset, 1, &labels, &n));
+  } else {
+    GC_TRY(gc_data_load(dir, c->dataset, 1, &r->train));
+    if (c->train_subset)
+      gc_dataset_truncate(&r->train, c->train_subset);
+    labels = r->train.y;
+    n = r->train.n;
+  }
+  if (c->train_subset && c->train_subset < n)
+    n = c->train_subset;
+  size_t P = c->workers;
   r->idx = malloc(n * sizeof *r->idx);
   r->order = malloc(n * sizeof *r->order);
   r->off = malloc((P + 1) * sizeof *r->off);
-  if (!r->idx || !r->order || !r->off)
+  if (!r->idx || !r->order || !r->off) {
+    if (r->tr)
+      free(labels);
     GC_ERROR("out of memory", GC_ENOMEM);
-  if (c->noniid)
-    GC_TRY(gc_data_partition_noniid(r->train.y, n, P, c->seed, r->idx, r->off));
-  else
-    GC_TRY(gc_data_partition_iid(n, P, c->seed, r->idx, r->off));
+  }
+  int st = c->noniid ? gc_data_partition_noniid(labels, n, P, c->seed, r->idx, r->off)
+                     : gc_data_partition_iid(n, P, c->seed, r->idx, r->off);
+  if (r->tr)
+    free(labels);
+  GC_TRY(st);
   if (r->off[1] - r->off[0] < c->batch)
     GC_ERRORF(GC_EINVAL, "each worker holds %zu examples, fewer than the batch %zu",
               r->off[1] - r->off[0], c->batch);
   r->ntrain = n;
   if (r->tr)
-    GC_TRY(keep_local_shards(r));
+    GC_TRY(load_local_shards(r, dir));
+  if (r->leader)   /* evaluation happens where the folder is written */
+    GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
+  if (c->test_subset)
+    gc_dataset_truncate(&r->test, c->test_subset);
 
   size_t T = c->threads;
 #ifdef _OPENMP

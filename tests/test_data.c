@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -255,6 +256,77 @@ Test(data, cifar10)
   remove(b);
   cr_assert_eq(gc_data_load_cifar10(files, 2, 0, &ds), GC_EIO);
   remove(a);
+}
+
+/* A worker process's shard: gc_data_load_records gives the rows of a full
+ * load, in the order asked, from raw and gzip IDX and from CIFAR-10, and
+ * refuses ids outside the set or repeated. */
+Test(data, records_are_the_full_load_rows, .timeout = 60)
+{
+  char dir[512], sub[600], im[700], la[700];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("records"));
+  snprintf(sub, sizeof sub, "%s/mnist", dir);
+  mkdir(dir, 0755);
+  mkdir(sub, 0755);
+  const uint32_t ids[5] = { 9999, 0, 4242, 17, 5000 };
+  for (int gz = 0; gz <= 1; gz++) {
+    snprintf(im, sizeof im, "%s/t10k-images-idx3-ubyte%s", sub, gz ? ".gz" : "");
+    snprintf(la, sizeof la, "%s/t10k-labels-idx1-ubyte%s", sub, gz ? ".gz" : "");
+    write_idx(im, 3, 10000, gz, 0, 8, 0);
+    write_idx(la, 1, 10000, gz, 0, 8, 0);
+    gc_dataset full, part;
+    cr_assert_eq(gc_data_load(dir, "mnist", 0, &full), GC_SUCCESS, "%s", gc_last_error());
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids, 5, &part), GC_SUCCESS,
+                 "gz=%d: %s", gz, gc_last_error());
+    cr_assert_eq(part.n, 5);
+    cr_assert_eq(part.dim, full.dim);
+    for (size_t j = 0; j < 5; j++) {
+      cr_assert_eq(part.y[j], full.y[ids[j]]);
+      cr_assert(!memcmp(part.x + j * 784, full.x + (size_t) ids[j] * 784, 784 * sizeof *part.x),
+                "gz=%d: row %zu (record %u)", gz, j, ids[j]);
+    }
+    uint8_t *y;
+    size_t n;
+    cr_assert_eq(gc_data_load_labels(dir, "mnist", 0, &y, &n), GC_SUCCESS);
+    cr_assert(n == 10000 && !memcmp(y, full.y, n));
+    free(y);
+    gc_dataset_free(&part);
+    gc_dataset_free(&full);
+    const uint32_t twice[2] = { 3, 3 }, outside[1] = { 10000 };
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, twice, 2, &part), GC_EINVAL);
+    cr_assert(strstr(gc_last_error(), "record 3 is asked for twice"), "%s", gc_last_error());
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, outside, 1, &part), GC_EINVAL);
+    cr_assert(strstr(gc_last_error(), "outside"), "%s", gc_last_error());
+    /* images cut short past the last kept record: still an error */
+    write_idx(im, 3, 10000, gz, 784, 8, 0);
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids + 1, 1, &part), GC_EFORMAT);
+    cr_assert(strstr(gc_last_error(), im), "%s", gc_last_error());
+    remove(im);
+    remove(la);
+  }
+  rmdir(sub);
+  snprintf(sub, sizeof sub, "%s/cifar10", dir);
+  mkdir(sub, 0755);
+  snprintf(im, sizeof im, "%s/test_batch.bin", sub);
+  write_cifar(im, 10000, 0, 0);
+  gc_dataset full, part;
+  cr_assert_eq(gc_data_load(dir, "cifar10", 0, &full), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert_eq(gc_data_load_records(dir, "cifar10", 0, ids, 5, &part), GC_SUCCESS,
+               "%s", gc_last_error());
+  cr_assert(part.n == 5 && part.dim == 3072 && part.c == 3);
+  for (size_t j = 0; j < 5; j++) {
+    cr_assert_eq(part.y[j], full.y[ids[j]]);
+    cr_assert(!memcmp(part.x + j * 3072, full.x + (size_t) ids[j] * 3072,
+                      3072 * sizeof *part.x), "cifar row %zu", j);
+  }
+  gc_dataset_free(&part);
+  gc_dataset_free(&full);
+  write_cifar(im, 10000, 0, 1);   /* the last label is 11: found though not kept */
+  cr_assert_eq(gc_data_load_records(dir, "cifar10", 0, ids + 1, 1, &part), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "label 11"), "%s", gc_last_error());
+  remove(im);
+  rmdir(sub);
+  rmdir(dir);
 }
 
 Test(data, partition_iid)
