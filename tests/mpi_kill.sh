@@ -6,6 +6,7 @@
 # test_transport.c checks what it prints and the CSV.
 dir=$1
 gradcomp=$2
+. "$(dirname "$0")/mpi_faults.sh"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
 (timeout 90 mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0 -n 3 "$gradcomp" theory trajectory \
    --problem quadratic:P=2,d=24 --algorithm bi --compressor topk --k 3 \
@@ -15,14 +16,7 @@ i=0
 while [ $i -lt 600 ] && [ "$(cat k.csv 2>/dev/null | wc -l)" -lt 5 ]; do
   sleep 0.1; i=$((i + 1))
 done
-for p in $(pgrep -f "$dir/k.csv"); do
-  if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
-    kill -9 "$p"
-  fi
-done
-i=0
-while [ $i -lt 300 ] && [ ! -s rc ]; do
-  sleep 0.1; i=$((i + 1))
-done
+kill_rank "$dir/k.csv" 2
+wait_for_status rc
 echo "rc=$(cat rc 2>/dev/null)"
 cat out

@@ -10,6 +10,7 @@
 dir=$1
 gradcomp=$2
 data=$3
+. "$(dirname "$0")/mpi_faults.sh"
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
 mpirun="mpirun --oversubscribe --allow-run-as-root -x ASAN_OPTIONS=detect_leaks=0 -n 3"
 run="train --data $data --workers 2 --algorithm bi --density 0.01 --lr 0.05
@@ -21,15 +22,8 @@ i=0
 while [ $i -lt 600 ] && [ "$(cat run/log.csv 2>/dev/null | wc -l)" -lt 3 ]; do
   sleep 0.05; i=$((i + 1))
 done
-for p in $(pgrep -f "$dir/run"); do
-  if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
-    kill -9 "$p"
-  fi
-done
-i=0
-while [ $i -lt 300 ] && [ ! -s rc ]; do
-  sleep 0.1; i=$((i + 1))
-done
+kill_rank "$dir/run" 2
+wait_for_status rc
 echo "rc=$(cat rc 2>/dev/null)"
 echo "rows_at_stop=$(($(wc -l < run/log.csv) - 1))"
 cp run/log.csv log-at-stop.csv
