@@ -492,25 +492,11 @@ static void same_bytes(const char *a, const char *b)
   free(y);
 }
 
-/* Run `args` in-process into DIR-inproc and under mpirun -n P+1 into
- * DIR-mpi; the final model bytes, the ledger's and statistics' bytes, the
- * losses and accuracies must agree.  Returns the MPI run's folder. */
-static const char *train_both(const char *tag, const char *ds, size_t nw,
-                              const char *args)
+/* Two run folders hold the same final model, byte for byte, and the same
+ * log.csv but for the times. */
+static void same_run(const char *a, const char *b)
 {
-  need_mpirun();
-  gc_test_need_dataset(ds);
-  static char b[512];
-  char a[512], cmd[4096], out[16384], pa[600], pb[600];
-  snprintf(a, sizeof a, "%s-inproc", gc_test_tmp(tag));
-  snprintf(b, sizeof b, "%s-mpi", gc_test_tmp(tag));
-  snprintf(cmd, sizeof cmd, "%s train --data %s --dataset %s --workers %zu "
-           "%s --quiet --out %s", gradcomp, gc_test_data_dir(), ds, nw, args, a);
-  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
-  snprintf(cmd, sizeof cmd, MPIRUN "%s train --data %s --dataset %s --workers"
-           " %zu %s --quiet --out %s --transport mpi", nw + 1, gradcomp,
-           gc_test_data_dir(), ds, nw, args, b);
-  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  char pa[700], pb[700];
   snprintf(pa, sizeof pa, "%s/model.npy", a);
   snprintf(pb, sizeof pb, "%s/model.npy", b);
   same_bytes(pa, pb);
@@ -520,6 +506,28 @@ static const char *train_both(const char *tag, const char *ds, size_t nw,
   cr_assert(eq(str, la, lb), "%s vs %s", pa, pb);
   free(la);
   free(lb);
+}
+
+/* Run `args` in-process into DIR-inproc and under mpirun -n P+1 into
+ * DIR-mpi; the final model bytes, the ledger's and statistics' bytes, the
+ * losses and accuracies must agree.  Returns the MPI run's folder. */
+static const char *train_both(const char *tag, const char *ds, size_t nw,
+                              const char *args)
+{
+  need_mpirun();
+  gc_test_need_dataset(ds);
+  static char b[512];
+  char a[512], cmd[4096], out[16384], pb[600];
+  snprintf(a, sizeof a, "%s-inproc", gc_test_tmp(tag));
+  snprintf(b, sizeof b, "%s-mpi", gc_test_tmp(tag));
+  snprintf(cmd, sizeof cmd, "%s train --data %s --dataset %s --workers %zu "
+           "%s --quiet --out %s", gradcomp, gc_test_data_dir(), ds, nw, args, a);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  snprintf(cmd, sizeof cmd, MPIRUN "%s train --data %s --dataset %s --workers"
+           " %zu %s --quiet --out %s --transport mpi", nw + 1, gradcomp,
+           gc_test_data_dir(), ds, nw, args, b);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  same_run(a, b);
   /* the MPI run's folder says what it did; rank 0 wrote every file */
   snprintf(pb, sizeof pb, "%s/config.json", b);
   size_t len;
@@ -589,7 +597,7 @@ Test(train_mpi, resume_equals_uninterrupted)
   const char *args = "--algorithm ef21 --density 0.01 --lr 0.05 "
                      "--train-subset 240 --test-subset 100 --epochs 3 --seed 5";
   const char *b = train_both("train-resume", "mnist", 2, args);
-  char r[600], cmd[4096], out[16384], pa[700], pb[700];
+  char r[600], cmd[4096], out[16384], pa[700];
   snprintf(r, sizeof r, "%s-resumed", gc_test_tmp("train-resume"));
   const char *base = MPIRUN "%s train --data %s --workers 2 --algorithm ef21 "
     "--density 0.01 --lr 0.05 --train-subset 240 --test-subset 100 --seed 5 "
@@ -605,15 +613,7 @@ Test(train_mpi, resume_equals_uninterrupted)
   snprintf(cmd, sizeof cmd, base, (size_t) 3, gradcomp, gc_test_data_dir(), r,
            3, " --resume");
   cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
-  snprintf(pa, sizeof pa, "%s/model.npy", b);
-  snprintf(pb, sizeof pb, "%s/model.npy", r);
-  same_bytes(pa, pb);
-  snprintf(pa, sizeof pa, "%s/log.csv", b);
-  snprintf(pb, sizeof pb, "%s/log.csv", r);
-  char *la = log_kept_columns(pa), *lb = log_kept_columns(pb);
-  cr_assert(eq(str, la, lb));
-  free(la);
-  free(lb);
+  same_run(b, r);
   /* in one process, the per-rank checkpoint is refused by name */
   snprintf(cmd, sizeof cmd, "%s train --data %s --workers 2 --algorithm ef21 "
            "--density 0.01 --lr 0.05 --train-subset 240 --test-subset 100 "
@@ -698,16 +698,10 @@ Test(train_mpi, killed_worker_then_resume, .timeout = 240)
   }
   free(csv);
   cr_assert(strstr(out, "resume_rc=0") != NULL, "%s", out);
-  char a[700], b[700];
-  snprintf(a, sizeof a, "%s/ref/model.npy", dir);
-  snprintf(b, sizeof b, "%s/run/model.npy", dir);
-  same_bytes(a, b);
-  snprintf(a, sizeof a, "%s/ref/log.csv", dir);
-  snprintf(b, sizeof b, "%s/run/log.csv", dir);
-  char *la = log_kept_columns(a), *lb = log_kept_columns(b);
-  cr_assert(eq(str, la, lb));
-  free(la);
-  free(lb);
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s/ref", dir);
+  snprintf(b, sizeof b, "%s/run", dir);
+  same_run(a, b);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   gc_test_run(cmd, out, sizeof out);
 }
