@@ -968,8 +968,32 @@ static void cpu_grads(gc_train *r, const float *x, size_t s)
   }
 }
 
-int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
-                  gc_train_step_info *out)
+/* --threads holds for every OpenMP loop of the library that a step or an
+ * evaluation reaches (the evaluation's batches, the probes, the server):
+ * set for the call and the caller's setting put back. */
+static int threads_enter(const gc_train *r)
+{
+#ifdef _OPENMP
+  int caller = omp_get_max_threads();
+  omp_set_num_threads((int) r->T);
+  return caller;
+#else
+  (void) r;
+  return 1;
+#endif
+}
+
+static void threads_leave(int caller)
+{
+#ifdef _OPENMP
+  omp_set_num_threads(caller);
+#else
+  (void) caller;
+#endif
+}
+
+static int train_step(gc_train *r, size_t e, size_t s, int probe,
+                      gc_train_step_info *out)
 {
   const gc_train_config *c = r->c;
   size_t steps = r->steps;
@@ -1045,7 +1069,16 @@ int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
   return GC_SUCCESS;
 }
 
-int gc_train_eval(gc_train *r, double *acc, double *loss)
+int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
+                  gc_train_step_info *out)
+{
+  int caller = threads_enter(r);
+  int st = train_step(r, e, s, probe, out);
+  threads_leave(caller);
+  return st;
+}
+
+static int train_eval(gc_train *r, double *acc, double *loss)
 {
   *acc = *loss = NAN;
   GC_TRY(device_step_sync(r, 0));
@@ -1056,6 +1089,14 @@ int gc_train_eval(gc_train *r, double *acc, double *loss)
                                          &r->test, acc, loss)
                    : gc_nn_evaluate(r->evalnet, gc_sim_model(r->sim), r->stats,
                                     &r->test, acc, loss);
+}
+
+int gc_train_eval(gc_train *r, double *acc, double *loss)
+{
+  int caller = threads_enter(r);
+  int st = train_eval(r, acc, loss);
+  threads_leave(caller);
+  return st;
 }
 
 void gc_train_times(const gc_train *r, double *worker_s, double *server_s)
@@ -1132,7 +1173,10 @@ int gc_train_full_grad2(gc_train *r, double *g2, double *f)
   if (!r->b.on)
     GC_ERROR("full gradients need a run allocated with bounds_every",
              GC_EINVAL);
-  return full_grad2(r, gc_sim_model(r->sim), g2, f);
+  int caller = threads_enter(r);
+  int st = full_grad2(r, gc_sim_model(r->sim), g2, f);
+  threads_leave(caller);
+  return st;
 }
 
 int gc_train_smoothness(gc_train *r, double *L)
@@ -1140,7 +1184,10 @@ int gc_train_smoothness(gc_train *r, double *L)
   if (!r->b.on)
     GC_ERROR("the smoothness estimate needs a run allocated with "
              "bounds_every", GC_EINVAL);
-  return estimate_L(r, gc_sim_model(r->sim), L);
+  int caller = threads_enter(r);
+  int st = estimate_L(r, gc_sim_model(r->sim), L);
+  threads_leave(caller);
+  return st;
 }
 
 void gc_train_bound_constants(const gc_train *r, gc_train_bound_consts *out)
