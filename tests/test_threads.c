@@ -1,6 +1,7 @@
 /* test_threads.c -- parallel workers in the simulator (gc_sim_set_threads):
  * any thread count gives the bytes of one thread, and an error on a worker
- * thread reaches the caller with its message. */
+ * thread reaches the caller with its message; the compressors' and the
+ * vector passes' own loops likewise. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <criterion/new/assert.h>
 
 #include "gc_algo.h"
+#include "gc_algo_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
@@ -141,5 +143,89 @@ Test(threads, compressor_loops_bit_identical)
   }
   omp_set_num_threads(saved);
   free(x);
+#endif
+}
+
+/* One run of every threaded vector pass (gc_algo_vec.h) on T threads, both
+ * dtypes, over a vector with two non-finite entries in later pieces: the
+ * outputs, the first bad index and the nonzero count of one thread. */
+enum { VN = (1 << 16) * 3 + 777, VOPS = 8 };
+
+typedef struct {
+  uint8_t *y[VOPS];
+  size_t r[VOPS];
+} vec_run;
+
+static void vec_passes(int dt, size_t T, const uint8_t *x, const uint8_t *z, vec_run *o)
+{
+#ifdef _OPENMP
+  omp_set_num_threads((int) T);
+#else
+  (void) T;
+#endif
+  size_t b = VN * (size_t) dt;
+  for (int j = 0; j < VOPS; j++) {
+    o->y[j] = malloc(b);
+    memcpy(o->y[j], z, b);
+    o->r[j] = 0;
+  }
+  gc__vzero(dt, o->y[0], VN);
+  gc__vcopy(dt, o->y[1], x, VN);
+  gc__vaxpby(dt, o->y[2], 0.3, x, 1.0, VN);
+  gc__vaxpby(dt, o->y[3], -0.7, x, 1.9, VN);
+  gc__vscale(dt, o->y[4], 2.385, x, VN);
+  o->r[5] = gc__vadd_scaled(dt, o->y[5], z, 0.11, x, VN);
+  o->r[6] = gc__vfirst_nonfinite(dt, x, VN);
+  o->r[7] = gc__vmean_finish(dt, o->y[7], 3.0, VN, &o->r[0]);
+}
+
+static void vec_free(vec_run *o)
+{
+  for (int j = 0; j < VOPS; j++)
+    free(o->y[j]);
+}
+
+Test(threads, vector_passes_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  int saved = omp_get_max_threads();
+  for (int dt = GC_F32; dt <= GC_F64; dt += GC_F64 - GC_F32) {
+    size_t b = VN * (size_t) dt;
+    uint8_t *x = malloc(b), *z = malloc(b);
+    for (size_t i = 0; i < VN; i++) {
+      double xv = sin(0.001 * (double) i * (double) (i % 7 + 1));
+      double zv = (i % 5 == 0) ? 0.0 : cos(0.37 * (double) i);
+      if (i == 2 * (1 << 16) + 5)
+        xv = NAN;   /* the third piece on 3 threads: the first bad index */
+      if (i == 3 * (1 << 16) + 9)
+        xv = INFINITY;
+      if (dt == GC_F32) {
+        ((float *) x)[i] = (float) xv;
+        ((float *) z)[i] = (float) zv;
+      } else {
+        ((double *) x)[i] = xv;
+        ((double *) z)[i] = zv;
+      }
+    }
+    vec_run one, many;
+    vec_passes(dt, 1, x, z, &one);
+    cr_assert(eq(sz, one.r[6], 2 * (1 << 16) + 5));
+    cr_assert(eq(sz, one.r[5], 2 * (1 << 16) + 5));
+    for (size_t T = 2; T <= 3; T++) {
+      vec_passes(dt, T, x, z, &many);
+      for (int j = 0; j < VOPS; j++) {
+        cr_assert(eq(sz, many.r[j], one.r[j]), "dtype %d, pass %d, %zu threads", dt, j, T);
+        cr_assert(eq(int, memcmp(many.y[j], one.y[j], b), 0), "dtype %d, pass %d, %zu threads",
+                  dt, j, T);
+      }
+      vec_free(&many);
+    }
+    vec_free(&one);
+    free(x);
+    free(z);
+  }
+  omp_set_num_threads(saved);
 #endif
 }
