@@ -102,6 +102,7 @@ struct gc_train {
   size_t plen;
   /* the steps */
   const void **gp;            /* [P] pointers into grads                 */
+  double *c2;                 /* [2P] the contraction probe's sums       */
   size_t steps;               /* steps done                              */
   double tdev;                /* seconds of the steps taken on the device */
   size_t taken;               /* steps counted by gc_train_take_bytes    */
@@ -129,6 +130,7 @@ void gc_train_free(gc_train *r)
   }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
   free(r->loss); free(r->x0); free(r->aux); free(r->pbuf); free(r->gp);
+  free(r->c2);
   gc_sim_free(r->sim);
   free(r->segs);
   gc_xi_probe_free(r->xip);
@@ -154,12 +156,12 @@ static double density_down(const gc_train_config *c)
 /* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
 /* The workers' mean uplink contraction 1 - ||acc - m||^2/||acc||^2 after a
- * step; NaN where undefined. */
+ * step; NaN where undefined.  Each worker's two sums on a thread of its
+ * own (r->c2, two per worker), the mean in worker order. */
 static double probe_contraction(gc_train *r)
 {
   size_t P = r->c->workers, d = r->d;
-  double csum = 0;
-  int cn = 0;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
   for (size_t p = 0; p < P; p++) {
     const float *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
     const float *m = gc_worker_sent(gc_sim_worker(r->sim, p));
@@ -168,11 +170,16 @@ static double probe_contraction(gc_train *r)
       e2 += (double) (acc[i] - m[i]) * (acc[i] - m[i]);
       a2 += (double) acc[i] * acc[i];
     }
-    if (a2 > 0) {
-      csum += 1 - e2 / a2;
+    r->c2[2 * p] = e2;
+    r->c2[2 * p + 1] = a2;
+  }
+  double csum = 0;
+  int cn = 0;
+  for (size_t p = 0; p < P; p++)
+    if (r->c2[2 * p + 1] > 0) {
+      csum += 1 - r->c2[2 * p] / r->c2[2 * p + 1];
       cn++;
     }
-  }
   return cn ? csum / cn : NAN;
 }
 
@@ -899,7 +906,8 @@ gc_train *gc_train_alloc(const gc_train_config *c)
     return NULL;
   }
   size_t P = c->workers;
-  if (!(r->gp = malloc(P * sizeof *r->gp))) {
+  if (!(r->gp = malloc(P * sizeof *r->gp)) ||
+      !(r->c2 = malloc(2 * P * sizeof *r->c2))) {
     gc_train_free(r);
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
   }

@@ -17,6 +17,7 @@
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
+#include "gc_probe.h"
 #include "gc_test.h"
 
 enum { P = 5, N = 3001, STEPS = 6 };
@@ -225,6 +226,69 @@ Test(threads, vector_passes_bit_identical)
     vec_free(&one);
     free(x);
     free(z);
+  }
+  omp_set_num_threads(saved);
+#endif
+}
+
+/* The xi probe's sums over workers and means (lib/probe.c) on 1-3 threads,
+ * a simulator of 3 workers on a vector of several pieces: the samples of
+ * one thread to the bit. */
+static void probe_run(size_t T, gc_xi_sample out[3])
+{
+  enum { PW = 3, PN = (1 << 16) * 3 + 123 };
+  gc_algo_config c;
+  gc_algo_config_default(&c);
+  c.kind = GC_ALGO_BI;
+  c.workers = PW;
+  c.n = PN;
+  c.dtype = GC_F32;
+  c.up = c.down = gc_compressor_type_by_name("topk");
+  gc_compressor_params_default(&c.up_params);
+  gc_compressor_params_default(&c.down_params);
+  c.up_params.density = c.down_params.density = 0.01;
+  float *x0 = calloc(PN, sizeof *x0), *g = malloc(PW * (size_t) PN * sizeof *g);
+  const void *gp[PW];
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  gc_xi_probe *w = gc_xi_probe_alloc(&c);
+  cr_assert(s && w, "%s", gc_last_error());
+  gc_sim_set_threads(s, T);
+#ifdef _OPENMP
+  omp_set_num_threads((int) T);
+#endif
+  for (uint32_t t = 0; t < 3; t++) {
+    for (size_t p = 0; p < PW; p++) {
+      gp[p] = g + p * PN;
+      for (size_t i = 0; i < PN; i++)
+        g[p * PN + i] = (float) sin(0.0137 * (double) (i + 1) * (double) (p + 2) + t);
+    }
+    gc_xi_probe_before(w, s);
+    cr_assert(eq(int, gc_sim_step(s, gp, 0.05), GC_SUCCESS), "%s", gc_last_error());
+    cr_assert(eq(int, gc_xi_probe_after(w, s, gp, 0.05, &out[t]), GC_SUCCESS));
+  }
+  gc_xi_probe_free(w);
+  gc_sim_free(s);
+  free(x0);
+  free(g);
+}
+
+Test(threads, probe_sums_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  int saved = omp_get_max_threads();
+  gc_xi_sample one[3], many[3];
+  probe_run(1, one);
+  for (size_t T = 2; T <= 3; T++) {
+    probe_run(T, many);
+    for (int t = 0; t < 3; t++) {
+      double a[5] = { one[t].xi, one[t].xi_bi, one[t].num, one[t].num_bi, one[t].gbar_norm2 };
+      double b[5] = { many[t].xi, many[t].xi_bi, many[t].num, many[t].num_bi,
+                      many[t].gbar_norm2 };
+      cr_assert(eq(int, memcmp(a, b, sizeof a), 0), "step %d, %zu threads: xi %.17g vs %.17g",
+                t, T, a[0], b[0]);
+    }
   }
   omp_set_num_threads(saved);
 #endif
