@@ -19,6 +19,7 @@
 #include "gc_npy.h"
 #include "gc_probe.h"
 #include "gc_test.h"
+#include "gc_wire.h"
 
 enum { P = 5, N = 3001, STEPS = 6 };
 
@@ -291,5 +292,60 @@ Test(threads, probe_sums_bit_identical)
     }
   }
   omp_set_num_threads(saved);
+#endif
+}
+
+/* A sparse message of several pieces (lib/wire.c: 2^18 entries or more)
+ * with gaps of one to three LEB128 bytes, some straddling the pieces'
+ * ends: the delta coding and the values on 1-3 threads, the same bytes. */
+Test(threads, wire_encode_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { C = (1 << 18) * 3 + 5 };
+  uint32_t *idx = malloc(C * sizeof *idx);
+  float *val = malloc(C * sizeof *val);
+  uint32_t at = 7;
+  for (size_t j = 0; j < C; j++) {
+    idx[j] = at;
+    val[j] = (j % 11 == 0) ? 0.0f : (float) sin(0.01 * (double) j);
+    at += 1 + (uint32_t) (j % 5) + (j % 97 == 0 ? 300u : 0u) + (j % 1001 == 0 ? 40000u : 0u);
+  }
+  size_t n = (size_t) at + 3, cap = gc__wire_bound(n, C, sizeof(float));
+  uint8_t *one = malloc(cap), *many = malloc(cap), *gone = malloc(cap), *gmany = malloc(cap);
+  float *x = calloc(n, sizeof *x);
+  for (size_t j = 0; j < C; j++)
+    x[idx[j]] = val[j];
+  int saved = omp_get_max_threads();
+  size_t l1, lt, z1, zt, g1, gt, gz1, gzt;
+  omp_set_num_threads(1);
+  cr_assert(eq(int, gc__wire_encode_vals_f32(GC__WIRE_TOPK, n, idx, C, val, one, cap, &l1, &z1),
+               GC_SUCCESS));
+  cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_TOPK, n, idx, C, 0, x, 1.0f, gone, cap, &g1,
+                                        &gz1), GC_SUCCESS));
+  cr_assert(eq(int, one[2], GC__IDX_DELTA), "coding %d", one[2]);
+  for (int T = 2; T <= 3; T++) {
+    omp_set_num_threads(T);
+    cr_assert(eq(int, gc__wire_encode_vals_f32(GC__WIRE_TOPK, n, idx, C, val, many, cap, &lt,
+                                               &zt), GC_SUCCESS));
+    cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_TOPK, n, idx, C, 0, x, 1.0f, gmany, cap, &gt,
+                                          &gzt), GC_SUCCESS));
+    cr_assert(eq(sz, lt, l1));
+    cr_assert(eq(sz, zt, z1));
+    cr_assert(eq(sz, gt, g1));
+    cr_assert(eq(sz, gzt, gz1));
+    cr_assert(eq(int, memcmp(one, many, l1), 0), "%d threads", T);
+    cr_assert(eq(int, memcmp(gone, gmany, g1), 0), "%d threads", T);
+  }
+  cr_assert(eq(int, memcmp(one, gone, l1), 0));
+  omp_set_num_threads(saved);
+  free(idx);
+  free(val);
+  free(x);
+  free(one);
+  free(many);
+  free(gone);
+  free(gmany);
 #endif
 }
