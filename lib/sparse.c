@@ -682,6 +682,129 @@ static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
   return keep_sse2_f32(idx, val, c, tk, skip, q);
 }
 
+/* The filter on T threads, out of place (a piece's output may lie in the
+ * input of the piece before it).  First each piece counts its keys above
+ * tk and equal to it, so that each knows where its output starts and the
+ * rank of its first tie; then each copies its kept entries.  Stores
+ * never pass a piece's own end: vector stores while 16 entries of room
+ * are left, then one entry at a time (branch-free: the store lands in the
+ * room, the count moves on a kept entry).  The entries of keep_isa_f32. */
+enum { KEEP_PAR_MIN = 1 << 18, KEEP_PAR_MAX = 16 };
+
+static int keep_threads(size_t c)
+{
+#ifdef _OPENMP
+  if (c < KEEP_PAR_MIN || omp_in_parallel())
+    return 1;
+  int T = omp_get_max_threads();
+  return T < KEEP_PAR_MAX ? T : KEEP_PAR_MAX;
+#else
+  (void) c;
+  return 1;
+#endif
+}
+
+static void keep_count_f32(const float *val, size_t lo, size_t hi, uint32_t tk,
+                           size_t *gt, size_t *eq)
+{
+  size_t g = 0, e = 0;
+  for (size_t j = lo; j < hi; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    g += key > tk;
+    e += key == tk;
+  }
+  *gt = g;
+  *eq = e;
+}
+
+/* Entries [j, hi) into out from o until o reaches end; returns o. */
+static size_t keep_tail_f32(const uint32_t *idx, const float *val, size_t j, size_t hi,
+                            uint32_t tk, size_t skip, size_t q, size_t seen,
+                            uint32_t *oidx, float *oval, size_t o, size_t end)
+{
+  for (; j < hi && o < end; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    size_t tie = key == tk;
+    size_t keep = (key > tk) | (tie & (seen >= skip) & (seen < skip + q));
+    seen += tie;
+    oidx[o] = idx[j];
+    oval[o] = val[j];
+    o += keep;
+  }
+  return o;
+}
+
+#ifdef HAVE_SCAN_PATHS
+TARGET_AVX512 static void keep_piece_avx512_f32(const uint32_t *idx, const float *val,
+                                                size_t lo, size_t hi, uint32_t tk,
+                                                size_t skip, size_t q, size_t seen,
+                                                uint32_t *oidx, float *oval, size_t o,
+                                                size_t end)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
+  size_t j = lo;
+  for (; j + 16 <= hi && end - o >= 16; j += 16) {
+    __m512i v = _mm512_loadu_si512((const void *) (val + j));
+    __m512i key = _mm512_and_si512(v, absmask);
+    __mmask16 e = _mm512_cmpeq_epu32_mask(key, t);
+    if (e) {
+      o = keep_tail_f32(idx, val, j, j + 16, tk, skip, q, seen, oidx, oval, o, end);
+      seen += (size_t) __builtin_popcount(e);
+      continue;
+    }
+    __mmask16 m = _mm512_cmpgt_epu32_mask(key, t);
+    __m512i iv = _mm512_loadu_si512((const void *) (idx + j));
+    _mm512_storeu_si512((void *) (oidx + o), _mm512_maskz_compress_epi32(m, iv));
+    _mm512_storeu_si512((void *) (oval + o), _mm512_maskz_compress_epi32(m, v));
+    o += (size_t) __builtin_popcount(m);
+  }
+  keep_tail_f32(idx, val, j, hi, tk, skip, q, seen, oidx, oval, o, end);
+}
+#endif
+
+static void keep_piece_f32(const uint32_t *idx, const float *val, size_t lo, size_t hi,
+                           uint32_t tk, size_t skip, size_t q, size_t seen,
+                           uint32_t *oidx, float *oval, size_t o, size_t end)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512) {
+    keep_piece_avx512_f32(idx, val, lo, hi, tk, skip, q, seen, oidx, oval, o, end);
+    return;
+  }
+#endif
+  keep_tail_f32(idx, val, lo, hi, tk, skip, q, seen, oidx, oval, o, end);
+}
+
+static size_t keep_par_f32(const uint32_t *idx, const float *val, size_t c, uint32_t tk,
+                           size_t skip, size_t q, uint32_t *oidx, float *oval, int T)
+{
+  size_t gt[KEEP_PAR_MAX], eq[KEEP_PAR_MAX], at[KEEP_PAR_MAX + 1];
+  size_t seen[KEEP_PAR_MAX], piece = (c + (size_t) T - 1) / (size_t) T;
+  for (int j = 0; j <= T; j++)
+    at[j] = (size_t) j * piece < c ? (size_t) j * piece : c;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++)
+    keep_count_f32(val, at[j], at[j + 1], tk, &gt[j], &eq[j]);
+  size_t out[KEEP_PAR_MAX + 1], sn = 0;
+  out[0] = 0;
+  for (int j = 0; j < T; j++) {
+    /* the ties of ranks sn .. sn + eq - 1 that fall in skip .. skip + q - 1 */
+    size_t a = sn > skip ? sn : skip, b = sn + eq[j] < skip + q ? sn + eq[j] : skip + q;
+    seen[j] = sn;
+    out[j + 1] = out[j] + gt[j] + (b > a ? b - a : 0);
+    sn += eq[j];
+  }
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++)
+    keep_piece_f32(idx, val, at[j], at[j + 1], tk, skip, q, seen[j], oidx, oval, out[j],
+                   out[j + 1]);
+  return out[T];
+}
+
 /* The magnitude keys of val[0, c) that are at most ku, into out (in
  * order; out may hold c), and in *over how many exceed ku. */
 static size_t band_sse2_f32(const float *val, size_t c, uint32_t ku,
@@ -950,6 +1073,13 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
     tk = kth_key_f32(v, c, k, scr, &above, &equal);
   }
   size_t q = k - above, skip = s->p.ties == GC_TIES_HIGH ? equal - q : 0;
+  int T = keep_threads(c);
+  if (T > 1) {   /* into s->idx (k entries) and the scratch (cand_cap) */
+    keep_par_f32(s->cand, v, c, tk, skip, q, s->idx, (float *) scr, T);
+    *idx = s->idx;
+    *val = (const float *) scr;
+    return GC_SUCCESS;
+  }
   keep_isa_f32(s->cand, v, c, tk, skip, q);
   *idx = s->cand;
   *val = v;

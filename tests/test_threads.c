@@ -349,3 +349,43 @@ Test(threads, wire_encode_bit_identical)
   free(gmany);
 #endif
 }
+
+/* Top-K with 2^18 candidates or more (the filter on the threads, lib/
+ * sparse.c) on values of few magnitudes, so that the K-th is tied many
+ * times and the ties are split across pieces: either tie rule, 1-3
+ * threads, the same bytes. */
+Test(threads, topk_filter_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { M = (1 << 21) + 333 };
+  float *x = malloc(M * sizeof *x);
+  for (size_t i = 0; i < M; i++)
+    x[i] = (float) floor(64.0 * sin(0.001 * (double) i * (double) (i % 7 + 1))) / 64.0f;
+  int saved = omp_get_max_threads();
+  for (int ties = 0; ties < 2; ties++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.density = 0.2;
+    p.ties = ties ? GC_TIES_HIGH : GC_TIES_LOW;
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name("topk"), M, &p);
+    cr_assert(not(eq(ptr, c, NULL)), "%s", gc_last_error());
+    size_t cap = gc_compressor_max_bytes(c), l1, lt;
+    uint8_t *one = malloc(cap), *many = malloc(cap);
+    omp_set_num_threads(1);
+    cr_assert(eq(int, gc_compress_f32(c, x, 4, one, cap, &l1, NULL), GC_SUCCESS));
+    for (int T = 2; T <= 3; T++) {
+      omp_set_num_threads(T);
+      cr_assert(eq(int, gc_compress_f32(c, x, 4, many, cap, &lt, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, lt, l1));
+      cr_assert(eq(int, memcmp(one, many, l1), 0), "ties %d, %d threads", ties, T);
+    }
+    free(one);
+    free(many);
+    gc_compressor_free(c);
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
+}
