@@ -544,9 +544,30 @@ static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
  * selected entries crowd into part of x) the scan runs again on one
  * thread. */
 enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
+
+/* Where scan_pieces_f32 left the candidates: T == 1, together from 0;
+ * else piece j's cnt[j] at j * share. */
+typedef struct {
+  int T;
+  size_t share, cnt[SCAN_PAR_MAX];
+} scan_layout;
+
+static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
+                              float *val, size_t cap, size_t *bad, scan_layout *L);
+
 static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
                        float *val, size_t cap, size_t *bad)
 {
+  return scan_pieces_f32(x, n, t, idx, val, cap, bad, NULL);
+}
+
+/* With L, pieces are left where they are (top-K's filter reads them
+ * there); without, they are moved together. */
+static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
+                              float *val, size_t cap, size_t *bad, scan_layout *L)
+{
+  if (L)
+    L->T = 1;
 #ifdef _OPENMP
   int T = omp_in_parallel() ? 1 : omp_get_max_threads();
   T = T < SCAN_PAR_MAX ? T : SCAN_PAR_MAX;
@@ -569,6 +590,13 @@ static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
       }
       total += cnt[j];
       fits &= cnt[j] <= share;
+    }
+    if (fits && L) {
+      L->T = T;
+      L->share = share;
+      memcpy(L->cnt, cnt, (size_t) T * sizeof *cnt);
+      *bad = SIZE_MAX;
+      return total;
     }
     if (fits) {
       size_t at = cnt[0];
@@ -779,17 +807,15 @@ static void keep_piece_f32(const uint32_t *idx, const float *val, size_t lo, siz
   keep_tail_f32(idx, val, lo, hi, tk, skip, q, seen, oidx, oval, o, end);
 }
 
-static size_t keep_par_f32(const uint32_t *idx, const float *val, size_t c, uint32_t tk,
-                           size_t skip, size_t q, uint32_t *oidx, float *oval, int T)
+/* Pieces j < T of pc[j] candidates at pi[j], pv[j], in index order. */
+static size_t keep_par_f32(int T, uint32_t *const *pi, float *const *pv, const size_t *pc,
+                           uint32_t tk, size_t skip, size_t q, uint32_t *oidx, float *oval)
 {
-  size_t gt[KEEP_PAR_MAX], eq[KEEP_PAR_MAX], at[KEEP_PAR_MAX + 1];
-  size_t seen[KEEP_PAR_MAX], piece = (c + (size_t) T - 1) / (size_t) T;
-  for (int j = 0; j <= T; j++)
-    at[j] = (size_t) j * piece < c ? (size_t) j * piece : c;
+  size_t gt[KEEP_PAR_MAX], eq[KEEP_PAR_MAX], seen[KEEP_PAR_MAX], out[KEEP_PAR_MAX + 1];
   #pragma omp parallel for schedule(static) num_threads(T)
   for (int j = 0; j < T; j++)
-    keep_count_f32(val, at[j], at[j + 1], tk, &gt[j], &eq[j]);
-  size_t out[KEEP_PAR_MAX + 1], sn = 0;
+    keep_count_f32(pv[j], 0, pc[j], tk, &gt[j], &eq[j]);
+  size_t sn = 0;
   out[0] = 0;
   for (int j = 0; j < T; j++) {
     /* the ties of ranks sn .. sn + eq - 1 that fall in skip .. skip + q - 1 */
@@ -800,7 +826,7 @@ static size_t keep_par_f32(const uint32_t *idx, const float *val, size_t c, uint
   }
   #pragma omp parallel for schedule(static) num_threads(T)
   for (int j = 0; j < T; j++)
-    keep_piece_f32(idx, val, at[j], at[j + 1], tk, skip, q, seen[j], oidx, oval, out[j],
+    keep_piece_f32(pi[j], pv[j], 0, pc[j], tk, skip, q, seen[j], oidx, oval, out[j],
                    out[j + 1]);
   return out[T];
 }
@@ -1051,7 +1077,8 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
   size_t n = s->n, bad, above, equal;
   float *v = (float *) s->mag, upper, t = topk_threshold_f32(s, x, k, &upper);
   uint32_t *scr = (uint32_t *) (v + s->cand_cap);
-  size_t c = scan_par_f32(x, n, t, s->cand, v, s->cand_cap, &bad);
+  scan_layout L;
+  size_t c = scan_pieces_f32(x, n, t, s->cand, v, s->cand_cap, &bad, &L);
   if (bad != SIZE_MAX)
     return report_bad_f32(x, bad);
   if (c < k || c > s->cand_cap) {
@@ -1060,22 +1087,62 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
     *val = NULL;
     return GC_SUCCESS;
   }
+  /* the pieces of the threads' scans where they lie, or one */
+  int T = L.T;
+  uint32_t *pi[SCAN_PAR_MAX];
+  float *pv[SCAN_PAR_MAX];
+  size_t pc[SCAN_PAR_MAX];
+  if (T == 1) {
+    pi[0] = s->cand;
+    pv[0] = v;
+    pc[0] = c;
+  }
+  for (int j = 0; T > 1 && j < T; j++) {
+    pi[j] = s->cand + (size_t) j * L.share;
+    pv[j] = v + (size_t) j * L.share;
+    pc[j] = L.cnt[j];
+  }
   /* the keys up to the sample's upper bound, when the K-th is among them
    * (else all of them) */
   uint32_t ku;
   memcpy(&ku, &upper, sizeof ku);
-  size_t over, nb = band_isa_f32(v, c, ku, scr, &over);
+  size_t over = 0, nb = 0;
+  for (int j = 0; j < T; j++) {
+    size_t o;
+    nb += band_isa_f32(pv[j], pc[j], ku, scr + nb, &o);
+    over += o;
+  }
   uint32_t tk;
   if (over < k) {
     tk = kth_key_f32((const float *) scr, nb, k - over, scr, &above, &equal);
     above += over;
   } else {
+    if (T > 1) {   /* rare (the sample's bound below the K-th): together */
+      size_t at = pc[0];
+      for (int j = 1; j < T; j++) {
+        memmove(s->cand + at, pi[j], pc[j] * sizeof *s->cand);
+        memmove(v + at, pv[j], pc[j] * sizeof *v);
+        at += pc[j];
+      }
+      T = 1;
+      pc[0] = c;
+    }
     tk = kth_key_f32(v, c, k, scr, &above, &equal);
   }
   size_t q = k - above, skip = s->p.ties == GC_TIES_HIGH ? equal - q : 0;
-  int T = keep_threads(c);
+  if (T == 1 && keep_threads(c) > 1) {   /* one piece split for the threads */
+    T = keep_threads(c);
+    size_t piece = (c + (size_t) T - 1) / (size_t) T;
+    for (int j = 0; j < T; j++) {
+      size_t a = (size_t) j * piece < c ? (size_t) j * piece : c;
+      size_t b = a + piece < c ? a + piece : c;
+      pi[j] = s->cand + a;
+      pv[j] = v + a;
+      pc[j] = b - a;
+    }
+  }
   if (T > 1) {   /* into s->idx (k entries) and the scratch (cand_cap) */
-    keep_par_f32(s->cand, v, c, tk, skip, q, s->idx, (float *) scr, T);
+    keep_par_f32(T, pi, pv, pc, tk, skip, q, s->idx, (float *) scr);
     *idx = s->idx;
     *val = (const float *) scr;
     return GC_SUCCESS;
