@@ -1107,10 +1107,18 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
   uint32_t ku;
   memcpy(&ku, &upper, sizeof ku);
   size_t over = 0, nb = 0;
-  for (int j = 0; j < T; j++) {
-    size_t o;
-    nb += band_isa_f32(pv[j], pc[j], ku, scr + nb, &o);
-    over += o;
+  if (T > 1) {   /* each piece's band into its share of scr, then together */
+    size_t bn[SCAN_PAR_MAX], bo[SCAN_PAR_MAX];
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++)
+      bn[j] = band_isa_f32(pv[j], pc[j], ku, scr + (size_t) j * L.share, &bo[j]);
+    for (int j = 0; j < T; j++) {
+      memmove(scr + nb, scr + (size_t) j * L.share, bn[j] * sizeof *scr);
+      nb += bn[j];
+      over += bo[j];
+    }
+  } else {
+    nb = band_isa_f32(v, c, ku, scr, &over);
   }
   uint32_t tk;
   if (over < k) {
