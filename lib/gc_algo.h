@@ -182,10 +182,14 @@ const void *gc_sim_point(const gc_sim *s);
 const void *gc_sim_model(const gc_sim *s);
 /* One synchronous step from the P gradients grads[p] (each length n). */
 int gc_sim_step(gc_sim *s, const void *const *grads, double lr);
-/* Run the P workers' steps (error feedback, compression, encoding) on up
- * to `threads` OpenMP threads; 1 (the default) runs them in order.  The
- * results are bit-identical for any count: each worker touches only its
- * own state and message, and the server step stays sequential. */
+/* Run each step on up to `threads` OpenMP threads: the P workers' steps
+ * (error feedback, compression, encoding) side by side, then the server's
+ * step and the model's update with the vector passes and compressor loops
+ * on those threads; 1 (the default) runs everything on one, the workers in
+ * order.  The caller's omp_set_num_threads is put back after each step.
+ * The results are bit-identical for any count: each worker touches only
+ * its own state and message, the server decodes in worker order, and the
+ * threaded passes split by coordinates. */
 void gc_sim_set_threads(gc_sim *s, size_t threads);
 uint32_t gc_sim_steps_done(const gc_sim *s);
 /* The whole simulation state (step count, x, every worker and the server)

@@ -183,7 +183,7 @@ typedef struct gc_train_config {
   double density, density_down;
   unsigned rank;            /* PowerSGD rank r (2)                         */
   uint64_t seed;
-  size_t threads;           /* 0: OpenMP default                           */
+  size_t threads;           /* steps, probes, evaluation (0: OpenMP default) */
   const char *out;          /* run folder                                  */
   int resume, quiet;
   size_t max_steps;         /* stop after this many steps in total (0: no) */

@@ -102,6 +102,7 @@ struct gc_train {
   size_t plen;
   /* the steps */
   const void **gp;            /* [P] pointers into grads                 */
+  double *c2;                 /* [2P] the contraction probe's sums       */
   size_t steps;               /* steps done                              */
   double tdev;                /* seconds of the steps taken on the device */
   size_t taken;               /* steps counted by gc_train_take_bytes    */
@@ -129,6 +130,7 @@ void gc_train_free(gc_train *r)
   }
   free(r->xb); free(r->yb); free(r->grads); free(r->stats); free(r->wstats);
   free(r->loss); free(r->x0); free(r->aux); free(r->pbuf); free(r->gp);
+  free(r->c2);
   gc_sim_free(r->sim);
   free(r->segs);
   gc_xi_probe_free(r->xip);
@@ -154,12 +156,12 @@ static double density_down(const gc_train_config *c)
 /* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
 /* The workers' mean uplink contraction 1 - ||acc - m||^2/||acc||^2 after a
- * step; NaN where undefined. */
+ * step; NaN where undefined.  Each worker's two sums on a thread of its
+ * own (r->c2, two per worker), the mean in worker order. */
 static double probe_contraction(gc_train *r)
 {
   size_t P = r->c->workers, d = r->d;
-  double csum = 0;
-  int cn = 0;
+  #pragma omp parallel for schedule(static) num_threads((int) r->T)
   for (size_t p = 0; p < P; p++) {
     const float *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
     const float *m = gc_worker_sent(gc_sim_worker(r->sim, p));
@@ -168,11 +170,16 @@ static double probe_contraction(gc_train *r)
       e2 += (double) (acc[i] - m[i]) * (acc[i] - m[i]);
       a2 += (double) acc[i] * acc[i];
     }
-    if (a2 > 0) {
-      csum += 1 - e2 / a2;
+    r->c2[2 * p] = e2;
+    r->c2[2 * p + 1] = a2;
+  }
+  double csum = 0;
+  int cn = 0;
+  for (size_t p = 0; p < P; p++)
+    if (r->c2[2 * p + 1] > 0) {
+      csum += 1 - r->c2[2 * p] / r->c2[2 * p + 1];
       cn++;
     }
-  }
   return cn ? csum / cn : NAN;
 }
 
@@ -901,7 +908,8 @@ gc_train *gc_train_alloc(const gc_train_config *c)
     return NULL;
   }
   size_t P = c->workers;
-  if (!(r->gp = malloc(P * sizeof *r->gp))) {
+  if (!(r->gp = malloc(P * sizeof *r->gp)) ||
+      !(r->c2 = malloc(2 * P * sizeof *r->c2))) {
     gc_train_free(r);
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
   }
@@ -970,8 +978,32 @@ static void cpu_grads(gc_train *r, const float *x, size_t s)
   }
 }
 
-int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
-                  gc_train_step_info *out)
+/* --threads holds for every OpenMP loop of the library that a step or an
+ * evaluation reaches (the evaluation's batches, the probes, the server):
+ * set for the call and the caller's setting put back. */
+static int threads_enter(const gc_train *r)
+{
+#ifdef _OPENMP
+  int caller = omp_get_max_threads();
+  omp_set_num_threads((int) r->T);
+  return caller;
+#else
+  (void) r;
+  return 1;
+#endif
+}
+
+static void threads_leave(int caller)
+{
+#ifdef _OPENMP
+  omp_set_num_threads(caller);
+#else
+  (void) caller;
+#endif
+}
+
+static int train_step(gc_train *r, size_t e, size_t s, int probe,
+                      gc_train_step_info *out)
 {
   const gc_train_config *c = r->c;
   size_t steps = r->steps;
@@ -1047,7 +1079,16 @@ int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
   return GC_SUCCESS;
 }
 
-int gc_train_eval(gc_train *r, double *acc, double *loss)
+int gc_train_step(gc_train *r, size_t e, size_t s, int probe,
+                  gc_train_step_info *out)
+{
+  int caller = threads_enter(r);
+  int st = train_step(r, e, s, probe, out);
+  threads_leave(caller);
+  return st;
+}
+
+static int train_eval(gc_train *r, double *acc, double *loss)
 {
   *acc = *loss = NAN;
   GC_TRY(device_step_sync(r, 0));
@@ -1058,6 +1099,14 @@ int gc_train_eval(gc_train *r, double *acc, double *loss)
                                          &r->test, acc, loss)
                    : gc_nn_evaluate(r->evalnet, gc_sim_model(r->sim), r->stats,
                                     &r->test, acc, loss);
+}
+
+int gc_train_eval(gc_train *r, double *acc, double *loss)
+{
+  int caller = threads_enter(r);
+  int st = train_eval(r, acc, loss);
+  threads_leave(caller);
+  return st;
 }
 
 void gc_train_times(const gc_train *r, double *worker_s, double *server_s)
@@ -1134,7 +1183,10 @@ int gc_train_full_grad2(gc_train *r, double *g2, double *f)
   if (!r->b.on)
     GC_ERROR("full gradients need a run allocated with bounds_every",
              GC_EINVAL);
-  return full_grad2(r, gc_sim_model(r->sim), g2, f);
+  int caller = threads_enter(r);
+  int st = full_grad2(r, gc_sim_model(r->sim), g2, f);
+  threads_leave(caller);
+  return st;
 }
 
 int gc_train_smoothness(gc_train *r, double *L)
@@ -1142,7 +1194,10 @@ int gc_train_smoothness(gc_train *r, double *L)
   if (!r->b.on)
     GC_ERROR("the smoothness estimate needs a run allocated with "
              "bounds_every", GC_EINVAL);
-  return estimate_L(r, gc_sim_model(r->sim), L);
+  int caller = threads_enter(r);
+  int st = estimate_L(r, gc_sim_model(r->sim), L);
+  threads_leave(caller);
+  return st;
 }
 
 void gc_train_bound_constants(const gc_train *r, gc_train_bound_consts *out)

@@ -1,10 +1,15 @@
 /* probe.c -- xi and xi_bi (theory.md 4.2, 4.4) around one gc_sim step, for
  * float32 and float64 simulators alike, and the bound of 4.3.  Everything
  * is computed in double, in a fixed order, so the result is a function of
- * the simulator's state alone (never of the thread count). */
+ * the simulator's state alone (never of the thread count): the passes
+ * that are per coordinate (the sums over workers, the means) run over the
+ * caller's OpenMP threads, the norms on one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gc_errno.h"
 #include "gc_npy.h"
@@ -110,12 +115,26 @@ static double at(const gc_xi_probe *w, const void *v, size_t i)
                             : ((const double *) v)[i];
 }
 
+/* Vectors long enough to be worth the threads; one in a parallel region. */
+static int par(size_t n)
+{
+#ifdef _OPENMP
+  return n >= (1 << 16) && !omp_in_parallel() && omp_get_max_threads() > 1;
+#else
+  (void) n;
+  return 0;
+#endif
+}
+
 void gc_xi_probe_before(gc_xi_probe *w, gc_sim *sim)
 {
   const void *sm = gc_server_memory(gc_sim_server(sim));
-  if (sm && w->server_memory)
-    for (size_t i = 0; i < w->n; i++)
+  size_t n = w->n;
+  if (sm && w->server_memory) {
+    #pragma omp parallel for schedule(static) if (par(n))
+    for (size_t i = 0; i < n; i++)
       w->dprev[i] = at(w, sm, i);
+  }
   else
     memset(w->dprev, 0, w->n * sizeof *w->dprev);
 }
@@ -143,9 +162,10 @@ static double dist2(const double *x, const double *y, size_t n)
 
 void gc_xi_probe_sums_begin(gc_xi_probe *w)
 {
-  memset(w->t1, 0, w->n * sizeof *w->t1);
-  memset(w->macc, 0, w->n * sizeof *w->macc);
-  memset(w->msent, 0, w->n * sizeof *w->msent);
+  size_t n = w->n;
+  #pragma omp parallel for schedule(static) if (par(n))
+  for (size_t i = 0; i < n; i++)
+    w->t1[i] = w->macc[i] = w->msent[i] = 0;
 }
 
 void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
@@ -155,7 +175,9 @@ void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
     acc = grad;   /* dense uplink: the input is the gradient */
   if (!sent)
     sent = acc;
-  for (size_t i = 0; i < w->n; i++) {
+  size_t n = w->n;
+  #pragma omp parallel for schedule(static) if (par(n))
+  for (size_t i = 0; i < n; i++) {
     w->t1[i] += at(w, grad, i);
     w->macc[i] += at(w, acc, i);
     w->msent[i] += at(w, sent, i);
@@ -165,13 +187,15 @@ void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
 int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
 {
   size_t n = w->n, P = w->P;
-  double g2 = 0;
+  #pragma omp parallel for schedule(static) if (par(n))
   for (size_t i = 0; i < n; i++) {
     w->t1[i] /= (double) P;
     w->macc[i] /= (double) P;
     w->msent[i] /= (double) P;
-    g2 += w->t1[i] * w->t1[i];
   }
+  double g2 = 0;
+  for (size_t i = 0; i < n; i++)
+    g2 += w->t1[i] * w->t1[i];
   out->gbar_norm2 = g2;
   out->xi = out->xi_bi = out->num = out->num_bi = NAN;
   if (w->units == UNITS_NONE)
@@ -181,7 +205,9 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
   GC_TRY(roundtrip(w, w->topk_up, w->macc, w->t1));
   out->num = c * sqrt(dist2(w->t1, w->msent, n));
   out->xi = out->num / denom;
-  for (size_t i = 0; i < n; i++) {   /* the means are not needed again */
+  /* the means are not needed again */
+  #pragma omp parallel for schedule(static) if (par(n))
+  for (size_t i = 0; i < n; i++) {
     w->macc[i] += w->dprev[i];
     w->msent[i] += w->dprev[i];
   }

@@ -160,7 +160,7 @@ const void *gc_sim_model(const gc_sim *s)
 }
 
 /* The one composition of a step, whatever the transport. */
-int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
+static int sim_step(gc_sim *s, const void *const *grads, double lr)
 {
   uint32_t t = s->steps;
   /* The counter keys the RNG and the ledger: it must not wrap to 0 (a
@@ -186,18 +186,10 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
         return s->wst[p];
       }
   } else {
-    /* one thread means one: the compressors' own OpenMP loops too */
-#ifdef _OPENMP
-    int caller = omp_get_max_threads();
-    omp_set_num_threads(1);
-#endif
     int st = GC_SUCCESS;
     for (size_t p = s->lo; p < s->hi && st == GC_SUCCESS; p++)
       st = gc_worker_step(s->w[p], grads[p], lr, t, (uint8_t *) s->up[p],
                           s->upcap, &s->uplen[p]);
-#ifdef _OPENMP
-    omp_set_num_threads(caller);
-#endif
     if (st)
       return st;
   }
@@ -230,6 +222,22 @@ int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
   s->comm_s += (t2 - t1) + (t4 - t3);
   s->steps++;
   return GC_SUCCESS;
+}
+
+/* The whole step on the simulator's threads: the workers' compressors
+ * (one thread means one: their own OpenMP loops too), the server's
+ * aggregate and compression, and the model's update. */
+int gc_sim_step(gc_sim *s, const void *const *grads, double lr)
+{
+#ifdef _OPENMP
+  int caller = omp_get_max_threads();
+  omp_set_num_threads((int) s->threads);
+#endif
+  int st = sim_step(s, grads, lr);
+#ifdef _OPENMP
+  omp_set_num_threads(caller);
+#endif
+  return st;
 }
 
 /* Layout: steps (u32), x, each worker's state, the server's state.  One

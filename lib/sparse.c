@@ -544,9 +544,30 @@ static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
  * selected entries crowd into part of x) the scan runs again on one
  * thread. */
 enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
+
+/* Where scan_pieces_f32 left the candidates: T == 1, together from 0;
+ * else piece j's cnt[j] at j * share. */
+typedef struct {
+  int T;
+  size_t share, cnt[SCAN_PAR_MAX];
+} scan_layout;
+
+static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
+                              float *val, size_t cap, size_t *bad, scan_layout *L);
+
 static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
                        float *val, size_t cap, size_t *bad)
 {
+  return scan_pieces_f32(x, n, t, idx, val, cap, bad, NULL);
+}
+
+/* With L, pieces are left where they are (top-K's filter reads them
+ * there); without, they are moved together. */
+static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
+                              float *val, size_t cap, size_t *bad, scan_layout *L)
+{
+  if (L)
+    L->T = 1;
 #ifdef _OPENMP
   int T = omp_in_parallel() ? 1 : omp_get_max_threads();
   T = T < SCAN_PAR_MAX ? T : SCAN_PAR_MAX;
@@ -569,6 +590,13 @@ static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
       }
       total += cnt[j];
       fits &= cnt[j] <= share;
+    }
+    if (fits && L) {
+      L->T = T;
+      L->share = share;
+      memcpy(L->cnt, cnt, (size_t) T * sizeof *cnt);
+      *bad = SIZE_MAX;
+      return total;
     }
     if (fits) {
       size_t at = cnt[0];
@@ -680,6 +708,127 @@ static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
     return keep_avx2_f32(idx, val, c, tk, skip, q);
 #endif
   return keep_sse2_f32(idx, val, c, tk, skip, q);
+}
+
+/* The filter on T threads, out of place (a piece's output may lie in the
+ * input of the piece before it).  First each piece counts its keys above
+ * tk and equal to it, so that each knows where its output starts and the
+ * rank of its first tie; then each copies its kept entries.  Stores
+ * never pass a piece's own end: vector stores while 16 entries of room
+ * are left, then one entry at a time (branch-free: the store lands in the
+ * room, the count moves on a kept entry).  The entries of keep_isa_f32. */
+enum { KEEP_PAR_MIN = 1 << 18, KEEP_PAR_MAX = 16 };
+
+static int keep_threads(size_t c)
+{
+#ifdef _OPENMP
+  if (c < KEEP_PAR_MIN || omp_in_parallel())
+    return 1;
+  int T = omp_get_max_threads();
+  return T < KEEP_PAR_MAX ? T : KEEP_PAR_MAX;
+#else
+  (void) c;
+  return 1;
+#endif
+}
+
+static void keep_count_f32(const float *val, size_t lo, size_t hi, uint32_t tk,
+                           size_t *gt, size_t *eq)
+{
+  size_t g = 0, e = 0;
+  for (size_t j = lo; j < hi; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    g += key > tk;
+    e += key == tk;
+  }
+  *gt = g;
+  *eq = e;
+}
+
+/* Entries [j, hi) into out from o until o reaches end; returns o. */
+static size_t keep_tail_f32(const uint32_t *idx, const float *val, size_t j, size_t hi,
+                            uint32_t tk, size_t skip, size_t q, size_t seen,
+                            uint32_t *oidx, float *oval, size_t o, size_t end)
+{
+  for (; j < hi && o < end; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    size_t tie = key == tk;
+    size_t keep = (key > tk) | (tie & (seen >= skip) & (seen < skip + q));
+    seen += tie;
+    oidx[o] = idx[j];
+    oval[o] = val[j];
+    o += keep;
+  }
+  return o;
+}
+
+#ifdef HAVE_SCAN_PATHS
+TARGET_AVX512 static void keep_piece_avx512_f32(const uint32_t *idx, const float *val,
+                                                size_t lo, size_t hi, uint32_t tk,
+                                                size_t skip, size_t q, size_t seen,
+                                                uint32_t *oidx, float *oval, size_t o,
+                                                size_t end)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
+  size_t j = lo;
+  for (; j + 16 <= hi && end - o >= 16; j += 16) {
+    __m512i v = _mm512_loadu_si512((const void *) (val + j));
+    __m512i key = _mm512_and_si512(v, absmask);
+    __mmask16 e = _mm512_cmpeq_epu32_mask(key, t);
+    if (e) {
+      o = keep_tail_f32(idx, val, j, j + 16, tk, skip, q, seen, oidx, oval, o, end);
+      seen += (size_t) __builtin_popcount(e);
+      continue;
+    }
+    __mmask16 m = _mm512_cmpgt_epu32_mask(key, t);
+    __m512i iv = _mm512_loadu_si512((const void *) (idx + j));
+    _mm512_storeu_si512((void *) (oidx + o), _mm512_maskz_compress_epi32(m, iv));
+    _mm512_storeu_si512((void *) (oval + o), _mm512_maskz_compress_epi32(m, v));
+    o += (size_t) __builtin_popcount(m);
+  }
+  keep_tail_f32(idx, val, j, hi, tk, skip, q, seen, oidx, oval, o, end);
+}
+#endif
+
+static void keep_piece_f32(const uint32_t *idx, const float *val, size_t lo, size_t hi,
+                           uint32_t tk, size_t skip, size_t q, size_t seen,
+                           uint32_t *oidx, float *oval, size_t o, size_t end)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512) {
+    keep_piece_avx512_f32(idx, val, lo, hi, tk, skip, q, seen, oidx, oval, o, end);
+    return;
+  }
+#endif
+  keep_tail_f32(idx, val, lo, hi, tk, skip, q, seen, oidx, oval, o, end);
+}
+
+/* Pieces j < T of pc[j] candidates at pi[j], pv[j], in index order. */
+static size_t keep_par_f32(int T, uint32_t *const *pi, float *const *pv, const size_t *pc,
+                           uint32_t tk, size_t skip, size_t q, uint32_t *oidx, float *oval)
+{
+  size_t gt[KEEP_PAR_MAX], eq[KEEP_PAR_MAX], seen[KEEP_PAR_MAX], out[KEEP_PAR_MAX + 1];
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++)
+    keep_count_f32(pv[j], 0, pc[j], tk, &gt[j], &eq[j]);
+  size_t sn = 0;
+  out[0] = 0;
+  for (int j = 0; j < T; j++) {
+    /* the ties of ranks sn .. sn + eq - 1 that fall in skip .. skip + q - 1 */
+    size_t a = sn > skip ? sn : skip, b = sn + eq[j] < skip + q ? sn + eq[j] : skip + q;
+    seen[j] = sn;
+    out[j + 1] = out[j] + gt[j] + (b > a ? b - a : 0);
+    sn += eq[j];
+  }
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++)
+    keep_piece_f32(pi[j], pv[j], 0, pc[j], tk, skip, q, seen[j], oidx, oval, out[j],
+                   out[j + 1]);
+  return out[T];
 }
 
 /* The magnitude keys of val[0, c) that are at most ku, into out (in
@@ -928,7 +1077,8 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
   size_t n = s->n, bad, above, equal;
   float *v = (float *) s->mag, upper, t = topk_threshold_f32(s, x, k, &upper);
   uint32_t *scr = (uint32_t *) (v + s->cand_cap);
-  size_t c = scan_par_f32(x, n, t, s->cand, v, s->cand_cap, &bad);
+  scan_layout L;
+  size_t c = scan_pieces_f32(x, n, t, s->cand, v, s->cand_cap, &bad, &L);
   if (bad != SIZE_MAX)
     return report_bad_f32(x, bad);
   if (c < k || c > s->cand_cap) {
@@ -937,19 +1087,74 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
     *val = NULL;
     return GC_SUCCESS;
   }
+  /* the pieces of the threads' scans where they lie, or one */
+  int T = L.T;
+  uint32_t *pi[SCAN_PAR_MAX];
+  float *pv[SCAN_PAR_MAX];
+  size_t pc[SCAN_PAR_MAX];
+  if (T == 1) {
+    pi[0] = s->cand;
+    pv[0] = v;
+    pc[0] = c;
+  }
+  for (int j = 0; T > 1 && j < T; j++) {
+    pi[j] = s->cand + (size_t) j * L.share;
+    pv[j] = v + (size_t) j * L.share;
+    pc[j] = L.cnt[j];
+  }
   /* the keys up to the sample's upper bound, when the K-th is among them
    * (else all of them) */
   uint32_t ku;
   memcpy(&ku, &upper, sizeof ku);
-  size_t over, nb = band_isa_f32(v, c, ku, scr, &over);
+  size_t over = 0, nb = 0;
+  if (T > 1) {   /* each piece's band into its share of scr, then together */
+    size_t bn[SCAN_PAR_MAX], bo[SCAN_PAR_MAX];
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++)
+      bn[j] = band_isa_f32(pv[j], pc[j], ku, scr + (size_t) j * L.share, &bo[j]);
+    for (int j = 0; j < T; j++) {
+      memmove(scr + nb, scr + (size_t) j * L.share, bn[j] * sizeof *scr);
+      nb += bn[j];
+      over += bo[j];
+    }
+  } else {
+    nb = band_isa_f32(v, c, ku, scr, &over);
+  }
   uint32_t tk;
   if (over < k) {
     tk = kth_key_f32((const float *) scr, nb, k - over, scr, &above, &equal);
     above += over;
   } else {
+    if (T > 1) {   /* rare (the sample's bound below the K-th): together */
+      size_t at = pc[0];
+      for (int j = 1; j < T; j++) {
+        memmove(s->cand + at, pi[j], pc[j] * sizeof *s->cand);
+        memmove(v + at, pv[j], pc[j] * sizeof *v);
+        at += pc[j];
+      }
+      T = 1;
+      pc[0] = c;
+    }
     tk = kth_key_f32(v, c, k, scr, &above, &equal);
   }
   size_t q = k - above, skip = s->p.ties == GC_TIES_HIGH ? equal - q : 0;
+  if (T == 1 && keep_threads(c) > 1) {   /* one piece split for the threads */
+    T = keep_threads(c);
+    size_t piece = (c + (size_t) T - 1) / (size_t) T;
+    for (int j = 0; j < T; j++) {
+      size_t a = (size_t) j * piece < c ? (size_t) j * piece : c;
+      size_t b = a + piece < c ? a + piece : c;
+      pi[j] = s->cand + a;
+      pv[j] = v + a;
+      pc[j] = b - a;
+    }
+  }
+  if (T > 1) {   /* into s->idx (k entries) and the scratch (cand_cap) */
+    keep_par_f32(T, pi, pv, pc, tk, skip, q, s->idx, (float *) scr);
+    *idx = s->idx;
+    *val = (const float *) scr;
+    return GC_SUCCESS;
+  }
   keep_isa_f32(s->cand, v, c, tk, skip, q);
   *idx = s->cand;
   *val = v;

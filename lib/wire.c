@@ -35,6 +35,9 @@
  * message leaves y untouched. */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
@@ -61,17 +64,15 @@ static size_t leb_len(uint32_t g)
   return l;
 }
 
-/* Bytes of the delta coding of c ascending indices: a sum of integers,
- * the same in any order, so the loop is compiled for each instruction set
- * (gc__isa) and vectorised there. */
+/* Bytes of the LEB128 gaps of the ascending indices idx[a, b) (a >= 1,
+ * each against the one before it): a sum of integers, the same in any
+ * order, so the loop is compiled for each instruction set (gc__isa) and
+ * vectorised there. */
 static inline __attribute__((always_inline)) size_t
-delta_bytes_body(const uint32_t *idx, size_t c)
+gap_bytes_body(const uint32_t *idx, size_t a, size_t b)
 {
   size_t s = 0;
-  if (!c)
-    return 0;
-  s = leb_len(idx[0]);
-  for (size_t j = 1; j < c; j++) {
+  for (size_t j = a; j < b; j++) {
     uint32_t g = idx[j] - idx[j - 1] - 1;
     s += 1u + (g >= 1u << 7) + (g >= 1u << 14) + (g >= 1u << 21) + (g >= 1u << 28);
   }
@@ -83,22 +84,70 @@ delta_bytes_body(const uint32_t *idx, size_t c)
 #define HAVE_WIRE_PATHS 1
 #define TARGET_AVX2 __attribute__((target("avx2")))
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-TARGET_AVX512 static size_t delta_bytes_avx512(const uint32_t *idx, size_t c)
-{ return delta_bytes_body(idx, c); }
-TARGET_AVX2 static size_t delta_bytes_avx2(const uint32_t *idx, size_t c)
-{ return delta_bytes_body(idx, c); }
+TARGET_AVX512 static size_t gap_bytes_avx512(const uint32_t *idx, size_t a, size_t b)
+{ return gap_bytes_body(idx, a, b); }
+TARGET_AVX2 static size_t gap_bytes_avx2(const uint32_t *idx, size_t a, size_t b)
+{ return gap_bytes_body(idx, a, b); }
 #endif
 
-static size_t delta_bytes(const uint32_t *idx, size_t c)
+static size_t gap_bytes(const uint32_t *idx, size_t a, size_t b)
 {
 #ifdef HAVE_WIRE_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return delta_bytes_avx512(idx, c);
+    return gap_bytes_avx512(idx, a, b);
   if (isa >= GC__ISA_AVX2)
-    return delta_bytes_avx2(idx, c);
+    return gap_bytes_avx2(idx, a, b);
 #endif
-  return delta_bytes_body(idx, c);
+  return gap_bytes_body(idx, a, b);
+}
+
+/* Messages of WIRE_PAR_MIN entries or more are written on the OpenMP
+ * threads (the caller's omp_set_num_threads; one inside a parallel
+ * region): the gaps in T contiguous pieces, each piece's delta bytes
+ * counted first so that every piece knows where its codes start, and the
+ * values in pieces.  The bytes are those of one thread. */
+enum { WIRE_PAR_MIN = 1 << 18, WIRE_PAR_MAX = 16, WIRE_PIECE = 1 << 16 };
+
+typedef struct {
+  int T;                          /* pieces (1: one thread)              */
+  size_t at[WIRE_PAR_MAX + 1];    /* piece j: the gaps of [at[j], at[j+1]) */
+  size_t bytes[WIRE_PAR_MAX];     /* their delta bytes                   */
+} wire_plan;
+
+static int wire_threads(size_t c)
+{
+#ifdef _OPENMP
+  if (c < WIRE_PAR_MIN || omp_in_parallel())
+    return 1;
+  int T = omp_get_max_threads();
+  return T < WIRE_PAR_MAX ? T : WIRE_PAR_MAX;
+#else
+  (void) c;
+  return 1;
+#endif
+}
+
+/* Bytes of the delta coding of c ascending indices, piece by piece. */
+static size_t delta_plan(const uint32_t *idx, size_t c, wire_plan *pl)
+{
+  int T = pl->T = wire_threads(c);
+  if (!c)
+    return 0;
+  size_t m = c - 1, piece = (m + (size_t) T - 1) / (size_t) T;
+  for (int j = 0; j <= T; j++)
+    pl->at[j] = 1 + ((size_t) j * piece < m ? (size_t) j * piece : m);
+  if (T == 1) {   /* no parallel region at all: small messages are many */
+    pl->bytes[0] = gap_bytes(idx, pl->at[0], pl->at[1]);
+  } else {
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++)
+      pl->bytes[j] = gap_bytes(idx, pl->at[j], pl->at[j + 1]);
+  }
+  size_t s = leb_len(idx[0]);
+  for (int j = 0; j < T; j++)
+    s += pl->bytes[j];
+  return s;
 }
 
 /* The smallest index coding for c indices whose delta coding takes `delta`
@@ -119,13 +168,22 @@ static int pick_coding(size_t n, size_t c, size_t delta, size_t *index_bytes)
   return coding;
 }
 
-int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes)
+/* gc__wire_choose, keeping the delta coding's pieces for put_indices. */
+static int choose_plan(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes,
+                       wire_plan *pl)
 {
   /* delta is never smaller than c: skip the O(c) walk when it can neither
    * beat nor tie the bitmap (on a tie delta wins; cuda/wire.cu mirrors
    * this test) */
-  size_t delta = c && (n + 7) / 8 >= c ? delta_bytes(idx, c) : SIZE_MAX;
+  pl->T = 1;
+  size_t delta = c && (n + 7) / 8 >= c ? delta_plan(idx, c, pl) : SIZE_MAX;
   return pick_coding(n, c, delta, index_bytes);
+}
+
+int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes)
+{
+  wire_plan pl;
+  return choose_plan(n, idx, c, index_bytes, &pl);
 }
 
 size_t gc__wire_bound(size_t n, size_t c, size_t vbytes)
@@ -189,13 +247,14 @@ static uint8_t *put_gaps(uint8_t *p, const uint32_t *idx, size_t j, size_t hi)
 }
 
 #ifdef HAVE_WIRE_PATHS
-/* Sixteen gaps at a time: when all are below 128, one byte each. */
+/* Sixteen gaps at a time: when all are below 128, one byte each.  The
+ * gaps of [a, b - 1) (a >= 1, a < b): the caller writes gap b - 1. */
 TARGET_AVX512 static uint8_t *put_gaps_avx512(uint8_t *p, const uint32_t *idx,
-                                              size_t c)
+                                              size_t a, size_t b)
 {
   const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(127);
-  size_t j = 1;
-  for (; j + 16 < c; j += 16) {
+  size_t j = a;
+  for (; j + 16 < b; j += 16) {
     __m512i g = _mm512_sub_epi32(
         _mm512_sub_epi32(_mm512_loadu_si512((const void *) (idx + j)),
                          _mm512_loadu_si512((const void *) (idx + j - 1))), one);
@@ -206,32 +265,52 @@ TARGET_AVX512 static uint8_t *put_gaps_avx512(uint8_t *p, const uint32_t *idx,
     _mm_storeu_si128((__m128i *) p, _mm512_cvtepi32_epi8(g));
     p += 16;
   }
-  return put_gaps(p, idx, j, c - 1);
+  return put_gaps(p, idx, j, b - 1);
 }
 #endif
 
-/* Index section writers; the caller has chosen the coding. */
+/* The codes of the gaps of idx[a, b) (1 <= a < b), exactly their bytes:
+ * the last through put_leb, so nothing is written past them. */
+static uint8_t *put_gap_range(uint8_t *p, const uint32_t *idx, size_t a, size_t b)
+{
+#ifdef HAVE_WIRE_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    p = put_gaps_avx512(p, idx, a, b);
+  else
+#endif
+    p = put_gaps(p, idx, a, b - 1);
+  return put_leb(p, idx[b - 1] - idx[b - 2] - 1);
+}
+
+/* Index section writers; the caller has chosen the coding (the delta
+ * coding with its plan, choose_plan's). */
 static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
-                        size_t c)
+                        size_t c, const wire_plan *pl)
 {
   switch (coding) {
   case GC__IDX_RAW:
     memcpy(p, idx, 4 * c);
     break;
-  case GC__IDX_DELTA:
+  case GC__IDX_DELTA: {
     if (!c)
       break;
     p = put_leb(p, idx[0]);
     if (c < 2)
       break;
-#ifdef HAVE_WIRE_PATHS
-    if (gc__isa() >= GC__ISA_AVX512)
-      p = put_gaps_avx512(p, idx, c);
-    else
-#endif
-      p = put_gaps(p, idx, 1, c - 1);
-    put_leb(p, idx[c - 1] - idx[c - 2] - 1);
+    if (pl->T == 1) {
+      put_gap_range(p, idx, 1, c);
+      break;
+    }
+    uint8_t *at[WIRE_PAR_MAX];
+    at[0] = p;
+    for (int j = 1; j < pl->T; j++)
+      at[j] = at[j - 1] + pl->bytes[j - 1];
+    #pragma omp parallel for schedule(static) num_threads(pl->T)
+    for (int j = 0; j < pl->T; j++)
+      if (pl->at[j] < pl->at[j + 1])
+        put_gap_range(at[j], idx, pl->at[j], pl->at[j + 1]);
     break;
+  }
   case GC__IDX_BITMAP:
     memset(p, 0, (n + 7) / 8);
     for (size_t j = 0; j < c; j++)

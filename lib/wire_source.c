@@ -2,22 +2,52 @@
  * (float, double) with SFX (f32, f64), GSL templates_on.h style; both are
  * undefined at the end. */
 
+/* Values [lo, hi) of a message, x[idx[j]] * factor or val[j] copied (one
+ * pass: copy and count); returns the nonzeros among them. */
+static size_t FN(gather_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
+                              REAL factor, size_t lo, size_t hi)
+{
+  size_t nz = 0;
+  for (size_t j = lo; j < hi; j++) {
+    REAL xj = x[idx[j]], val = xj * factor;
+    nz += xj != 0;
+    memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));
+  }
+  return nz;
+}
+
+static size_t FN(copy_vals)(uint8_t *v, const REAL *val, size_t lo, size_t hi)
+{
+  size_t nz = 0;
+  for (size_t j = lo; j < hi; j++) {
+    memcpy(v + j * sizeof(REAL), val + j, sizeof(REAL));
+    nz += val[j] != 0;
+  }
+  return nz;
+}
+
 int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const REAL *x, REAL factor,
                         uint8_t *buf, size_t cap, size_t *len, size_t *nnz)
 {
   size_t isec = 0, nz = 0;
-  int coding = implicit ? GC__IDX_IMPLICIT : gc__wire_choose(n, idx, c, &isec);
+  wire_plan pl = { .T = 1 };
+  int coding = implicit ? GC__IDX_IMPLICIT : choose_plan(n, idx, c, &isec, &pl);
   size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
   if (total > cap)
     GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
   put_header(buf, type, sizeof(REAL), coding, c);
-  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c);
+  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
   uint8_t *v = buf + GC__WIRE_HDR + isec;
-  for (size_t j = 0; j < c; j++) {
-    REAL xj = x[idx[j]], val = xj * factor;
-    nz += xj != 0;
-    memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));
+  int T = wire_threads(c);
+  if (T == 1) {   /* no parallel region at all: small messages are many */
+    nz = FN(gather_vals)(v, idx, x, factor, 0, c);
+  } else {
+    size_t np = (c + WIRE_PIECE - 1) / WIRE_PIECE;
+    #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : nz)
+    for (size_t j = 0; j < np; j++)
+      nz += FN(gather_vals)(v, idx, x, factor, j * WIRE_PIECE,
+                            c - j * WIRE_PIECE < WIRE_PIECE ? c : (j + 1) * WIRE_PIECE);
   }
   *len = total;
   *nnz = nz;
@@ -29,16 +59,23 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
                              size_t *len, size_t *nnz)
 {
   size_t isec = 0, nz = 0;
-  int coding = gc__wire_choose(n, idx, c, &isec);
+  wire_plan pl;
+  int coding = choose_plan(n, idx, c, &isec, &pl);
   size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
   if (total > cap)
     GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
   put_header(buf, type, sizeof(REAL), coding, c);
-  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c);
+  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
   uint8_t *v = buf + GC__WIRE_HDR + isec;
-  for (size_t j = 0; j < c; j++) {   /* one pass: copy and count */
-    memcpy(v + j * sizeof(REAL), val + j, sizeof(REAL));
-    nz += val[j] != 0;
+  int T = wire_threads(c);
+  if (T == 1) {
+    nz = FN(copy_vals)(v, val, 0, c);
+  } else {
+    size_t np = (c + WIRE_PIECE - 1) / WIRE_PIECE;
+    #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : nz)
+    for (size_t j = 0; j < np; j++)
+      nz += FN(copy_vals)(v, val, j * WIRE_PIECE,
+                          c - j * WIRE_PIECE < WIRE_PIECE ? c : (j + 1) * WIRE_PIECE);
   }
   *len = total;
   *nnz = nz;

@@ -1,6 +1,7 @@
 /* test_threads.c -- parallel workers in the simulator (gc_sim_set_threads):
  * any thread count gives the bytes of one thread, and an error on a worker
- * thread reaches the caller with its message. */
+ * thread reaches the caller with its message; the compressors' and the
+ * vector passes' own loops likewise. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,13 @@
 #include <criterion/new/assert.h>
 
 #include "gc_algo.h"
+#include "gc_algo_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
+#include "gc_probe.h"
 #include "gc_test.h"
+#include "gc_wire.h"
 
 enum { P = 5, N = 3001, STEPS = 6 };
 
@@ -134,6 +138,248 @@ Test(threads, compressor_loops_bit_identical)
       cr_assert(eq(int, gc_compress_f32(c, x, 9, many, cap, &lt, NULL), GC_SUCCESS));
       cr_assert(eq(sz, lt, l1));
       cr_assert(eq(int, memcmp(one, many, l1), 0), "%s: %d threads", names[j], T);
+    }
+    free(one);
+    free(many);
+    gc_compressor_free(c);
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
+}
+
+/* One run of every threaded vector pass (gc_algo_vec.h) on T threads, both
+ * dtypes, over a vector with two non-finite entries in later pieces: the
+ * outputs, the first bad index and the nonzero count of one thread. */
+enum { VN = (1 << 16) * 3 + 777, VOPS = 8 };
+
+typedef struct {
+  uint8_t *y[VOPS];
+  size_t r[VOPS];
+} vec_run;
+
+static void vec_passes(int dt, size_t T, const uint8_t *x, const uint8_t *z, vec_run *o)
+{
+#ifdef _OPENMP
+  omp_set_num_threads((int) T);
+#else
+  (void) T;
+#endif
+  size_t b = VN * (size_t) dt;
+  for (int j = 0; j < VOPS; j++) {
+    o->y[j] = malloc(b);
+    memcpy(o->y[j], z, b);
+    o->r[j] = 0;
+  }
+  gc__vzero(dt, o->y[0], VN);
+  gc__vcopy(dt, o->y[1], x, VN);
+  gc__vaxpby(dt, o->y[2], 0.3, x, 1.0, VN);
+  gc__vaxpby(dt, o->y[3], -0.7, x, 1.9, VN);
+  gc__vscale(dt, o->y[4], 2.385, x, VN);
+  o->r[5] = gc__vadd_scaled(dt, o->y[5], z, 0.11, x, VN);
+  o->r[6] = gc__vfirst_nonfinite(dt, x, VN);
+  o->r[7] = gc__vmean_finish(dt, o->y[7], 3.0, VN, &o->r[0]);
+}
+
+static void vec_free(vec_run *o)
+{
+  for (int j = 0; j < VOPS; j++)
+    free(o->y[j]);
+}
+
+Test(threads, vector_passes_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  int saved = omp_get_max_threads();
+  for (int dt = GC_F32; dt <= GC_F64; dt += GC_F64 - GC_F32) {
+    size_t b = VN * (size_t) dt;
+    uint8_t *x = malloc(b), *z = malloc(b);
+    for (size_t i = 0; i < VN; i++) {
+      double xv = sin(0.001 * (double) i * (double) (i % 7 + 1));
+      double zv = (i % 5 == 0) ? 0.0 : cos(0.37 * (double) i);
+      if (i == 2 * (1 << 16) + 5)
+        xv = NAN;   /* the third piece on 3 threads: the first bad index */
+      if (i == 3 * (1 << 16) + 9)
+        xv = INFINITY;
+      if (dt == GC_F32) {
+        ((float *) x)[i] = (float) xv;
+        ((float *) z)[i] = (float) zv;
+      } else {
+        ((double *) x)[i] = xv;
+        ((double *) z)[i] = zv;
+      }
+    }
+    vec_run one, many;
+    vec_passes(dt, 1, x, z, &one);
+    cr_assert(eq(sz, one.r[6], 2 * (1 << 16) + 5));
+    cr_assert(eq(sz, one.r[5], 2 * (1 << 16) + 5));
+    for (size_t T = 2; T <= 3; T++) {
+      vec_passes(dt, T, x, z, &many);
+      for (int j = 0; j < VOPS; j++) {
+        cr_assert(eq(sz, many.r[j], one.r[j]), "dtype %d, pass %d, %zu threads", dt, j, T);
+        cr_assert(eq(int, memcmp(many.y[j], one.y[j], b), 0), "dtype %d, pass %d, %zu threads",
+                  dt, j, T);
+      }
+      vec_free(&many);
+    }
+    vec_free(&one);
+    free(x);
+    free(z);
+  }
+  omp_set_num_threads(saved);
+#endif
+}
+
+/* The xi probe's sums over workers and means (lib/probe.c) on 1-3 threads,
+ * a simulator of 3 workers on a vector of several pieces: the samples of
+ * one thread to the bit. */
+static void probe_run(size_t T, gc_xi_sample out[3])
+{
+  enum { PW = 3, PN = (1 << 16) * 3 + 123 };
+  gc_algo_config c;
+  gc_algo_config_default(&c);
+  c.kind = GC_ALGO_BI;
+  c.workers = PW;
+  c.n = PN;
+  c.dtype = GC_F32;
+  c.up = c.down = gc_compressor_type_by_name("topk");
+  gc_compressor_params_default(&c.up_params);
+  gc_compressor_params_default(&c.down_params);
+  c.up_params.density = c.down_params.density = 0.01;
+  float *x0 = calloc(PN, sizeof *x0), *g = malloc(PW * (size_t) PN * sizeof *g);
+  const void *gp[PW];
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  gc_xi_probe *w = gc_xi_probe_alloc(&c);
+  cr_assert(s && w, "%s", gc_last_error());
+  gc_sim_set_threads(s, T);
+#ifdef _OPENMP
+  omp_set_num_threads((int) T);
+#endif
+  for (uint32_t t = 0; t < 3; t++) {
+    for (size_t p = 0; p < PW; p++) {
+      gp[p] = g + p * PN;
+      for (size_t i = 0; i < PN; i++)
+        g[p * PN + i] = (float) sin(0.0137 * (double) (i + 1) * (double) (p + 2) + t);
+    }
+    gc_xi_probe_before(w, s);
+    cr_assert(eq(int, gc_sim_step(s, gp, 0.05), GC_SUCCESS), "%s", gc_last_error());
+    cr_assert(eq(int, gc_xi_probe_after(w, s, gp, 0.05, &out[t]), GC_SUCCESS));
+  }
+  gc_xi_probe_free(w);
+  gc_sim_free(s);
+  free(x0);
+  free(g);
+}
+
+Test(threads, probe_sums_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  int saved = omp_get_max_threads();
+  gc_xi_sample one[3], many[3];
+  probe_run(1, one);
+  for (size_t T = 2; T <= 3; T++) {
+    probe_run(T, many);
+    for (int t = 0; t < 3; t++) {
+      double a[5] = { one[t].xi, one[t].xi_bi, one[t].num, one[t].num_bi, one[t].gbar_norm2 };
+      double b[5] = { many[t].xi, many[t].xi_bi, many[t].num, many[t].num_bi,
+                      many[t].gbar_norm2 };
+      cr_assert(eq(int, memcmp(a, b, sizeof a), 0), "step %d, %zu threads: xi %.17g vs %.17g",
+                t, T, a[0], b[0]);
+    }
+  }
+  omp_set_num_threads(saved);
+#endif
+}
+
+/* A sparse message of several pieces (lib/wire.c: 2^18 entries or more)
+ * with gaps of one to three LEB128 bytes, some straddling the pieces'
+ * ends: the delta coding and the values on 1-3 threads, the same bytes. */
+Test(threads, wire_encode_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { C = (1 << 18) * 3 + 5 };
+  uint32_t *idx = malloc(C * sizeof *idx);
+  float *val = malloc(C * sizeof *val);
+  uint32_t at = 7;
+  for (size_t j = 0; j < C; j++) {
+    idx[j] = at;
+    val[j] = (j % 11 == 0) ? 0.0f : (float) sin(0.01 * (double) j);
+    at += 1 + (uint32_t) (j % 5) + (j % 97 == 0 ? 300u : 0u) + (j % 1001 == 0 ? 40000u : 0u);
+  }
+  size_t n = (size_t) at + 3, cap = gc__wire_bound(n, C, sizeof(float));
+  uint8_t *one = malloc(cap), *many = malloc(cap), *gone = malloc(cap), *gmany = malloc(cap);
+  float *x = calloc(n, sizeof *x);
+  for (size_t j = 0; j < C; j++)
+    x[idx[j]] = val[j];
+  int saved = omp_get_max_threads();
+  size_t l1, lt, z1, zt, g1, gt, gz1, gzt;
+  omp_set_num_threads(1);
+  cr_assert(eq(int, gc__wire_encode_vals_f32(GC__WIRE_TOPK, n, idx, C, val, one, cap, &l1, &z1),
+               GC_SUCCESS));
+  cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_TOPK, n, idx, C, 0, x, 1.0f, gone, cap, &g1,
+                                        &gz1), GC_SUCCESS));
+  cr_assert(eq(int, one[2], GC__IDX_DELTA), "coding %d", one[2]);
+  for (int T = 2; T <= 3; T++) {
+    omp_set_num_threads(T);
+    cr_assert(eq(int, gc__wire_encode_vals_f32(GC__WIRE_TOPK, n, idx, C, val, many, cap, &lt,
+                                               &zt), GC_SUCCESS));
+    cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_TOPK, n, idx, C, 0, x, 1.0f, gmany, cap, &gt,
+                                          &gzt), GC_SUCCESS));
+    cr_assert(eq(sz, lt, l1));
+    cr_assert(eq(sz, zt, z1));
+    cr_assert(eq(sz, gt, g1));
+    cr_assert(eq(sz, gzt, gz1));
+    cr_assert(eq(int, memcmp(one, many, l1), 0), "%d threads", T);
+    cr_assert(eq(int, memcmp(gone, gmany, g1), 0), "%d threads", T);
+  }
+  cr_assert(eq(int, memcmp(one, gone, l1), 0));
+  omp_set_num_threads(saved);
+  free(idx);
+  free(val);
+  free(x);
+  free(one);
+  free(many);
+  free(gone);
+  free(gmany);
+#endif
+}
+
+/* Top-K with 2^18 candidates or more (the filter on the threads, lib/
+ * sparse.c) on values of few magnitudes, so that the K-th is tied many
+ * times and the ties are split across pieces: either tie rule, 1-3
+ * threads, the same bytes. */
+Test(threads, topk_filter_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { M = (1 << 21) + 333 };
+  float *x = malloc(M * sizeof *x);
+  for (size_t i = 0; i < M; i++)
+    x[i] = (float) floor(64.0 * sin(0.001 * (double) i * (double) (i % 7 + 1))) / 64.0f;
+  int saved = omp_get_max_threads();
+  for (int ties = 0; ties < 2; ties++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.density = 0.2;
+    p.ties = ties ? GC_TIES_HIGH : GC_TIES_LOW;
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name("topk"), M, &p);
+    cr_assert(not(eq(ptr, c, NULL)), "%s", gc_last_error());
+    size_t cap = gc_compressor_max_bytes(c), l1, lt;
+    uint8_t *one = malloc(cap), *many = malloc(cap);
+    omp_set_num_threads(1);
+    cr_assert(eq(int, gc_compress_f32(c, x, 4, one, cap, &l1, NULL), GC_SUCCESS));
+    for (int T = 2; T <= 3; T++) {
+      omp_set_num_threads(T);
+      cr_assert(eq(int, gc_compress_f32(c, x, 4, many, cap, &lt, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, lt, l1));
+      cr_assert(eq(int, memcmp(one, many, l1), 0), "ties %d, %d threads", ties, T);
     }
     free(one);
     free(many);
