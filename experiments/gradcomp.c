@@ -36,6 +36,7 @@ int main(int argc, char **argv)
    * (gc_cli_fail appends gc_last_error()); the default handler would print
    * it a second time. */
   gc_set_error_handler_off();
+  gc_cli_short_omp_spin();
   if (gc_cli_start(argc > 1 ? argv[1] : "start"))
     return 1;
   if (argc < 2) {
