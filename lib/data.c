@@ -593,8 +593,10 @@ int gc_data_load_records(const char *dir, const char *name, int train,
   for (size_t j = 0; j < m; j++)
     ds->y[j] = y[ids[j]];
   free(y);
-  st = sf.cifar ? cifar_records_kept(&sf, slot, ds)
-                : idx_images_kept(sf.p[0], n, slot, ds);
+  /* no records (a process without workers): no image is read at all */
+  st = m == 0 ? GC_SUCCESS
+       : sf.cifar ? cifar_records_kept(&sf, slot, ds)
+                  : idx_images_kept(sf.p[0], n, slot, ds);
   free(slot);
   if (st != GC_SUCCESS)
     gc_dataset_free(ds);

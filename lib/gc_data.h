@@ -53,8 +53,8 @@ int gc_data_load_labels(const char *dir, const char *name, int train, uint8_t **
 /* Only the records ids[0..m) of the named set, in that order, as
  * gc_data_load would give them (a worker process's shard): ds->n = m.  The
  * images of the other records are never held: IDX files are streamed past
- * in blocks, CIFAR-10 records are skipped by seeking.  Every label is still
- * read and checked.  GC_EINVAL for an id outside the set or given twice. */
+ * in blocks, CIFAR-10 records are skipped by seeking; with m = 0 no image
+ * file is read.  Every label is still read and checked.  GC_EINVAL for an id outside the set or given twice. */
 int gc_data_load_records(const char *dir, const char *name, int train,
                          const uint32_t *ids, size_t m, gc_dataset *ds);
 

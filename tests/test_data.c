@@ -297,6 +297,10 @@ Test(data, records_are_the_full_load_rows, .timeout = 60)
     cr_assert(strstr(gc_last_error(), "record 3 is asked for twice"), "%s", gc_last_error());
     cr_assert_eq(gc_data_load_records(dir, "mnist", 0, outside, 1, &part), GC_EINVAL);
     cr_assert(strstr(gc_last_error(), "outside"), "%s", gc_last_error());
+    /* no records: the labels only (a process without workers) */
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids, 0, &part), GC_SUCCESS);
+    cr_assert(part.n == 0 && part.dim == 784);
+    gc_dataset_free(&part);
     /* images cut short past the last kept record: still an error */
     write_idx(im, 3, 10000, gz, 784, 8, 0);
     cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids + 1, 1, &part), GC_EFORMAT);
