@@ -882,6 +882,46 @@ static double sumsq(const float *x, size_t n, uint32_t *amax)
   return gc__pairwise_total(&t);
 }
 
+/* qsgd's symbols of float32 entries (quant_source.c, qsgd_syms_chunk)
+ * sixteen at a time with AVX-512, for the whole groups of sixteen in
+ * x[0, m); returns the nonzero levels.  Half the conversions of the
+ * generic loop, which were its cost: with r = |x| k (as there) and U =
+ * u 2^-16, the level l + [u < (r - l) 2^16], l = floor r, is
+ * ceil(r - U) with r - U rounded once.  Exactly: for r >= 1 (r < 16 with
+ * s <= 15) r - U is representable; for r < 1 it is exact when U/2 <= r <=
+ * 2U (Sterbenz), lies in (0, 1) when r > 2U and in (-1, 0) when r < U/2;
+ * and U < r - l puts r - U in (l, l + 1), U >= r - l in (l - 1, l]. */
+#ifdef HAVE_ISA_PATHS
+TARGET_AVX512 static size_t qsgd_syms_avx512(const float *xc, const uint16_t *uc, size_t m,
+                                             double k, int s, uint8_t *sym)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+  const __m512i smax = _mm512_set1_epi32(s);
+  const __m512d kv = _mm512_set1_pd(k), ulp = _mm512_set1_pd(1.0 / 65536.0);
+  const __m512 zero = _mm512_setzero_ps();
+  size_t nz = 0;
+  for (size_t t = 0; t + 16 <= m; t += 16) {
+    __m512 xv = _mm512_loadu_ps(xc + t);
+    __mmask16 neg = _mm512_cmp_ps_mask(xv, zero, _CMP_LT_OQ);
+    __m512 ax = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absmask));
+    __m512d r0 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(ax)), kv);
+    __m512d r1 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(ax, 1)), kv);
+    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (uc + t)));
+    __m512d v0 = _mm512_sub_pd(r0, _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(u)), ulp));
+    __m512d v1 = _mm512_sub_pd(r1, _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(u, 1)), ulp));
+    __m256i l0 = _mm512_cvt_roundpd_epi32(v0, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+    __m256i l1 = _mm512_cvt_roundpd_epi32(v1, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+    __m512i xi = _mm512_min_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(l0), l1, 1), smax);
+    __mmask16 nzm = _mm512_test_epi32_mask(xi, xi);
+    __m512i v = _mm512_mask_add_epi32(_mm512_add_epi32(xi, xi), nzm & neg,
+                                      _mm512_add_epi32(xi, xi), one);
+    _mm_storeu_si128((__m128i *) (sym + t), _mm512_cvtepi32_epi8(v));
+    nz += (size_t) __builtin_popcount(nzm);
+  }
+  return nz;
+}
+#endif
+
 #define REAL float
 #define SFX f32
 #define PREC 32
