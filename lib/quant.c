@@ -851,8 +851,63 @@ static uint32_t absmax_bits(const float *x, size_t n)
   }
   return m;
 }
-DISPATCH(size_t, sumsq_blocks, sumsq_blocks_body,
+DISPATCH(size_t, sumsq_blocks_piece, sumsq_blocks_body,
          (const float *x, size_t n, double *part, uint32_t *amax), x, n, part, amax)
+
+#ifdef HAVE_ISA_PATHS
+/* sumsq_blocks_body with AVX-512: the sixteen lanes as two registers of
+ * doubles, the largest magnitude in the same pass, and the next 4 KiB
+ * asked for ahead (GCC's loop, then a second one for the maximum, ran at
+ * about 0.7 of the streaming bandwidth on one core); the lane sums, the
+ * tail and the fold are the body's. */
+TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, double *part,
+                                                uint32_t *amax)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  __m512i mx = _mm512_setzero_si512();
+  size_t nb = 0;
+  for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
+    const float *xb = x + lo;
+    size_t m = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, i = 0;
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0;
+    for (; i + 16 <= m; i += 16) {
+      _mm_prefetch((const char *) (xb + i + 1024), _MM_HINT_T0);
+      __m512 v = _mm512_loadu_ps(xb + i);
+      __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+      __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+      a0 = _mm512_add_pd(a0, _mm512_mul_pd(d0, d0));
+      a1 = _mm512_add_pd(a1, _mm512_mul_pd(d1, d1));
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(v), absmask));
+    }
+    double acc[16];
+    _mm512_storeu_pd(acc, a0);
+    _mm512_storeu_pd(acc + 8, a1);
+    for (unsigned j = 0; i + j < m; j++) {
+      acc[j] += (double) xb[i + j] * (double) xb[i + j];
+      uint32_t b;
+      memcpy(&b, xb + i + j, sizeof b);
+      b &= 0x7fffffffu;
+      *amax = b > *amax ? b : *amax;
+    }
+    for (unsigned h = 8; h; h >>= 1)
+      for (unsigned j = 0; j < h; j++)
+        acc[j] += acc[j + h];
+    part[nb++] = acc[0];
+  }
+  uint32_t v = _mm512_reduce_max_epu32(mx);
+  *amax = v > *amax ? v : *amax;
+  return nb;
+}
+#endif
+
+static size_t sumsq_blocks(const float *x, size_t n, double *part, uint32_t *amax)
+{
+#ifdef HAVE_ISA_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return sumsq_blocks_avx512(x, n, part, amax);
+#endif
+  return sumsq_blocks_piece(x, n, part, amax);
+}
 
 /* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK
  * entries combined by gc__pairwise in block order.  The block sums of a
