@@ -970,3 +970,47 @@ Test(dispatch, qsgd_paths_agree_at_ties)
   gc__isa_force(saved);
   free(x);
 }
+
+/* TernGrad's float32 codes on every path at the ties of the compare: x_i
+ * = m_i 2^-16 and one entry 1, so s = 1, the threshold m_i is an integer
+ * and some uniforms equal it (counted); unclipped, and clipped. */
+Test(dispatch, terngrad_paths_agree_at_ties)
+{
+  const size_t n = ((size_t) 1 << 20) + 7;
+  const uint64_t seed = 17;
+  float *x = malloc(n * sizeof *x);
+  uint64_t st = 5;
+  for (size_t i = 0; i < n; i++) {
+    st = st * 6364136223846793005u + 1442695040888963407u;
+    x[i] = ldexpf((float) (st >> 48), -16) * ((st >> 20) & 1 ? -1.0f : 1.0f);
+  }
+  x[77] = -1.0f;
+  x[n - 2] = -0.0f;
+  size_t ties = 0;
+  for (size_t i = 0; i < n; i++)
+    ties += (double) gc_rng_u16(seed, 0, 3, i) == fabs((double) x[i]) * 65536.0;
+  cr_assert(gt(sz, ties, 0), "some uniform ties its threshold");
+  static const double clips[] = {0, 1.5};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t j = 0; j < sizeof clips / sizeof clips[0]; j++) {
+    gc_compressor *c = make("terngrad", n, 1, 0, clips[j], seed);
+    size_t cap = gc_compressor_max_bytes(c), l0, l1;
+    uint8_t *ref = malloc(cap), *buf = malloc(cap);
+    gc_compress_info i0, i1;
+    gc__isa_force(GC__ISA_SSE2);
+    cr_assert(eq(int, gc_compress_f32(c, x, 3, ref, cap, &l0, &i0), GC_SUCCESS));
+    for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+      gc__isa_force(isa);
+      cr_assert(eq(int, gc_compress_f32(c, x, 3, buf, cap, &l1, &i1), GC_SUCCESS));
+      cr_assert(eq(sz, l1, l0), "clip %g %s: length", clips[j], gc__isa_name(isa));
+      cr_assert(eq(int, memcmp(buf, ref, l0), 0), "clip %g %s: bytes", clips[j],
+                gc__isa_name(isa));
+      cr_assert(eq(sz, i1.nnz, i0.nnz), "clip %g %s: nonzeros", clips[j], gc__isa_name(isa));
+    }
+    free(ref);
+    free(buf);
+    gc_compressor_free(c);
+  }
+  gc__isa_force(saved);
+  free(x);
+}
