@@ -945,7 +945,8 @@ static double sumsq(const float *x, size_t n, uint32_t *amax)
  * ceil(r - U) with r - U rounded once.  Exactly: for r >= 1 (r < 16 with
  * s <= 15) r - U is representable; for r < 1 it is exact when U/2 <= r <=
  * 2U (Sterbenz), lies in (0, 1) when r > 2U and in (-1, 0) when r < U/2;
- * and U < r - l puts r - U in (l, l + 1), U >= r - l in (l - 1, l]. */
+ * and U < r - l puts r - U in (l, l + 1), U >= r - l in (l - 1, l]
+ * (a ceiling of -0 is level 0). */
 #ifdef HAVE_ISA_PATHS
 TARGET_AVX512 static size_t qsgd_syms_avx512(const float *xc, const uint16_t *uc, size_t m,
                                              double k, int s, uint8_t *sym)
@@ -972,6 +973,36 @@ TARGET_AVX512 static size_t qsgd_syms_avx512(const float *xc, const uint16_t *uc
                                       _mm512_add_epi32(xi, xi), one);
     _mm_storeu_si128((__m128i *) (sym + t), _mm512_cvtepi32_epi8(v));
     nz += (size_t) __builtin_popcount(nzm);
+  }
+  return nz;
+}
+/* The same eight at a time with AVX2: the ceiling by vroundpd, then an
+ * exact truncation. */
+TARGET_AVX2 static size_t qsgd_syms_avx2(const float *xc, const uint16_t *uc, size_t m,
+                                         double k, int s, uint8_t *sym)
+{
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+  const __m256i smax = _mm256_set1_epi32(s), zeroi = _mm256_setzero_si256();
+  const __m256d kv = _mm256_set1_pd(k), ulp = _mm256_set1_pd(1.0 / 65536.0);
+  const __m256 zero = _mm256_setzero_ps();
+  size_t nz = 0;
+  for (size_t t = 0; t + 8 <= m; t += 8) {
+    __m256 xv = _mm256_loadu_ps(xc + t);
+    __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(xv, zero, _CMP_LT_OQ));
+    __m256 ax = _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(xv), absmask));
+    __m256d r0 = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(ax)), kv);
+    __m256d r1 = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(ax, 1)), kv);
+    __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) (uc + t)));
+    __m256d v0 = _mm256_sub_pd(r0, _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(u)), ulp));
+    __m256d v1 = _mm256_sub_pd(r1, _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(u, 1)), ulp));
+    __m128i l0 = _mm256_cvttpd_epi32(_mm256_round_pd(v0, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+    __m128i l1 = _mm256_cvttpd_epi32(_mm256_round_pd(v1, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+    __m256i xi = _mm256_min_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(l0), l1, 1), smax);
+    __m256i nzv = _mm256_cmpgt_epi32(xi, zeroi);
+    __m256i v = _mm256_add_epi32(_mm256_add_epi32(xi, xi), _mm256_and_si256(_mm256_and_si256(nzv, neg), one));
+    __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *) (sym + t), _mm_packus_epi16(p, p));
+    nz += (size_t) __builtin_popcount((unsigned) _mm256_movemask_ps(_mm256_castsi256_ps(nzv)));
   }
   return nz;
 }

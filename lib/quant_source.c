@@ -289,8 +289,8 @@ INLINE size_t FN(qsgd_syms_chunk)(const REAL *xc, const uint16_t *uc, size_t m,
 }
 
 /* qsgd_syms_chunk with the kernel of fill's instruction set: float32
- * entries have their own with AVX-512 (quant.c), the rest the generic
- * loop; the same symbols. */
+ * entries have their own with AVX-512 and AVX2 (quant.c), the rest the
+ * generic loop; the same symbols. */
 INLINE size_t FN(qsgd_syms_isa)(const REAL *xc, const uint16_t *uc, size_t m, double k,
                                   int s, uint8_t *sym, u16_fill *fill)
 {
@@ -299,6 +299,9 @@ INLINE size_t FN(qsgd_syms_isa)(const REAL *xc, const uint16_t *uc, size_t m, do
   if (fill == u16_blocks_avx512) {
     nz = qsgd_syms_avx512(xc, uc, m, k, s, sym);
     t = m & ~(size_t) 15;
+  } else if (fill == u16_blocks_avx2) {
+    nz = qsgd_syms_avx2(xc, uc, m, k, s, sym);
+    t = m & ~(size_t) 7;
   }
 #else
   (void) fill;
