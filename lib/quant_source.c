@@ -288,6 +288,27 @@ INLINE size_t FN(qsgd_syms_chunk)(const REAL *xc, const uint16_t *uc, size_t m,
   return nz;
 }
 
+/* qsgd_syms_chunk with the kernel of fill's instruction set: float32
+ * entries have their own with AVX-512 and AVX2 (quant.c), the rest the
+ * generic loop; the same symbols. */
+INLINE size_t FN(qsgd_syms_isa)(const REAL *xc, const uint16_t *uc, size_t m, double k,
+                                  int s, uint8_t *sym, u16_fill *fill)
+{
+  size_t nz = 0, t = 0;
+#if PREC == 32 && defined(HAVE_ISA_PATHS)
+  if (fill == u16_blocks_avx512) {
+    nz = qsgd_syms_avx512(xc, uc, m, k, s, sym);
+    t = m & ~(size_t) 15;
+  } else if (fill == u16_blocks_avx2) {
+    nz = qsgd_syms_avx2(xc, uc, m, k, s, sym);
+    t = m & ~(size_t) 7;
+  }
+#else
+  (void) fill;
+#endif
+  return nz + FN(qsgd_syms_chunk)(xc + t, uc + t, m - t, k, s, sym + t);
+}
+
 /* The codes of the symbols sym[0, m) (m <= CHUNK) appended to w. */
 INLINE void FN(qsgd_pack_chunk)(const qstate *q, const uint8_t *sym, size_t m,
                                   gc__bw *w)
@@ -368,7 +389,7 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
     const uint16_t *uc = u + sh;
     const REAL *xc = x + c0;
     if (s) {
-      nnz += FN(qsgd_syms_chunk)(xc, uc, m, k, s, sym);
+      nnz += FN(qsgd_syms_isa)(xc, uc, m, k, s, sym, fill);
       FN(qsgd_pack_chunk)(q, sym, m, w);
       continue;
     }
@@ -400,7 +421,7 @@ INLINE size_t FN(qsgd_syms_body)(const qstate *q, const rngkey *key, const REAL 
   for (size_t c0 = lo; c0 < hi; c0 += CHUNK) {
     size_t m = hi - c0 < CHUNK ? hi - c0 : CHUNK, sh = c0 & 7;
     fill(key, c0 >> 3, (sh + m + 7) >> 3, u);
-    nnz += FN(qsgd_syms_chunk)(x + c0, u + sh, m, k, (int) q->s, sym + (c0 - lo));
+    nnz += FN(qsgd_syms_isa)(x + c0, u + sh, m, k, (int) q->s, sym + (c0 - lo), fill);
   }
   return nnz;
 }

@@ -904,3 +904,113 @@ Test(dispatch, bf16_paths_round_each_entry)
   free(x);
   gc_compressor_free(c);
 }
+
+/* qsgd's float32 symbols on every path at the ties of its rounding: x_i =
+ * m_i 2^-12 with sum m_i^2 = 2^28, so the norm is exactly 4 and, for s = 4
+ * (k = 1), r_i = |x_i| and (r - l) 2^16 are integers; with 2^20 entries
+ * some uniforms equal the threshold (counted here), and entries at r = 1,
+ * 2 and r = s exactly sit on level boundaries.  Other s give dyadic r too;
+ * a bucket of 2^18 + 5 puts the pieces off the 16-entry groups. */
+Test(dispatch, qsgd_paths_agree_at_ties)
+{
+  const size_t n = ((size_t) 1 << 20) + 13, spare = 40000;
+  const uint64_t seed = 99;
+  float *x = malloc(n * sizeof *x);
+  uint64_t st = 2024, S = 0;
+  for (size_t i = 0; i < n; i++) {
+    st = st * 6364136223846793005u + 1442695040888963407u;
+    uint32_t m = i < n - spare ? (uint32_t) (st >> 60) : 0;
+    if (i % 262147 == 100)
+      m = 4096 * (uint32_t) (1 + i % 2);         /* r = 1 or 2 at s = 4 */
+    S += (uint64_t) m * m;
+    x[i] = ldexpf((float) m, -12) * ((st >> 20) & 1 ? -1.0f : 1.0f);
+  }
+  uint64_t R = ((uint64_t) 1 << 28) - S, M = (uint64_t) sqrt((double) R);
+  while (M * M > R)
+    M--;
+  cr_assert(S + M * M <= (uint64_t) 1 << 28 && R - M * M < spare, "the sum fits");
+  x[n - spare] = -ldexpf((float) M, -12);
+  for (size_t i = 0; i < R - M * M; i++)
+    x[n - spare + 1 + i] = i % 2 ? 0x1p-12f : -0x1p-12f;
+  x[n - 1] = 0.0f;
+  static const struct { unsigned s; size_t bucket; } cfg[] = {
+    {4, 0}, {1, 0}, {3, 0}, {8, 0}, {15, 0}, {4, ((size_t) 1 << 18) + 5}, {2, 1000}};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
+    gc_compressor *c = make("qsgd", n, cfg[j].s, cfg[j].bucket, 0, seed);
+    size_t cap = gc_compressor_max_bytes(c), l0, l1;
+    uint8_t *ref = malloc(cap), *buf = malloc(cap);
+    gc_compress_info i0, i1;
+    gc__isa_force(GC__ISA_SSE2);
+    cr_assert(eq(int, gc_compress_f32(c, x, 5, ref, cap, &l0, &i0), GC_SUCCESS));
+    if (cfg[j].s == 4 && cfg[j].bucket == 0) {
+      float norm;
+      memcpy(&norm, ref + 2, sizeof norm);
+      cr_assert(eq(flt, norm, 4.0f), "the norm is exact");
+      size_t ties = 0;
+      for (size_t i = 0; i < n; i++) {
+        double r = fabs((double) x[i]), l = floor(r);
+        ties += (r - l) > 0 && (double) gc_rng_u16(seed, 0, 5, i) == (r - l) * 65536.0;
+      }
+      cr_assert(gt(sz, ties, 0), "some uniform ties its threshold");
+    }
+    for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+      gc__isa_force(isa);
+      cr_assert(eq(int, gc_compress_f32(c, x, 5, buf, cap, &l1, &i1), GC_SUCCESS));
+      cr_assert(eq(sz, l1, l0), "s=%u bucket=%zu %s: length", cfg[j].s, cfg[j].bucket,
+                gc__isa_name(isa));
+      cr_assert(eq(int, memcmp(buf, ref, l0), 0), "s=%u bucket=%zu %s: bytes", cfg[j].s,
+                cfg[j].bucket, gc__isa_name(isa));
+      cr_assert(eq(sz, i1.nnz, i0.nnz), "s=%u %s: nonzeros", cfg[j].s, gc__isa_name(isa));
+    }
+    free(ref);
+    free(buf);
+    gc_compressor_free(c);
+  }
+  gc__isa_force(saved);
+  free(x);
+}
+
+/* TernGrad's float32 codes on every path at the ties of the compare: x_i
+ * = m_i 2^-16 and one entry 1, so s = 1, the threshold m_i is an integer
+ * and some uniforms equal it (counted); unclipped, and clipped. */
+Test(dispatch, terngrad_paths_agree_at_ties)
+{
+  const size_t n = ((size_t) 1 << 20) + 7;
+  const uint64_t seed = 17;
+  float *x = malloc(n * sizeof *x);
+  uint64_t st = 5;
+  for (size_t i = 0; i < n; i++) {
+    st = st * 6364136223846793005u + 1442695040888963407u;
+    x[i] = ldexpf((float) (st >> 48), -16) * ((st >> 20) & 1 ? -1.0f : 1.0f);
+  }
+  x[77] = -1.0f;
+  x[n - 2] = -0.0f;
+  size_t ties = 0;
+  for (size_t i = 0; i < n; i++)
+    ties += (double) gc_rng_u16(seed, 0, 3, i) == fabs((double) x[i]) * 65536.0;
+  cr_assert(gt(sz, ties, 0), "some uniform ties its threshold");
+  static const double clips[] = {0, 1.5};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t j = 0; j < sizeof clips / sizeof clips[0]; j++) {
+    gc_compressor *c = make("terngrad", n, 1, 0, clips[j], seed);
+    size_t cap = gc_compressor_max_bytes(c), l0, l1;
+    uint8_t *ref = malloc(cap), *buf = malloc(cap);
+    gc_compress_info i0, i1;
+    gc__isa_force(GC__ISA_SSE2);
+    cr_assert(eq(int, gc_compress_f32(c, x, 3, ref, cap, &l0, &i0), GC_SUCCESS));
+    for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+      gc__isa_force(isa);
+      cr_assert(eq(int, gc_compress_f32(c, x, 3, buf, cap, &l1, &i1), GC_SUCCESS));
+      cr_assert(eq(sz, l1, l0), "clip %g %s: length", clips[j], gc__isa_name(isa));
+      cr_assert(eq(int, memcmp(buf, ref, l0), 0), "clip %g %s: bytes", clips[j],
+                gc__isa_name(isa));
+      cr_assert(eq(sz, i1.nnz, i0.nnz), "clip %g %s: nonzeros", clips[j], gc__isa_name(isa));
+    }
+    free(ref);
+    free(buf);
+    gc_compressor_free(c);
+  }
+  gc__isa_force(saved);
+  free(x);
+}
