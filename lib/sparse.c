@@ -902,48 +902,9 @@ static size_t band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t *ou
   return band_sse2_f32(val, c, ku, out, over);
 }
 
-/* k-th largest (k in 1..m) of the keys a[0..m), which is reordered.
- * 3-way quickselect, median-of-3 pivot. */
-static uint32_t kth_largest_u32(uint32_t *a, size_t m, size_t k)
-{
-  size_t lo = 0, hi = m, target = k - 1;
-  for (;;) {
-    if (hi - lo <= 16) {
-      for (size_t i = lo + 1; i < hi; i++) {
-        uint32_t v = a[i];
-        size_t j = i;
-        for (; j > lo && a[j - 1] < v; j--)
-          a[j] = a[j - 1];
-        a[j] = v;
-      }
-      return a[target];
-    }
-    uint32_t p0 = a[lo], p1 = a[lo + (hi - lo) / 2], p2 = a[hi - 1], p;
-    if (p0 < p1) { uint32_t t = p0; p0 = p1; p1 = t; }
-    if (p1 < p2) { uint32_t t = p1; p1 = p2; p2 = t; }
-    if (p0 < p1) { uint32_t t = p0; p0 = p1; p1 = t; }
-    p = p1;
-    size_t lt = lo, i = lo, gt = hi;
-    while (i < gt) {
-      uint32_t v = a[i];
-      if (v > p) {
-        a[i++] = a[lt];
-        a[lt++] = v;
-      } else if (v < p) {
-        a[i] = a[--gt];
-        a[gt] = v;
-      } else {
-        i++;
-      }
-    }
-    if (target < lt)
-      hi = lt;
-    else if (target >= gt)
-      lo = gt;
-    else
-      return p;
-  }
-}
+#define KEY uint32_t
+#define KTH kth_largest_u32
+#include "kth_source.c"
 
 /* The k-th largest magnitude key (k in 1..c) of the float32 values val[0,
  * c), with *above = how many keys exceed it and *equal = how many equal

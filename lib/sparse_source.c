@@ -102,48 +102,9 @@ static int FN(report_bad)(const REAL *x, size_t i)
             (double) x[i], i);
 }
 
-/* k-th largest (k in 1..m) of a[0..m), which is reordered.  3-way
- * quickselect with a median-of-3 pivot: ties cost nothing extra. */
-static REAL FN(kth_largest)(REAL *a, size_t m, size_t k)
-{
-  size_t lo = 0, hi = m, target = k - 1;
-  for (;;) {
-    if (hi - lo <= 16) {
-      for (size_t i = lo + 1; i < hi; i++) {
-        REAL v = a[i];
-        size_t j = i;
-        for (; j > lo && a[j - 1] < v; j--)
-          a[j] = a[j - 1];
-        a[j] = v;
-      }
-      return a[target];
-    }
-    REAL p0 = a[lo], p1 = a[lo + (hi - lo) / 2], p2 = a[hi - 1], p;
-    if (p0 < p1) { REAL t = p0; p0 = p1; p1 = t; }
-    if (p1 < p2) { REAL t = p1; p1 = p2; p2 = t; }
-    if (p0 < p1) { REAL t = p0; p0 = p1; p1 = t; }
-    p = p1;
-    size_t lt = lo, i = lo, gt = hi;
-    while (i < gt) {
-      REAL v = a[i];
-      if (v > p) {
-        a[i++] = a[lt];
-        a[lt++] = v;
-      } else if (v < p) {
-        a[i] = a[--gt];
-        a[gt] = v;
-      } else {
-        i++;
-      }
-    }
-    if (target < lt)
-      hi = lt;
-    else if (target >= gt)
-      lo = gt;
-    else
-      return p;
-  }
-}
+#define KEY REAL
+#define KTH FN(kth_largest)
+#include "kth_source.c"
 
 /* Exact top-K among candidate indices cand[0..c) (ascending, all finite,
  * c >= K): out receives K ascending indices (out may be cand: the j-th

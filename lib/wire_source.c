@@ -2,12 +2,20 @@
  * (float, double) with SFX (f32, f64), GSL templates_on.h style; both are
  * undefined at the end. */
 
-/* Values [lo, hi) of a message, x[idx[j]] * factor or val[j] copied (one
- * pass: copy and count); returns the nonzeros among them. */
-static size_t FN(gather_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
-                              REAL factor, size_t lo, size_t hi)
+/* Values [lo, hi) of a message in one pass, copied and counted: x[idx[j]]
+ * * factor (the nonzeros of x[idx[j]]), or with idx NULL x[j] as it is;
+ * returns the nonzeros among them. */
+static size_t FN(put_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
+                           REAL factor, size_t lo, size_t hi)
 {
   size_t nz = 0;
+  if (!idx) {
+    for (size_t j = lo; j < hi; j++) {
+      memcpy(v + j * sizeof(REAL), x + j, sizeof(REAL));
+      nz += x[j] != 0;
+    }
+    return nz;
+  }
   for (size_t j = lo; j < hi; j++) {
     REAL xj = x[idx[j]], val = xj * factor;
     nz += xj != 0;
@@ -16,21 +24,29 @@ static size_t FN(gather_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
   return nz;
 }
 
-static size_t FN(copy_vals)(uint8_t *v, const REAL *val, size_t lo, size_t hi)
+/* Every value of a message (put_vals over [0, c)), in pieces on the
+ * threads where the message is large. */
+static size_t FN(put_all_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
+                               REAL factor, size_t c)
 {
-  size_t nz = 0;
-  for (size_t j = lo; j < hi; j++) {
-    memcpy(v + j * sizeof(REAL), val + j, sizeof(REAL));
-    nz += val[j] != 0;
-  }
+  int T = wire_threads(c);
+  if (T == 1)   /* no parallel region at all: small messages are many */
+    return FN(put_vals)(v, idx, x, factor, 0, c);
+  size_t np = (c + WIRE_PIECE - 1) / WIRE_PIECE, nz = 0;
+  #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : nz)
+  for (size_t j = 0; j < np; j++)
+    nz += FN(put_vals)(v, idx, x, factor, j * WIRE_PIECE,
+                       c - j * WIRE_PIECE < WIRE_PIECE ? c : (j + 1) * WIRE_PIECE);
   return nz;
 }
 
-int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
-                        int implicit, const REAL *x, REAL factor,
-                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz)
+/* The header and index section of a message of c values (implicit: the
+ * receiver knows the indices); *v [out] where the values start. */
+static int FN(put_head)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
+                        int implicit, uint8_t *buf, size_t cap, size_t *len,
+                        uint8_t **v)
 {
-  size_t isec = 0, nz = 0;
+  size_t isec = 0;
   wire_plan pl = { .T = 1 };
   int coding = implicit ? GC__IDX_IMPLICIT : choose_plan(n, idx, c, &isec, &pl);
   size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
@@ -38,19 +54,18 @@ int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
     GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
   put_header(buf, type, sizeof(REAL), coding, c);
   put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
-  uint8_t *v = buf + GC__WIRE_HDR + isec;
-  int T = wire_threads(c);
-  if (T == 1) {   /* no parallel region at all: small messages are many */
-    nz = FN(gather_vals)(v, idx, x, factor, 0, c);
-  } else {
-    size_t np = (c + WIRE_PIECE - 1) / WIRE_PIECE;
-    #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : nz)
-    for (size_t j = 0; j < np; j++)
-      nz += FN(gather_vals)(v, idx, x, factor, j * WIRE_PIECE,
-                            c - j * WIRE_PIECE < WIRE_PIECE ? c : (j + 1) * WIRE_PIECE);
-  }
+  *v = buf + GC__WIRE_HDR + isec;
   *len = total;
-  *nnz = nz;
+  return GC_SUCCESS;
+}
+
+int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
+                        int implicit, const REAL *x, REAL factor,
+                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz)
+{
+  uint8_t *v;
+  GC_TRY(FN(put_head)(type, n, idx, c, implicit, buf, cap, len, &v));
+  *nnz = FN(put_all_vals)(v, idx, x, factor, c);
   return GC_SUCCESS;
 }
 
@@ -58,27 +73,9 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
                              size_t c, const REAL *val, uint8_t *buf, size_t cap,
                              size_t *len, size_t *nnz)
 {
-  size_t isec = 0, nz = 0;
-  wire_plan pl;
-  int coding = choose_plan(n, idx, c, &isec, &pl);
-  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
-  if (total > cap)
-    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  put_header(buf, type, sizeof(REAL), coding, c);
-  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
-  uint8_t *v = buf + GC__WIRE_HDR + isec;
-  int T = wire_threads(c);
-  if (T == 1) {
-    nz = FN(copy_vals)(v, val, 0, c);
-  } else {
-    size_t np = (c + WIRE_PIECE - 1) / WIRE_PIECE;
-    #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : nz)
-    for (size_t j = 0; j < np; j++)
-      nz += FN(copy_vals)(v, val, j * WIRE_PIECE,
-                          c - j * WIRE_PIECE < WIRE_PIECE ? c : (j + 1) * WIRE_PIECE);
-  }
-  *len = total;
-  *nnz = nz;
+  uint8_t *v;
+  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, len, &v));
+  *nnz = FN(put_all_vals)(v, NULL, val, 1, c);
   return GC_SUCCESS;
 }
 

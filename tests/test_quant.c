@@ -833,20 +833,17 @@ Test(dispatch, quant_uniforms_follow_the_contract)
   gc_compressor_free(c);
 }
 
-/* fp16 on every path: each half is gc__half_from_double of the float
- * (round to nearest even) for ties, subnormal halves, the overflow edge
- * and zeros of both signs, wherever they fall in the vector blocks. */
-Test(dispatch, fp16_paths_round_each_entry)
+/* A 16-bit float compressor on every path: each half of x (n entries
+ * drawn from special[] with stride `stride`, every third negated, so they
+ * fall anywhere in the vector blocks) equals want(x_i), and the nonzero
+ * count is that of the halves. */
+static void halves_on_every_path(const char *name, const float *special, size_t ns,
+                                 size_t n, size_t stride, uint16_t (*want)(double))
 {
-  static const float special[] = {
-    1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-23f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.99f,
-    0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1.4p-20f, 3e-8f, -0.0f, 0.0f, -2.5e-6f,
-    0x1.ffep-15f, -0x1.002p-14f, 1e-30f, 0.333333343f};
-  size_t n = 517, ns = sizeof special / sizeof special[0];
   float *x = malloc(n * sizeof *x);
   for (size_t i = 0; i < n; i++)
-    x[i] = special[(i * 7) % ns] * (i % 3 ? 1.0f : -1.0f);
-  gc_compressor *c = make("fp16", n, 1, 0, 0, 1);
+    x[i] = special[(i * stride) % ns] * (i % 3 ? 1.0f : -1.0f);
+  gc_compressor *c = make(name, n, 1, 0, 0, 1);
   size_t cap = gc_compressor_max_bytes(c), len;
   uint8_t *buf = malloc(cap);
   int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
@@ -857,16 +854,29 @@ Test(dispatch, fp16_paths_round_each_entry)
     size_t nnz = 0;
     for (size_t i = 0; i < n; i++) {
       uint16_t h = (uint16_t) (buf[2 + 2 * i] | buf[3 + 2 * i] << 8);
-      cr_assert(eq(u16, h, gc__half_from_double((double) x[i])), "x[%zu] = %a on %s", i,
+      cr_assert(eq(u16, h, want((double) x[i])), "%s: x[%zu] = %a on %s", name, i,
                 (double) x[i], gc__isa_name(isa));
       nnz += (h & 0x7fffu) != 0;
     }
-    cr_assert(eq(sz, info.nnz, nnz), "nonzero count on %s", gc__isa_name(isa));
+    cr_assert(eq(sz, info.nnz, nnz), "%s: nonzero count on %s", name, gc__isa_name(isa));
   }
   gc__isa_force(saved);
   free(buf);
   free(x);
   gc_compressor_free(c);
+}
+
+/* fp16 on every path: each half is gc__half_from_double of the float
+ * (round to nearest even) for ties, subnormal halves, the overflow edge
+ * and zeros of both signs, wherever they fall in the vector blocks. */
+Test(dispatch, fp16_paths_round_each_entry)
+{
+  static const float special[] = {
+    1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-23f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.99f,
+    0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1.4p-20f, 3e-8f, -0.0f, 0.0f, -2.5e-6f,
+    0x1.ffep-15f, -0x1.002p-14f, 1e-30f, 0.333333343f};
+  halves_on_every_path("fp16", special, sizeof special / sizeof special[0], 517, 7,
+                       gc__half_from_double);
 }
 
 /* bf16 on every path: each half is gc__bf16_from_double of the float
@@ -878,31 +888,8 @@ Test(dispatch, bf16_paths_round_each_entry)
     1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-23f, 1.0f + 3 * 0x1p-8f, 0x1.ffp127f, 0x1.fep127f,
     0x1.ff8p0f, 0x1p-149f, 0x1.8p-140f, -0.0f, 0.0f, 3.14159265f, 1e-38f, 0x1.01p-126f,
     65519.99f, 0.333333343f, 0x1.fffffep127f};
-  size_t n = 523, ns = sizeof special / sizeof special[0];
-  float *x = malloc(n * sizeof *x);
-  for (size_t i = 0; i < n; i++)
-    x[i] = special[(i * 5) % ns] * (i % 3 ? 1.0f : -1.0f);
-  gc_compressor *c = make("bf16", n, 1, 0, 0, 1);
-  size_t cap = gc_compressor_max_bytes(c), len;
-  uint8_t *buf = malloc(cap);
-  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
-  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
-    gc__isa_force(isa);
-    gc_compress_info info;
-    cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, &info), GC_SUCCESS));
-    size_t nnz = 0;
-    for (size_t i = 0; i < n; i++) {
-      uint16_t h = (uint16_t) (buf[2 + 2 * i] | buf[3 + 2 * i] << 8);
-      cr_assert(eq(u16, h, gc__bf16_from_double((double) x[i])), "x[%zu] = %a on %s", i,
-                (double) x[i], gc__isa_name(isa));
-      nnz += (h & 0x7fffu) != 0;
-    }
-    cr_assert(eq(sz, info.nnz, nnz), "nonzero count on %s", gc__isa_name(isa));
-  }
-  gc__isa_force(saved);
-  free(buf);
-  free(x);
-  gc_compressor_free(c);
+  halves_on_every_path("bf16", special, sizeof special / sizeof special[0], 523, 5,
+                       gc__bf16_from_double);
 }
 
 /* qsgd's float32 symbols on every path at the ties of its rounding: x_i =
