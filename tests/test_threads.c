@@ -111,6 +111,27 @@ Test(threads, worker_error_reaches_the_caller, .init = gc_test_quiet)
 
 /* The compressors' own loops over OpenMP threads (vectors of at least
  * 2^18 entries; ragged last piece): 1, 2 and 3 threads, the same bytes. */
+#ifdef _OPENMP
+/* c's message of x at `step` on 2 and 3 threads equals the one-thread
+ * message byte for byte (the caller's thread setting is not restored). */
+static void same_message_on_threads(gc_compressor *c, const float *x, uint32_t step,
+                                    const char *what)
+{
+  size_t cap = gc_compressor_max_bytes(c), l1, lt;
+  uint8_t *one = malloc(cap), *many = malloc(cap);
+  omp_set_num_threads(1);
+  cr_assert(eq(int, gc_compress_f32(c, x, step, one, cap, &l1, NULL), GC_SUCCESS));
+  for (int T = 2; T <= 3; T++) {
+    omp_set_num_threads(T);
+    cr_assert(eq(int, gc_compress_f32(c, x, step, many, cap, &lt, NULL), GC_SUCCESS));
+    cr_assert(eq(sz, lt, l1));
+    cr_assert(eq(int, memcmp(one, many, l1), 0), "%s: %d threads", what, T);
+  }
+  free(one);
+  free(many);
+}
+#endif
+
 Test(threads, compressor_loops_bit_identical)
 {
 #ifndef _OPENMP
@@ -129,18 +150,7 @@ Test(threads, compressor_loops_bit_identical)
     p.levels = 4;
     p.seed = 3;
     gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[j]), M, &p);
-    size_t cap = gc_compressor_max_bytes(c), l1, lt;
-    uint8_t *one = malloc(cap), *many = malloc(cap);
-    omp_set_num_threads(1);
-    cr_assert(eq(int, gc_compress_f32(c, x, 9, one, cap, &l1, NULL), GC_SUCCESS));
-    for (int T = 2; T <= 3; T++) {
-      omp_set_num_threads(T);
-      cr_assert(eq(int, gc_compress_f32(c, x, 9, many, cap, &lt, NULL), GC_SUCCESS));
-      cr_assert(eq(sz, lt, l1));
-      cr_assert(eq(int, memcmp(one, many, l1), 0), "%s: %d threads", names[j], T);
-    }
-    free(one);
-    free(many);
+    same_message_on_threads(c, x, 9, names[j]);
     gc_compressor_free(c);
   }
   omp_set_num_threads(saved);
@@ -371,18 +381,7 @@ Test(threads, topk_filter_bit_identical)
     p.ties = ties ? GC_TIES_HIGH : GC_TIES_LOW;
     gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name("topk"), M, &p);
     cr_assert(not(eq(ptr, c, NULL)), "%s", gc_last_error());
-    size_t cap = gc_compressor_max_bytes(c), l1, lt;
-    uint8_t *one = malloc(cap), *many = malloc(cap);
-    omp_set_num_threads(1);
-    cr_assert(eq(int, gc_compress_f32(c, x, 4, one, cap, &l1, NULL), GC_SUCCESS));
-    for (int T = 2; T <= 3; T++) {
-      omp_set_num_threads(T);
-      cr_assert(eq(int, gc_compress_f32(c, x, 4, many, cap, &lt, NULL), GC_SUCCESS));
-      cr_assert(eq(sz, lt, l1));
-      cr_assert(eq(int, memcmp(one, many, l1), 0), "ties %d, %d threads", ties, T);
-    }
-    free(one);
-    free(many);
+    same_message_on_threads(c, x, 4, ties ? "topk, ties high" : "topk, ties low");
     gc_compressor_free(c);
   }
   omp_set_num_threads(saved);
