@@ -281,8 +281,7 @@ static void announce(const opts *o)
   if (c->quiet)
     return;
   fprintf(stderr, "gradcomp train: %s on %s (%s), P=%zu, %s/%s %s=%g, lr=%g,"
-          " B=%zu, %zu epochs%s -> %s\n", c->model && *c->model ? c->model
-          : gc_nn_model_default(c->dataset), c->dataset,
+          " B=%zu, %zu epochs%s -> %s\n", gc_train_config_model(c), c->dataset,
           c->device ? c->device->name : "cpu", c->workers,
           c->algorithm, c->compressor,
           strcmp(c->compressor, "powersgd") ? "rho" : "rank",
@@ -556,8 +555,7 @@ int gc_cmd_train(int argc, char **argv)
            " last finished epoch are kept; continue with the same options and"
            " --resume", o.c.out);
   gc_cli_set_interrupt_note("train", note);
-  const char *model = o.c.model && *o.c.model ? o.c.model
-                      : gc_nn_model_default(o.c.dataset);
+  const char *model = gc_train_config_model(&o.c);
   if (!o.lr_set)
     o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
   if ((o.net_bw != NULL) != (o.net_lat != NULL)) {

@@ -54,23 +54,14 @@ static int write_atomic(const char *path, const char *text)
   return gc__write_atomic(path, &part, &len, 1);
 }
 
-static const char *model_of(const gc_train_config *c)
-{
-  return c->model && *c->model ? c->model : gc_nn_model_default(c->dataset);
-}
-
-static double density_down(const gc_train_config *c)
-{
-  return c->density_down > 0 ? c->density_down : c->density;
-}
-
 /* The fields that must agree between a checkpoint and a resumed run. */
 static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
 {
   snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%u|%llu"
-           "|%zu|%zu%s%s", c->dataset, model_of(c), c->workers, c->noniid,
-           c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
-           c->density, density_down(c), c->rank, (unsigned long long) c->seed,
+           "|%zu|%zu%s%s", c->dataset, gc_train_config_model(c), c->workers,
+           c->noniid, c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
+           c->density, gc_train_config_density_down(c), c->rank,
+           (unsigned long long) c->seed,
            c->train_subset, c->test_subset, c->transport ? "|mpi" : "",
            c->net ? "|net" : "");
 }
@@ -106,10 +97,11 @@ static int write_config_json(const run *r, const char *dir)
     "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
     "  \"blas_core\": \"%s\",\n  \"openblas_coretype_env\": \"%s\",\n"
     "  \"machine\": \"%s %s %s\",\n  \"fingerprint\": \"%s\"\n}\n",
-    PACKAGE_VERSION, c->dataset, model_of(c), r->in.d, c->workers,
+    PACKAGE_VERSION, c->dataset, gc_train_config_model(c), r->in.d, c->workers,
     c->noniid ? "noniid" : "iid", c->batch, c->epochs,
     r->in.steps_per_epoch, c->lr, c->momentum, c->algorithm,
-    c->compressor, c->density, density_down(c), r->in.k, r->in.k_down, c->rank,
+    c->compressor, c->density, gc_train_config_density_down(c), r->in.k,
+    r->in.k_down, c->rank,
     (unsigned long long) c->seed, r->in.threads,
     c->device ? c->device->name : "cpu",
     c->transport ? c->transport->type->name : "inproc",

@@ -226,6 +226,11 @@ typedef struct gc_train_config {
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);
+/* What a configuration means where it leaves a field to its default: the
+ * model (the data set's default when unset) and the downlink density (the
+ * uplink's when 0). */
+const char *gc_train_config_model(const gc_train_config *c);
+double gc_train_config_density_down(const gc_train_config *c);
 /* The algorithm configuration a run of c gives gc_sim (dimension, method,
  * compressors and their settings), for a transport sized before the run
  * (gc_mpi_alloc).  *segs [out]: the layer shapes a shaped compressor

@@ -143,12 +143,12 @@ void gc_train_free(gc_train *r)
   free(r);
 }
 
-static const char *model_of(const gc_train_config *c)
+const char *gc_train_config_model(const gc_train_config *c)
 {
   return c->model && *c->model ? c->model : gc_nn_model_default(c->dataset);
 }
 
-static double density_down(const gc_train_config *c)
+double gc_train_config_density_down(const gc_train_config *c)
 {
   return c->density_down > 0 ? c->density_down : c->density;
 }
@@ -242,14 +242,14 @@ static int algo_config(const gc_train_config *c, const gc_nn *nn,
   }
   a->up_params.density = c->density;
   a->up_params.seed = a->down_params.seed = c->seed;
-  a->down_params.density = density_down(c);
+  a->down_params.density = gc_train_config_density_down(c);
   return GC_SUCCESS;
 }
 
 int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
                          gc_segment **segs)
 {
-  gc_nn *nn = gc_nn_alloc_model(model_of(c), 1);
+  gc_nn *nn = gc_nn_alloc_model(gc_train_config_model(c), 1);
   if (!nn)
     return gc_last_error_code();
   size_t nsegs;
@@ -337,11 +337,11 @@ static int bounds_alloc(gc_train *r)
       !b->grad || !b->gp || !b->v || !b->lids)
     GC_ERROR("out of memory for --bounds", GC_ENOMEM);
   if (r->c->device) {
-    if (!(b->dev = r->c->device->alloc(model_of(r->c), BOUND_SLICES, BOUND_CHUNK)))
+    if (!(b->dev = r->c->device->alloc(gc_train_config_model(r->c), BOUND_SLICES, BOUND_CHUNK)))
       return gc_last_error_code();
   } else {
     for (size_t t = 0; t < T; t++)
-      if (!(b->nets[t] = gc_nn_alloc_model(model_of(r->c), BOUND_CHUNK)))
+      if (!(b->nets[t] = gc_nn_alloc_model(gc_train_config_model(r->c), BOUND_CHUNK)))
         return GC_ENOMEM;
   }
   /* L's batch: every (N/nl)-th example of the partition, so that it spans
@@ -620,7 +620,7 @@ static int probe_remote(gc_train *r, double lr, gc_xi_sample *xs, double *ct)
 static int setup(gc_train *r)
 {
   const gc_train_config *c = r->c;
-  const char *model = model_of(c);
+  const char *model = gc_train_config_model(c);
   const char *want = gc_nn_model_dataset(model);
   if (!want)
     GC_ERRORF(GC_EINVAL, "unknown model '%s'", model);
