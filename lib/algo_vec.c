@@ -7,6 +7,7 @@
 #endif
 
 #include "gc_algo_vec.h"
+#include "gc_internal.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
 
@@ -35,12 +36,7 @@ typedef int (*vkernel)(const vargs *v, size_t lo, size_t hi, size_t *cnt);
 
 static int par(size_t n)
 {
-#ifdef _OPENMP
-  return n >= VPAR && !omp_in_parallel() && omp_get_max_threads() > 1;
-#else
-  (void) n;
-  return 0;
-#endif
+  return gc__threads_for(n, VPAR, 0) > 1;
 }
 
 static inline __attribute__((always_inline)) int

@@ -5,6 +5,27 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gc_compressor.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The threads a loop over n entries takes: the caller's setting
+ * (omp_set_num_threads), at most cap (0: no cap), and one below min
+ * entries, inside a parallel region or without OpenMP.  Every threaded
+ * loop of the library gives the one-thread bits, so this only decides
+ * where the threads pay. */
+static inline int gc__threads_for(size_t n, size_t min, int cap)
+{
+#ifdef _OPENMP
+  if (n < min || omp_in_parallel())
+    return 1;
+  int T = omp_get_max_threads();
+  return cap > 0 && T > cap ? cap : T;
+#else
+  (void) n; (void) min; (void) cap;
+  return 1;
+#endif
+}
 
 /* The precision templates (sparse_source.c, quant_source.c, wire_source.c,
  * lowrank_source.c) are included once per REAL with SFX = f32 or f64;

@@ -854,11 +854,7 @@ int gc_nn_evaluate(gc_nn *nn, const float *w, float *stats,
                    const gc_dataset *ds, double *acc, double *loss)
 {
   size_t nb = (ds->n + nn->maxB - 1) / nn->maxB, ok = 0;
-  int T = 1;
-#ifdef _OPENMP
-  T = omp_in_parallel() ? 1 : omp_get_max_threads();
-#endif
-  T = T < NN_EVAL_PEERS + 1 ? T : NN_EVAL_PEERS + 1;
+  int T = gc__threads_for(ds->n, 0, NN_EVAL_PEERS + 1);
   /* each extra thread holds a net's activations: at most NN_EVAL_MEM bytes
    * of them in all (VGG-19 takes about 1 MB an example) */
   size_t per = 0;

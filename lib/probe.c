@@ -12,6 +12,7 @@
 #endif
 
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
 
@@ -118,12 +119,7 @@ static double at(const gc_xi_probe *w, const void *v, size_t i)
 /* Vectors long enough to be worth the threads; one in a parallel region. */
 static int par(size_t n)
 {
-#ifdef _OPENMP
-  return n >= (1 << 16) && !omp_in_parallel() && omp_get_max_threads() > 1;
-#else
-  (void) n;
-  return 0;
-#endif
+  return gc__threads_for(n, 1 << 16, 0) > 1;
 }
 
 void gc_xi_probe_before(gc_xi_probe *w, gc_sim *sim)

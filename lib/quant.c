@@ -61,20 +61,6 @@ enum {
  * PAR_CHUNK pieces where the pieces are not CHUNKs. */
 enum { PAR_MIN = 1 << 18, PAR_CHUNK = 1 << 16 };
 
-/* The threads a loop would get here (one inside a parallel region). */
-#ifdef _OPENMP
-#include <omp.h>
-static int par_threads(void)
-{
-  return omp_in_parallel() ? 1 : omp_get_max_threads();
-}
-#else
-static int par_threads(void)
-{
-  return 1;
-}
-#endif
-
 /* One state layout serves every quantizer; each reads what it needs. */
 typedef struct qstate {
   size_t n;

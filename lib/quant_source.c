@@ -480,7 +480,7 @@ static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
         gc__bw_put(&w, 1, 1);
       continue;
     }
-    if (q->sym && hi - lo >= PAR_MIN && par_threads() > 1)
+    if (q->sym && gc__threads_for(hi - lo, PAR_MIN, 0) > 1)
       nnz += FN(qsgd_bucket_par)(q, &key, x, lo, hi, norm, &w);
     else
       nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);

@@ -569,9 +569,8 @@ static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
   if (L)
     L->T = 1;
 #ifdef _OPENMP
-  int T = omp_in_parallel() ? 1 : omp_get_max_threads();
-  T = T < SCAN_PAR_MAX ? T : SCAN_PAR_MAX;
-  if (n >= SCAN_PAR_MIN && T > 1 && cap / (size_t) T >= 64) {
+  int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
+  if (T > 1 && cap / (size_t) T >= 64) {
     size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], share = cap / (size_t) T;
     size_t piece = (n / (size_t) T + 63) & ~(size_t) 63;
     #pragma omp parallel for schedule(static) num_threads(T)
@@ -721,15 +720,7 @@ enum { KEEP_PAR_MIN = 1 << 18, KEEP_PAR_MAX = 16 };
 
 static int keep_threads(size_t c)
 {
-#ifdef _OPENMP
-  if (c < KEEP_PAR_MIN || omp_in_parallel())
-    return 1;
-  int T = omp_get_max_threads();
-  return T < KEEP_PAR_MAX ? T : KEEP_PAR_MAX;
-#else
-  (void) c;
-  return 1;
-#endif
+  return gc__threads_for(c, KEEP_PAR_MIN, KEEP_PAR_MAX);
 }
 
 static void keep_count_f32(const float *val, size_t lo, size_t hi, uint32_t tk,

@@ -117,15 +117,7 @@ typedef struct {
 
 static int wire_threads(size_t c)
 {
-#ifdef _OPENMP
-  if (c < WIRE_PAR_MIN || omp_in_parallel())
-    return 1;
-  int T = omp_get_max_threads();
-  return T < WIRE_PAR_MAX ? T : WIRE_PAR_MAX;
-#else
-  (void) c;
-  return 1;
-#endif
+  return gc__threads_for(c, WIRE_PAR_MIN, WIRE_PAR_MAX);
 }
 
 /* Bytes of the delta coding of c ascending indices, piece by piece. */
