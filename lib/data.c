@@ -192,6 +192,28 @@ static void normalise(float *x, const uint8_t *px, size_t count, float mean,
     x[i] = ((float) px[i] * (1.0f / 255.0f) - mean) / sd;
 }
 
+/* The labels of an IDX file (expect_n of them unless 0), each checked to
+ * be a class 0..9. */
+static int idx_labels(const char *path, size_t expect_n, uint8_t **y, size_t *n)
+{
+  size_t dl[1];
+  GC_TRY(gc_idx_read(path, 1, dl, y));
+  if (expect_n && dl[0] != expect_n) {
+    free(*y);
+    *y = NULL;
+    GC_ERRORF(GC_EFORMAT, "%s: %zu labels, expected %zu", path, dl[0], expect_n);
+  }
+  for (size_t i = 0; i < dl[0]; i++)
+    if ((*y)[i] >= 10) {
+      unsigned bad = (*y)[i];
+      free(*y);
+      *y = NULL;
+      GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9", path, bad, i);
+    }
+  *n = dl[0];
+  return GC_SUCCESS;
+}
+
 int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
                      gc_dataset *ds)
 {
@@ -199,7 +221,7 @@ int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
   size_t di[3], dl[1];
   uint8_t *px = NULL, *lab = NULL;
   GC_TRY(gc_idx_read(images, 3, di, &px));
-  int st = gc_idx_read(labels, 1, dl, &lab);
+  int st = idx_labels(labels, 0, &lab, &dl[0]);
   if (st) {
     free(px);
     return st;
@@ -219,13 +241,6 @@ int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
     GC_ERRORF(GC_EFORMAT, "%s: %zu images, expected %zu", images, di[0],
               expect_n);
   }
-  for (size_t i = 0; i < dl[0]; i++)
-    if (lab[i] >= 10) {
-      unsigned bad = lab[i];   /* read before the buffer is freed */
-      free(px); free(lab);
-      GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9",
-                labels, bad, i);
-    }
   size_t n = di[0], dim = 28 * 28;
   ds->x = malloc(n * dim * sizeof *ds->x);
   if (!ds->x) {
@@ -399,26 +414,6 @@ int gc_data_load(const char *dir, const char *name, int train, gc_dataset *ds)
  * non-IID partition needs them); of the images only the kept records are
  * held: IDX images are streamed past in blocks, CIFAR-10 records that are
  * not kept are skipped by seeking. */
-
-static int idx_labels(const char *path, size_t expect_n, uint8_t **y, size_t *n)
-{
-  size_t dl[1];
-  GC_TRY(gc_idx_read(path, 1, dl, y));
-  if (expect_n && dl[0] != expect_n) {
-    free(*y);
-    *y = NULL;
-    GC_ERRORF(GC_EFORMAT, "%s: %zu labels, expected %zu", path, dl[0], expect_n);
-  }
-  for (size_t i = 0; i < dl[0]; i++)
-    if ((*y)[i] >= 10) {
-      unsigned bad = (*y)[i];
-      free(*y);
-      *y = NULL;
-      GC_ERRORF(GC_EFORMAT, "%s: label %u at record %zu is not in 0..9", path, bad, i);
-    }
-  *n = dl[0];
-  return GC_SUCCESS;
-}
 
 /* Each record's label byte, read by seeking past the pixels. */
 static int cifar_labels(const set_files *sf, uint8_t **y, size_t *n)
