@@ -157,7 +157,7 @@ static int under_mpirun(size_t steps, double density)
     for (size_t a = 0; !rc && a < NALGOS; a++) {
       gc_algo_config c;
       bench_config(&c, algos[a], P, d, density);
-      gc_mpi *mp = gc_mpi_alloc(MPI_COMM_WORLD, &c, 0);
+      gc_mpi *mp = gc_mpi_alloc(MPI_COMM_WORLD, &c);
       gc_sim *s = mp ? gc_sim_alloc_transport(&c, x0, gc_mpi_transport(mp))
                      : NULL;
       comm_row r;

@@ -12,6 +12,7 @@
 #include "gc_transport_cli.h"
 #include "gc_errno.h"
 #include "gc_theory.h"
+#include "gc_transport.h"
 
 #define CMD "theory"
 
@@ -276,8 +277,7 @@ static void trajectory_usage(FILE *out)
           "  --lr-schedule SPEC: constant (the step --lr), inverse:c=C,a=A (step c/(a+t))\n"
           "  or mem-sgd:a=A (step 8/(mu(a+t)) with the problem's mu, Stich et al. 2018);\n"
           "  a decreasing schedule also reports F(xbar_T)-F* of the weighted average\n"
-          "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6); it runs\n"
-          "  in-process only.\n"
+          "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6).\n"
           "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
           "       support_union\n", gc_cli_algorithm_names("|"));
 }
@@ -325,8 +325,6 @@ static int cmd_trajectory(int argc, char **argv)
   int constant = !schedule || !strcmp(schedule, "constant");
   if (constant && !(lr > 0))   /* also when --lr is not given (lr = 0) */
     return gc_cli_usage_error(CMD, "trajectory: --lr must be given and > 0");
-  if (!constant && tro.mpi)   /* the MPI worker ranks step with one lr */
-    return gc_cli_usage_error(CMD, "trajectory: --lr-schedule needs --transport inproc");
   if (steps == 0 || steps > 100000000)
     return gc_cli_usage_error(CMD, "trajectory: --steps must be in [1, 1e8]");
   if (!dd_set)
@@ -348,37 +346,45 @@ static int cmd_trajectory(int argc, char **argv)
     return st;
   }
   cfg.up_params.seed = cfg.down_params.seed = seed;
-  gc_theory_run *r = gc_theory_run_alloc(prob, &cfg, NULL);
-  if (!r || (sched.kind == GC_LR_INVERSE && gc_theory_run_set_average(r, sched.a))) {
-    gc_theory_run_free(r);
+  const gc_transport *tr;
+  int leader;
+  int rc = gc_trajectory_transport_begin(&tro, prob, &cfg, &tr, &leader);
+  if (rc >= 0) {
     gc_problem_free(prob);
-    return gc_cli_fail(CMD, 1, "cannot set up the run");
+    return rc;
   }
-  lr = gc_lr_schedule_at(&sched, 0);
-  int worker_exit = gc_trajectory_transport_begin(&tro, r, prob, &cfg, lr, steps);
-  if (worker_exit >= 0) {   /* an MPI worker rank, done */
+  rc = 0;
+  gc_theory_run *r = gc_theory_run_alloc_transport(prob, &cfg, NULL, tr, leader);
+  if (!r || (sched.kind == GC_LR_INVERSE && gc_theory_run_set_average(r, sched.a))) {
+    rc = gc_trajectory_transport_end(&tro, NULL,
+                                     gc_cli_fail(CMD, 1, "cannot set up the run"));
     gc_theory_run_free(r);
     gc_problem_free(prob);
-    return worker_exit;
+    return rc;
+  }
+  if (!leader) {   /* an MPI worker rank: its worker's steps, no output */
+    for (size_t t = 0; t < steps && !rc; t++)
+      if ((st = gc_theory_run_step(r, gc_lr_schedule_at(&sched, t), NULL)))
+        rc = gc_cli_fail(CMD, st, "a worker rank failed at step %zu", t);
+    rc = gc_trajectory_transport_end(&tro, r, rc);
+    gc_theory_run_free(r);
+    gc_problem_free(prob);
+    return rc;
   }
   FILE *f = NULL;
   if (csv) {
-    if (!(f = open_csv(csv, NULL))) {
-      gc_theory_run_free(r);
-      gc_problem_free(prob);
-      return 1;
-    }
-    gc_probe_csv_header(f);
-    if (gc_cli_csv_flush(CMD, f, csv)) {
+    if (!(f = open_csv(csv, NULL)))
+      rc = 1;
+    else
+      gc_probe_csv_header(f);
+    if (f && gc_cli_csv_flush(CMD, f, csv)) {
       fclose(f);
-      gc_theory_run_free(r);
-      gc_problem_free(prob);
-      return 1;
+      f = NULL;
+      rc = 1;
     }
   }
-  int rc = 0;
   gc_probe_row row;
-  for (size_t t = 0; t < steps; t++) {
+  for (size_t t = 0; t < steps && !rc; t++) {
     st = gc_theory_run_step(r, gc_lr_schedule_at(&sched, t), &row);
     if (st == GC_SUCCESS && !(isfinite(row.f_gap) && isfinite(row.grad_norm2)))
       st = GC_EDIVERGE;

@@ -379,7 +379,7 @@ static int train_mpi(opts *o)
   if (gc_train_algo_config(c, &a, &segs) != GC_SUCCESS)
     return mpi_end(rank == 0 ? gc_cli_usage_error("train", "invalid options: "
                                                   "%s", gc_last_error()) : 2);
-  gc_mpi *m = gc_mpi_alloc(MPI_COMM_WORLD, &a, 0);
+  gc_mpi *m = gc_mpi_alloc(MPI_COMM_WORLD, &a);
   free(segs);
   if (!m)
     return mpi_end(rank == 0 ? gc_cli_usage_error("train", "--transport mpi: "

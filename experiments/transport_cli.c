@@ -105,45 +105,6 @@ static int gather_finals(struct gc_traj_mpi *t, const double *x, size_t n,
   return rc == MPI_SUCCESS ? GC_SUCCESS : GC_EMPI;
 }
 
-/* A worker rank: its own f_p, the same gradient as probe.c forms for it
- * (noise keyed by worker and step), through the same step driver. */
-static int worker_run(struct gc_traj_mpi *t, const gc_problem *prob,
-                      double lr, size_t steps)
-{
-  size_t p = (size_t) gc_mpi_rank(t->m) - 1, n = prob->n;
-  gc_sim *sim = gc_sim_alloc_transport(&t->cfg, prob->x0,
-                                       gc_mpi_transport(t->m));
-  double *g = malloc(n * sizeof *g);
-  const void **grads = calloc(t->cfg.workers, sizeof *grads);
-  int rc = 0;
-  if (!sim || !g || !grads) {
-    rc = gc_cli_fail(CMD, gc_last_error_code(), "rank %zu: cannot set up "
-                     "worker %zu", p + 1, p);
-  }
-  for (size_t s = 0; !rc && s < steps; s++) {
-    gc_problem_worker_grad(prob, p, gc_sim_point(sim), g);
-    gc_problem_add_noise(prob, p, (uint32_t) s, g);
-    grads[p] = g;
-    int st = gc_sim_step(sim, grads, lr);
-    if (st != GC_SUCCESS)
-      rc = gc_cli_fail(CMD, st, "rank %zu (worker %zu) failed at step %zu",
-                       p + 1, p, s);
-  }
-  if (!rc) {
-    uint64_t unused[NF];
-    if (gather_finals(t, gc_sim_point(sim), n, unused) != GC_SUCCESS)
-      rc = gc_cli_fail(CMD, GC_EMPI, "rank %zu: final check failed", p + 1);
-  }
-  gc_sim_free(sim);
-  free(g);
-  free(grads);
-  if (rc) {
-    fflush(NULL);
-    MPI_Abort(MPI_COMM_WORLD, rc);   /* rank 0 waits on this rank */
-  }
-  return rc;
-}
-
 /* Rank 0: every rank holds rank 0's final iterate, and the payload bytes
  * agree: sent by the workers, received (MPI_Get_count) and in the ledger.
  * Dense and random-K allreduce go through rank 0, while their ledger
@@ -187,9 +148,11 @@ static int server_check(struct gc_traj_mpi *t, gc_theory_run *r)
                      (unsigned long long) up_moved, (unsigned long long) down,
                      (unsigned long long) lup, (unsigned long long) ldown);
   if (!rc)
-    printf("mpi: %zu worker ranks end on rank 0's iterate; uplink payload "
+    printf("mpi: rank 0 holds %s; %zu worker ranks end on rank 0's "
+           "iterate; uplink payload "
            "sent %llu, received %llu (%s), ledger %llu%s; "
-           "downlink received %llu, ledger %llu\n", P,
+           "downlink received %llu, ledger %llu\n",
+           gc_sim_worker(sim, 0) ? "a worker" : "no worker", P,
            (unsigned long long) sent, (unsigned long long) up_moved,
            k == GC_ALGO_ALLGATHER ? "Allgatherv, by the P workers"
                                   : "MPI_Get_count at rank 0",
@@ -197,16 +160,34 @@ static int server_check(struct gc_traj_mpi *t, gc_theory_run *r)
            (unsigned long long) down, (unsigned long long) ldown);
   return rc;
 }
+
+/* Leave MPI: a failed run aborts the job (the other ranks may wait on
+ * this one), a finished one finalizes. */
+static int mpi_finish(gc_transport_opts *o, int rc)
+{
+  struct gc_traj_mpi *t = o->run;
+  if (rc) {
+    fflush(NULL);
+    MPI_Abort(MPI_COMM_WORLD, rc);
+  }
+  gc_mpi_free(t->m);
+  free(t);
+  o->run = NULL;
+  MPI_Finalize();
+  return rc;
+}
 #endif
 
-int gc_trajectory_transport_begin(gc_transport_opts *o, gc_theory_run *r,
+int gc_trajectory_transport_begin(gc_transport_opts *o,
                                   const gc_problem *prob,
-                                  const gc_algo_config *cfg, double lr,
-                                  size_t steps)
+                                  const gc_algo_config *cfg,
+                                  const gc_transport **tr, int *leader)
 {
   o->run = NULL;
   o->n = prob->n;
   o->cfg = run_config(prob, cfg);
+  *tr = NULL;
+  *leader = 1;
   if ((o->net_bw != NULL) != (o->net_lat != NULL) || (o->net_csv && !o->net_bw))
     return gc_cli_usage_error("theory", "the network model needs both "
                               "--net-bandwidth and --net-latency");
@@ -218,32 +199,19 @@ int gc_trajectory_transport_begin(gc_transport_opts *o, gc_theory_run *r,
   struct gc_traj_mpi *t = calloc(1, sizeof *t);
   if (!t)
     return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
-  t->cfg = run_config(prob, cfg);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  t->m = gc_mpi_alloc(MPI_COMM_WORLD, &t->cfg, rank == 0);
-  if (!t->m) {
+  t->cfg = o->cfg;
+  if (!(t->m = gc_mpi_alloc(MPI_COMM_WORLD, &t->cfg))) {
     free(t);
     int rc = gc_cli_fail(CMD, gc_last_error_code(), "--transport mpi: "
                          "run it as mpirun -n %zu (P+1)", prob->workers + 1);
     MPI_Finalize();
     return rc;
   }
-  if (rank > 0) {
-    int rc = worker_run(t, prob, lr, steps);
-    gc_mpi_free(t->m);
-    free(t);
-    MPI_Finalize();
-    return rc;
-  }
-  if (gc_sim_set_transport(gc_theory_run_sim(r), gc_mpi_transport(t->m))) {
-    fflush(NULL);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
   o->run = t;
+  *tr = gc_mpi_transport(t->m);
+  *leader = gc_mpi_rank(t->m) == 0;
   return -1;
 #else
-  (void) r; (void) prob; (void) cfg; (void) lr; (void) steps;
   return 2;   /* gc_transport_option refused --transport mpi */
 #endif
 }
@@ -286,6 +254,17 @@ static int net_report(const gc_transport_opts *o, gc_theory_run *r)
 int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
                                 int rc)
 {
+#ifdef HAVE_MPI
+  struct gc_traj_mpi *t = o->run;
+  if (t && gc_mpi_rank(t->m) > 0) {   /* a worker rank: the final check */
+    uint64_t unused[NF];
+    if (!rc && gather_finals(t, gc_sim_point(gc_theory_run_sim(r)), t->cfg.n,
+                             unused) != GC_SUCCESS)
+      rc = gc_cli_fail(CMD, GC_EMPI, "rank %d: final check failed",
+                       gc_mpi_rank(t->m));
+    return mpi_finish(o, rc);
+  }
+#endif
   if (!rc && o->net_bw)
     rc = net_report(o, r);
   if (!rc && o->save_x) {
@@ -297,18 +276,10 @@ int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
                        "iterate", o->save_x);
   }
 #ifdef HAVE_MPI
-  struct gc_traj_mpi *t = o->run;
-  if (t) {
+  if (o->run) {
     if (!rc)
-      rc = server_check(t, r);
-    if (rc) {
-      fflush(NULL);
-      MPI_Abort(MPI_COMM_WORLD, rc);
-    }
-    gc_mpi_free(t->m);
-    free(t);
-    o->run = NULL;
-    MPI_Finalize();
+      rc = server_check(o->run, r);
+    return mpi_finish(o, rc);
   }
 #endif
   return rc;

@@ -60,13 +60,6 @@ typedef struct gc_transport {
  * see every uplink).  GC_EINVAL for a worker range outside [0, P). */
 gc_sim *gc_sim_alloc_transport(const gc_algo_config *cfg, const void *x0,
                                const gc_transport *tr);
-/* Put an in-process simulator (gc_sim_alloc: every node local) on
- * transport tr before its first step, for a process that mirrors every
- * worker besides running the server (the theory probes read each
- * worker's state; the MPI transport then checks that the mirrors' bytes
- * equal the ranks' ones).  GC_EINVAL unless tr holds all P workers and
- * the server, and no step was taken. */
-int gc_sim_set_transport(gc_sim *s, const gc_transport *tr);
 /* Wall seconds spent so far inside the transport's two calls. */
 double gc_sim_comm_time(const gc_sim *s);
 

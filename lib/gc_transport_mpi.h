@@ -26,14 +26,10 @@ extern "C" {
 typedef struct gc_mpi gc_mpi;
 
 /* comm must have cfg->workers + 1 ranks (GC_EMPI otherwise); collective
- * over comm.  mirror != 0 (rank 0 only): rank 0 also steps every worker
- * itself, for probes that read the workers' state, and the transport
- * checks each step that every received uplink equals its mirror's bytes
- * (GC_EMPI naming the rank otherwise).  NULL after reporting. */
-gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg, int mirror);
+ * over comm.  NULL after reporting. */
+gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg);
 void gc_mpi_free(gc_mpi *m);
-/* The transport to give gc_sim_alloc_transport (or gc_sim_set_transport
- * on a mirroring rank 0); valid while m lives. */
+/* The transport to give gc_sim_alloc_transport; valid while m lives. */
 const gc_transport *gc_mpi_transport(const gc_mpi *m);
 int gc_mpi_rank(const gc_mpi *m);
 MPI_Comm gc_mpi_comm(const gc_mpi *m);   /* the duplicate */

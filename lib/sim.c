@@ -131,16 +131,6 @@ gc_sim *gc_sim_alloc(const gc_algo_config *cfg, const void *x0)
   return gc_sim_alloc_transport(cfg, x0, NULL);
 }
 
-int gc_sim_set_transport(gc_sim *s, const gc_transport *tr)
-{
-  if (s->tr.type || s->steps || !s->s || tr->worker_lo != 0 ||
-      tr->worker_hi != s->cfg.workers || !tr->server)
-    GC_ERROR("transport: only a fresh in-process simulator can be put on a"
-             " transport that holds every worker and the server", GC_EINVAL);
-  s->tr = *tr;
-  return GC_SUCCESS;
-}
-
 void gc_sim_set_threads(gc_sim *s, size_t threads)
 {
 #ifdef _OPENMP

@@ -16,7 +16,6 @@ struct gc_mpi {
   int rank, size;
   size_t P, upcap, downcap;
   int allgather;
-  int mirror;            /* rank 0 steps every worker too: compare      */
   gc_transport tr;
   uint8_t *rbuf;         /* P * upcap: received uplinks                 */
   MPI_Request *req;      /* [P]                                         */
@@ -43,18 +42,6 @@ static int mpi_fail(int err, const char *call, uint32_t step)
     if (mpi_rc_ != MPI_SUCCESS)                                          \
       return mpi_fail(mpi_rc_, name, step);                              \
   } while (0)
-
-/* A mirroring rank 0 checks the bytes it received against its own. */
-static int check_mirror(uint32_t step, size_t p,
-                        const uint8_t *mine, size_t mine_len,
-                        const uint8_t *got, size_t got_len)
-{
-  if (mine_len != got_len || memcmp(mine, got, got_len) != 0)
-    GC_ERRORF(GC_EMPI, "rank %zu (worker %zu) sent an uplink of %zu bytes at"
-              " step %u that differs from rank 0's mirror (%zu bytes)",
-              p + 1, p, got_len, (unsigned) step, mine_len);
-  return GC_SUCCESS;
-}
 
 static int ps_gather(gc_mpi *m, uint32_t step, const uint8_t **up,
                      size_t *up_len)
@@ -86,8 +73,6 @@ static int ps_gather(gc_mpi *m, uint32_t step, const uint8_t **up,
     int count;
     MPI_TRY(MPI_Get_count(&m->st[p], MPI_BYTE, &count), "Get_count", step);
     const uint8_t *got = m->rbuf + p * m->upcap;
-    if (m->mirror)
-      GC_TRY(check_mirror(step, p, up[p], up_len[p], got, (size_t) count));
     up[p] = got;
     up_len[p] = (size_t) count;
     m->up_received += (uint64_t) count;
@@ -119,8 +104,6 @@ static int allgather_gather(gc_mpi *m, uint32_t step, const uint8_t **up,
   for (size_t p = 0; p < m->P; p++) {
     const uint8_t *got = m->rbuf + p * m->upcap;
     size_t len = (size_t) m->counts[p + 1];
-    if (m->mirror)
-      GC_TRY(check_mirror(step, p, up[p], up_len[p], got, len));
     if ((int) p + 1 != m->rank)
       m->up_received += len;
     up[p] = got;
@@ -209,7 +192,7 @@ void gc_mpi_free(gc_mpi *m)
   free(m);
 }
 
-gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg, int mirror)
+gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg)
 {
   if (gc_algo_config_check(cfg) != GC_SUCCESS)
     return NULL;
@@ -238,7 +221,6 @@ gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg, int mirror)
     return NULL;
   }
   m->allgather = cfg->kind == GC_ALGO_ALLGATHER;
-  m->mirror = mirror && m->rank == 0;
   m->upcap = gc_algo_max_up_bytes(cfg);
   m->downcap = gc_algo_max_down_bytes(cfg);
   if (!m->upcap || !m->downcap) {
@@ -265,8 +247,7 @@ gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg, int mirror)
   m->tr.type = &mpi_type;
   m->tr.state = m;
   if (m->rank == 0) {
-    m->tr.worker_lo = 0;
-    m->tr.worker_hi = m->mirror ? m->P : 0;
+    m->tr.worker_lo = m->tr.worker_hi = 0;
   } else {
     m->tr.worker_lo = (size_t) m->rank - 1;
     m->tr.worker_hi = (size_t) m->rank;

@@ -148,13 +148,6 @@ Test(transport, partial_nodes)
   cr_assert(w != NULL);
   cr_assert(gc_sim_worker(w, 0) == NULL && gc_sim_worker(w, 1) != NULL);
   cr_assert(gc_sim_server(w) == NULL);
-  /* only a fresh simulator holding every node can be moved on a transport */
-  gc_transport all = { &loop_type, &L, 0, P, 1 };
-  cr_assert(eq(int, gc_sim_set_transport(w, &all), GC_EINVAL));
-  gc_sim *s = gc_sim_alloc(&c, x0);
-  cr_assert(eq(int, gc_sim_set_transport(s, &one), GC_EINVAL));
-  cr_assert(eq(int, gc_sim_set_transport(s, &all), GC_SUCCESS));
-  gc_sim_free(s);
   gc_sim_free(w);
 }
 
@@ -351,7 +344,9 @@ static void drop_mpi_line(char *out)
   }
 }
 
-static void same_as_in_process(const char *algo, const char *comp, size_t nw)
+/* step sizes: the constant lr, or (lr_args) a schedule every rank follows */
+static void same_trajectory(const char *algo, const char *comp, size_t nw,
+                     const char *lr_args)
 {
   need_mpirun();
   char args[512], cmd[4096], out1[16384], out2[16384];
@@ -364,7 +359,7 @@ static void same_as_in_process(const char *algo, const char *comp, size_t nw)
   snprintf(x2, sizeof x2, "%s-mpi.npy", gc_test_tmp(tag));
   snprintf(args, sizeof args, "theory trajectory --problem quadratic:P=%zu,"
            "d=48,sigma=0.2,hetero=1 --algorithm %s --compressor %s --k 5 "
-           "--k-down 7 --lr 0.05 --steps 40 --seed 9", nw, algo, comp);
+           "--k-down 7 %s --steps 40 --seed 9", nw, algo, comp, lr_args);
   snprintf(cmd, sizeof cmd, "%s %s --csv %s --save-x %s", gradcomp, args,
            csv1, x1);
   cr_assert(eq(int, gc_test_run(cmd, out1, sizeof out1), 0), "%s", out1);
@@ -374,6 +369,8 @@ static void same_as_in_process(const char *algo, const char *comp, size_t nw)
   /* the MPI run checked its ranks and its bytes against the ledger */
   cr_assert(strstr(out2, "worker ranks end on rank 0's iterate") != NULL,
             "%s", out2);
+  /* the probes read records, not mirrors: rank 0 steps no worker */
+  cr_assert(strstr(out2, "rank 0 holds no worker") != NULL, "%s", out2);
   drop_mpi_line(out2);
   cr_assert(eq(str, out1, out2));
   const char *files[2][2] = { { csv1, csv2 }, { x1, x2 } };
@@ -391,6 +388,11 @@ static void same_as_in_process(const char *algo, const char *comp, size_t nw)
   }
 }
 
+static void same_as_in_process(const char *algo, const char *comp, size_t nw)
+{
+  same_trajectory(algo, comp, nw, "--lr 0.05");
+}
+
 Test(transport_mpi, sgd) { same_as_in_process("sgd", "topk", 2); same_as_in_process("sgd", "topk", 4); }
 Test(transport_mpi, uni) { same_as_in_process("uni", "topk", 2); same_as_in_process("uni", "topk", 4); }
 Test(transport_mpi, bi) { same_as_in_process("bi", "topk", 2); same_as_in_process("bi", "topk", 4); }
@@ -399,6 +401,8 @@ Test(transport_mpi, doublesqueeze) { same_as_in_process("doublesqueeze", "topk",
 Test(transport_mpi, ef21) { same_as_in_process("ef21", "topk", 2); same_as_in_process("ef21", "topk", 4); }
 Test(transport_mpi, allgather) { same_as_in_process("allgather", "topk", 2); same_as_in_process("allgather", "topk", 4); }
 Test(transport_mpi, allreduce_randk) { same_as_in_process("allreduce-randk", "randk", 2); }
+/* a decreasing schedule and its weighted average (printed in the summary) */
+Test(transport_mpi, lr_schedule) { same_trajectory("bi", "topk", 3, "--lr-schedule inverse:c=1,a=20"); }
 
 /* Wrong rank count: a message naming the ranks needed, non-zero exit. */
 Test(transport_mpi, wrong_rank_count)

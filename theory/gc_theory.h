@@ -153,6 +153,22 @@ typedef struct gc_theory_run gc_theory_run;
 gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
                                    const gc_algo_config *cfg,
                                    const double *x0);
+/* The same on transport tr (gc_transport.h), for one process of a run
+ * spread over several: it steps the workers tr holds.  Each worker's probe
+ * values travel as a record (gather_aux, required) to the leader, the
+ * process where gather_aux lands them (one of those that run the server
+ * step: rank 0's under MPI), which alone fills the rows and the summary:
+ * bit-identical to the in-process run's.  Every process must make the
+ * same calls (gc_theory_run_set_draws included) with the same step sizes;
+ * the rows of the others hold the step number only.  GC_EINVAL for
+ * workers outside [0, P), a transport without gather_aux, or a leader
+ * that does not run the server step. */
+struct gc_transport;
+gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
+                                             const gc_algo_config *cfg,
+                                             const double *x0,
+                                             const struct gc_transport *tr,
+                                             int leader);
 void gc_theory_run_free(gc_theory_run *r);
 /* One step with step size lr; fills row (may be NULL).  GC_EDIVERGE if the
  * model becomes NaN/Inf, other codes from gc_sim_step. */

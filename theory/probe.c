@@ -1,7 +1,16 @@
 /* probe.c -- trajectories of the library's algorithms (driven by gc_sim)
  * on the synthetic problems, with the probes of docs/theory.md 4.1-4.4: the
  * empirical contraction on the inputs the compressors actually received,
- * xi_t and xi_bi,t, the error recursion of 4.3 and |support union|. */
+ * xi_t and xi_bi,t, the error recursion of 4.3 and |support union|.
+ *
+ * A step has a worker half and a server half.  Each process steps its own
+ * workers and writes, per worker, a record: the scalars only a worker can
+ * compute (its contractions, its exact gradient's norm) and the vectors the
+ * server sums (gradients, accumulator, message, memory).  Under a
+ * transport the records travel to the server's process (gather_aux); in
+ * one process the server reads them in place.  Either way the server half
+ * sums the same numbers in worker order, so the rows are bit-identical and
+ * no process reads another's workers. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +20,7 @@
 #include "gc_probe.h"
 #include "gc_rng.h"
 #include "gc_theory.h"
+#include "gc_transport.h"
 
 /* How a method keeps its error memories, which decides the probes. */
 enum {
@@ -27,7 +37,18 @@ struct gc_theory_run {
   gc_sim *sim;
   size_t n, P;
   int mem;
-  double **grads;            /* P gradients at the current point          */
+  int has_tr;                /* on a transport (tr below), else in-process */
+  gc_transport tr;
+  size_t lo, hi;             /* the local workers [lo, hi)                 */
+  int server;                /* this process runs the probes' server half  */
+  double **clean;            /* local workers' exact gradients (P slots)   */
+  double **grads;            /* the same plus noise: given to the step     */
+  /* the workers' records as the server half reads them (P each) */
+  double *stat;              /* NSTAT scalars per worker                   */
+  const double **v_clean, **v_noisy, **v_acc, **v_sent, **v_mem;
+  size_t rec_len;            /* bytes of one record on a transport         */
+  int rec_noisy, rec_acc, rec_mem;   /* which vectors a record carries    */
+  uint8_t *aux;              /* records, gather_aux's layout               */
   double *E;                 /* E_t in model units                        */
   double Enorm;              /* ||E_t||                                   */
   double *dprev;             /* server memory before the step             */
@@ -92,26 +113,26 @@ static int roundtrip(gc_compressor *c, const double *x, uint32_t step,
   return roundtrip_info(c, x, step, buf, out, NULL);
 }
 
-/* out = (1/P) sum_p v[p], summed in worker order. */
-static void mean_of(double *const *v, size_t P, size_t n, double *out)
-{
-  memset(out, 0, n * sizeof *out);
-  for (size_t p = 0; p < P; p++)
-    for (size_t i = 0; i < n; i++)
-      out[i] += v[p][i];
-  for (size_t i = 0; i < n; i++)
-    out[i] /= (double) P;
-}
-
 void gc_theory_run_free(gc_theory_run *r)
 {
   if (!r)
     return;
   gc_sim_free(r->sim);
-  if (r->grads)
-    for (size_t p = 0; p < r->P; p++)
+  for (size_t p = 0; p < r->P; p++) {
+    if (r->clean)
+      free(r->clean[p]);
+    if (r->grads)
       free(r->grads[p]);
+  }
+  free(r->clean);
   free(r->grads);
+  free(r->stat);
+  free(r->v_clean);
+  free(r->v_noisy);
+  free(r->v_acc);
+  free(r->v_sent);
+  free(r->v_mem);
+  free(r->aux);
   free(r->E);
   free(r->dprev);
   free(r->t1);
@@ -126,10 +147,40 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r);
 }
 
-gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
-                                   const gc_algo_config *cfg,
-                                   const double *x0)
+/* The scalars of a worker's record. */
+enum {
+  STAT_GRAD2,     /* ||grad f_p(x_t)||^2 before the noise                 */
+  STAT_DELTA,     /* 1 - ||acc - m||^2/||acc||^2 (NaN: no accumulator)     */
+  STAT_DRAWS,     /* the multi-draw contraction of acc (NaN: none)         */
+  STAT_HAS_MEM,   /* 1 when the worker keeps a memory                     */
+  NSTAT
+};
+
+/* Which vectors a record carries: those the server half reads.  The exact
+ * gradient always (grad F = their mean), the noisy one where noise makes
+ * it differ, accumulator and message where xi is defined, the memory
+ * where the error recursion is. */
+static void record_layout(gc_theory_run *r)
 {
+  r->rec_noisy = r->prob->sigma > 0;
+  r->rec_acc = gc_xi_probe_defined(r->xi);
+  r->rec_mem = r->mem == MEM_UNI || r->mem == MEM_BI || r->mem == MEM_GRAD;
+  size_t vectors = 1 + (size_t) r->rec_noisy + 2 * (size_t) r->rec_acc +
+                   (size_t) r->rec_mem;
+  r->rec_len = (NSTAT + vectors * r->n) * sizeof(double);
+}
+
+gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
+                                             const gc_algo_config *cfg,
+                                             const double *x0,
+                                             const gc_transport *tr,
+                                             int leader)
+{
+  if (tr && (!tr->type->gather_aux || tr->worker_lo > tr->worker_hi ||
+             tr->worker_hi > prob->workers || (leader && !tr->server)))
+    GC_ERROR_NULL("theory run: the transport must carry the probes' records"
+                  " (gather_aux), hold workers within [0, P) and run the "
+                  "server where the records land", GC_EINVAL);
   gc_theory_run *r = calloc(1, sizeof *r);
   if (!r)
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
@@ -139,6 +190,12 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
   r->cfg.workers = r->P = prob->workers;
   r->cfg.dtype = GC_F64;
   size_t n = r->n, P = r->P;
+  r->has_tr = tr != NULL;
+  if (tr)
+    r->tr = *tr;
+  r->lo = tr ? tr->worker_lo : 0;
+  r->hi = tr ? tr->worker_hi : P;
+  r->server = tr ? leader : 1;
   switch (cfg->kind) {
   case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: r->mem = MEM_NONE; break;
   case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
@@ -156,18 +213,34 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
     r->kd = gc_xi_probe_k_down(r->xi);
     r->gamma = sqrt(1.0 - (double) r->k / (double) n);
     r->gamma_d = sqrt(1.0 - (double) r->kd / (double) n);
-    ok = (r->grads = calloc(P, sizeof *r->grads)) &&
+    record_layout(r);
+    ok = (r->clean = calloc(P, sizeof *r->clean)) &&
+         (r->grads = calloc(P, sizeof *r->grads)) &&
+         (r->stat = calloc(P * NSTAT, sizeof *r->stat)) &&
+         (r->v_clean = calloc(P, sizeof *r->v_clean)) &&
+         (r->v_noisy = calloc(P, sizeof *r->v_noisy)) &&
+         (r->v_acc = calloc(P, sizeof *r->v_acc)) &&
+         (r->v_sent = calloc(P, sizeof *r->v_sent)) &&
+         (r->v_mem = calloc(P, sizeof *r->v_mem)) &&
          (r->E = calloc(n, sizeof *r->E)) &&
          (r->dprev = calloc(n, sizeof *r->dprev)) &&
          (r->t1 = calloc(n, sizeof *r->t1)) &&
          (r->t2 = calloc(n, sizeof *r->t2)) &&
          (r->t3 = calloc(n, sizeof *r->t3)) &&
          (r->worker_grad2_max = calloc(P, sizeof *r->worker_grad2_max));
-    for (size_t p = 0; ok && p < P; p++)
-      ok = (r->grads[p] = calloc(n, sizeof **r->grads)) != NULL;
+    for (size_t p = r->lo; ok && p < r->hi; p++)
+      ok = (r->clean[p] = calloc(n, sizeof **r->clean)) &&
+           (r->grads[p] = calloc(n, sizeof **r->grads));
+    /* gather_aux: the local records, and all P where the server runs */
+    if (ok && tr)
+      ok = (r->aux = malloc((r->server ? P : r->hi - r->lo) * r->rec_len +
+                            1)) != NULL;
+    if (!ok)
+      gc_error("theory run: out of memory", __FILE__, __LINE__, GC_ENOMEM);
   }
   if (ok)
-    ok = (r->sim = gc_sim_alloc(&r->cfg, x0 ? x0 : prob->x0)) != NULL;
+    ok = (r->sim = gc_sim_alloc_transport(&r->cfg, x0 ? x0 : prob->x0,
+                                          tr)) != NULL;
   if (!ok) {
     gc_theory_run_free(r);
     return NULL;
@@ -180,6 +253,13 @@ gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
   r->dup_draws = r->ddown_draws = INFINITY;
   r->avg_shift = NAN;
   return r;
+}
+
+gc_theory_run *gc_theory_run_alloc(const gc_problem *prob,
+                                   const gc_algo_config *cfg,
+                                   const double *x0)
+{
+  return gc_theory_run_alloc_transport(prob, cfg, x0, NULL, 1);
 }
 
 int gc_theory_run_set_average(gc_theory_run *r, double shift)
@@ -258,6 +338,94 @@ static double contraction(const double *x, const double *cx, size_t n)
   return 1.0 - dist2(x, cx, n) / nx;
 }
 
+/* Worker half, after the step: local worker p's scalars, and the views of
+ * its vectors as gc_xi_probe_sums_add takes them (no accumulator: the
+ * gradient; no message: the accumulator). */
+static int worker_record(gc_theory_run *r, size_t p, uint32_t t)
+{
+  size_t n = r->n;
+  gc_worker *w = gc_sim_worker(r->sim, p);
+  const double *acc = gc_worker_accumulator(w), *sent = gc_worker_sent(w);
+  double *st = r->stat + p * NSTAT;
+  st[STAT_GRAD2] = norm2(r->clean[p], n);
+  st[STAT_DELTA] = acc ? contraction(acc, sent ? sent : acc, n) : NAN;
+  st[STAT_DRAWS] = NAN;
+  if (r->draw_up && acc) {
+    memcpy(r->t1, acc, n * sizeof *r->t1);
+    GC_TRY(draws_contraction(r, r->draw_up, r->t1, t, &st[STAT_DRAWS]));
+  }
+  const double *mem = gc_worker_memory(w);
+  st[STAT_HAS_MEM] = mem != NULL;
+  r->v_clean[p] = r->clean[p];
+  r->v_noisy[p] = r->rec_noisy ? r->grads[p] : r->clean[p];
+  r->v_acc[p] = acc ? acc : r->v_noisy[p];
+  r->v_sent[p] = sent ? sent : r->v_acc[p];
+  r->v_mem[p] = mem;
+  return GC_SUCCESS;
+}
+
+/* Under a transport: the local records into gather_aux's layout, then to
+ * the leader, whose views then point into the gathered ones. */
+static int move_records(gc_theory_run *r, uint32_t t)
+{
+  size_t n = r->n, vb = n * sizeof(double);
+  for (size_t p = r->lo; p < r->hi; p++) {
+    uint8_t *m = r->aux + (p - r->lo) * r->rec_len;
+    memcpy(m, r->stat + p * NSTAT, NSTAT * sizeof(double));
+    m += NSTAT * sizeof(double);
+    const double *vec[4] = { r->v_noisy[p], r->v_acc[p], r->v_sent[p],
+                             r->v_mem[p] };
+    memcpy(m, r->v_clean[p], vb);
+    m += vb;
+    int carried[4] = { r->rec_noisy, r->rec_acc, r->rec_acc, r->rec_mem };
+    for (int j = 0; j < 4; j++)
+      if (carried[j]) {
+        if (vec[j])
+          memcpy(m, vec[j], vb);
+        else
+          memset(m, 0, vb);   /* no memory: never read (STAT_HAS_MEM) */
+        m += vb;
+      }
+  }
+  GC_TRY(r->tr.type->gather_aux(r->tr.state, t, r->aux, r->rec_len));
+  if (!r->server)
+    return GC_SUCCESS;
+  for (size_t p = 0; p < r->P; p++) {
+    const uint8_t *m = r->aux + p * r->rec_len;
+    memcpy(r->stat + p * NSTAT, m, NSTAT * sizeof(double));
+    const double *v = (const double *) (const void *) (m + NSTAT * sizeof(double));
+    r->v_clean[p] = v;
+    v += n;
+    r->v_noisy[p] = r->v_clean[p];
+    if (r->rec_noisy) {
+      r->v_noisy[p] = v;
+      v += n;
+    }
+    if (r->rec_acc) {
+      r->v_acc[p] = v;
+      r->v_sent[p] = v + n;
+      v += 2 * n;
+    } else {
+      r->v_acc[p] = r->v_sent[p] = r->v_noisy[p];
+    }
+    r->v_mem[p] = r->rec_mem && r->stat[p * NSTAT + STAT_HAS_MEM] != 0 ? v
+                                                                        : NULL;
+  }
+  return GC_SUCCESS;
+}
+
+/* out = (1/P) sum_p v[p], summed in worker order. */
+static void mean_of_views(const double *const *v, size_t P, size_t n,
+                          double *out)
+{
+  memset(out, 0, n * sizeof *out);
+  for (size_t p = 0; p < P; p++)
+    for (size_t i = 0; i < n; i++)
+      out[i] += v[p][i];
+  for (size_t i = 0; i < n; i++)
+    out[i] /= (double) P;
+}
+
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
 {
   size_t n = r->n, P = r->P;
@@ -268,50 +436,75 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   rw.step = t;
   const double *model = gc_sim_model(r->sim);
   const double *point = gc_sim_point(r->sim);
-  rw.f_gap = gc_problem_gap(prob, model);
-  for (size_t p = 0; p < P; p++)
-    gc_problem_worker_grad(prob, p, point, r->grads[p]);
-  /* grad F at the model is the mean of the exact worker gradients, except
-   * for EF21-BC, whose workers' point is not the server's model. */
-  if (point == model)
-    mean_of(r->grads, P, n, r->t1);
-  else
-    gc_problem_grad(prob, model, r->t1);
-  rw.grad_norm2 = norm2(r->t1, n);
-  /* before the noise: the bounds add its exact second moment sigma^2 d */
-  for (size_t p = 0; p < P; p++)
-    r->worker_grad2_max[p] = fmax(r->worker_grad2_max[p], norm2(r->grads[p], n));
-  if (r->avg_sum) {   /* x_t enters the average with w_t = (a+t)^2 */
-    double w = (r->avg_shift + (double) t) * (r->avg_shift + (double) t);
-    for (size_t i = 0; i < n; i++)
-      r->avg_sum[i] += w * model[i];
-    r->avg_weight += w;
+
+  /* Worker half: the gradients at the point, noise keyed by worker and
+   * step (the bounds add its exact second moment sigma^2 d). */
+  for (size_t p = r->lo; p < r->hi; p++) {
+    gc_problem_worker_grad(prob, p, point, r->clean[p]);
+    memcpy(r->grads[p], r->clean[p], n * sizeof *r->grads[p]);
+    gc_problem_add_noise(prob, p, t, r->grads[p]);
   }
-  /* ||gbar||^2; without noise at the model gbar is the mean just taken */
-  if (prob->sigma > 0 || point != model) {
-    for (size_t p = 0; p < P; p++)
-      gc_problem_add_noise(prob, p, t, r->grads[p]);
-    mean_of(r->grads, P, n, r->t2);
-    rw.gbar_norm2 = norm2(r->t2, n);
-  } else {
-    rw.gbar_norm2 = rw.grad_norm2;
+  /* Server half, before the step: what it reads of the model x_t. */
+  if (r->server) {
+    rw.f_gap = gc_problem_gap(prob, model);
+    /* grad F at the model is the mean of the exact worker gradients (taken
+     * below), except for EF21-BC, whose workers' point is not the model */
+    if (point != model) {
+      gc_problem_grad(prob, model, r->t1);
+      rw.grad_norm2 = norm2(r->t1, n);
+    }
+    if (r->avg_sum) {   /* x_t enters the average with w_t = (a+t)^2 */
+      double w = (r->avg_shift + (double) t) * (r->avg_shift + (double) t);
+      for (size_t i = 0; i < n; i++)
+        r->avg_sum[i] += w * model[i];
+      r->avg_weight += w;
+    }
+    gc_xi_probe_before(r->xi, r->sim);
+    const void *sm = gc_server_memory(gc_sim_server(r->sim));
+    if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
+      memcpy(r->dprev, sm, n * sizeof *r->dprev);
+    else
+      memset(r->dprev, 0, n * sizeof *r->dprev);
   }
-  double gnorm = sqrt(rw.gbar_norm2);
-  gc_xi_probe_before(r->xi, r->sim);
-  const void *sm = gc_server_memory(gc_sim_server(r->sim));
-  if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
-    memcpy(r->dprev, sm, n * sizeof *r->dprev);
-  else
-    memset(r->dprev, 0, n * sizeof *r->dprev);
 
   int st = gc_sim_step(r->sim, (const void *const *) r->grads, lr);
   if (st != GC_SUCCESS)
     return st;
 
+  for (size_t p = r->lo; p < r->hi; p++)
+    GC_TRY(worker_record(r, p, t));
+  if (r->has_tr)
+    GC_TRY(move_records(r, t));
+  if (!r->server) {
+    r->steps++;
+    if (row)
+      *row = rw;
+    return GC_SUCCESS;
+  }
+
+  /* Server half, after the step: the workers' records in worker order. */
+  for (size_t p = 0; p < P; p++)
+    r->worker_grad2_max[p] = fmax(r->worker_grad2_max[p],
+                                  r->stat[p * NSTAT + STAT_GRAD2]);
+  if (point == model) {
+    mean_of_views(r->v_clean, P, n, r->t1);
+    rw.grad_norm2 = norm2(r->t1, n);
+  }
+  /* ||gbar||^2; without noise at the model gbar is the mean just taken */
+  if (prob->sigma > 0 || point != model) {
+    mean_of_views(r->v_noisy, P, n, r->t2);
+    rw.gbar_norm2 = norm2(r->t2, n);
+  } else {
+    rw.gbar_norm2 = rw.grad_norm2;
+  }
+  double gnorm = sqrt(rw.gbar_norm2);
+
   /* xi (4.2), xi_bi (4.4), in model units: the library's probe. */
   gc_xi_sample xs;
-  GC_TRY(gc_xi_probe_after(r->xi, r->sim, (const void *const *) r->grads, lr,
-                           &xs));
+  gc_xi_probe_sums_begin(r->xi);
+  for (size_t p = 0; p < P; p++)
+    gc_xi_probe_sums_add(r->xi, r->v_noisy[p], r->v_acc[p], r->v_sent[p]);
+  GC_TRY(gc_xi_probe_sums_end(r->xi, lr, &xs));
   rw.xi = xs.xi;
   rw.xi_bi = xs.xi_bi;
   double num_model = xs.num, num_bi_model = xs.num_bi;
@@ -320,20 +513,11 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   double dmin = INFINITY, dsum = 0;
   size_t dcnt = 0;
   for (size_t p = 0; p < P; p++) {
-    gc_worker *w = gc_sim_worker(r->sim, p);
-    const double *acc = gc_worker_accumulator(w);
-    const double *sent = gc_worker_sent(w);
-    if (!acc)
-      acc = r->grads[p];   /* dense uplink: the input is the gradient */
-    if (!sent)
-      sent = acc;
-    if (gc_worker_accumulator(w)) {
-      double d = contraction(acc, sent, n);
-      if (isfinite(d)) {
-        dmin = fmin(dmin, d);
-        dsum += d;
-        dcnt++;
-      }
+    double d = r->stat[p * NSTAT + STAT_DELTA];
+    if (isfinite(d)) {
+      dmin = fmin(dmin, d);
+      dsum += d;
+      dcnt++;
     }
   }
   rw.delta_up_min = dcnt ? dmin : NAN;
@@ -367,7 +551,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     memset(r->E, 0, n * sizeof *r->E);
     if (r->mem != MEM_NONE) {
       for (size_t p = 0; p < P; p++) {
-        const double *eps = gc_worker_memory(gc_sim_worker(r->sim, p));
+        const double *eps = r->v_mem[p];
         if (eps)
           for (size_t i = 0; i < n; i++)
             r->E[i] += eps[i] / (double) P;
@@ -397,18 +581,13 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     r->Enorm = rw.mem_norm;
   }
 
-  /* Multi-draw contraction on the inputs the random compressors received. */
-  if (r->draw_up)
-    for (size_t p = 0; p < P; p++) {
-      const double *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
-      double d;
-      if (!acc)
-        break;
-      memcpy(r->t1, acc, n * sizeof *r->t1);
-      GC_TRY(draws_contraction(r, r->draw_up, r->t1, t, &d));
-      if (isfinite(d))
-        r->dup_draws = fmin(r->dup_draws, d);
-    }
+  /* Multi-draw contraction on the inputs the random compressors received:
+   * the workers' from their records, the server's here. */
+  for (size_t p = 0; p < P; p++) {
+    double d = r->stat[p * NSTAT + STAT_DRAWS];
+    if (isfinite(d))
+      r->dup_draws = fmin(r->dup_draws, d);
+  }
   if (r->draw_down && (r->mem == MEM_BI || r->mem == MEM_GRAD)) {
     const double *agg = gc_server_aggregate(srv);
     double d;
