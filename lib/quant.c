@@ -986,6 +986,100 @@ static double sumsq(const float *x, size_t n, uint32_t *amax)
   return gc__pairwise_total(&t);
 }
 
+/* TernGrad's decisions b_i = [u_i < P_i], P_i = (double) a_i inv (see
+ * tern_chunk in quant_source.c), for float32 entries with AVX-512.
+ * tern_group_exact: sixteen at a time as the generic loop does them; for
+ * an integer u and P >= 0, u < P exactly when u < ceil(P), so one
+ * rounding conversion and an integer compare.  sent gets b, neg b & x < 0,
+ * 64 entries from x and u. */
+#ifdef HAVE_ISA_PATHS
+INLINE TARGET_AVX512 void tern_group_exact(const float *x, const uint16_t *u, __m512 cv,
+                                           __m512d iv, uint64_t *sent, uint64_t *neg)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m512 zero = _mm512_setzero_ps();
+  uint64_t b = 0, n = 0;
+  for (unsigned v = 0; v < 4; v++) {
+    __m512 xv = _mm512_loadu_ps(x + 16 * v);
+    __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv),
+                                                                  absmask)), cv);
+    __m512d p0 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), iv);
+    __m512d p1 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(a, 1)), iv);
+    __m256i c0 = _mm512_cvt_roundpd_epi32(p0, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+    __m256i c1 = _mm512_cvt_roundpd_epi32(p1, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+    __m512i ceilp = _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1);
+    __m512i uv = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (u + 16 * v)));
+    __mmask16 bv = _mm512_cmplt_epi32_mask(uv, ceilp);
+    b |= (uint64_t) bv << (16 * v);
+    n |= (uint64_t) _mm512_mask_cmp_ps_mask(bv, xv, zero, _CMP_LT_OQ) << (16 * v);
+  }
+  *sent = b;
+  *neg = n;
+}
+
+/* TernGrad's codes of float32 entries (tern_chunk) with AVX-512, for the
+ * whole groups of 64 in x[0, m): 16 bytes of codes per group into out;
+ * returns the nonzeros.  The double conversions of tern_group_exact are
+ * its cost (they alone took 3 ms of 25e6 entries on Zen 5), so the
+ * decision is made in float and checked: with f = (float) inv (finite:
+ * the caller passes inv < 2^127) and p = a f in float, |p - P| < 2^-7
+ * (a <= s, so a inv <= 2^16 (1 + 2^-53); two float roundings and one
+ * double, each a relative 2^-24 at most, or 2^-150 below the normal
+ * range).  Where the float u - p (exact when |u - p| <= 2^-4: Sterbenz,
+ * or u = 0) exceeds 2^-5 in magnitude, u < p says the same as u < P;
+ * a group with any lane within 2^-5 is redone exactly.  u is uniform, so
+ * a lane needs that with probability at most 2^-16, whatever x is.  The
+ * codes are built as bytes (1, or 3 when negative) and folded four to a
+ * byte: dword c0 | c1 << 8 | c2 << 16 | c3 << 24 ORed with itself
+ * shifted by 6, 12 and 18 holds c_t at bits 2t of its low byte, which
+ * vpmovdb keeps. */
+TARGET_AVX512 static size_t tern_codes_avx512(const float *x, size_t m, const uint16_t *u,
+                                              float c, double inv, uint8_t *out)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i one8 = _mm512_set1_epi8(1), three8 = _mm512_set1_epi8(3);
+  /* u + 2^23 by its bit pattern, minus 2^23: u as a float, exactly */
+  const __m512i magic = _mm512_set1_epi32(0x4B000000);
+  const __m512 magicf = _mm512_set1_ps(0x1p23f), tol = _mm512_set1_ps(0x1p-5f);
+  const __m512 cv = _mm512_set1_ps(c), zero = _mm512_setzero_ps();
+  const __m512 fv = _mm512_set1_ps((float) inv);
+  const __m512d iv = _mm512_set1_pd(inv);
+  size_t nnz = 0;
+  for (size_t t = 0; t + 64 <= m; t += 64) {
+    __mmask16 b[4], n[4];
+    unsigned near = 0;
+    for (unsigned v = 0; v < 4; v++) {
+      __m512 xv = _mm512_loadu_ps(x + t + 16 * v);
+      __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv),
+                                                                    absmask)), cv);
+      __m512 p = _mm512_mul_ps(a, fv);
+      __m512i ui = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) (u + t + 16 * v)));
+      __m512 uf = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_or_si512(ui, magic)), magicf);
+      __m512 d = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(uf, p)),
+                                                      absmask));
+      b[v] = _mm512_cmp_ps_mask(uf, p, _CMP_LT_OQ);
+      n[v] = _mm512_mask_cmp_ps_mask(b[v], xv, zero, _CMP_LT_OQ);
+      near |= (unsigned) _mm512_cmp_ps_mask(d, tol, _CMP_LE_OQ);
+    }
+    __mmask64 sent = _mm512_kunpackd(_mm512_kunpackw(b[3], b[2]), _mm512_kunpackw(b[1], b[0]));
+    __mmask64 neg = _mm512_kunpackd(_mm512_kunpackw(n[3], n[2]), _mm512_kunpackw(n[1], n[0]));
+    if (__builtin_expect(near != 0, 0)) {
+      uint64_t bs, ns;
+      tern_group_exact(x + t, u + t, cv, iv, &bs, &ns);
+      sent = _cvtu64_mask64(bs);
+      neg = _cvtu64_mask64(ns);
+    }
+    __m512i codes = _mm512_mask_mov_epi8(_mm512_maskz_mov_epi8(sent, one8), neg, three8);
+    __m512i f = _mm512_ternarylogic_epi32(codes, _mm512_srli_epi32(codes, 6),
+                                          _mm512_srli_epi32(codes, 12), 0xFE);
+    f = _mm512_or_si512(f, _mm512_srli_epi32(codes, 18));
+    _mm_storeu_si128((__m128i *) (out + t / 4), _mm512_cvtepi32_epi8(f));
+    nnz += (size_t) __builtin_popcountll(_cvtmask64_u64(sent));
+  }
+  return nnz;
+}
+#endif
+
 /* qsgd's symbols of float32 entries (quant_source.c, qsgd_syms_chunk)
  * sixteen at a time with AVX-512, for the whole groups of sixteen in
  * x[0, m); returns the nonzero levels.  Half the conversions of the

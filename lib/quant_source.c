@@ -602,7 +602,15 @@ INLINE size_t FN(tern_range_body)(const rngkey *key, const REAL *x, size_t lo,
   for (size_t i = lo; i < hi; i += CHUNK) {
     size_t m = hi - i < CHUNK ? hi - i : CHUNK;
     fill(key, i / 8, (m + 7) / 8, u);
-    nnz += FN(tern_chunk)(x + i, m, u, c, inv, out + i / 4);
+    size_t t = 0;
+#if PREC == 32 && defined(HAVE_ISA_PATHS)
+    /* float32 has its own kernel (quant.c), for inv whose float is finite */
+    if (fill == u16_blocks_avx512 && inv < 0x1p127) {
+      nnz += tern_codes_avx512(x + i, m, u, c, inv, out + i / 4);
+      t = m & ~(size_t) 63;
+    }
+#endif
+    nnz += FN(tern_chunk)(x + i + t, m - t, u + t, c, inv, out + (i + t) / 4);
   }
   return nnz;
 }
