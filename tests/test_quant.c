@@ -1058,13 +1058,84 @@ Test(dispatch, terngrad_float_shortcut_is_exact)
   gc_compressor_free(c);
 }
 
+/* qsgd's float32 levels where a float product would decide wrongly: s =
+ * 15, x_0 carries the norm, and x_i for entries with a small uniform u_i
+ * (and a few above level 1) is picked next to a threshold, (65536 m +
+ * u_i) / K with K = s 2^16 / norm, where the float product |x_i| (float) K
+ * and the double one give different levels (counted).  The norm is read
+ * from the message and the placement repeated until it stays put.  Every
+ * path must give the contract's level. */
+Test(dispatch, qsgd_float_shortcut_is_exact)
+{
+  enum { N = 4099, S = 15 };
+  const uint64_t seed = 11;
+  const uint32_t step = 4;
+  static float x[N];
+  gc_compressor *c = make("qsgd", N, S, 0, 0, seed);
+  size_t cap = gc_compressor_max_bytes(c), len, disagree = 0;
+  uint8_t *buf = malloc(cap);
+  gc_compress_info info;
+  float norm = 0, prev = -1;
+  x[0] = 1000.0f;
+  for (int round = 0; round < 12 && norm != prev; round++) {
+    prev = norm;
+    cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, &info), GC_SUCCESS));
+    memcpy(&norm, buf + 2, sizeof norm);
+    const double k = (double) S / (double) norm, K = k * 65536.0;
+    disagree = 0;
+    for (size_t i = 1; i < N; i++) {
+      uint32_t u = gc_rng_u16(seed, 0, step, i), m = i % 797 == 0;
+      x[i] = 0.001f;
+      if (u >= 4096 && !m)
+        continue;
+      float a = (float) ((65536.0 * m + u) / K);
+      x[i] = a;
+      for (int t = -4; t <= 4; t++) {   /* a few ulps around the threshold */
+        float b = a;
+        for (int j = 0; j < (t < 0 ? -t : t); j++)
+          b = nextafterf(b, t < 0 ? 0.0f : 1e30f);
+        double r = (double) b * k, l = floor(r);
+        unsigned exact = (unsigned) l + ((double) u < (r - l) * 65536.0);
+        double w = (double) (b * (float) K - (float) u) / 65536.0;
+        if (exact != (unsigned) ceil(w)) {
+          x[i] = b;
+          disagree++;
+          break;
+        }
+      }
+      if (i % 3 == 0)
+        x[i] = -x[i];
+    }
+  }
+  cr_assert(eq(flt, norm, prev), "the norm settled");
+  cr_assert(gt(sz, disagree, 20), "float and double levels disagree for %zu entries", disagree);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  float y[N];
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, &info), GC_SUCCESS));
+    memset(y, 0, sizeof y);
+    cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, step, 1.0f, y), GC_SUCCESS));
+    for (size_t i = 0; i < N; i++) {
+      double r = fabs((double) x[i]) * ((double) S / (double) norm), l = floor(r);
+      unsigned want = (unsigned) l + ((double) gc_rng_u16(seed, 0, step, i) < (r - l) * 65536.0);
+      want = want < S ? want : S;
+      unsigned got = (unsigned) lround(fabs((double) y[i]) * S / norm);
+      cr_assert(eq(u32, got, want), "entry %zu on %s", i, gc__isa_name(isa));
+    }
+  }
+  gc__isa_force(saved);
+  free(buf);
+  gc_compressor_free(c);
+}
+
 /* TernGrad and qsgd on every path at the ends of the float range: the
- * AVX-512 TernGrad kernel decides in float where 65536 / s is a finite
- * float and falls back to the exact compare near a threshold or where
- * a_i 65536 / s underflows; scales of 2^-140 (subnormal entries, s too
- * small for that float), 2^-110, 1 and 2^100, and one vector of
- * subnormals beside a single 1.0 (products that underflow).  n = 70001
- * spans chunks and ends off every vector group. */
+ * AVX-512 kernels decide in float where 65536 / s (TernGrad), s 65536 /
+ * norm (qsgd) is a finite float and fall back to the exact compare near
+ * a threshold or where a float product underflows; scales of 2^-140
+ * (subnormal entries, factors too large for a float), 2^-110, 1 and
+ * 2^100, and one vector of subnormals beside a single 1.0 (products that
+ * underflow).  n = 70001 spans chunks and ends off every vector group. */
 Test(dispatch, quant_paths_agree_at_extreme_scales)
 {
   const size_t n = 70001;
