@@ -1049,6 +1049,9 @@ TARGET_AVX512 static size_t tern_codes_avx512(const float *x, size_t m, const ui
     __mmask16 b[4], n[4];
     unsigned near = 0;
     for (unsigned v = 0; v < 4; v++) {
+      /* 8 KiB ahead: without it the pass ran 0.7 ms (of 25e6 entries)
+       * slower from memory than from cache (a prefetch never faults) */
+      _mm_prefetch((const char *) (x + t + 16 * v + 2048), _MM_HINT_T0);
       __m512 xv = _mm512_loadu_ps(x + t + 16 * v);
       __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv),
                                                                     absmask)), cv);
