@@ -76,13 +76,15 @@ typedef struct qstate {
    * of one entry (pair[sym] with no second code is not that). */
   uint32_t pair[1024], one[32];
   /* qsgd with s <= PAIR_MAX_S and buckets of PAR_MIN entries or more:
-   * the symbols of a bucket, computed on the OpenMP threads before one
-   * thread writes their codes (so an instance encodes one vector at a
-   * time); NULL otherwise */
-  uint8_t *sym;
+   * room for the bit streams of the shares of a bucket after the first,
+   * which OpenMP threads code at once (so an instance encodes one vector
+   * at a time; see qsgd_bucket_par); NULL otherwise */
+  uint8_t *scratch;
 } qstate;
 
-enum { PAIR_MAX_S = 15 };
+/* qsgd_bucket_par: at most SHARES_MAX shares, each stream given its
+ * worst case and SHARE_SLACK bytes in qstate.scratch. */
+enum { PAIR_MAX_S = 15, SHARES_MAX = 64, SHARE_SLACK = 16 };
 
 /* The code of one symbol (see qstate.pair) as code | length << 24. */
 static uint32_t sym_code(unsigned sym)
@@ -157,6 +159,18 @@ static int base_init(void *state, size_t n, const gc_compressor_params *p)
   return GC_SUCCESS;
 }
 
+/* Bits of one entry's code at most: every level is at most s and |gamma|
+ * grows with its argument. */
+static size_t qsgd_entry_bits(const qstate *q)
+{
+  return gc__gamma_len((uint64_t) q->s + 1) + 1;
+}
+
+static size_t qsgd_scratch_bytes(const qstate *q)
+{
+  return (qsgd_entry_bits(q) * q->bucket + 7) / 8 + SHARES_MAX * (SHARE_SLACK + 1);
+}
+
 static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
 {
   qstate *q = state;
@@ -165,9 +179,10 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   base_init(state, n, p);
   q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
   q->nb = (n + q->bucket - 1) / q->bucket;
-  q->sym = NULL;
-  if (q->s <= PAIR_MAX_S && q->bucket >= PAR_MIN && !(q->sym = malloc(q->bucket)))
-    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the %zu symbols of a bucket", q->bucket);
+  q->scratch = NULL;
+  if (q->s <= PAIR_MAX_S && q->bucket >= PAR_MIN &&
+      !(q->scratch = malloc(qsgd_scratch_bytes(q))))
+    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of a bucket of %zu", q->bucket);
   if (q->s <= PAIR_MAX_S)
     for (unsigned a = 0; a < 32; a++) {
       uint32_t ca = sym_code(a);
@@ -184,8 +199,8 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
 static void qsgd_release(void *state)
 {
   qstate *q = state;
-  free(q->sym);
-  q->sym = NULL;
+  free(q->scratch);
+  q->scratch = NULL;
 }
 
 static int terngrad_init(void *state, size_t n, const gc_compressor_params *p)
@@ -223,13 +238,10 @@ static size_t half_max_bytes(const void *st)
   return HDR + 2 * ((const qstate *) st)->n;
 }
 
-/* Every level is at most s and |gamma| grows with its argument, so an
- * entry takes at most |gamma(s+1)| + 1 bits. */
 static size_t qsgd_max_bytes(const void *st)
 {
   const qstate *q = st;
-  uint64_t per = gc__gamma_len((uint64_t) q->s + 1) + 1;
-  return HDR + 8 * q->nb + (size_t) ((per * q->n + 7) / 8);
+  return HDR + 8 * q->nb + (qsgd_entry_bits(q) * q->n + 7) / 8;
 }
 
 /* 64 sign bits (1 = negative; -0 counts as +) of float32 entries, and
@@ -1216,6 +1228,39 @@ TARGET_AVX2 static size_t qsgd_syms_avx2(const float *xc, const uint16_t *uc, si
   return nz;
 }
 #endif
+
+/* Append to w a bit stream of nbytes whole bytes at src and then the nb
+ * low bits of acc (nb < 32): the streams of qsgd_bucket_par's shares.  A
+ * shifted copy eight bytes at a time where the room allows. */
+static void bw_append(gc__bw *w, const uint8_t *src, size_t nbytes, uint64_t acc, unsigned nb)
+{
+  size_t i = 0;
+  if (w->end - w->p >= (ptrdiff_t) (nbytes + 16)) {
+    uint64_t a = w->acc;
+    unsigned k = w->nb;
+    uint8_t *p = w->p;
+    while (k >= 8) {
+      *p++ = (uint8_t) a;
+      a >>= 8;
+      k -= 8;
+    }
+    for (; i + 8 <= nbytes; i += 8) {   /* k < 8 pending bits below each word */
+      uint64_t v, o;
+      memcpy(&v, src + i, sizeof v);
+      o = a | v << k;
+      memcpy(p, &o, sizeof o);
+      p += 8;
+      a = k ? v >> (64 - k) : 0;
+    }
+    w->acc = a;
+    w->nb = k;
+    w->p = p;
+  }
+  for (; i < nbytes; i++)
+    gc__bw_put(w, src[i], 8);
+  if (nb)
+    gc__bw_put(w, acc & (((uint64_t) 1 << nb) - 1), nb);
+}
 
 #define REAL float
 #define SFX f32
