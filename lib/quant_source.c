@@ -408,51 +408,50 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
   return nnz;
 }
 
-
-/* The symbols of x[lo, hi) into sym (sym[0] is entry lo), chunk by chunk
- * as qsgd_bucket_body; returns the nonzero levels. */
-INLINE size_t FN(qsgd_syms_body)(const qstate *q, const rngkey *key, const REAL *x,
-                                   size_t lo, size_t hi, REAL norm, uint8_t *sym,
-                                   u16_fill *fill)
-{
-  uint16_t u[CHUNK + 8];
-  size_t nnz = 0;
-  const double k = (double) q->s / (double) norm;
-  for (size_t c0 = lo; c0 < hi; c0 += CHUNK) {
-    size_t m = hi - c0 < CHUNK ? hi - c0 : CHUNK, sh = c0 & 7;
-    fill(key, c0 >> 3, (sh + m + 7) >> 3, u);
-    nnz += FN(qsgd_syms_isa)(x + c0, u + sh, m, k, (int) q->s, sym + (c0 - lo), fill);
-  }
-  return nnz;
-}
-
-DISPATCH_RNG(size_t, FN(qsgd_syms), FN(qsgd_syms_body),
-             (const qstate *q, const rngkey *key, const REAL *x, size_t lo,
-              size_t hi, REAL norm, uint8_t *sym),
-             q, key, x, lo, hi, norm, sym)
-
-/* Bucket x[lo, hi) (s <= PAIR_MAX_S, hi - lo <= the workspace) on the
- * OpenMP threads: the symbols of PAR_CHUNK pieces in parallel (each is a
- * function of its entry and its uniform), then the bit writer over all of
- * them on one thread.  The same bits as qsgd_bucket. */
-static size_t FN(qsgd_bucket_par)(const qstate *q, const rngkey *key, const REAL *x,
-                                    size_t lo, size_t hi, REAL norm, gc__bw *w)
-{
-  size_t nnz = 0, np = (hi - lo + PAR_CHUNK - 1) / PAR_CHUNK;
-  #pragma omp parallel for schedule(static) reduction(+ : nnz)
-  for (size_t j = 0; j < np; j++) {
-    size_t a = lo + j * PAR_CHUNK, e = hi - a < PAR_CHUNK ? hi : a + PAR_CHUNK;
-    nnz += FN(qsgd_syms)(q, key, x, a, e, norm, q->sym + (a - lo));
-  }
-  for (size_t c0 = lo; c0 < hi; c0 += CHUNK)
-    FN(qsgd_pack_chunk)(q, q->sym + (c0 - lo), hi - c0 < CHUNK ? hi - c0 : CHUNK, w);
-  return nnz;
-}
-
 DISPATCH_RNG(size_t, FN(qsgd_bucket), FN(qsgd_bucket_body),
              (const qstate *q, const rngkey *key, const REAL *x, size_t lo,
               size_t hi, REAL norm, gc__bw *w),
              q, key, x, lo, hi, norm, w)
+
+/* Bucket x[lo, hi) (s <= PAIR_MAX_S, hi - lo <= the workspace) on T <=
+ * SHARES_MAX OpenMP threads: share t, the whole chunks [a_t, a_t+1), is
+ * coded as qsgd_bucket does, share 0 straight into w and the others into
+ * their place in q->scratch (room for their worst case); their streams
+ * are then appended to w in order.  An entry's code depends on the entry
+ * alone, so these are qsgd_bucket's bits for any T.  (One thread used to
+ * code the symbols of the whole bucket, which the threads had stored: a
+ * serial pass and a bucket-sized buffer written and read.) */
+static size_t FN(qsgd_bucket_par)(const qstate *q, const rngkey *key, const REAL *x,
+                                    size_t lo, size_t hi, REAL norm, gc__bw *w, int T)
+{
+  const size_t nch = (hi - lo + CHUNK - 1) / CHUNK, per = qsgd_entry_bits(q);
+  size_t a[SHARES_MAX + 1], nnz = 0;
+  uint8_t *start[SHARES_MAX], *next = q->scratch;
+  gc__bw part[SHARES_MAX];
+  for (int t = 0; t <= T; t++) {
+    size_t c = lo + CHUNK * (nch * (size_t) t / (size_t) T);
+    a[t] = c < hi ? c : hi;
+  }
+  part[0] = *w;
+  for (int t = 1; t < T; t++) {
+    size_t room = (per * (a[t + 1] - a[t]) + 7) / 8 + SHARE_SLACK;
+    start[t] = next;
+    gc__bw_init(&part[t], next, room);
+    next += room;
+  }
+  #pragma omp parallel for schedule(static, 1) num_threads(T) reduction(+ : nnz)
+  for (int t = 0; t < T; t++) {
+    gc__bw lw = part[t];   /* a local writer: the array's entries share lines */
+    nnz += FN(qsgd_bucket)(q, key, x, a[t], a[t + 1], norm, &lw);
+    part[t] = lw;
+  }
+  *w = part[0];
+  for (int t = 1; t < T; t++) {
+    w->over |= part[t].over;
+    bw_append(w, start[t], (size_t) (part[t].p - start[t]), part[t].acc, part[t].nb);
+  }
+  return nnz;
+}
 
 static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
@@ -480,8 +479,9 @@ static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
         gc__bw_put(&w, 1, 1);
       continue;
     }
-    if (q->sym && gc__threads_for(hi - lo, PAR_MIN, 0) > 1)
-      nnz += FN(qsgd_bucket_par)(q, &key, x, lo, hi, norm, &w);
+    int T = q->scratch ? gc__threads_for(hi - lo, PAR_MIN, SHARES_MAX) : 1;
+    if (T > 1)
+      nnz += FN(qsgd_bucket_par)(q, &key, x, lo, hi, norm, &w, T);
     else
       nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);
   }
@@ -602,7 +602,15 @@ INLINE size_t FN(tern_range_body)(const rngkey *key, const REAL *x, size_t lo,
   for (size_t i = lo; i < hi; i += CHUNK) {
     size_t m = hi - i < CHUNK ? hi - i : CHUNK;
     fill(key, i / 8, (m + 7) / 8, u);
-    nnz += FN(tern_chunk)(x + i, m, u, c, inv, out + i / 4);
+    size_t t = 0;
+#if PREC == 32 && defined(HAVE_ISA_PATHS)
+    /* float32 has its own kernel (quant.c), for inv whose float is finite */
+    if (fill == u16_blocks_avx512 && inv < 0x1p127) {
+      nnz += tern_codes_avx512(x + i, m, u, c, inv, out + i / 4);
+      t = m & ~(size_t) 63;
+    }
+#endif
+    nnz += FN(tern_chunk)(x + i + t, m - t, u + t, c, inv, out + (i + t) / 4);
   }
   return nnz;
 }

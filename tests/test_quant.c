@@ -1001,3 +1001,177 @@ Test(dispatch, terngrad_paths_agree_at_ties)
   gc__isa_force(saved);
   free(x);
 }
+
+/* TernGrad's float32 codes where a float product would decide wrongly:
+ * with s = e (65536 / s is no float, nor are the thresholds u s / 65536,
+ * as they are for s = 3), x_i is picked next to u_i s / 65536
+ * so that u_i < (double) |x_i| 65536 / s and the float product disagree
+ * (counted); the AVX-512 kernel, which decides in float away from the
+ * thresholds, must send exactly the entries of the contract on every
+ * path. */
+Test(dispatch, terngrad_float_shortcut_is_exact)
+{
+  enum { N = 4099 };
+  const uint64_t seed = 5;
+  const uint32_t step = 9;
+  const float s = 2.71828175f;
+  const double inv = 65536.0 / (double) s;
+  static float x[N];
+  size_t disagree = 0;
+  x[0] = s;
+  for (size_t i = 1; i < N; i++) {
+    uint32_t u = gc_rng_u16(seed, 0, step, i);
+    float a = (float) (u / inv);
+    x[i] = a;
+    for (int k = -3; k <= 3; k++) {   /* a few ulps around the threshold */
+      float b = a;
+      for (int t = 0; t < (k < 0 ? -k : k); t++)
+        b = nextafterf(b, k < 0 ? 0.0f : s);
+      int exact = (double) u < (double) b * inv, fast = (float) u < b * (float) inv;
+      if (exact != fast) {
+        x[i] = b;
+        disagree++;
+        break;
+      }
+    }
+    if (i % 3 == 0)
+      x[i] = -x[i];
+  }
+  cr_assert(gt(sz, disagree, 100), "float and double disagree for %zu entries", disagree);
+  gc_compressor *c = make("terngrad", N, 1, 0, 0, seed);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    gc_compress_info info;
+    cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, &info), GC_SUCCESS));
+    for (size_t i = 0; i < N; i++) {
+      unsigned code = (buf[6 + i / 4] >> (2 * (i % 4))) & 3;
+      int b = (double) gc_rng_u16(seed, 0, step, i) < (double) fabsf(x[i]) * inv;
+      cr_assert(eq(u32, code, b ? (x[i] < 0 ? 3u : 1u) : 0u), "entry %zu on %s", i,
+                gc__isa_name(isa));
+    }
+  }
+  gc__isa_force(saved);
+  free(buf);
+  gc_compressor_free(c);
+}
+
+/* qsgd's float32 levels where a float product would decide wrongly: s =
+ * 15, x_0 carries the norm, and x_i for entries with a small uniform u_i
+ * (and a few above level 1) is picked next to a threshold, (65536 m +
+ * u_i) / K with K = s 2^16 / norm, where the float product |x_i| (float) K
+ * and the double one give different levels (counted).  The norm is read
+ * from the message and the placement repeated until it stays put.  Every
+ * path must give the contract's level. */
+Test(dispatch, qsgd_float_shortcut_is_exact)
+{
+  enum { N = 4099, S = 15 };
+  const uint64_t seed = 11;
+  const uint32_t step = 4;
+  static float x[N];
+  gc_compressor *c = make("qsgd", N, S, 0, 0, seed);
+  size_t cap = gc_compressor_max_bytes(c), len, disagree = 0;
+  uint8_t *buf = malloc(cap);
+  gc_compress_info info;
+  float norm = 0, prev = -1;
+  x[0] = 1000.0f;
+  for (int round = 0; round < 12 && norm != prev; round++) {
+    prev = norm;
+    cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, &info), GC_SUCCESS));
+    memcpy(&norm, buf + 2, sizeof norm);
+    const double k = (double) S / (double) norm, K = k * 65536.0;
+    disagree = 0;
+    for (size_t i = 1; i < N; i++) {
+      uint32_t u = gc_rng_u16(seed, 0, step, i), m = i % 797 == 0;
+      x[i] = 0.001f;
+      if (u >= 4096 && !m)
+        continue;
+      float a = (float) ((65536.0 * m + u) / K);
+      x[i] = a;
+      for (int t = -4; t <= 4; t++) {   /* a few ulps around the threshold */
+        float b = a;
+        for (int j = 0; j < (t < 0 ? -t : t); j++)
+          b = nextafterf(b, t < 0 ? 0.0f : 1e30f);
+        double r = (double) b * k, l = floor(r);
+        unsigned exact = (unsigned) l + ((double) u < (r - l) * 65536.0);
+        double w = (double) (b * (float) K - (float) u) / 65536.0;
+        if (exact != (unsigned) ceil(w)) {
+          x[i] = b;
+          disagree++;
+          break;
+        }
+      }
+      if (i % 3 == 0)
+        x[i] = -x[i];
+    }
+  }
+  cr_assert(eq(flt, norm, prev), "the norm settled");
+  cr_assert(gt(sz, disagree, 20), "float and double levels disagree for %zu entries", disagree);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  float y[N];
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, &info), GC_SUCCESS));
+    memset(y, 0, sizeof y);
+    cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, step, 1.0f, y), GC_SUCCESS));
+    for (size_t i = 0; i < N; i++) {
+      double r = fabs((double) x[i]) * ((double) S / (double) norm), l = floor(r);
+      unsigned want = (unsigned) l + ((double) gc_rng_u16(seed, 0, step, i) < (r - l) * 65536.0);
+      want = want < S ? want : S;
+      unsigned got = (unsigned) lround(fabs((double) y[i]) * S / norm);
+      cr_assert(eq(u32, got, want), "entry %zu on %s", i, gc__isa_name(isa));
+    }
+  }
+  gc__isa_force(saved);
+  free(buf);
+  gc_compressor_free(c);
+}
+
+/* TernGrad and qsgd on every path at the ends of the float range: the
+ * AVX-512 kernels decide in float where 65536 / s (TernGrad), s 65536 /
+ * norm (qsgd) is a finite float and fall back to the exact compare near
+ * a threshold or where a float product underflows; scales of 2^-140
+ * (subnormal entries, factors too large for a float), 2^-110, 1 and
+ * 2^100, and one vector of subnormals beside a single 1.0 (products that
+ * underflow).  n = 70001 spans chunks and ends off every vector group. */
+Test(dispatch, quant_paths_agree_at_extreme_scales)
+{
+  const size_t n = 70001;
+  static const int scales[] = {-140, -110, 0, 100, 999};   /* 999: subnormals and a 1 */
+  float *x = malloc(n * sizeof *x);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t j = 0; j < sizeof scales / sizeof scales[0]; j++) {
+    gc_test_fill_normal_f32(x, n, 40 + j);
+    for (size_t i = 0; i < n; i++)
+      x[i] = scales[j] == 999 ? ldexpf(x[i], -135) : ldexpf(x[i], scales[j]);
+    if (scales[j] == 999)
+      x[n / 3] = 1.0f;
+    static const struct { const char *name; unsigned s; double clip; } cfg[] = {
+      {"terngrad", 1, 0}, {"terngrad", 1, 1.5}, {"qsgd", 4, 0}};
+    for (size_t q = 0; q < sizeof cfg / sizeof cfg[0]; q++) {
+      gc_compressor *c = make(cfg[q].name, n, cfg[q].s, 0, cfg[q].clip, 7);
+      size_t cap = gc_compressor_max_bytes(c), l0, l1;
+      uint8_t *ref = malloc(cap), *buf = malloc(cap);
+      gc_compress_info i0, i1;
+      gc__isa_force(GC__ISA_SSE2);
+      cr_assert(eq(int, gc_compress_f32(c, x, 2, ref, cap, &l0, &i0), GC_SUCCESS));
+      for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+        gc__isa_force(isa);
+        cr_assert(eq(int, gc_compress_f32(c, x, 2, buf, cap, &l1, &i1), GC_SUCCESS));
+        cr_assert(eq(sz, l1, l0), "%s scale %d %s: length", cfg[q].name, scales[j],
+                  gc__isa_name(isa));
+        cr_assert(eq(int, memcmp(buf, ref, l0), 0), "%s clip %g scale %d %s: bytes",
+                  cfg[q].name, cfg[q].clip, scales[j], gc__isa_name(isa));
+        cr_assert(eq(sz, i1.nnz, i0.nnz), "%s scale %d %s: nonzeros", cfg[q].name,
+                  scales[j], gc__isa_name(isa));
+      }
+      free(ref);
+      free(buf);
+      gc_compressor_free(c);
+    }
+  }
+  gc__isa_force(saved);
+  free(x);
+}

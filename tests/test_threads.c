@@ -158,6 +158,51 @@ Test(threads, compressor_loops_bit_identical)
 #endif
 }
 
+/* qsgd on T threads codes each thread's share of a bucket into its own
+ * stream and appends the streams at bit offsets: the message of one
+ * thread for T = 2..5 (shares ending at every bit alignment), s = 1, 4
+ * and 15 (one, three and up to nine bits an entry), one bucket and
+ * buckets of 2^18 + 5 (the last one short), N(0,1) entries with zeros. */
+Test(threads, qsgd_shares_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { M = (1 << 20) + 3333 };
+  float *x = malloc(M * sizeof *x);
+  gc_test_fill_normal_f32(x, M, 77);
+  for (size_t i = 0; i < M; i += 5)
+    x[i] = 0.0f;
+  static const struct { unsigned s; size_t bucket; } cfg[] = {
+    {1, 0}, {4, 0}, {15, 0}, {4, (1 << 18) + 5}, {15, (1 << 18) + 5}};
+  int saved = omp_get_max_threads();
+  for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    p.levels = cfg[j].s;
+    p.bucket = cfg[j].bucket;
+    p.seed = 21;
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name("qsgd"), M, &p);
+    size_t cap = gc_compressor_max_bytes(c), l1, lt;
+    uint8_t *one = malloc(cap), *many = malloc(cap);
+    omp_set_num_threads(1);
+    cr_assert(eq(int, gc_compress_f32(c, x, 6, one, cap, &l1, NULL), GC_SUCCESS));
+    for (int T = 2; T <= 5; T++) {
+      omp_set_num_threads(T);
+      cr_assert(eq(int, gc_compress_f32(c, x, 6, many, cap, &lt, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, lt, l1), "s=%u bucket=%zu T=%d: length", cfg[j].s, cfg[j].bucket, T);
+      cr_assert(eq(int, memcmp(one, many, l1), 0), "s=%u bucket=%zu T=%d: bytes", cfg[j].s,
+                cfg[j].bucket, T);
+    }
+    free(one);
+    free(many);
+    gc_compressor_free(c);
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
+}
+
 /* One run of every threaded vector pass (gc_algo_vec.h) on T threads, both
  * dtypes, over a vector with two non-finite entries in later pieces: the
  * outputs, the first bad index and the nonzero count of one thread. */
