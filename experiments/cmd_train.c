@@ -6,6 +6,7 @@
  * the (model, P, algorithm) triple is in the table, else 0.05. */
 #define _POSIX_C_SOURCE 200809L   /* strdup, strtok_r, sigaction */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +318,7 @@ static int report(const opts *o, int st, const gc_train_result *res)
 
 static volatile sig_atomic_t where[2];   /* epoch, steps (gc_train_config) */
 static char term_note[1200];
+static char stop_file[1100];             /* <out>/stopped.txt */
 
 /* Decimal digits of v at out (async-signal-safe); returns the end. */
 static char *put_u(char *out, unsigned long v)
@@ -333,11 +335,13 @@ static char *put_u(char *out, unsigned long v)
 }
 
 /* mpirun ends the job with SIGTERM when a rank dies (then SIGKILL): rank 0
- * says where the run was, beside mpirun's line naming the dead rank. */
+ * says where the run was, beside mpirun's line naming the dead rank, and
+ * in <out>/stopped.txt first: mpirun may stop forwarding the output of a
+ * job it is tearing down before this line reaches it. */
 static void on_term(int sig)
 {
   char msg[1400], *p = msg;
-  static const char a[] = "\ngradcomp train: rank 0 (the server) stopped by"
+  static const char a[] = "gradcomp train: rank 0 (the server) stopped by"
                           " the job's end during epoch ";
   static const char b[] = " at step ";
   memcpy(p, a, sizeof a - 1);
@@ -346,7 +350,15 @@ static void on_term(int sig)
   p = put_u(p + sizeof b - 1, (unsigned long) where[1]);
   size_t n = strlen(term_note);
   memcpy(p, term_note, n);
-  ssize_t w = write(STDERR_FILENO, msg, (size_t) (p - msg) + n);
+  size_t len = (size_t) (p - msg) + n;
+  int fd = open(stop_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    ssize_t w = write(fd, msg, len);
+    (void) w;
+    close(fd);
+  }
+  ssize_t w = write(STDERR_FILENO, "\n", 1);
+  w = write(STDERR_FILENO, msg, len);
   (void) w;
   _exit(128 + sig);
 }
@@ -392,6 +404,7 @@ static int train_mpi(opts *o)
   if (rank > 0) {
     c->quiet = 1;
   } else {
+    snprintf(stop_file, sizeof stop_file, "%s/stopped.txt", c->out);
     snprintf(term_note, sizeof term_note, " (mpirun names the rank that died);"
              " the rows of %s/log.csv and the checkpoint of the last finished"
              " epoch are kept; continue with the same options and --resume\n",
@@ -404,6 +417,8 @@ static int train_mpi(opts *o)
   }
   gc_train_result res;
   int st = gc_train_run(c, &res);
+  if (rank == 0 && st == GC_SUCCESS)
+    unlink(stop_file);   /* a stop that --resume has made good */
   int rc;
   if (st == GC_SUCCESS || st == GC_EINVAL) {
     /* a bad configuration fails on every rank alike, before any message */

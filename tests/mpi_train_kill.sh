@@ -4,7 +4,9 @@
 # (DIR/ref), then the same run under mpirun (DIR/run) with worker rank 2
 # killed (SIGKILL) once two epochs are logged; wait up to 30 s for the job
 # to stop (timeout 90 bounds it if the kill misses), then print
-# rc=<exit status> and the job's output, resume the run with --resume
+# rc=<exit status>, the job's output and rank 0's stop record
+# (run/stopped.txt, written before its line to the job's output, which
+# mpirun may drop while tearing the job down), resume the run with --resume
 # under mpirun and print resume_rc=<its exit status>.  test_transport.c
 # checks what it prints, the log rows and the final model bytes.
 dir=$1
@@ -28,6 +30,7 @@ echo "rc=$(cat rc 2>/dev/null)"
 echo "rows_at_stop=$(($(wc -l < run/log.csv) - 1))"
 cp run/log.csv log-at-stop.csv
 cat out
+echo "stop_file: $(cat run/stopped.txt 2>/dev/null)"
 timeout 120 $mpirun "$gradcomp" $run --out "$dir/run" --transport mpi --resume \
   > resume.out 2>&1
 echo "resume_rc=$?"

@@ -679,6 +679,7 @@ Test(train_mpi, killed_worker_then_resume, .timeout = 240)
   cr_assert(rc && rc[3] != '\n' && strncmp(rc, "rc=0\n", 5) != 0,
             "the run did not stop with a non-zero exit within 30 s: %s", out);
   cr_assert(strstr(out, "rank 2") != NULL, "%s", out);
+  /* in its output line or, should mpirun drop that, in its stop record */
   cr_assert(strstr(out, "at step ") != NULL, "rank 0 did not name the step: %s",
             out);
   char *rows = strstr(out, "rows_at_stop=");
