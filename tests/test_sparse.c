@@ -928,3 +928,83 @@ Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
   free(x);
 #endif
 }
+
+/* ---- recorded messages ---------------------------------------------------- */
+
+static uint64_t fnv1a_add(uint64_t h, const uint8_t *p, size_t len)
+{
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* Every sparsifier's messages on fixed inputs, hashed (FNV-1a over the
+ * messages in order) as they were recorded before the selections and
+ * encoders were made faster: the CUDA twins (cuda/select.cu, wire.cu,
+ * decode.cu) must write the same bytes, so a rewrite that moved one byte
+ * would break the pair even where no GPU checks it.  Inputs: N(0,1) and
+ * the same rounded to 1/8 (ties at every threshold), lengths 4099 and
+ * 1000003 (not multiples of 16; the second is long enough for the
+ * threaded scans, filter and encoder at density 0.3), four densities, two
+ * steps. */
+Test(sparse, messages_match_recorded_hashes)
+{
+  static const struct { const char *name; int ties, f64; uint64_t hash; } rec[] = {
+    {"topk", 0, 0, 0x80b5636f37710ad7ull},
+    {"topk", 0, 1, 0xaff6df01c0c4490dull},
+    {"topk", 1, 0, 0x1223aeb400260d35ull},
+    {"topk", 1, 1, 0xf0e536380f85be93ull},
+    {"randk", 0, 0, 0xf55fbd326a7f7a26ull},
+    {"randk", 0, 1, 0xc43ed4bdc59aa1a8ull},
+    {"randk-unbiased", 0, 0, 0x0a536c3a2c91c35aull},
+    {"randk-unbiased", 0, 1, 0xa324073275dbe86aull},
+    {"threshold", 0, 0, 0x80f6d443a3587ba5ull},
+    {"threshold", 0, 1, 0x2fe858c4f9d4ac41ull},
+    {"gaussk", 0, 0, 0xf49cefef70362d25ull},
+    {"gaussk", 0, 1, 0x992fb83b1456a087ull},
+    {"dgc", 0, 0, 0x48d4bc43426206afull},
+    {"dgc", 0, 1, 0xa971c223f28e5583ull},
+  };
+  static const size_t ns[] = {4099, 1000003};
+  static const double dens[] = {0.001, 0.01, 0.1, 0.3};
+  float *xf = malloc(ns[1] * sizeof *xf);
+  double *xd = malloc(ns[1] * sizeof *xd);
+  for (size_t r = 0; r < sizeof rec / sizeof rec[0]; r++) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t a = 0; a < 2; a++)
+      for (int rounded = 0; rounded < 2; rounded++) {
+        size_t n = ns[a];
+        for (size_t i = 0; i < n; i++) {
+          double v = gc_rng_normal(90 + a, 7, 0, i);
+          xd[i] = rounded ? round(v * 8) / 8 : v;
+          xf[i] = (float) xd[i];
+        }
+        for (size_t d = 0; d < sizeof dens / sizeof dens[0]; d++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[d];
+          p.threshold = -gsl_cdf_ugaussian_Pinv(dens[d] / 2);
+          p.ties = rec[r].ties;
+          p.seed = 1234;
+          gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(rec[r].name), n, &p);
+          cr_assert(c != NULL, "%s: %s", rec[r].name, gc_last_error());
+          size_t cap = gc_compressor_max_bytes(c), len;
+          uint8_t *buf = malloc(cap);
+          for (uint32_t step = 0; step < 2; step++) {
+            int rc = rec[r].f64 ? gc_compress_f64(c, xd, step, buf, cap, &len, NULL)
+                                : gc_compress_f32(c, xf, step, buf, cap, &len, NULL);
+            cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", rec[r].name, gc_last_error());
+            h = fnv1a_add(h, buf, len);
+          }
+          free(buf);
+          gc_compressor_free(c);
+        }
+      }
+    cr_expect(eq(u64, h, rec[r].hash), "%s ties %d %s: the messages changed", rec[r].name,
+              rec[r].ties, rec[r].f64 ? "float64" : "float32");
+  }
+  free(xf);
+  free(xd);
+}
