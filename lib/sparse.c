@@ -140,8 +140,8 @@ static void floyd_sort(sparse_state *s)
  * Returns where the groups end. */
 static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
                                 float c0, float t0, float l1[16],
-                                float l2[16], uint32_t *cand, size_t cap,
-                                size_t *c)
+                                float l2[16], uint32_t *cand, float *cval,
+                                size_t cap, size_t *c)
 {
   const __m128 shift = _mm_set1_ps(c0), limit = _mm_set1_ps(t0);
   const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
@@ -160,8 +160,10 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
                   _mm_cmpnle_ps(_mm_and_ps(xv, absmask), limit)) << (4 * v);
     }
     for (; over; over &= over - 1)
-      if ((*c)++ < cap)
+      if ((*c)++ < cap) {
         cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+        cval[*c - 1] = x[i + (size_t) __builtin_ctz(over)];
+      }
   }
   for (int v = 0; v < 4; v++) {
     _mm_storeu_ps(l1 + 4 * v, a1[v]);
@@ -181,7 +183,7 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
 static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0,
                                   float t0, float l1[16], float l2[16], uint32_t *cand,
-                                  size_t cap, size_t *c)
+                                  float *cval, size_t cap, size_t *c)
 {
   const __m512 shift = _mm512_set1_ps(c0), limit = _mm512_set1_ps(t0);
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
@@ -200,11 +202,14 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
     if (*c + 16 <= cap) {
       __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) i), lane);
       _mm512_storeu_si512((void *) (cand + *c), _mm512_maskz_compress_epi32(over, iv));
+      _mm512_storeu_ps(cval + *c, _mm512_maskz_compress_ps(over, xv));
       *c += (size_t) __builtin_popcount(over);
     } else {
       for (unsigned m = over; m; m &= m - 1)
-        if ((*c)++ < cap)
+        if ((*c)++ < cap) {
           cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(m));
+          cval[*c - 1] = x[i + (size_t) __builtin_ctz(m)];
+        }
     }
   }
   _mm512_storeu_ps(l1, a1);
@@ -215,7 +220,7 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
 __attribute__((target("avx2,popcnt")))
 static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
                                 float t0, float l1[16], float l2[16], uint32_t *cand,
-                                size_t cap, size_t *c)
+                                float *cval, size_t cap, size_t *c)
 {
   const __m256 shift = _mm256_set1_ps(c0), limit = _mm256_set1_ps(t0);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -233,8 +238,10 @@ static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
                   _mm256_cmp_ps(_mm256_and_ps(xv, absmask), limit, _CMP_NLE_UQ)) << (8 * v);
     }
     for (; over; over &= over - 1)
-      if ((*c)++ < cap)
+      if ((*c)++ < cap) {
         cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+        cval[*c - 1] = x[i + (size_t) __builtin_ctz(over)];
+      }
   }
   for (int v = 0; v < 2; v++) {
     _mm256_storeu_ps(l1 + 8 * v, a1[v]);
@@ -248,21 +255,21 @@ static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
 /* Gaussian-k's groups on the chosen instruction set (sparse_source.c's
  * loop takes them where there is none). */
 static size_t gauss_groups_f32(const float *x, size_t lo, size_t hi, float c0, float t0,
-                               float l1[16], float l2[16], uint32_t *cand, size_t cap,
-                               size_t *c)
+                               float l1[16], float l2[16], uint32_t *cand, float *cval,
+                               size_t cap, size_t *c)
 {
 #ifdef HAVE_GAUSS_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return gauss_groups_avx512(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+    return gauss_groups_avx512(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
   if (isa >= GC__ISA_AVX2)
-    return gauss_groups_avx2(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+    return gauss_groups_avx2(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
 #endif
 #if defined(__SSE2__)
-  return gauss_groups_sse2(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+  return gauss_groups_sse2(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
 #else
   (void) x; (void) hi; (void) c0; (void) t0; (void) l1; (void) l2; (void) cand;
-  (void) cap; (void) c;
+  (void) cval; (void) cap; (void) c;
   return lo;
 #endif
 }
@@ -1185,10 +1192,11 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   case KIND_THRESHOLD:
     s->idx_cap = n;
     break;
-  case KIND_GAUSSK:
+  case KIND_GAUSSK:   /* candidates with their values (mag) */
     s->idx_cap = n;
     s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
     s->cand = malloc(s->cand_cap * sizeof *s->cand);
+    s->mag = malloc(s->cand_cap * sizeof *s->mag);
     break;
   }
   if (kind == KIND_GAUSSK)   /* z from the density asked for (theory.md 2.5) */
@@ -1200,7 +1208,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
-    fail |= !s->cand;
+    fail |= !s->cand || !s->mag;
   if (fail) {
     sparse_release(s);
     GC_ERRORF(GC_ENOMEM, "out of memory sizing the workspaces for n = %zu", n);

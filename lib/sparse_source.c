@@ -6,15 +6,16 @@
 enum { FN(SCAN_BLOCK) = 32 };
 
 /* Count the i with !(|x_i| <= t), i.e. |x_i| > t or x_i NaN, storing the
- * first `cap` of them (ascending) in out.  t must be <= REAL_MAX, so every
- * non-finite x_i is counted; the first one stops the scan with *bad = i.
- * Blocks are tested with a vectorisable OR before the rare scalar append;
- * SCAN_ISA, where a precision has one, is the dispatched scan of sparse.c. */
+ * first `cap` of them (ascending) in out, and x_i in val unless it is
+ * NULL.  t must be <= REAL_MAX, so every non-finite x_i is counted; the
+ * first one stops the scan with *bad = i.  Blocks are tested with a
+ * vectorisable OR before the rare scalar append; SCAN_ISA, where a
+ * precision has one, is the dispatched scan of sparse.c. */
 static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                       size_t cap, size_t *bad)
+                       REAL *val, size_t cap, size_t *bad)
 {
 #ifdef SCAN_ISA
-  return SCAN_ISA(x, n, t, out, NULL, cap, bad);
+  return SCAN_ISA(x, n, t, out, val, cap, bad);
 #endif
   enum { B = FN(SCAN_BLOCK) };
   size_t c = 0, i = 0;
@@ -34,13 +35,34 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
           *bad = i + j;
           return c;
         }
-        if (c < cap)
+        if (c < cap) {
           out[c] = (uint32_t) (i + j);
+          if (val)
+            val[c] = x[i + j];
+        }
         c++;
       }
     }
   }
   *bad = SIZE_MAX;
+  return c;
+}
+
+/* The scan of threshold, Gaussian-k and DGC, which select up to n entries
+ * into out: with *val (room entries, staged in the message buffer by
+ * gc__wire_stage) the values come along, so that encoding does not read
+ * x again (at density 0.1 that gather read most of x's cache lines a
+ * second time); when more entries pass than *val holds, the scan runs
+ * again without values and *val becomes NULL. */
+static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
+                              REAL **val, size_t room, size_t *bad)
+{
+  size_t cap = *val && room < n ? room : n;
+  size_t c = FN(scan)(x, n, t, out, *val, cap, bad);
+  if (*val && *bad == SIZE_MAX && c > cap) {
+    *val = NULL;
+    c = FN(scan)(x, n, t, out, NULL, n, bad);
+  }
   return c;
 }
 
@@ -246,7 +268,7 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
 {
   size_t n = s->n, bad;
   REAL *mag = (REAL *) s->mag, t = FN(topk_threshold)(s, x, k, NULL);
-  size_t c = FN(scan)(x, n, t, s->cand, s->cand_cap, &bad);
+  size_t c = FN(scan)(x, n, t, s->cand, NULL, s->cand_cap, &bad);
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
   if (c >= k && c <= s->cand_cap)
@@ -271,18 +293,19 @@ static int FN(check_finite_at)(const REAL *x, const uint32_t *idx, size_t k)
 /* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK): 16 REAL
  * lanes of shifted sums, lane j taking the entries lo + 16q + j and lane 0
  * the tail, folded into double in lane order.  The same pass appends the
- * indices with !(|x_i| <= t0) to cand (up to cap; *c counts them all), so
- * that the first threshold evaluation rarely has to read x again.  This
+ * indices with !(|x_i| <= t0) to cand and their values to cval (up to
+ * cap; *c counts them all), so that the threshold evaluations rarely have
+ * to read x again.  This
  * order is the definition the GPU twin reproduces; GAUSS_GROUPS, where a
  * precision has one, takes the full groups of 16. */
 static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
                                  REAL t0, double *p1, double *p2,
-                                 uint32_t *cand, size_t cap, size_t *c)
+                                 uint32_t *cand, REAL *cval, size_t cap, size_t *c)
 {
   REAL a1[16] = {0}, a2[16] = {0};
   size_t i = lo;
 #ifdef GAUSS_GROUPS
-  i = GAUSS_GROUPS(x, lo, hi, c0, t0, a1, a2, cand, cap, c);
+  i = GAUSS_GROUPS(x, lo, hi, c0, t0, a1, a2, cand, cval, cap, c);
 #endif
   for (; i + 16 <= hi; i += 16) {
     int any = 0;
@@ -294,15 +317,19 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
     }
     if (any)
       for (int j = 0; j < 16; j++)
-        if (!(FABS(x[i + j]) <= t0) && (*c)++ < cap)
+        if (!(FABS(x[i + j]) <= t0) && (*c)++ < cap) {
           cand[*c - 1] = (uint32_t) (i + j);
+          cval[*c - 1] = x[i + j];
+        }
   }
   for (; i < hi; i++) {
     REAL d = x[i] - c0;
     a1[0] += d;
     a2[0] += d * d;
-    if (!(FABS(x[i]) <= t0) && (*c)++ < cap)
+    if (!(FABS(x[i]) <= t0) && (*c)++ < cap) {
       cand[*c - 1] = (uint32_t) i;
+      cval[*c - 1] = x[i];
+    }
   }
   double s1 = 0, s2 = 0;
   for (int j = 0; j < 16; j++) {
@@ -313,9 +340,11 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
   *p2 = s2;
 }
 
-/* Gaussian-k (theory.md 2.5): selected indices into s->idx. */
-static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
-                      unsigned *evals)
+/* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
+ * values into *val (room entries) unless it is or becomes NULL
+ * (FN(scan_staged)). */
+static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
+                      size_t *count, unsigned *evals)
 {
   size_t n = s->n, k = s->k, bad;
   /* A pre-threshold t0 a little below the expected threshold, from a
@@ -334,19 +363,19 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
     if (est > 0 && isfinite(est))
       t0 = FN(strict_t)(GAUSS_MARGIN * est);
   }
-  REAL c0 = x[0];
+  REAL c0 = x[0], *cval = (REAL *) s->mag;
   gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
   size_t nc = 0;
   for (size_t lo = 0; lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
-    FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, s->cand_cap, &nc);
+    FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, cval, s->cand_cap, &nc);
     gc__pairwise_push(&sum1, p1);
     gc__pairwise_push(&sum2, p2);
   }
   double S1 = gc__pairwise_total(&sum1), S2 = gc__pairwise_total(&sum2);
   if (!isfinite(S1) || !isfinite(S2)) {
-    FN(scan)(x, n, REAL_MAX, NULL, 0, &bad);
+    FN(scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
   }
@@ -359,16 +388,29 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
    * the scans below need no check. */
   size_t c = 0;
   unsigned ev = 0;
+  REAL *stage = *val, *v = stage;
   while (ev < s->p.gauss_loops) {
     REAL t = FN(strict_t)(thr);
+    v = stage;
     if (nc <= s->cand_cap && t >= t0) {
-      /* every |x_i| > t >= t0 is among the candidates */
+      /* every |x_i| > t >= t0 is among the candidates: a branch-free
+       * filter of their values (about one in six fails at density 0.1) */
       c = 0;
-      for (size_t j = 0; j < nc; j++)
-        if (!(FABS(x[s->cand[j]]) <= t))
-          s->idx[c++] = s->cand[j];
+      if (v && room >= nc) {
+        for (size_t j = 0; j < nc; j++) {
+          s->idx[c] = s->cand[j];
+          v[c] = cval[j];
+          c += !(FABS(cval[j]) <= t);
+        }
+      } else {
+        v = NULL;
+        for (size_t j = 0; j < nc; j++) {
+          s->idx[c] = s->cand[j];
+          c += !(FABS(cval[j]) <= t);
+        }
+      }
     } else {
-      c = FN(scan)(x, n, t, s->idx, n, &bad);
+      c = FN(scan_staged)(x, n, t, s->idx, &v, room, &bad);
     }
     ev++;
     if ((double) c < 2.0 * (double) k / 3.0)
@@ -378,14 +420,16 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
     else
       break;
   }
+  *val = v;
   *count = c;
   *evals = ev;
   return GC_SUCCESS;
 }
 
-/* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py). */
-static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
-                   size_t *count, unsigned *evals)
+/* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py); the
+ * values come along in *val as in FN(gaussk). */
+static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
+                   size_t room, size_t *count, unsigned *evals)
 {
   size_t n = s->n, ns = s->k, bad, stride = s->dgc_stride, start = 0, m = n;
   if (stride > 1) {
@@ -401,7 +445,8 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
   if (top > m)
     top = m;
   REAL thr = FN(kth_largest_bucketed)(smp, m, top, (REAL *) s->mag, s->cand_cap);
-  size_t c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
+  REAL *stage = *val;
+  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, &bad);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -416,13 +461,15 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
         else
           GC_TRY(FN(topk)(s, x, ns));
+        *val = NULL;   /* the values are those of I */
         c = ns;
         break;
       } else if (c > ns) {
         break;
       } else if ((double) c < 0.8 * (double) ns) {
         thr = (REAL) (0.8 * thr);
-        c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
+        *val = stage;
+        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, &bad);
         ev++;
       } else {
         break;
@@ -443,6 +490,11 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   unsigned evals = 0;
   REAL factor = 1;
   int implicit = 0;
+  /* the selections that scan x gather the values as they go */
+  REAL *staged = NULL;
+  size_t room = 0;
+  if (s->kind == KIND_THRESHOLD || s->kind == KIND_GAUSSK || s->kind == KIND_DGC)
+    staged = gc__wire_stage(s->n, sizeof(REAL), buf, cap, &room);
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
@@ -475,20 +527,24 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   case KIND_THRESHOLD: {
     size_t bad;
-    c = FN(scan)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, s->n, &bad);
+    c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, &bad);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
     break;
   }
   case KIND_GAUSSK:
-    GC_TRY(FN(gaussk)(s, x, &c, &evals));
+    GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals));
     break;
   case KIND_DGC:
-    GC_TRY(FN(dgc)(s, x, step, &c, &evals));
+    GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
     break;
   }
-  GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
-                             buf, cap, len, &info->nnz));
+  if (staged)
+    GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
+                                      &info->nnz));
+  else
+    GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
+                               buf, cap, len, &info->nnz));
   info->selected = c;
   info->loops = evals;
   return GC_SUCCESS;

@@ -79,6 +79,22 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
   return GC_SUCCESS;
 }
 
+/* val lies past every index section (gc__wire_stage): put_head writes
+ * below it, and the move goes down. */
+int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
+                               size_t c, const REAL *val, uint8_t *buf, size_t cap,
+                               size_t *len, size_t *nnz)
+{
+  size_t nz = 0;
+  for (size_t j = 0; j < c; j++)
+    nz += val[j] != 0;
+  uint8_t *v;
+  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, len, &v));
+  memmove(v, val, c * sizeof(REAL));
+  *nnz = nz;
+  return GC_SUCCESS;
+}
+
 int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
                             size_t n, REAL scale, REAL *y)
 {

@@ -1008,3 +1008,57 @@ Test(sparse, messages_match_recorded_hashes)
   free(xf);
   free(xd);
 }
+
+/* Threshold, Gaussian-k and DGC gather their values in the message buffer
+ * while they select (gc__wire_stage) when it has room past the largest
+ * index section, and read x again when not: a buffer of exactly the
+ * message's length (no room) must get the same bytes as one of
+ * gc_compressor_max_bytes, in both precisions, and a NaN must still be
+ * named. */
+Test(sparse, staged_values_same_bytes_as_gathered, .init = gc_test_quiet)
+{
+  static const size_t ns[] = {1, 15, 1000, 70001, 400003};
+  static const double dens[] = {0.001, 0.1, 0.5, 1.0};
+  static const char *const names[] = {"threshold", "gaussk", "dgc"};
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int kind = 0; kind < 4; kind++) {
+      size_t n = ns[a];
+      double *xd = malloc(n * sizeof *xd);
+      float *xf = malloc(n * sizeof *xf);
+      fill_scan_input(xd, xf, n, 31 + a, kind);
+      for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+        for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++)
+          for (int f64 = 0; f64 < 2; f64++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            p.density = dens[dj];
+            p.threshold = dens[dj] < 1 ? -gsl_cdf_ugaussian_Pinv(dens[dj] / 2) : 0.0;
+            gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+            size_t cap = gc_compressor_max_bytes(c), len, ref_len;
+            uint8_t *ref = malloc(cap), *buf = malloc(cap);
+            int rc = f64 ? gc_compress_f64(c, xd, 2, ref, cap, &ref_len, NULL)
+                         : gc_compress_f32(c, xf, 2, ref, cap, &ref_len, NULL);
+            cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+            rc = f64 ? gc_compress_f64(c, xd, 2, buf, ref_len, &len, NULL)
+                     : gc_compress_f32(c, xf, 2, buf, ref_len, &len, NULL);
+            cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+            cr_assert(eq(sz, len, ref_len), "%s n=%zu kind %d density %g %s: length",
+                      names[nj], n, kind, dens[dj], f64 ? "f64" : "f32");
+            cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s n=%zu kind %d density %g %s: "
+                      "bytes", names[nj], n, kind, dens[dj], f64 ? "f64" : "f32");
+            if (n > 100) {   /* a NaN among the selected entries */
+              xf[n / 2] = NAN;
+              xd[n / 2] = NAN;
+              rc = f64 ? gc_compress_f64(c, xd, 2, buf, cap, &len, NULL)
+                       : gc_compress_f32(c, xf, 2, buf, cap, &len, NULL);
+              cr_assert(eq(int, rc, GC_EDOM), "%s n=%zu: NaN", names[nj], n);
+              fill_scan_input(xd, xf, n, 31 + a, kind);
+            }
+            free(ref);
+            free(buf);
+            gc_compressor_free(c);
+          }
+      free(xd);
+      free(xf);
+    }
+}
