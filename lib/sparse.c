@@ -21,6 +21,9 @@
  * - Random-K draws K distinct indices with Floyd's algorithm from the
  *   counter RNG keyed by (seed, stream, step, draw number), so the decoder
  *   of randk-unbiased rebuilds them from the step and they are not sent.
+ *   The words come in bulk (gc__rng_words), so the sequential part is the
+ *   membership test; at K >= n/16 random-K reads its indices, ascending,
+ *   and their values back from the membership bitmap in one pass over x.
  * - Workspaces are sized in init; encode and decode never allocate. */
 #include <math.h>
 #include <stdlib.h>
@@ -76,21 +79,31 @@ typedef struct sparse_state {
 /* ---- type-independent helpers ------------------------------------------ */
 
 /* Floyd's algorithm: K distinct indices of [0,n), uniform among K-subsets,
- * in draw order; s->bits is all zero before and after.  Draw c uses
- * gc_rng_u32(..., c), word c % 4 of Philox block c / 4: one block serves
- * four draws. */
-static void floyd(sparse_state *s, uint32_t step)
+ * marked in s->bits (all zero before) and, unless order is NULL, listed
+ * there in draw order.  Draw c uses gc_rng_u32(..., c), word c % 4 of
+ * Philox block c / 4.  The words and the targets they give come first, in
+ * bulk (into s->tmp); the sequential part is then the membership test,
+ * whose bitmap (n bits: 3 MB at n = 2.5e7) is beyond L2, so each test
+ * prefetches the word a later one needs. */
+enum { FLOYD_AHEAD = 24 };
+
+static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
 {
   size_t n = s->n, k = s->k;
-  gc_rng4 r = {{0}};
-  for (size_t j = n - k, c = 0; j < n; j++, c++) {
-    if ((c & 3) == 0)
-      r = gc_rng_block(s->p.seed, s->p.stream, step, c >> 2);
-    uint32_t t = gc_rng_below(r.v[c & 3], (uint32_t) (j + 1));
-    if (s->bits[t >> 6] >> (t & 63) & 1)
-      t = (uint32_t) j;
-    s->bits[t >> 6] |= (uint64_t) 1 << (t & 63);
-    s->idx[c] = t;
+  uint32_t *t = s->tmp;
+  uint64_t *bits = s->bits;
+  gc__rng_words(s->p.seed, s->p.stream, step, 0, k, t);
+  for (size_t c = 0; c < k; c++)
+    t[c] = gc_rng_below(t[c], (uint32_t) (n - k + c + 1));
+  for (size_t c = 0; c < k; c++) {
+    if (c + FLOYD_AHEAD < k)
+      __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
+    uint32_t v = t[c];
+    if (bits[v >> 6] >> (v & 63) & 1)
+      v = (uint32_t) (n - k + c);
+    bits[v >> 6] |= (uint64_t) 1 << (v & 63);
+    if (order)
+      order[c] = v;
   }
 }
 
@@ -1005,6 +1018,74 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
   return tk;
 }
 
+/* Random-K's dense draws read back from the bitmap with their values:
+ * words [w, nw) of bits one entry at a time (sparse_source.c's walk_bits
+ * is this loop for every word). */
+#define WALK_WORDS(REAL, SFX)                                                   \
+  static size_t walk_words_##SFX(uint64_t *bits, size_t w, size_t nw,           \
+                                 const REAL *x, uint32_t *idx, REAL *val,       \
+                                 size_t c)                                      \
+  {                                                                             \
+    for (; w < nw; w++) {                                                       \
+      for (uint64_t b = bits[w]; b; b &= b - 1) {                               \
+        size_t i = 64 * w + (size_t) __builtin_ctzll(b);                        \
+        idx[c] = (uint32_t) i;                                                  \
+        val[c++] = x[i];                                                        \
+      }                                                                         \
+      bits[w] = 0;                                                              \
+    }                                                                           \
+    return c;                                                                   \
+  }
+WALK_WORDS(float, f32)
+WALK_WORDS(double, f64)
+#undef WALK_WORDS
+
+#ifdef HAVE_SCAN_PATHS
+/* Sixteen entries a step, compressed by their quarter of the word: the
+ * masked load reads only selected lanes (never past n), and the full
+ * stores need 64 entries of room.  The hardware prefetcher did not follow
+ * x here (the loop took three times a streaming read of it): the lines
+ * 4 KiB ahead are asked for. */
+enum { WALK_AHEAD = 1024 };
+TARGET_AVX512 static size_t walk_avx512_f32(uint64_t *bits, size_t n, const float *x,
+                                            uint32_t *idx, float *val, size_t k)
+{
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  size_t c = 0, w = 0, nw = (n + 63) / 64;
+  for (; w < nw && c + 64 <= k; w++) {
+    uint64_t b = bits[w];
+    if (64 * w + WALK_AHEAD + 64 <= n)
+      for (int q = 0; q < 4; q++)
+        _mm_prefetch((const char *) (x + 64 * w + WALK_AHEAD + 16 * q), _MM_HINT_T0);
+    if (!b)
+      continue;
+    bits[w] = 0;
+    for (int q = 0; q < 4; q++) {
+      __mmask16 m = (__mmask16) (b >> (16 * q));
+      size_t at = 64 * w + 16 * (size_t) q;
+      __m512 xv = _mm512_maskz_loadu_ps(m, x + at);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) at), lane);
+      _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m, iv));
+      _mm512_storeu_ps(val + c, _mm512_maskz_compress_ps(m, xv));
+      c += (size_t) __builtin_popcount(m);
+    }
+  }
+  return walk_words_f32(bits, w, nw, x, idx, val, c);
+}
+#endif
+
+/* walk_bits (sparse_source.c) for float32 on the chosen instruction set. */
+static size_t walk_isa_f32(uint64_t *bits, size_t n, const float *x, uint32_t *idx,
+                           float *val, size_t k)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return walk_avx512_f32(bits, n, x, idx, val, k);
+#endif
+  (void) k;
+  return walk_words_f32(bits, 0, (n + 63) / 64, x, idx, val, 0);
+}
+
 /* The float32 top-K with its values (below the templates). */
 static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
                          const uint32_t **idx, const float **val);
@@ -1019,6 +1100,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
 #define REAL_MAX FLT_MAX
 #define SCAN_ISA scan_par_f32
 #define TOPK_VALS topk_vals_f32
+#define WALK_ISA walk_isa_f32
 #include "sparse_source.c"
 
 #define REAL double

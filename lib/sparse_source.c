@@ -279,6 +279,19 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   return GC_SUCCESS;
 }
 
+/* Random-K's K marked entries (all of s->bits' set bits, which it clears)
+ * as ascending indices into idx and x at them into val (room for K): one
+ * pass over x in order, where at density 1/16 and up gathering x[idx]
+ * afterwards read most of its lines anyway, and in a worse order. */
+static size_t FN(walk_bits)(sparse_state *s, const REAL *x, uint32_t *idx, REAL *val)
+{
+#ifdef WALK_ISA
+  return WALK_ISA(s->bits, s->n, x, idx, val, s->k);
+#else
+  return FN(walk_words)(s->bits, 0, (s->n + 63) / 64, x, idx, val, 0);
+#endif
+}
+
 /* Finiteness of the entries random-K sends.  Only those reach the wire,
  * and reading the other n-k would make an O(k) compressor O(n); the
  * algorithms check whole gradients before compressing. */
@@ -288,6 +301,29 @@ static int FN(check_finite_at)(const REAL *x, const uint32_t *idx, size_t k)
     if (!(FABS(x[idx[j]]) <= REAL_MAX))
       return FN(report_bad)(x, idx[j]);
   return GC_SUCCESS;
+}
+
+/* The first of the m values at v (a message's, unaligned) that is NaN or
+ * Inf, or m: an OR over each stretch, vectorised, before any search. */
+static size_t FN(first_nonfinite)(const uint8_t *v, size_t m)
+{
+  enum { STRETCH = 1024 };
+  for (size_t lo = 0; lo < m; lo += STRETCH) {
+    size_t hi = m - lo < STRETCH ? m : lo + STRETCH;
+    int any = 0;
+    for (size_t j = lo; j < hi; j++) {
+      REAL a;
+      memcpy(&a, v + j * sizeof(REAL), sizeof a);
+      any |= !(FABS(a) <= REAL_MAX);
+    }
+    for (size_t j = lo; any && j < hi; j++) {
+      REAL a;
+      memcpy(&a, v + j * sizeof(REAL), sizeof a);
+      if (!(FABS(a) <= REAL_MAX))
+        return j;
+    }
+  }
+  return m;
 }
 
 /* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK): 16 REAL
@@ -514,12 +550,36 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   case KIND_RANDK:
-    floyd(s, step);
+    staged = s->k * 16 >= s->n ? gc__wire_stage(s->n, sizeof(REAL), buf, cap, &room) : NULL;
+    if (staged && room >= s->k) {   /* dense: the values come with the walk */
+      floyd(s, step, NULL);
+      FN(walk_bits)(s, x, s->idx, staged);
+      size_t bad = FN(first_nonfinite)((const uint8_t *) staged, c);
+      if (bad < c)
+        return FN(report_bad)(x, s->idx[bad]);
+      break;
+    }
+    staged = NULL;
+    floyd(s, step, s->idx);
     floyd_sort(s);
+    if (cap >= gc__wire_bound(s->n, s->k, sizeof(REAL))) {
+      /* the message fits whatever its coding: write it, then look for a
+       * non-finite value among its values rather than gather them from x
+       * twice (the gathers were most of random-K's time at density 0.01) */
+      size_t nnz;
+      GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, 0, x, 1, buf, cap, len, &nnz));
+      size_t bad = FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c);
+      if (bad < c)
+        return FN(report_bad)(x, s->idx[bad]);
+      info->nnz = nnz;
+      info->selected = c;
+      info->loops = 0;
+      return GC_SUCCESS;
+    }
     GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
     break;
   case KIND_RANDKU:
-    floyd(s, step);
+    floyd(s, step, s->idx);
     floyd_clear(s);
     GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
     factor = (REAL) ((double) s->n / (double) s->k);
@@ -560,7 +620,7 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
   /* the indices are rebuilt in the instance's scratch: one decode at a
    * time per instance (the scratch is not part of the observable state) */
   sparse_state *w = (sparse_state *) state;
-  floyd(w, step);
+  floyd(w, step, w->idx);
   floyd_clear(w);
   const uint8_t *v = buf + GC__WIRE_HDR;
   for (size_t j = 0; j < s->k; j++) {
@@ -580,3 +640,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef GAUSS_GROUPS
 #undef SCAN_ISA
 #undef TOPK_VALS
+#undef WALK_ISA

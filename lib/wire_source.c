@@ -17,6 +17,9 @@ static size_t FN(put_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
     return nz;
   }
   for (size_t j = lo; j < hi; j++) {
+    /* sparse indices outrun the hardware prefetcher: ask ahead */
+    if (j + 16 < hi)
+      __builtin_prefetch(x + idx[j + 16]);
     REAL xj = x[idx[j]], val = xj * factor;
     nz += xj != 0;
     memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));

@@ -1062,3 +1062,105 @@ Test(sparse, staged_values_same_bytes_as_gathered, .init = gc_test_quiet)
       free(xf);
     }
 }
+
+/* gc__rng_words is gc_rng_u32 in bulk on every instruction set: starts
+ * inside a block, lengths that end inside one, and a run across block
+ * 2^32, where the vector lanes' shared high counter word changes. */
+Test(dispatch, rng_words_match_the_counter_rng)
+{
+  static const struct { uint64_t first; size_t m; } runs[] = {
+    {0, 1}, {0, 4}, {1, 70}, {3, 1000}, {4 * ((uint64_t) 1 << 32) - 4 * 20 + 2, 400}};
+  uint32_t *w = malloc(1000 * sizeof *w);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+      gc__rng_words(0x1234567890abull, 5, 9, runs[r].first, runs[r].m, w);
+      for (size_t c = 0; c < runs[r].m; c++)
+        cr_assert(eq(u32, w[c], gc_rng_u32(0x1234567890abull, 5, 9, runs[r].first + c)),
+                  "%s: run %zu word %zu", gc__isa_name(isa), r, c);
+    }
+  }
+  gc__isa_force(saved);
+  free(w);
+}
+
+/* Random-K's messages on every instruction set equal the SSE2 path's, and
+ * do not depend on the buffer: dense draws (K >= n/16) walk the bitmap
+ * with the values into the message buffer when it has room, sparse ones
+ * sort and gather; a buffer of exactly the message's length takes the
+ * paths without room.  A NaN among the drawn entries is named alike. */
+Test(dispatch, randk_paths_bit_identical, .init = gc_test_quiet)
+{
+  static const size_t ns[] = {1, 63, 1000, 70001, 400003};
+  static const double dens[] = {0.001, 0.05, 0.0625, 0.1, 0.5, 1.0};
+  static const char *const names[] = {"randk", "randk-unbiased"};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    size_t n = ns[a];
+    double *xd = malloc(n * sizeof *xd);
+    float *xf = malloc(n * sizeof *xf);
+    fill_scan_input(xd, xf, n, 11 + a, 2);
+    for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+      for (size_t nj = 0; nj < 2; nj++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[dj];
+          p.seed = 77;
+          gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+          size_t cap = gc_compressor_max_bytes(c), len, ref_len;
+          uint8_t *ref = malloc(cap), *buf = malloc(cap);
+          gc__isa_force(GC__ISA_SSE2);
+          int rc = f64 ? gc_compress_f64(c, xd, 4, ref, cap, &ref_len, NULL)
+                       : gc_compress_f32(c, xf, 4, ref, cap, &ref_len, NULL);
+          cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+          for (int isa = GC__ISA_SSE2; isa <= top; isa++)
+            for (int exact = 0; exact < 2; exact++) {
+              gc__isa_force(isa);
+              rc = f64 ? gc_compress_f64(c, xd, 4, buf, exact ? ref_len : cap, &len, NULL)
+                       : gc_compress_f32(c, xf, 4, buf, exact ? ref_len : cap, &len, NULL);
+              cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+              cr_assert(eq(sz, len, ref_len), "%s n=%zu density %g %s %s: length", names[nj],
+                        n, dens[dj], f64 ? "f64" : "f32", gc__isa_name(isa));
+              cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s n=%zu density %g %s %s%s: "
+                        "bytes", names[nj], n, dens[dj], f64 ? "f64" : "f32",
+                        gc__isa_name(isa), exact ? ", exact buffer" : "");
+            }
+          /* a NaN at the last drawn index of the SSE2 message, in every
+           * path: the same error text (it names the index) */
+          if (!f64 && !strcmp(names[nj], "randk")) {
+            float *yf = calloc(n, sizeof *yf);
+            cr_assert(eq(int, gc_decompress_add_f32(c, ref, ref_len, 4, 1.0f, yf), GC_SUCCESS));
+            size_t last = n;
+            for (size_t i = 0; i < n; i++)
+              if (yf[i] != 0)
+                last = i;
+            free(yf);
+            if (last < n) {
+              float keep = xf[last];
+              xf[last] = NAN;
+              char err[256] = "";
+              for (int isa = GC__ISA_SSE2; isa <= top; isa++)
+                for (int exact = 0; exact < 2; exact++) {
+                  gc__isa_force(isa);
+                  rc = gc_compress_f32(c, xf, 4, buf, exact ? ref_len : cap, &len, NULL);
+                  cr_assert(eq(int, rc, GC_EDOM), "%s n=%zu: NaN", names[nj], n);
+                  if (!err[0])
+                    snprintf(err, sizeof err, "%s", gc_last_error());
+                  else
+                    cr_assert(eq(str, (char *) gc_last_error(), err), "%s n=%zu %s", names[nj],
+                              n, gc__isa_name(isa));
+                }
+              xf[last] = keep;
+            }
+          }
+          free(ref);
+          free(buf);
+          gc_compressor_free(c);
+        }
+    free(xd);
+    free(xf);
+  }
+  gc__isa_force(saved);
+}
