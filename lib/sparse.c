@@ -489,6 +489,10 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
   return c;
 }
 
+/* x is prefetched 4 KiB ahead: with the stores of indices and values in
+ * flight the hardware prefetcher fell behind, and the scan took twice a
+ * streaming read of x at density 0.1 (one and a half at 0.01). */
+enum { SCAN_AHEAD = 1024 };
 /* The compress instructions write to a register and a full store follows
  * (to memory they are microcoded on some CPUs): 16 entries of room. */
 TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
@@ -507,6 +511,9 @@ TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
   for (; i + 64 <= n; i += 64) {
     __m512i xv[4], a[4];
     __mmask16 m[4];
+    if (i + SCAN_AHEAD + 64 <= n)
+      for (int v = 0; v < 4; v++)
+        _mm_prefetch((const char *) (x + i + SCAN_AHEAD + 16 * v), _MM_HINT_T0);
     for (int v = 0; v < 4; v++) {
       xv[v] = _mm512_loadu_si512((const void *) (x + i + 16 * v));
       a[v] = _mm512_and_si512(xv[v], absmask);
