@@ -52,14 +52,15 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * into out: with *val (room entries, staged in the message buffer by
  * gc__wire_stage) the values come along, so that encoding does not read
  * x again (at density 0.1 that gather read most of x's cache lines a
- * second time); when more entries pass than *val holds, the scan runs
- * again without values and *val becomes NULL. */
+ * second time).  When more entries pass than *val holds, out and *val
+ * hold the first room of them, enough if only the first `need` are used;
+ * else the scan runs again without values and *val becomes NULL. */
 static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                              REAL **val, size_t room, size_t *bad)
+                              REAL **val, size_t room, size_t need, size_t *bad)
 {
   size_t cap = *val && room < n ? room : n;
   size_t c = FN(scan)(x, n, t, out, *val, cap, bad);
-  if (*val && *bad == SIZE_MAX && c > cap) {
+  if (*val && *bad == SIZE_MAX && c > cap && need > cap) {
     *val = NULL;
     c = FN(scan)(x, n, t, out, NULL, n, bad);
   }
@@ -446,7 +447,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
         }
       }
     } else {
-      c = FN(scan_staged)(x, n, t, s->idx, &v, room, &bad);
+      c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad);
     }
     ev++;
     if ((double) c < 2.0 * (double) k / 3.0)
@@ -481,8 +482,11 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
   if (top > m)
     top = m;
   REAL thr = FN(kth_largest_bucketed)(smp, m, top, (REAL *) s->mag, s->cand_cap);
-  REAL *stage = *val;
-  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, &bad);
+  /* only the first ns entries are sent: staged values serve when at least
+   * that many fit */
+  REAL *stage = room >= ns ? *val : NULL;
+  *val = stage;
+  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -491,7 +495,10 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
       if ((double) c > 1.3 * (double) ns) {
         /* I holds every |x_i| >= thr and more than ns of them, so its
          * top-ns is the global top-ns (same tie rule): select among I in
-         * place rather than scan x again, unless it outgrows the workspace */
+         * place rather than scan x again, unless it outgrows the workspace
+         * (or the staged values cut it short) */
+        if (*val && c > room)
+          c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
         if (c <= s->cand_cap)
           FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
@@ -505,7 +512,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
       } else if ((double) c < 0.8 * (double) ns) {
         thr = (REAL) (0.8 * thr);
         *val = stage;
-        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, &bad);
+        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
         ev++;
       } else {
         break;
@@ -530,7 +537,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   REAL *staged = NULL;
   size_t room = 0;
   if (s->kind == KIND_THRESHOLD || s->kind == KIND_GAUSSK || s->kind == KIND_DGC)
-    staged = gc__wire_stage(s->n, sizeof(REAL), buf, cap, &room);
+    staged = gc__wire_stage(s->n, s->kind == KIND_DGC ? s->k : s->n, sizeof(REAL), buf, cap,
+                            &room);
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
@@ -550,7 +558,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   case KIND_RANDK:
-    staged = s->k * 16 >= s->n ? gc__wire_stage(s->n, sizeof(REAL), buf, cap, &room) : NULL;
+    staged = s->k * 16 >= s->n ? gc__wire_stage(s->n, s->k, sizeof(REAL), buf, cap, &room)
+                               : NULL;
     if (staged && room >= s->k) {   /* dense: the values come with the walk */
       floyd(s, step, NULL);
       FN(walk_bits)(s, x, s->idx, staged);
@@ -587,7 +596,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   case KIND_THRESHOLD: {
     size_t bad;
-    c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, &bad);
+    c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, s->n,
+                        &bad);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
     break;

@@ -178,9 +178,11 @@ int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes
   return choose_plan(n, idx, c, index_bytes, &pl);
 }
 
-void *gc__wire_stage(size_t n, size_t vbytes, uint8_t *buf, size_t cap, size_t *room)
+void *gc__wire_stage(size_t n, size_t cmax, size_t vbytes, uint8_t *buf, size_t cap,
+                     size_t *room)
 {
-  size_t off = GC__WIRE_HDR + (n + 7) / 8;
+  size_t bitmap = (n + 7) / 8, raw = 4 * cmax;
+  size_t off = GC__WIRE_HDR + (raw < bitmap ? raw : bitmap);
   off += (vbytes - (uintptr_t) (buf + off) % vbytes) % vbytes;
   *room = cap > off ? (cap - off) / vbytes : 0;
   return *room ? buf + off : NULL;
