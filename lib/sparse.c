@@ -198,6 +198,7 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
  * IEEE operations per lane in the same order (mul and add apart, never
  * fused), so the sums are bit-identical; candidates appended by compress
  * (AVX-512) or in mask order. */
+enum { GAUSS_AHEAD = 1024 };
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
 static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0,
                                   float t0, float l1[16], float l2[16], uint32_t *cand,
@@ -209,6 +210,8 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
   __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
   size_t i = lo;
   for (; i + 16 <= hi; i += 16) {
+    /* a hint (never faults), computed as an integer: past x's end near it */
+    _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
     __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
     a1 = _mm512_add_ps(a1, d);
     a2 = _mm512_add_ps(a2, _mm512_mul_ps(d, d));
@@ -1025,6 +1028,52 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
   return tk;
 }
 
+/* Gaussian-k's threshold evaluation among its candidates (sparse_source.c's
+ * gauss_filter): of the nc finite candidates (cand, cval), those with
+ * !(|v| <= t) into idx and val, in order; both may hold nc entries.  The
+ * AVX-512 path compares magnitude keys as the scans do and stores sixteen
+ * at a time, which stays below nc since the output never passes the
+ * input.  Returns how many it kept. */
+static size_t gauss_filter_run_f32(const uint32_t *cand, const float *cval, size_t j,
+                                   size_t nc, float t, uint32_t *idx, float *val, size_t c)
+{
+  for (; j < nc; j++) {
+    idx[c] = cand[j];
+    val[c] = cval[j];
+    c += !(fabsf(cval[j]) <= t);
+  }
+  return c;
+}
+
+#ifdef HAVE_SCAN_PATHS
+TARGET_AVX512 static size_t gauss_filter_avx512_f32(const uint32_t *cand, const float *cval,
+                                                    size_t nc, float t, uint32_t *idx,
+                                                    float *val)
+{
+  const __m512i limit = _mm512_set1_epi32(scan_key_f32(t)), absmask = _mm512_set1_epi32(0x7fffffff);
+  size_t c = 0, j = 0;
+  for (; j + 16 <= nc; j += 16) {
+    __m512i v = _mm512_loadu_si512((const void *) (cval + j));
+    __mmask16 m = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, absmask), limit);
+    __m512i iv = _mm512_loadu_si512((const void *) (cand + j));
+    _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m, iv));
+    _mm512_storeu_si512((void *) (val + c), _mm512_maskz_compress_epi32(m, v));
+    c += (size_t) __builtin_popcount(m);
+  }
+  return gauss_filter_run_f32(cand, cval, j, nc, t, idx, val, c);
+}
+#endif
+
+static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t nc, float t,
+                               uint32_t *idx, float *val)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return gauss_filter_avx512_f32(cand, cval, nc, t, idx, val);
+#endif
+  return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
+}
+
 /* Random-K's dense draws read back from the bitmap with their values:
  * words [w, nw) of bits one entry at a time (sparse_source.c's walk_bits
  * is this loop for every word). */
@@ -1108,6 +1157,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
 #define SCAN_ISA scan_par_f32
 #define TOPK_VALS topk_vals_f32
 #define WALK_ISA walk_isa_f32
+#define GAUSS_FILTER gauss_filter_f32
 #include "sparse_source.c"
 
 #define REAL double

@@ -434,11 +434,15 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
        * filter of their values (about one in six fails at density 0.1) */
       c = 0;
       if (v && room >= nc) {
+#ifdef GAUSS_FILTER
+        c = GAUSS_FILTER(s->cand, cval, nc, t, s->idx, v);
+#else
         for (size_t j = 0; j < nc; j++) {
           s->idx[c] = s->cand[j];
           v[c] = cval[j];
           c += !(FABS(cval[j]) <= t);
         }
+#endif
       } else {
         v = NULL;
         for (size_t j = 0; j < nc; j++) {
@@ -651,3 +655,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef SCAN_ISA
 #undef TOPK_VALS
 #undef WALK_ISA
+#undef GAUSS_FILTER
