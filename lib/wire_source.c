@@ -83,17 +83,23 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
 }
 
 /* val lies past every index section (gc__wire_stage): put_head writes
- * below it, and the move goes down. */
+ * below it, and the move goes down, so chunk by chunk in order never
+ * overwrites a value not yet moved; each chunk is counted just before it
+ * moves, while it is in L1. */
 int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
                                size_t c, const REAL *val, uint8_t *buf, size_t cap,
                                size_t *len, size_t *nnz)
 {
-  size_t nz = 0;
-  for (size_t j = 0; j < c; j++)
-    nz += val[j] != 0;
+  enum { CHUNK = 2048 };
   uint8_t *v;
   GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, len, &v));
-  memmove(v, val, c * sizeof(REAL));
+  size_t nz = 0;
+  for (size_t lo = 0; lo < c; lo += CHUNK) {
+    size_t m = c - lo < CHUNK ? c - lo : CHUNK;
+    for (size_t j = lo; j < lo + m; j++)
+      nz += val[j] != 0;
+    memmove(v + lo * sizeof(REAL), val + lo, m * sizeof(REAL));
+  }
   *nnz = nz;
   return GC_SUCCESS;
 }
