@@ -208,28 +208,39 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+  /* The sums first, with each group's mask kept and a bit per group that
+   * has a candidate; the candidates after, group by group from the set
+   * bits (the block is in L1).  A branch per group on its mask was
+   * mispredicted at every sixth group at density 0.01. */
+  _Static_assert(GAUSS_BLOCK / 16 <= 64, "one bit per group of the block");
+  __mmask16 masks[GAUSS_BLOCK / 16];
+  uint64_t nonempty = 0;
   size_t i = lo;
-  for (; i + 16 <= hi; i += 16) {
+  for (unsigned g = 0; i + 16 <= hi; i += 16, g++) {
     /* a hint (never faults), computed as an integer: past x's end near it */
     _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
     __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
     a1 = _mm512_add_ps(a1, d);
     a2 = _mm512_add_ps(a2, _mm512_mul_ps(d, d));
-    __mmask16 over = _mm512_cmp_ps_mask(
+    masks[g] = _mm512_cmp_ps_mask(
         _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absmask)), limit,
         _CMP_NLE_UQ);
-    if (!over)
-      continue;
+    nonempty |= (uint64_t) (masks[g] != 0) << g;
+  }
+  for (; nonempty; nonempty &= nonempty - 1) {
+    unsigned g = (unsigned) __builtin_ctzll(nonempty);
+    size_t at = lo + 16 * (size_t) g;
+    __mmask16 over = masks[g];
     if (*c + 16 <= cap) {
-      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) i), lane);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) at), lane);
       _mm512_storeu_si512((void *) (cand + *c), _mm512_maskz_compress_epi32(over, iv));
-      _mm512_storeu_ps(cval + *c, _mm512_maskz_compress_ps(over, xv));
+      _mm512_storeu_ps(cval + *c, _mm512_maskz_compress_ps(over, _mm512_loadu_ps(x + at)));
       *c += (size_t) __builtin_popcount(over);
     } else {
       for (unsigned m = over; m; m &= m - 1)
         if ((*c)++ < cap) {
-          cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(m));
-          cval[*c - 1] = x[i + (size_t) __builtin_ctz(m)];
+          cand[*c - 1] = (uint32_t) (at + (size_t) __builtin_ctz(m));
+          cval[*c - 1] = x[at + (size_t) __builtin_ctz(m)];
         }
     }
   }
