@@ -51,6 +51,10 @@ enum { KIND_TOPK, KIND_RANDK, KIND_RANDKU, KIND_THRESHOLD, KIND_GAUSSK, KIND_DGC
 enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384,
        GAUSS_BLOCK = 1024 };
 
+/* How many samples ahead the strided samplers prefetch: 128 took DGC's
+ * 250 000 samples of 2.5e7 entries from 0.8 ms (at 32) to 0.5 ms. */
+enum { SAMPLE_AHEAD = 128 };
+
 /* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
  * threshold: a sampled sigma is off by well under 1%, so 5% below still
  * admits every entry above the exact threshold while keeping the

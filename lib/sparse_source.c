@@ -86,9 +86,9 @@ static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
 {
   for (size_t j = 0; j < m; j++) {
     /* one cache line per sample, and the hardware prefetcher stops at
-     * page boundaries: ask for lines well ahead */
-    if (j + 32 < m)
-      __builtin_prefetch(x + start + (j + 32) * stride);
+     * page boundaries: ask for lines well ahead (SAMPLE_AHEAD) */
+    if (j + SAMPLE_AHEAD < m)
+      __builtin_prefetch(x + start + (j + SAMPLE_AHEAD) * stride);
     REAL a = FABS(x[start + j * stride]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
@@ -112,8 +112,8 @@ static size_t FN(jitter_at)(size_t j, size_t stride)
 static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
 {
   for (size_t j = 0; j < m; j++) {
-    if (j + 32 < m)   /* as in sample_abs: lines well ahead */
-      __builtin_prefetch(x + FN(jitter_at)(j + 32, stride));
+    if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
+      __builtin_prefetch(x + FN(jitter_at)(j + SAMPLE_AHEAD, stride));
     REAL a = FABS(x[FN(jitter_at)(j, stride)]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
