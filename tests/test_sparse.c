@@ -18,7 +18,9 @@
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_rng.h"
+#include "gc_npy.h"
 #include "gc_test.h"
+#include "gc_wire.h"
 
 /* C(x) as a dense vector, from a compressor made for the call.
  * apply_f64 and apply_f32, one per precision. */
@@ -735,6 +737,74 @@ Test(wire, delta_wins_a_tie_with_bitmap)
   cr_assert(eq(int, gc_sparse_encode_dense_f32(x, 64, buf, sizeof buf, &len, &nnz), GC_SUCCESS));
   cr_assert(eq(u8, buf[2], 1), "the exact sparse message uses the same rule");
   gc_compressor_free(c);
+}
+
+/* On one thread the encoder writes the delta codes while it counts them,
+ * before it knows which coding wins: whatever wins (raw for gaps of 2^21
+ * and more, delta, bitmap for dense sets, delta on a tie with the
+ * bitmap), the message equals gc_sparse_encode_dense's, which counts
+ * first and writes after (byte 0, the type, aside), and a buffer too
+ * small is refused without a byte written past its end. */
+static int threads_now(void)
+{
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+static void threads_set(int T)
+{
+#ifdef _OPENMP
+  omp_set_num_threads(T);
+#else
+  (void) T;
+#endif
+}
+
+Test(wire, codes_written_while_counted_same_message, .init = gc_test_quiet)
+{
+  static const struct { size_t n, step, first; } sets[] = {
+    {5000000, 3000000, 7},     /* two entries, gap >= 2^21: raw */
+    {4099, 40, 3},             /* delta, one byte a gap */
+    {4099, 1, 0},              /* every entry: bitmap */
+    {300007, 3, 1},            /* density 1/3: bitmap */
+    {300007, 9, 5},            /* density 1/9: delta, chunks of 4096 gaps */
+    {64, 8, 4},                /* delta ties the bitmap */
+    {200000, 150, 0},          /* gaps of 149: two bytes each */
+  };
+  int saved = threads_now();
+  for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
+    size_t n = sets[t].n, c = 0;
+    float *x = calloc(n, sizeof *x);
+    uint32_t *idx = malloc(n * sizeof *idx);
+    for (size_t i = sets[t].first; i < n; i += sets[t].step) {
+      x[i] = 1.5f + (float) (i % 7);
+      idx[c++] = (uint32_t) i;
+    }
+    size_t cap = gc_sparse_max_bytes(n, c, GC_F32), len, ref_len, nnz;
+    uint8_t *ref = malloc(cap + 1), *buf = malloc(cap + 1);
+    cr_assert(eq(int, gc_sparse_encode_dense_f32(x, n, ref, cap, &ref_len, &nnz), GC_SUCCESS));
+    for (int T = 1; T <= 2; T++) {
+      threads_set(T);
+      memset(buf, 0xA5, cap + 1);
+      cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_SPARSE, n, idx, c, 0, x, 1, buf, cap, &len,
+                                            &nnz), GC_SUCCESS));
+      cr_assert(eq(sz, len, ref_len), "set %zu, %d threads: length", t, T);
+      cr_assert(eq(int, memcmp(buf + 1, ref + 1, len - 1), 0), "set %zu, %d threads: bytes", t, T);
+      cr_assert(eq(u8, buf[cap], 0xA5), "set %zu: written past the buffer", t);
+      memset(buf, 0xA5, cap + 1);
+      size_t small = ref_len < 5 ? 1 : ref_len - 5;
+      cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_SPARSE, n, idx, c, 0, x, 1, buf, small, &len,
+                                            &nnz), GC_ENOSPACE));
+      for (size_t b = small; b <= cap; b++)
+        cr_assert(eq(u8, buf[b], 0xA5), "set %zu: byte %zu past a buffer of %zu written", t, b,
+                  small);
+    }
+    free(x); free(idx); free(ref); free(buf);
+  }
+  threads_set(saved);
 }
 
 /* ---- dispatched scans: every instruction set, one answer --------------- */
