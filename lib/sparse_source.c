@@ -332,9 +332,8 @@ static size_t FN(first_nonfinite)(const uint8_t *v, size_t m)
  * the tail, folded into double in lane order.  The same pass appends the
  * indices with !(|x_i| <= t0) to cand and their values to cval (up to
  * cap; *c counts them all), so that the threshold evaluations rarely have
- * to read x again.  This
- * order is the definition the GPU twin reproduces; GAUSS_GROUPS, where a
- * precision has one, takes the full groups of 16. */
+ * to read x again.  This order is the definition the GPU twin reproduces;
+ * GAUSS_GROUPS, where a precision has one, takes the full groups of 16. */
 static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
                                  REAL t0, double *p1, double *p2,
                                  uint32_t *cand, REAL *cval, size_t cap, size_t *c)
