@@ -1043,8 +1043,8 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
   return tk;
 }
 
-/* Gaussian-k's threshold evaluation among its candidates (sparse_source.c's
- * gauss_filter): of the nc finite candidates (cand, cval), those with
+/* Gaussian-k's threshold evaluation among its candidates (GAUSS_FILTER in
+ * sparse_source.c's gaussk): of the nc finite candidates (cand, cval), those with
  * !(|v| <= t) into idx and val, in order; both may hold nc entries.  The
  * AVX-512 path compares magnitude keys as the scans do and stores sixteen
  * at a time, which stays below nc since the output never passes the
@@ -1089,27 +1089,11 @@ static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t n
   return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
 }
 
-/* Random-K's dense draws read back from the bitmap with their values:
- * words [w, nw) of bits one entry at a time (sparse_source.c's walk_bits
- * is this loop for every word). */
-#define WALK_WORDS(REAL, SFX)                                                   \
-  static size_t walk_words_##SFX(uint64_t *bits, size_t w, size_t nw,           \
-                                 const REAL *x, uint32_t *idx, REAL *val,       \
-                                 size_t c)                                      \
-  {                                                                             \
-    for (; w < nw; w++) {                                                       \
-      for (uint64_t b = bits[w]; b; b &= b - 1) {                               \
-        size_t i = 64 * w + (size_t) __builtin_ctzll(b);                        \
-        idx[c] = (uint32_t) i;                                                  \
-        val[c++] = x[i];                                                        \
-      }                                                                         \
-      bits[w] = 0;                                                              \
-    }                                                                           \
-    return c;                                                                   \
-  }
-WALK_WORDS(float, f32)
-WALK_WORDS(double, f64)
-#undef WALK_WORDS
+/* Random-K's dense draws read back from the bitmap with their values,
+ * words [w, nw) one entry at a time (sparse_source.c; the vector path
+ * below ends with it). */
+static size_t walk_words_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
+                             uint32_t *idx, float *val, size_t c);
 
 #ifdef HAVE_SCAN_PATHS
 /* Sixteen entries a step, compressed by their quarter of the word: the

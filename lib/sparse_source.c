@@ -280,6 +280,22 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   return GC_SUCCESS;
 }
 
+/* Words [w, nw) of a random-K bitmap, cleared, as ascending indices into
+ * idx and x at them into val from position c on; returns the new count. */
+static size_t FN(walk_words)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
+                             uint32_t *idx, REAL *val, size_t c)
+{
+  for (; w < nw; w++) {
+    for (uint64_t b = bits[w]; b; b &= b - 1) {
+      size_t i = 64 * w + (size_t) __builtin_ctzll(b);
+      idx[c] = (uint32_t) i;
+      val[c++] = x[i];
+    }
+    bits[w] = 0;
+  }
+  return c;
+}
+
 /* Random-K's K marked entries (all of s->bits' set bits, which it clears)
  * as ascending indices into idx and x at them into val (room for K): one
  * pass over x in order, where at density 1/16 and up gathering x[idx]
