@@ -45,6 +45,11 @@ int gc__isa(void);
 int gc__isa_cpu(void);
 int gc__isa_force(int isa);
 int gc__isa_by_name(const char *name);   /* -1 when unknown */
+
+/* out[c] = gc_rng_u32(seed, stream, step, first + c) for c < m, in bulk
+ * on the vector paths (rng_words.c); the same words on every path. */
+void gc__rng_words(uint64_t seed, uint32_t stream, uint32_t step, uint64_t first,
+                   size_t m, uint32_t *out);
 const char *gc__isa_name(int isa);
 
 /* Set this thread's gc_last_error without calling the handler: an error

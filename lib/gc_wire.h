@@ -59,6 +59,24 @@ int gc__wire_encode_vals_f64(uint8_t type, size_t n, const uint32_t *idx,
                              size_t c, const double *val, uint8_t *buf,
                              size_t cap, size_t *len, size_t *nnz);
 
+/* Staged values: a sparsifier may gather the values of its message in
+ * the message buffer itself, while it selects and before the index
+ * section's size is known, past the largest index section a message of at
+ * most cmax values can have (min(4 cmax, ceil(n/8)) bytes), at an offset
+ * aligned for vbytes-byte values.  gc__wire_stage returns that place and
+ * in *room how many such values fit before buf + cap (NULL when none do).
+ * gc__wire_encode_staged then writes header and indices and moves the c
+ * <= cmax values val[j] = x[idx[j]] down behind them: the same bytes as
+ * gc__wire_encode_vals, without reading x again. */
+void *gc__wire_stage(size_t n, size_t cmax, size_t vbytes, uint8_t *buf, size_t cap,
+                     size_t *room);
+int gc__wire_encode_staged_f32(uint8_t type, size_t n, const uint32_t *idx,
+                               size_t c, const float *val, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz);
+int gc__wire_encode_staged_f64(uint8_t type, size_t n, const uint32_t *idx,
+                               size_t c, const double *val, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz);
+
 /* Validate a whole explicit-index message of `type` (0: any explicit sparse
  * type) for vectors of length n, then y += scale * values.  y is untouched
  * unless GC_SUCCESS.  Returns GC_SUCCESS or GC_ECORRUPT. */

@@ -13,9 +13,17 @@
  * - Non-finite input is detected inside the selection pass: every selection
  *   threshold is clamped to the largest finite value, so NaN and Inf always
  *   land among the candidates and are seen there.
+ * - Threshold, Gaussian-k and DGC keep the values of what they select as
+ *   they scan (Gaussian-k: of its candidates), in the message buffer past
+ *   the largest index section (gc__wire_stage), so that encoding moves
+ *   them down instead of gathering x[idx] afterwards, which at density 0.1
+ *   read most of x's cache lines a second time.
  * - Random-K draws K distinct indices with Floyd's algorithm from the
  *   counter RNG keyed by (seed, stream, step, draw number), so the decoder
  *   of randk-unbiased rebuilds them from the step and they are not sent.
+ *   The words come in bulk (gc__rng_words), so the sequential part is the
+ *   membership test; at K >= n/16 random-K reads its indices, ascending,
+ *   and their values back from the membership bitmap in one pass over x.
  * - Workspaces are sized in init; encode and decode never allocate. */
 #include <math.h>
 #include <stdlib.h>
@@ -42,6 +50,10 @@ enum { KIND_TOPK, KIND_RANDK, KIND_RANDKU, KIND_THRESHOLD, KIND_GAUSSK, KIND_DGC
 
 enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384,
        GAUSS_BLOCK = 1024 };
+
+/* How many samples ahead the strided samplers prefetch: 128 took DGC's
+ * 250 000 samples of 2.5e7 entries from 0.8 ms (at 32) to 0.5 ms. */
+enum { SAMPLE_AHEAD = 128 };
 
 /* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
  * threshold: a sampled sigma is off by well under 1%, so 5% below still
@@ -71,21 +83,31 @@ typedef struct sparse_state {
 /* ---- type-independent helpers ------------------------------------------ */
 
 /* Floyd's algorithm: K distinct indices of [0,n), uniform among K-subsets,
- * in draw order; s->bits is all zero before and after.  Draw c uses
- * gc_rng_u32(..., c), word c % 4 of Philox block c / 4: one block serves
- * four draws. */
-static void floyd(sparse_state *s, uint32_t step)
+ * marked in s->bits (all zero before) and, unless order is NULL, listed
+ * there in draw order.  Draw c uses gc_rng_u32(..., c), word c % 4 of
+ * Philox block c / 4.  The words and the targets they give come first, in
+ * bulk (into s->tmp); the sequential part is then the membership test,
+ * whose bitmap (n bits: 3 MB at n = 2.5e7) is beyond L2, so each test
+ * prefetches the word a later one needs. */
+enum { FLOYD_AHEAD = 24 };
+
+static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
 {
   size_t n = s->n, k = s->k;
-  gc_rng4 r = {{0}};
-  for (size_t j = n - k, c = 0; j < n; j++, c++) {
-    if ((c & 3) == 0)
-      r = gc_rng_block(s->p.seed, s->p.stream, step, c >> 2);
-    uint32_t t = gc_rng_below(r.v[c & 3], (uint32_t) (j + 1));
-    if (s->bits[t >> 6] >> (t & 63) & 1)
-      t = (uint32_t) j;
-    s->bits[t >> 6] |= (uint64_t) 1 << (t & 63);
-    s->idx[c] = t;
+  uint32_t *t = s->tmp;
+  uint64_t *bits = s->bits;
+  gc__rng_words(s->p.seed, s->p.stream, step, 0, k, t);
+  for (size_t c = 0; c < k; c++)
+    t[c] = gc_rng_below(t[c], (uint32_t) (n - k + c + 1));
+  for (size_t c = 0; c < k; c++) {
+    if (c + FLOYD_AHEAD < k)
+      __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
+    uint32_t v = t[c];
+    if (bits[v >> 6] >> (v & 63) & 1)
+      v = (uint32_t) (n - k + c);
+    bits[v >> 6] |= (uint64_t) 1 << (v & 63);
+    if (order)
+      order[c] = v;
   }
 }
 
@@ -140,8 +162,8 @@ static void floyd_sort(sparse_state *s)
  * Returns where the groups end. */
 static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
                                 float c0, float t0, float l1[16],
-                                float l2[16], uint32_t *cand, size_t cap,
-                                size_t *c)
+                                float l2[16], uint32_t *cand, float *cval,
+                                size_t cap, size_t *c)
 {
   const __m128 shift = _mm_set1_ps(c0), limit = _mm_set1_ps(t0);
   const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
@@ -160,8 +182,10 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
                   _mm_cmpnle_ps(_mm_and_ps(xv, absmask), limit)) << (4 * v);
     }
     for (; over; over &= over - 1)
-      if ((*c)++ < cap)
+      if ((*c)++ < cap) {
         cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+        cval[*c - 1] = x[i + (size_t) __builtin_ctz(over)];
+      }
   }
   for (int v = 0; v < 4; v++) {
     _mm_storeu_ps(l1 + 4 * v, a1[v]);
@@ -178,33 +202,50 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
  * IEEE operations per lane in the same order (mul and add apart, never
  * fused), so the sums are bit-identical; candidates appended by compress
  * (AVX-512) or in mask order. */
+enum { GAUSS_AHEAD = 1024 };
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
 static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0,
                                   float t0, float l1[16], float l2[16], uint32_t *cand,
-                                  size_t cap, size_t *c)
+                                  float *cval, size_t cap, size_t *c)
 {
   const __m512 shift = _mm512_set1_ps(c0), limit = _mm512_set1_ps(t0);
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+  /* The sums first, with each group's mask kept and a bit per group that
+   * has a candidate; the candidates after, group by group from the set
+   * bits (the block is in L1).  A branch per group on its mask was
+   * mispredicted at every sixth group at density 0.01. */
+  _Static_assert(GAUSS_BLOCK / 16 <= 64, "one bit per group of the block");
+  __mmask16 masks[GAUSS_BLOCK / 16];
+  uint64_t nonempty = 0;
   size_t i = lo;
-  for (; i + 16 <= hi; i += 16) {
+  for (unsigned g = 0; i + 16 <= hi; i += 16, g++) {
+    /* a hint (never faults), computed as an integer: past x's end near it */
+    _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
     __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
     a1 = _mm512_add_ps(a1, d);
     a2 = _mm512_add_ps(a2, _mm512_mul_ps(d, d));
-    __mmask16 over = _mm512_cmp_ps_mask(
+    masks[g] = _mm512_cmp_ps_mask(
         _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absmask)), limit,
         _CMP_NLE_UQ);
-    if (!over)
-      continue;
+    nonempty |= (uint64_t) (masks[g] != 0) << g;
+  }
+  for (; nonempty; nonempty &= nonempty - 1) {
+    unsigned g = (unsigned) __builtin_ctzll(nonempty);
+    size_t at = lo + 16 * (size_t) g;
+    __mmask16 over = masks[g];
     if (*c + 16 <= cap) {
-      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) i), lane);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) at), lane);
       _mm512_storeu_si512((void *) (cand + *c), _mm512_maskz_compress_epi32(over, iv));
+      _mm512_storeu_ps(cval + *c, _mm512_maskz_compress_ps(over, _mm512_loadu_ps(x + at)));
       *c += (size_t) __builtin_popcount(over);
     } else {
       for (unsigned m = over; m; m &= m - 1)
-        if ((*c)++ < cap)
-          cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(m));
+        if ((*c)++ < cap) {
+          cand[*c - 1] = (uint32_t) (at + (size_t) __builtin_ctz(m));
+          cval[*c - 1] = x[at + (size_t) __builtin_ctz(m)];
+        }
     }
   }
   _mm512_storeu_ps(l1, a1);
@@ -215,7 +256,7 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
 __attribute__((target("avx2,popcnt")))
 static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
                                 float t0, float l1[16], float l2[16], uint32_t *cand,
-                                size_t cap, size_t *c)
+                                float *cval, size_t cap, size_t *c)
 {
   const __m256 shift = _mm256_set1_ps(c0), limit = _mm256_set1_ps(t0);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -233,8 +274,10 @@ static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
                   _mm256_cmp_ps(_mm256_and_ps(xv, absmask), limit, _CMP_NLE_UQ)) << (8 * v);
     }
     for (; over; over &= over - 1)
-      if ((*c)++ < cap)
+      if ((*c)++ < cap) {
         cand[*c - 1] = (uint32_t) (i + (size_t) __builtin_ctz(over));
+        cval[*c - 1] = x[i + (size_t) __builtin_ctz(over)];
+      }
   }
   for (int v = 0; v < 2; v++) {
     _mm256_storeu_ps(l1 + 8 * v, a1[v]);
@@ -248,21 +291,21 @@ static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
 /* Gaussian-k's groups on the chosen instruction set (sparse_source.c's
  * loop takes them where there is none). */
 static size_t gauss_groups_f32(const float *x, size_t lo, size_t hi, float c0, float t0,
-                               float l1[16], float l2[16], uint32_t *cand, size_t cap,
-                               size_t *c)
+                               float l1[16], float l2[16], uint32_t *cand, float *cval,
+                               size_t cap, size_t *c)
 {
 #ifdef HAVE_GAUSS_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return gauss_groups_avx512(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+    return gauss_groups_avx512(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
   if (isa >= GC__ISA_AVX2)
-    return gauss_groups_avx2(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+    return gauss_groups_avx2(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
 #endif
 #if defined(__SSE2__)
-  return gauss_groups_sse2(x, lo, hi, c0, t0, l1, l2, cand, cap, c);
+  return gauss_groups_sse2(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
 #else
   (void) x; (void) hi; (void) c0; (void) t0; (void) l1; (void) l2; (void) cand;
-  (void) cap; (void) c;
+  (void) cval; (void) cap; (void) c;
   return lo;
 #endif
 }
@@ -464,6 +507,10 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
   return c;
 }
 
+/* x is prefetched 4 KiB ahead: with the stores of indices and values in
+ * flight the hardware prefetcher fell behind, and the scan took twice a
+ * streaming read of x at density 0.1 (one and a half at 0.01). */
+enum { SCAN_AHEAD = 1024 };
 /* The compress instructions write to a register and a full store follows
  * (to memory they are microcoded on some CPUs): 16 entries of room. */
 TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
@@ -482,6 +529,9 @@ TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
   for (; i + 64 <= n; i += 64) {
     __m512i xv[4], a[4];
     __mmask16 m[4];
+    if (i + SCAN_AHEAD + 64 <= n)
+      for (int v = 0; v < 4; v++)
+        _mm_prefetch((const char *) (x + i + SCAN_AHEAD + 16 * v), _MM_HINT_T0);
     for (int v = 0; v < 4; v++) {
       xv[v] = _mm512_loadu_si512((const void *) (x + i + 16 * v));
       a[v] = _mm512_and_si512(xv[v], absmask);
@@ -993,6 +1043,104 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
   return tk;
 }
 
+/* Gaussian-k's threshold evaluation among its candidates (GAUSS_FILTER in
+ * sparse_source.c's gaussk): of the nc finite candidates (cand, cval), those with
+ * !(|v| <= t) into idx and val, in order; both may hold nc entries.  The
+ * AVX-512 path compares magnitude keys as the scans do and stores sixteen
+ * at a time, which stays below nc since the output never passes the
+ * input.  Returns how many it kept. */
+static size_t gauss_filter_run_f32(const uint32_t *cand, const float *cval, size_t j,
+                                   size_t nc, float t, uint32_t *idx, float *val, size_t c)
+{
+  for (; j < nc; j++) {
+    idx[c] = cand[j];
+    val[c] = cval[j];
+    c += !(fabsf(cval[j]) <= t);
+  }
+  return c;
+}
+
+#ifdef HAVE_SCAN_PATHS
+TARGET_AVX512 static size_t gauss_filter_avx512_f32(const uint32_t *cand, const float *cval,
+                                                    size_t nc, float t, uint32_t *idx,
+                                                    float *val)
+{
+  const __m512i limit = _mm512_set1_epi32(scan_key_f32(t)), absmask = _mm512_set1_epi32(0x7fffffff);
+  size_t c = 0, j = 0;
+  for (; j + 16 <= nc; j += 16) {
+    __m512i v = _mm512_loadu_si512((const void *) (cval + j));
+    __mmask16 m = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, absmask), limit);
+    __m512i iv = _mm512_loadu_si512((const void *) (cand + j));
+    _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m, iv));
+    _mm512_storeu_si512((void *) (val + c), _mm512_maskz_compress_epi32(m, v));
+    c += (size_t) __builtin_popcount(m);
+  }
+  return gauss_filter_run_f32(cand, cval, j, nc, t, idx, val, c);
+}
+#endif
+
+static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t nc, float t,
+                               uint32_t *idx, float *val)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return gauss_filter_avx512_f32(cand, cval, nc, t, idx, val);
+#endif
+  return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
+}
+
+/* Random-K's dense draws read back from the bitmap with their values,
+ * words [w, nw) one entry at a time (sparse_source.c; the vector path
+ * below ends with it). */
+static size_t walk_words_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
+                             uint32_t *idx, float *val, size_t c);
+
+#ifdef HAVE_SCAN_PATHS
+/* Sixteen entries a step, compressed by their quarter of the word: the
+ * masked load reads only selected lanes (never past n), and the full
+ * stores need 64 entries of room.  The hardware prefetcher did not follow
+ * x here (the loop took three times a streaming read of it): the lines
+ * 4 KiB ahead are asked for. */
+enum { WALK_AHEAD = 1024 };
+TARGET_AVX512 static size_t walk_avx512_f32(uint64_t *bits, size_t n, const float *x,
+                                            uint32_t *idx, float *val, size_t k)
+{
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  size_t c = 0, w = 0, nw = (n + 63) / 64;
+  for (; w < nw && c + 64 <= k; w++) {
+    uint64_t b = bits[w];
+    if (64 * w + WALK_AHEAD + 64 <= n)
+      for (int q = 0; q < 4; q++)
+        _mm_prefetch((const char *) (x + 64 * w + WALK_AHEAD + 16 * q), _MM_HINT_T0);
+    if (!b)
+      continue;
+    bits[w] = 0;
+    for (int q = 0; q < 4; q++) {
+      __mmask16 m = (__mmask16) (b >> (16 * q));
+      size_t at = 64 * w + 16 * (size_t) q;
+      __m512 xv = _mm512_maskz_loadu_ps(m, x + at);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) at), lane);
+      _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m, iv));
+      _mm512_storeu_ps(val + c, _mm512_maskz_compress_ps(m, xv));
+      c += (size_t) __builtin_popcount(m);
+    }
+  }
+  return walk_words_f32(bits, w, nw, x, idx, val, c);
+}
+#endif
+
+/* walk_bits (sparse_source.c) for float32 on the chosen instruction set. */
+static size_t walk_isa_f32(uint64_t *bits, size_t n, const float *x, uint32_t *idx,
+                           float *val, size_t k)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return walk_avx512_f32(bits, n, x, idx, val, k);
+#endif
+  (void) k;
+  return walk_words_f32(bits, 0, (n + 63) / 64, x, idx, val, 0);
+}
+
 /* The float32 top-K with its values (below the templates). */
 static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
                          const uint32_t **idx, const float **val);
@@ -1007,6 +1155,8 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
 #define REAL_MAX FLT_MAX
 #define SCAN_ISA scan_par_f32
 #define TOPK_VALS topk_vals_f32
+#define WALK_ISA walk_isa_f32
+#define GAUSS_FILTER gauss_filter_f32
 #include "sparse_source.c"
 
 #define REAL double
@@ -1185,10 +1335,11 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   case KIND_THRESHOLD:
     s->idx_cap = n;
     break;
-  case KIND_GAUSSK:
+  case KIND_GAUSSK:   /* candidates with their values (mag) */
     s->idx_cap = n;
     s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
     s->cand = malloc(s->cand_cap * sizeof *s->cand);
+    s->mag = malloc(s->cand_cap * sizeof *s->mag);
     break;
   }
   if (kind == KIND_GAUSSK)   /* z from the density asked for (theory.md 2.5) */
@@ -1200,7 +1351,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
-    fail |= !s->cand;
+    fail |= !s->cand || !s->mag;
   if (fail) {
     sparse_release(s);
     GC_ERRORF(GC_ENOMEM, "out of memory sizing the workspaces for n = %zu", n);

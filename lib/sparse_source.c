@@ -6,15 +6,16 @@
 enum { FN(SCAN_BLOCK) = 32 };
 
 /* Count the i with !(|x_i| <= t), i.e. |x_i| > t or x_i NaN, storing the
- * first `cap` of them (ascending) in out.  t must be <= REAL_MAX, so every
- * non-finite x_i is counted; the first one stops the scan with *bad = i.
- * Blocks are tested with a vectorisable OR before the rare scalar append;
- * SCAN_ISA, where a precision has one, is the dispatched scan of sparse.c. */
+ * first `cap` of them (ascending) in out, and x_i in val unless it is
+ * NULL.  t must be <= REAL_MAX, so every non-finite x_i is counted; the
+ * first one stops the scan with *bad = i.  Blocks are tested with a
+ * vectorisable OR before the rare scalar append; SCAN_ISA, where a
+ * precision has one, is the dispatched scan of sparse.c. */
 static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                       size_t cap, size_t *bad)
+                       REAL *val, size_t cap, size_t *bad)
 {
 #ifdef SCAN_ISA
-  return SCAN_ISA(x, n, t, out, NULL, cap, bad);
+  return SCAN_ISA(x, n, t, out, val, cap, bad);
 #endif
   enum { B = FN(SCAN_BLOCK) };
   size_t c = 0, i = 0;
@@ -34,13 +35,35 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
           *bad = i + j;
           return c;
         }
-        if (c < cap)
+        if (c < cap) {
           out[c] = (uint32_t) (i + j);
+          if (val)
+            val[c] = x[i + j];
+        }
         c++;
       }
     }
   }
   *bad = SIZE_MAX;
+  return c;
+}
+
+/* The scan of threshold, Gaussian-k and DGC, which select up to n entries
+ * into out: with *val (room entries, staged in the message buffer by
+ * gc__wire_stage) the values come along, so that encoding does not read
+ * x again (at density 0.1 that gather read most of x's cache lines a
+ * second time).  When more entries pass than *val holds, out and *val
+ * hold the first room of them, enough if only the first `need` are used;
+ * else the scan runs again without values and *val becomes NULL. */
+static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
+                              REAL **val, size_t room, size_t need, size_t *bad)
+{
+  size_t cap = *val && room < n ? room : n;
+  size_t c = FN(scan)(x, n, t, out, *val, cap, bad);
+  if (*val && *bad == SIZE_MAX && c > cap && need > cap) {
+    *val = NULL;
+    c = FN(scan)(x, n, t, out, NULL, n, bad);
+  }
   return c;
 }
 
@@ -63,9 +86,9 @@ static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
 {
   for (size_t j = 0; j < m; j++) {
     /* one cache line per sample, and the hardware prefetcher stops at
-     * page boundaries: ask for lines well ahead */
-    if (j + 32 < m)
-      __builtin_prefetch(x + start + (j + 32) * stride);
+     * page boundaries: ask for lines well ahead (SAMPLE_AHEAD) */
+    if (j + SAMPLE_AHEAD < m)
+      __builtin_prefetch(x + start + (j + SAMPLE_AHEAD) * stride);
     REAL a = FABS(x[start + j * stride]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
@@ -89,8 +112,8 @@ static size_t FN(jitter_at)(size_t j, size_t stride)
 static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
 {
   for (size_t j = 0; j < m; j++) {
-    if (j + 32 < m)   /* as in sample_abs: lines well ahead */
-      __builtin_prefetch(x + FN(jitter_at)(j + 32, stride));
+    if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
+      __builtin_prefetch(x + FN(jitter_at)(j + SAMPLE_AHEAD, stride));
     REAL a = FABS(x[FN(jitter_at)(j, stride)]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
@@ -246,7 +269,7 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
 {
   size_t n = s->n, bad;
   REAL *mag = (REAL *) s->mag, t = FN(topk_threshold)(s, x, k, NULL);
-  size_t c = FN(scan)(x, n, t, s->cand, s->cand_cap, &bad);
+  size_t c = FN(scan)(x, n, t, s->cand, NULL, s->cand_cap, &bad);
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
   if (c >= k && c <= s->cand_cap)
@@ -255,6 +278,35 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   else
     FN(radix_topk)(x, n, k, s->p.ties, s->idx);
   return GC_SUCCESS;
+}
+
+/* Words [w, nw) of a random-K bitmap, cleared, as ascending indices into
+ * idx and x at them into val from position c on; returns the new count. */
+static size_t FN(walk_words)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
+                             uint32_t *idx, REAL *val, size_t c)
+{
+  for (; w < nw; w++) {
+    for (uint64_t b = bits[w]; b; b &= b - 1) {
+      size_t i = 64 * w + (size_t) __builtin_ctzll(b);
+      idx[c] = (uint32_t) i;
+      val[c++] = x[i];
+    }
+    bits[w] = 0;
+  }
+  return c;
+}
+
+/* Random-K's K marked entries (all of s->bits' set bits, which it clears)
+ * as ascending indices into idx and x at them into val (room for K): one
+ * pass over x in order, where at density 1/16 and up gathering x[idx]
+ * afterwards read most of its lines anyway, and in a worse order. */
+static size_t FN(walk_bits)(sparse_state *s, const REAL *x, uint32_t *idx, REAL *val)
+{
+#ifdef WALK_ISA
+  return WALK_ISA(s->bits, s->n, x, idx, val, s->k);
+#else
+  return FN(walk_words)(s->bits, 0, (s->n + 63) / 64, x, idx, val, 0);
+#endif
 }
 
 /* Finiteness of the entries random-K sends.  Only those reach the wire,
@@ -268,21 +320,44 @@ static int FN(check_finite_at)(const REAL *x, const uint32_t *idx, size_t k)
   return GC_SUCCESS;
 }
 
+/* The first of the m values at v (a message's, unaligned) that is NaN or
+ * Inf, or m: an OR over each stretch, vectorised, before any search. */
+static size_t FN(first_nonfinite)(const uint8_t *v, size_t m)
+{
+  enum { STRETCH = 1024 };
+  for (size_t lo = 0; lo < m; lo += STRETCH) {
+    size_t hi = m - lo < STRETCH ? m : lo + STRETCH;
+    int any = 0;
+    for (size_t j = lo; j < hi; j++) {
+      REAL a;
+      memcpy(&a, v + j * sizeof(REAL), sizeof a);
+      any |= !(FABS(a) <= REAL_MAX);
+    }
+    for (size_t j = lo; any && j < hi; j++) {
+      REAL a;
+      memcpy(&a, v + j * sizeof(REAL), sizeof a);
+      if (!(FABS(a) <= REAL_MAX))
+        return j;
+    }
+  }
+  return m;
+}
+
 /* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK): 16 REAL
  * lanes of shifted sums, lane j taking the entries lo + 16q + j and lane 0
  * the tail, folded into double in lane order.  The same pass appends the
- * indices with !(|x_i| <= t0) to cand (up to cap; *c counts them all), so
- * that the first threshold evaluation rarely has to read x again.  This
- * order is the definition the GPU twin reproduces; GAUSS_GROUPS, where a
- * precision has one, takes the full groups of 16. */
+ * indices with !(|x_i| <= t0) to cand and their values to cval (up to
+ * cap; *c counts them all), so that the threshold evaluations rarely have
+ * to read x again.  This order is the definition the GPU twin reproduces;
+ * GAUSS_GROUPS, where a precision has one, takes the full groups of 16. */
 static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
                                  REAL t0, double *p1, double *p2,
-                                 uint32_t *cand, size_t cap, size_t *c)
+                                 uint32_t *cand, REAL *cval, size_t cap, size_t *c)
 {
   REAL a1[16] = {0}, a2[16] = {0};
   size_t i = lo;
 #ifdef GAUSS_GROUPS
-  i = GAUSS_GROUPS(x, lo, hi, c0, t0, a1, a2, cand, cap, c);
+  i = GAUSS_GROUPS(x, lo, hi, c0, t0, a1, a2, cand, cval, cap, c);
 #endif
   for (; i + 16 <= hi; i += 16) {
     int any = 0;
@@ -294,15 +369,19 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
     }
     if (any)
       for (int j = 0; j < 16; j++)
-        if (!(FABS(x[i + j]) <= t0) && (*c)++ < cap)
+        if (!(FABS(x[i + j]) <= t0) && (*c)++ < cap) {
           cand[*c - 1] = (uint32_t) (i + j);
+          cval[*c - 1] = x[i + j];
+        }
   }
   for (; i < hi; i++) {
     REAL d = x[i] - c0;
     a1[0] += d;
     a2[0] += d * d;
-    if (!(FABS(x[i]) <= t0) && (*c)++ < cap)
+    if (!(FABS(x[i]) <= t0) && (*c)++ < cap) {
       cand[*c - 1] = (uint32_t) i;
+      cval[*c - 1] = x[i];
+    }
   }
   double s1 = 0, s2 = 0;
   for (int j = 0; j < 16; j++) {
@@ -313,9 +392,11 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
   *p2 = s2;
 }
 
-/* Gaussian-k (theory.md 2.5): selected indices into s->idx. */
-static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
-                      unsigned *evals)
+/* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
+ * values into *val (room entries) unless it is or becomes NULL
+ * (FN(scan_staged)). */
+static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
+                      size_t *count, unsigned *evals)
 {
   size_t n = s->n, k = s->k, bad;
   /* A pre-threshold t0 a little below the expected threshold, from a
@@ -334,19 +415,19 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
     if (est > 0 && isfinite(est))
       t0 = FN(strict_t)(GAUSS_MARGIN * est);
   }
-  REAL c0 = x[0];
+  REAL c0 = x[0], *cval = (REAL *) s->mag;
   gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
   size_t nc = 0;
   for (size_t lo = 0; lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
-    FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, s->cand_cap, &nc);
+    FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, cval, s->cand_cap, &nc);
     gc__pairwise_push(&sum1, p1);
     gc__pairwise_push(&sum2, p2);
   }
   double S1 = gc__pairwise_total(&sum1), S2 = gc__pairwise_total(&sum2);
   if (!isfinite(S1) || !isfinite(S2)) {
-    FN(scan)(x, n, REAL_MAX, NULL, 0, &bad);
+    FN(scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
   }
@@ -359,16 +440,33 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
    * the scans below need no check. */
   size_t c = 0;
   unsigned ev = 0;
+  REAL *stage = *val, *v = stage;
   while (ev < s->p.gauss_loops) {
     REAL t = FN(strict_t)(thr);
+    v = stage;
     if (nc <= s->cand_cap && t >= t0) {
-      /* every |x_i| > t >= t0 is among the candidates */
+      /* every |x_i| > t >= t0 is among the candidates: a branch-free
+       * filter of their values (about one in six fails at density 0.1) */
       c = 0;
-      for (size_t j = 0; j < nc; j++)
-        if (!(FABS(x[s->cand[j]]) <= t))
-          s->idx[c++] = s->cand[j];
+      if (v && room >= nc) {
+#ifdef GAUSS_FILTER
+        c = GAUSS_FILTER(s->cand, cval, nc, t, s->idx, v);
+#else
+        for (size_t j = 0; j < nc; j++) {
+          s->idx[c] = s->cand[j];
+          v[c] = cval[j];
+          c += !(FABS(cval[j]) <= t);
+        }
+#endif
+      } else {
+        v = NULL;
+        for (size_t j = 0; j < nc; j++) {
+          s->idx[c] = s->cand[j];
+          c += !(FABS(cval[j]) <= t);
+        }
+      }
     } else {
-      c = FN(scan)(x, n, t, s->idx, n, &bad);
+      c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad);
     }
     ev++;
     if ((double) c < 2.0 * (double) k / 3.0)
@@ -378,14 +476,16 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, size_t *count,
     else
       break;
   }
+  *val = v;
   *count = c;
   *evals = ev;
   return GC_SUCCESS;
 }
 
-/* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py). */
-static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
-                   size_t *count, unsigned *evals)
+/* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py); the
+ * values come along in *val as in FN(gaussk). */
+static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
+                   size_t room, size_t *count, unsigned *evals)
 {
   size_t n = s->n, ns = s->k, bad, stride = s->dgc_stride, start = 0, m = n;
   if (stride > 1) {
@@ -401,7 +501,11 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
   if (top > m)
     top = m;
   REAL thr = FN(kth_largest_bucketed)(smp, m, top, (REAL *) s->mag, s->cand_cap);
-  size_t c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
+  /* only the first ns entries are sent: staged values serve when at least
+   * that many fit */
+  REAL *stage = room >= ns ? *val : NULL;
+  *val = stage;
+  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -410,19 +514,24 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step,
       if ((double) c > 1.3 * (double) ns) {
         /* I holds every |x_i| >= thr and more than ns of them, so its
          * top-ns is the global top-ns (same tie rule): select among I in
-         * place rather than scan x again, unless it outgrows the workspace */
+         * place rather than scan x again, unless it outgrows the workspace
+         * (or the staged values cut it short) */
+        if (*val && c > room)
+          c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
         if (c <= s->cand_cap)
           FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
         else
           GC_TRY(FN(topk)(s, x, ns));
+        *val = NULL;   /* the values are those of I */
         c = ns;
         break;
       } else if (c > ns) {
         break;
       } else if ((double) c < 0.8 * (double) ns) {
         thr = (REAL) (0.8 * thr);
-        c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, n, &bad);
+        *val = stage;
+        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
         ev++;
       } else {
         break;
@@ -443,6 +552,12 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   unsigned evals = 0;
   REAL factor = 1;
   int implicit = 0;
+  /* the selections that scan x gather the values as they go */
+  REAL *staged = NULL;
+  size_t room = 0;
+  if (s->kind == KIND_THRESHOLD || s->kind == KIND_GAUSSK || s->kind == KIND_DGC)
+    staged = gc__wire_stage(s->n, s->kind == KIND_DGC ? s->k : s->n, sizeof(REAL), buf, cap,
+                            &room);
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
@@ -462,12 +577,37 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   case KIND_RANDK:
-    floyd(s, step);
+    staged = s->k * 16 >= s->n ? gc__wire_stage(s->n, s->k, sizeof(REAL), buf, cap, &room)
+                               : NULL;
+    if (staged && room >= s->k) {   /* dense: the values come with the walk */
+      floyd(s, step, NULL);
+      FN(walk_bits)(s, x, s->idx, staged);
+      size_t bad = FN(first_nonfinite)((const uint8_t *) staged, c);
+      if (bad < c)
+        return FN(report_bad)(x, s->idx[bad]);
+      break;
+    }
+    staged = NULL;
+    floyd(s, step, s->idx);
     floyd_sort(s);
+    if (cap >= gc__wire_bound(s->n, s->k, sizeof(REAL))) {
+      /* the message fits whatever its coding: write it, then look for a
+       * non-finite value among its values rather than gather them from x
+       * twice (the gathers were most of random-K's time at density 0.01) */
+      size_t nnz;
+      GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, 0, x, 1, buf, cap, len, &nnz));
+      size_t bad = FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c);
+      if (bad < c)
+        return FN(report_bad)(x, s->idx[bad]);
+      info->nnz = nnz;
+      info->selected = c;
+      info->loops = 0;
+      return GC_SUCCESS;
+    }
     GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
     break;
   case KIND_RANDKU:
-    floyd(s, step);
+    floyd(s, step, s->idx);
     floyd_clear(s);
     GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
     factor = (REAL) ((double) s->n / (double) s->k);
@@ -475,20 +615,25 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   case KIND_THRESHOLD: {
     size_t bad;
-    c = FN(scan)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, s->n, &bad);
+    c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, s->n,
+                        &bad);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
     break;
   }
   case KIND_GAUSSK:
-    GC_TRY(FN(gaussk)(s, x, &c, &evals));
+    GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals));
     break;
   case KIND_DGC:
-    GC_TRY(FN(dgc)(s, x, step, &c, &evals));
+    GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
     break;
   }
-  GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
-                             buf, cap, len, &info->nnz));
+  if (staged)
+    GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
+                                      &info->nnz));
+  else
+    GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
+                               buf, cap, len, &info->nnz));
   info->selected = c;
   info->loops = evals;
   return GC_SUCCESS;
@@ -504,7 +649,7 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
   /* the indices are rebuilt in the instance's scratch: one decode at a
    * time per instance (the scratch is not part of the observable state) */
   sparse_state *w = (sparse_state *) state;
-  floyd(w, step);
+  floyd(w, step, w->idx);
   floyd_clear(w);
   const uint8_t *v = buf + GC__WIRE_HDR;
   for (size_t j = 0; j < s->k; j++) {
@@ -524,3 +669,5 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef GAUSS_GROUPS
 #undef SCAN_ISA
 #undef TOPK_VALS
+#undef WALK_ISA
+#undef GAUSS_FILTER

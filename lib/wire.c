@@ -178,6 +178,16 @@ int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes
   return choose_plan(n, idx, c, index_bytes, &pl);
 }
 
+void *gc__wire_stage(size_t n, size_t cmax, size_t vbytes, uint8_t *buf, size_t cap,
+                     size_t *room)
+{
+  size_t bitmap = (n + 7) / 8, raw = 4 * cmax;
+  size_t off = GC__WIRE_HDR + (raw < bitmap ? raw : bitmap);
+  off += (vbytes - (uintptr_t) (buf + off) % vbytes) % vbytes;
+  *room = cap > off ? (cap - off) / vbytes : 0;
+  return *room ? buf + off : NULL;
+}
+
 size_t gc__wire_bound(size_t n, size_t c, size_t vbytes)
 {
   size_t raw = 4 * c, bitmap = (n + 7) / 8;
@@ -272,6 +282,36 @@ static uint8_t *put_gap_range(uint8_t *p, const uint32_t *idx, size_t a, size_t 
 #endif
     p = put_gaps(p, idx, a, b - 1);
   return put_leb(p, idx[b - 1] - idx[b - 2] - 1);
+}
+
+/* The delta coding's bytes on one thread, written at p as they are
+ * counted while they fit below limit: chunk by chunk, each counted and
+ * then written from L1, so that the indices are read from memory once
+ * instead of twice (count, then write).  *written: whether all of them
+ * were.  Bytes past the index section the message ends up with are
+ * overwritten by its values or lie past its end. */
+enum { GAP_CHUNK = 4096 };
+
+static size_t delta_write(uint8_t *p, const uint8_t *limit, const uint32_t *idx,
+                          size_t c, int *written)
+{
+  size_t s = leb_len(idx[0]), room = limit > p ? (size_t) (limit - p) : 0;
+  int fits = room >= s;
+  if (fits) {
+    p = put_leb(p, idx[0]);
+    room -= s;
+  }
+  for (size_t a = 1; a < c; a += GAP_CHUNK) {
+    size_t b = c - a < GAP_CHUNK ? c : a + GAP_CHUNK, bytes = gap_bytes(idx, a, b);
+    s += bytes;
+    fits = fits && room >= bytes;
+    if (fits) {
+      p = put_gap_range(p, idx, a, b);
+      room -= bytes;
+    }
+  }
+  *written = fits;
+  return s;
 }
 
 /* Index section writers; the caller has chosen the coding (the delta

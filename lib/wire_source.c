@@ -17,6 +17,9 @@ static size_t FN(put_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
     return nz;
   }
   for (size_t j = lo; j < hi; j++) {
+    /* sparse indices outrun the hardware prefetcher: ask ahead */
+    if (j + 16 < hi)
+      __builtin_prefetch(x + idx[j + 16]);
     REAL xj = x[idx[j]], val = xj * factor;
     nz += xj != 0;
     memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));
@@ -41,19 +44,29 @@ static size_t FN(put_all_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
 }
 
 /* The header and index section of a message of c values (implicit: the
- * receiver knows the indices); *v [out] where the values start. */
+ * receiver knows the indices); *v [out] where the values start.  On one
+ * thread the delta codes are written while they are counted, below limit
+ * (what of buf may be written before the values are). */
 static int FN(put_head)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
-                        int implicit, uint8_t *buf, size_t cap, size_t *len,
-                        uint8_t **v)
+                        int implicit, uint8_t *buf, size_t cap, const uint8_t *limit,
+                        size_t *len, uint8_t **v)
 {
   size_t isec = 0;
   wire_plan pl = { .T = 1 };
-  int coding = implicit ? GC__IDX_IMPLICIT : choose_plan(n, idx, c, &isec, &pl);
+  int coding, written = 0;
+  if (implicit)
+    coding = GC__IDX_IMPLICIT;
+  else if (c && (n + 7) / 8 >= c && wire_threads(c) == 1)   /* choose_plan's test */
+    coding = pick_coding(n, c, delta_write(buf + GC__WIRE_HDR, limit, idx, c, &written),
+                         &isec);
+  else
+    coding = choose_plan(n, idx, c, &isec, &pl);
   size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
   if (total > cap)
     GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
   put_header(buf, type, sizeof(REAL), coding, c);
-  put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
+  if (!(coding == GC__IDX_DELTA && written))
+    put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
   *v = buf + GC__WIRE_HDR + isec;
   *len = total;
   return GC_SUCCESS;
@@ -64,7 +77,7 @@ int FN(gc__wire_encode)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         uint8_t *buf, size_t cap, size_t *len, size_t *nnz)
 {
   uint8_t *v;
-  GC_TRY(FN(put_head)(type, n, idx, c, implicit, buf, cap, len, &v));
+  GC_TRY(FN(put_head)(type, n, idx, c, implicit, buf, cap, buf + cap, len, &v));
   *nnz = FN(put_all_vals)(v, idx, x, factor, c);
   return GC_SUCCESS;
 }
@@ -74,8 +87,30 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
                              size_t *len, size_t *nnz)
 {
   uint8_t *v;
-  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, len, &v));
+  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, buf + cap, len, &v));
   *nnz = FN(put_all_vals)(v, NULL, val, 1, c);
+  return GC_SUCCESS;
+}
+
+/* val lies past every index section (gc__wire_stage): put_head writes
+ * below it, and the move goes down, so chunk by chunk in order never
+ * overwrites a value not yet moved; each chunk is counted just before it
+ * moves, while it is in L1. */
+int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
+                               size_t c, const REAL *val, uint8_t *buf, size_t cap,
+                               size_t *len, size_t *nnz)
+{
+  enum { CHUNK = 2048 };
+  uint8_t *v;
+  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, (const uint8_t *) val, len, &v));
+  size_t nz = 0;
+  for (size_t lo = 0; lo < c; lo += CHUNK) {
+    size_t m = c - lo < CHUNK ? c - lo : CHUNK;
+    for (size_t j = lo; j < lo + m; j++)
+      nz += val[j] != 0;
+    memmove(v + lo * sizeof(REAL), val + lo, m * sizeof(REAL));
+  }
+  *nnz = nz;
   return GC_SUCCESS;
 }
 

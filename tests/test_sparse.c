@@ -18,7 +18,9 @@
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_rng.h"
+#include "gc_npy.h"
 #include "gc_test.h"
+#include "gc_wire.h"
 
 /* C(x) as a dense vector, from a compressor made for the call.
  * apply_f64 and apply_f32, one per precision. */
@@ -737,6 +739,74 @@ Test(wire, delta_wins_a_tie_with_bitmap)
   gc_compressor_free(c);
 }
 
+/* On one thread the encoder writes the delta codes while it counts them,
+ * before it knows which coding wins: whatever wins (raw for gaps of 2^21
+ * and more, delta, bitmap for dense sets, delta on a tie with the
+ * bitmap), the message equals gc_sparse_encode_dense's, which counts
+ * first and writes after (byte 0, the type, aside), and a buffer too
+ * small is refused without a byte written past its end. */
+static int threads_now(void)
+{
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+static void threads_set(int T)
+{
+#ifdef _OPENMP
+  omp_set_num_threads(T);
+#else
+  (void) T;
+#endif
+}
+
+Test(wire, codes_written_while_counted_same_message, .init = gc_test_quiet)
+{
+  static const struct { size_t n, step, first; } sets[] = {
+    {5000000, 3000000, 7},     /* two entries, gap >= 2^21: raw */
+    {4099, 40, 3},             /* delta, one byte a gap */
+    {4099, 1, 0},              /* every entry: bitmap */
+    {300007, 3, 1},            /* density 1/3: bitmap */
+    {300007, 9, 5},            /* density 1/9: delta, chunks of 4096 gaps */
+    {64, 8, 4},                /* delta ties the bitmap */
+    {200000, 150, 0},          /* gaps of 149: two bytes each */
+  };
+  int saved = threads_now();
+  for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
+    size_t n = sets[t].n, c = 0;
+    float *x = calloc(n, sizeof *x);
+    uint32_t *idx = malloc(n * sizeof *idx);
+    for (size_t i = sets[t].first; i < n; i += sets[t].step) {
+      x[i] = 1.5f + (float) (i % 7);
+      idx[c++] = (uint32_t) i;
+    }
+    size_t cap = gc_sparse_max_bytes(n, c, GC_F32), len, ref_len, nnz;
+    uint8_t *ref = malloc(cap + 1), *buf = malloc(cap + 1);
+    cr_assert(eq(int, gc_sparse_encode_dense_f32(x, n, ref, cap, &ref_len, &nnz), GC_SUCCESS));
+    for (int T = 1; T <= 2; T++) {
+      threads_set(T);
+      memset(buf, 0xA5, cap + 1);
+      cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_SPARSE, n, idx, c, 0, x, 1, buf, cap, &len,
+                                            &nnz), GC_SUCCESS));
+      cr_assert(eq(sz, len, ref_len), "set %zu, %d threads: length", t, T);
+      cr_assert(eq(int, memcmp(buf + 1, ref + 1, len - 1), 0), "set %zu, %d threads: bytes", t, T);
+      cr_assert(eq(u8, buf[cap], 0xA5), "set %zu: written past the buffer", t);
+      memset(buf, 0xA5, cap + 1);
+      size_t small = ref_len < 5 ? 1 : ref_len - 5;
+      cr_assert(eq(int, gc__wire_encode_f32(GC__WIRE_SPARSE, n, idx, c, 0, x, 1, buf, small, &len,
+                                            &nnz), GC_ENOSPACE));
+      for (size_t b = small; b <= cap; b++)
+        cr_assert(eq(u8, buf[b], 0xA5), "set %zu: byte %zu past a buffer of %zu written", t, b,
+                  small);
+    }
+    free(x); free(idx); free(ref); free(buf);
+  }
+  threads_set(saved);
+}
+
 /* ---- dispatched scans: every instruction set, one answer --------------- */
 
 /* Inputs for the scan tests: N(0,1) with planted ties at a magnitude near
@@ -927,4 +997,240 @@ Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
   omp_set_num_threads(saved);
   free(x);
 #endif
+}
+
+/* ---- recorded messages ---------------------------------------------------- */
+
+static uint64_t fnv1a_add(uint64_t h, const uint8_t *p, size_t len)
+{
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* Every sparsifier's messages on fixed inputs, hashed (FNV-1a over the
+ * messages in order) as they were recorded before the selections and
+ * encoders were made faster: the CUDA twins (cuda/select.cu, wire.cu,
+ * decode.cu) must write the same bytes, so a rewrite that moved one byte
+ * would break the pair even where no GPU checks it.  Inputs: N(0,1) and
+ * the same rounded to 1/8 (ties at every threshold), lengths 4099 and
+ * 1000003 (not multiples of 16; the second is long enough for the
+ * threaded scans, filter and encoder at density 0.3), four densities, two
+ * steps. */
+Test(sparse, messages_match_recorded_hashes)
+{
+  static const struct { const char *name; int ties, f64; uint64_t hash; } rec[] = {
+    {"topk", 0, 0, 0x80b5636f37710ad7ull},
+    {"topk", 0, 1, 0xaff6df01c0c4490dull},
+    {"topk", 1, 0, 0x1223aeb400260d35ull},
+    {"topk", 1, 1, 0xf0e536380f85be93ull},
+    {"randk", 0, 0, 0xf55fbd326a7f7a26ull},
+    {"randk", 0, 1, 0xc43ed4bdc59aa1a8ull},
+    {"randk-unbiased", 0, 0, 0x0a536c3a2c91c35aull},
+    {"randk-unbiased", 0, 1, 0xa324073275dbe86aull},
+    {"threshold", 0, 0, 0x80f6d443a3587ba5ull},
+    {"threshold", 0, 1, 0x2fe858c4f9d4ac41ull},
+    {"gaussk", 0, 0, 0xf49cefef70362d25ull},
+    {"gaussk", 0, 1, 0x992fb83b1456a087ull},
+    {"dgc", 0, 0, 0x48d4bc43426206afull},
+    {"dgc", 0, 1, 0xa971c223f28e5583ull},
+  };
+  static const size_t ns[] = {4099, 1000003};
+  static const double dens[] = {0.001, 0.01, 0.1, 0.3};
+  float *xf = malloc(ns[1] * sizeof *xf);
+  double *xd = malloc(ns[1] * sizeof *xd);
+  for (size_t r = 0; r < sizeof rec / sizeof rec[0]; r++) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t a = 0; a < 2; a++)
+      for (int rounded = 0; rounded < 2; rounded++) {
+        size_t n = ns[a];
+        for (size_t i = 0; i < n; i++) {
+          double v = gc_rng_normal(90 + a, 7, 0, i);
+          xd[i] = rounded ? round(v * 8) / 8 : v;
+          xf[i] = (float) xd[i];
+        }
+        for (size_t d = 0; d < sizeof dens / sizeof dens[0]; d++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[d];
+          p.threshold = -gsl_cdf_ugaussian_Pinv(dens[d] / 2);
+          p.ties = rec[r].ties;
+          p.seed = 1234;
+          gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(rec[r].name), n, &p);
+          cr_assert(c != NULL, "%s: %s", rec[r].name, gc_last_error());
+          size_t cap = gc_compressor_max_bytes(c), len;
+          uint8_t *buf = malloc(cap);
+          for (uint32_t step = 0; step < 2; step++) {
+            int rc = rec[r].f64 ? gc_compress_f64(c, xd, step, buf, cap, &len, NULL)
+                                : gc_compress_f32(c, xf, step, buf, cap, &len, NULL);
+            cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", rec[r].name, gc_last_error());
+            h = fnv1a_add(h, buf, len);
+          }
+          free(buf);
+          gc_compressor_free(c);
+        }
+      }
+    cr_expect(eq(u64, h, rec[r].hash), "%s ties %d %s: the messages changed", rec[r].name,
+              rec[r].ties, rec[r].f64 ? "float64" : "float32");
+  }
+  free(xf);
+  free(xd);
+}
+
+/* Threshold, Gaussian-k and DGC gather their values in the message buffer
+ * while they select (gc__wire_stage) when it has room past the largest
+ * index section, and read x again when not: a buffer of exactly the
+ * message's length (no room) must get the same bytes as one of
+ * gc_compressor_max_bytes, in both precisions, and a NaN must still be
+ * named. */
+Test(sparse, staged_values_same_bytes_as_gathered, .init = gc_test_quiet)
+{
+  static const size_t ns[] = {1, 15, 1000, 70001, 400003};
+  static const double dens[] = {0.001, 0.1, 0.5, 1.0};
+  static const char *const names[] = {"threshold", "gaussk", "dgc"};
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int kind = 0; kind < 4; kind++) {
+      size_t n = ns[a];
+      double *xd = malloc(n * sizeof *xd);
+      float *xf = malloc(n * sizeof *xf);
+      fill_scan_input(xd, xf, n, 31 + a, kind);
+      for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+        for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++)
+          for (int f64 = 0; f64 < 2; f64++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            p.density = dens[dj];
+            p.threshold = dens[dj] < 1 ? -gsl_cdf_ugaussian_Pinv(dens[dj] / 2) : 0.0;
+            gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+            size_t cap = gc_compressor_max_bytes(c), len, ref_len;
+            uint8_t *ref = malloc(cap), *buf = malloc(cap);
+            int rc = f64 ? gc_compress_f64(c, xd, 2, ref, cap, &ref_len, NULL)
+                         : gc_compress_f32(c, xf, 2, ref, cap, &ref_len, NULL);
+            cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+            rc = f64 ? gc_compress_f64(c, xd, 2, buf, ref_len, &len, NULL)
+                     : gc_compress_f32(c, xf, 2, buf, ref_len, &len, NULL);
+            cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+            cr_assert(eq(sz, len, ref_len), "%s n=%zu kind %d density %g %s: length",
+                      names[nj], n, kind, dens[dj], f64 ? "f64" : "f32");
+            cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s n=%zu kind %d density %g %s: "
+                      "bytes", names[nj], n, kind, dens[dj], f64 ? "f64" : "f32");
+            if (n > 100) {   /* a NaN among the selected entries */
+              xf[n / 2] = NAN;
+              xd[n / 2] = NAN;
+              rc = f64 ? gc_compress_f64(c, xd, 2, buf, cap, &len, NULL)
+                       : gc_compress_f32(c, xf, 2, buf, cap, &len, NULL);
+              cr_assert(eq(int, rc, GC_EDOM), "%s n=%zu: NaN", names[nj], n);
+              fill_scan_input(xd, xf, n, 31 + a, kind);
+            }
+            free(ref);
+            free(buf);
+            gc_compressor_free(c);
+          }
+      free(xd);
+      free(xf);
+    }
+}
+
+/* gc__rng_words is gc_rng_u32 in bulk on every instruction set: starts
+ * inside a block, lengths that end inside one, and a run across block
+ * 2^32, where the vector lanes' shared high counter word changes. */
+Test(dispatch, rng_words_match_the_counter_rng)
+{
+  static const struct { uint64_t first; size_t m; } runs[] = {
+    {0, 1}, {0, 4}, {1, 70}, {3, 1000}, {4 * ((uint64_t) 1 << 32) - 4 * 20 + 2, 400}};
+  uint32_t *w = malloc(1000 * sizeof *w);
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (int isa = GC__ISA_SSE2; isa <= top; isa++) {
+    gc__isa_force(isa);
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+      gc__rng_words(0x1234567890abull, 5, 9, runs[r].first, runs[r].m, w);
+      for (size_t c = 0; c < runs[r].m; c++)
+        cr_assert(eq(u32, w[c], gc_rng_u32(0x1234567890abull, 5, 9, runs[r].first + c)),
+                  "%s: run %zu word %zu", gc__isa_name(isa), r, c);
+    }
+  }
+  gc__isa_force(saved);
+  free(w);
+}
+
+/* Random-K's messages on every instruction set equal the SSE2 path's, and
+ * do not depend on the buffer: dense draws (K >= n/16) walk the bitmap
+ * with the values into the message buffer when it has room, sparse ones
+ * sort and gather; a buffer of exactly the message's length takes the
+ * paths without room.  A NaN among the drawn entries is named alike. */
+Test(dispatch, randk_paths_bit_identical, .init = gc_test_quiet)
+{
+  static const size_t ns[] = {1, 63, 1000, 70001, 400003};
+  static const double dens[] = {0.001, 0.05, 0.0625, 0.1, 0.5, 1.0};
+  static const char *const names[] = {"randk", "randk-unbiased"};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+    size_t n = ns[a];
+    double *xd = malloc(n * sizeof *xd);
+    float *xf = malloc(n * sizeof *xf);
+    fill_scan_input(xd, xf, n, 11 + a, 2);
+    for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+      for (size_t nj = 0; nj < 2; nj++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[dj];
+          p.seed = 77;
+          gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+          size_t cap = gc_compressor_max_bytes(c), len, ref_len;
+          uint8_t *ref = malloc(cap), *buf = malloc(cap);
+          gc__isa_force(GC__ISA_SSE2);
+          int rc = f64 ? gc_compress_f64(c, xd, 4, ref, cap, &ref_len, NULL)
+                       : gc_compress_f32(c, xf, 4, ref, cap, &ref_len, NULL);
+          cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+          for (int isa = GC__ISA_SSE2; isa <= top; isa++)
+            for (int exact = 0; exact < 2; exact++) {
+              gc__isa_force(isa);
+              rc = f64 ? gc_compress_f64(c, xd, 4, buf, exact ? ref_len : cap, &len, NULL)
+                       : gc_compress_f32(c, xf, 4, buf, exact ? ref_len : cap, &len, NULL);
+              cr_assert(eq(int, rc, GC_SUCCESS), "%s: %s", names[nj], gc_last_error());
+              cr_assert(eq(sz, len, ref_len), "%s n=%zu density %g %s %s: length", names[nj],
+                        n, dens[dj], f64 ? "f64" : "f32", gc__isa_name(isa));
+              cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s n=%zu density %g %s %s%s: "
+                        "bytes", names[nj], n, dens[dj], f64 ? "f64" : "f32",
+                        gc__isa_name(isa), exact ? ", exact buffer" : "");
+            }
+          /* a NaN at the last drawn index of the SSE2 message, in every
+           * path: the same error text (it names the index) */
+          if (!f64 && !strcmp(names[nj], "randk")) {
+            float *yf = calloc(n, sizeof *yf);
+            cr_assert(eq(int, gc_decompress_add_f32(c, ref, ref_len, 4, 1.0f, yf), GC_SUCCESS));
+            size_t last = n;
+            for (size_t i = 0; i < n; i++)
+              if (yf[i] != 0)
+                last = i;
+            free(yf);
+            if (last < n) {
+              float keep = xf[last];
+              xf[last] = NAN;
+              char err[256] = "";
+              for (int isa = GC__ISA_SSE2; isa <= top; isa++)
+                for (int exact = 0; exact < 2; exact++) {
+                  gc__isa_force(isa);
+                  rc = gc_compress_f32(c, xf, 4, buf, exact ? ref_len : cap, &len, NULL);
+                  cr_assert(eq(int, rc, GC_EDOM), "%s n=%zu: NaN", names[nj], n);
+                  if (!err[0])
+                    snprintf(err, sizeof err, "%s", gc_last_error());
+                  else
+                    cr_assert(eq(str, (char *) gc_last_error(), err), "%s n=%zu %s", names[nj],
+                              n, gc__isa_name(isa));
+                }
+              xf[last] = keep;
+            }
+          }
+          free(ref);
+          free(buf);
+          gc_compressor_free(c);
+        }
+    free(xd);
+    free(xf);
+  }
+  gc__isa_force(saved);
 }
