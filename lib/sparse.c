@@ -113,6 +113,10 @@ static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
 
 static void floyd_clear(sparse_state *s)
 {
+  if (s->k * 16 >= s->n) {   /* dense draw: a sweep beats K scattered writes */
+    memset(s->bits, 0, (s->n + 63) / 64 * sizeof *s->bits);
+    return;
+  }
   for (size_t j = 0; j < s->k; j++)
     s->bits[s->idx[j] >> 6] = 0;
 }

@@ -609,9 +609,24 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   case KIND_RANDKU:
     floyd(s, step, s->idx);
     floyd_clear(s);
-    GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
     factor = (REAL) ((double) s->n / (double) s->k);
     implicit = 1;
+    if (cap >= gc__wire_bound(s->n, s->k, sizeof(REAL))) {
+      /* as random-K: write, then read the message's values instead of
+       * gathering x in draw order twice.  A non-finite value there is
+       * either a non-finite x, named in draw order as before, or a finite
+       * x times n/K beyond REAL_MAX, which is sent as it always was. */
+      size_t nnz;
+      GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, 1, x, factor, buf, cap, len,
+                                 &nnz));
+      if (FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c) < c)
+        GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
+      info->nnz = nnz;
+      info->selected = c;
+      info->loops = 0;
+      return GC_SUCCESS;
+    }
+    GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
     break;
   case KIND_THRESHOLD: {
     size_t bad;

@@ -18,8 +18,8 @@ static size_t FN(put_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
   }
   for (size_t j = lo; j < hi; j++) {
     /* sparse indices outrun the hardware prefetcher: ask ahead */
-    if (j + 16 < hi)
-      __builtin_prefetch(x + idx[j + 16]);
+    if (j + 128 < hi)
+      __builtin_prefetch(x + idx[j + 128]);
     REAL xj = x[idx[j]], val = xj * factor;
     nz += xj != 0;
     memcpy(v + j * sizeof(REAL), &val, sizeof(REAL));
