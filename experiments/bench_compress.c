@@ -28,7 +28,7 @@ static void usage(FILE *out)
   fprintf(out,
           "usage: gradcomp bench compress [--device cpu] [--csv FILE] [--d N[,N]]\n"
           "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
-          "                [--threads T]\n"
+          "                [--threads T] [--levels S] [--bucket B]\n"
           "Median single-thread time of compress+encode on N(0,1) float32 input,\n"
           "with input GB/s and ratios to the fastest streaming read and copy of the\n"
           "same array (vector loops of the CPU's widest instruction set; GC_ISA=\n"
@@ -36,7 +36,9 @@ static void usage(FILE *out)
           "give the read bandwidth of all cores.  x_stream is the median ratio of\n"
           "each run to a read just before it.  Defaults: d = 1e6,2.5e7; density =\n"
           "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats;\n"
-          "--threads T: the compressors run their loops on T OpenMP threads (1).\n");
+          "--threads T: the compressors run their loops on T OpenMP threads (1);\n"
+          "--levels S, --bucket B: qsgd's levels (4) and bucket length (0: one\n"
+          "bucket of d entries).\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -220,6 +222,16 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
       if (th < 1 || th > 256)
         return gc_cli_usage_error(cmd, "--threads: %zu is outside [1, 256]", th);
       o->threads = (int) th;
+    } else if (!strcmp(a, "--levels")) {
+      size_t lv;
+      if (gc_cli_size(cmd, a, v, &lv))
+        return 2;
+      if (lv < 1 || lv > 65535)
+        return gc_cli_usage_error(cmd, "--levels: %zu is outside [1, 65535]", lv);
+      o->levels = (unsigned) lv;
+    } else if (!strcmp(a, "--bucket")) {
+      if (gc_cli_size(cmd, a, v, &o->bucket))
+        return 2;
     } else if (!strcmp(a, "--repeat")) {
       size_t r;
       if (gc_cli_size(cmd, a, v, &r))
@@ -312,7 +324,8 @@ static double time_copy(void (*copy)(float *, const float *, size_t), float *dst
 int gc_bench_compress(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
-                      .ndensity = 3, .repeat = 7, .threads = 1, .torch = -1 };
+                      .ndensity = 3, .repeat = 7, .threads = 1, .torch = -1,
+                      .levels = 4 };
   int done = gc_bench_parse(CMD, usage, argc, argv, &o);
   if (done >= 0)
     return done;
@@ -391,7 +404,8 @@ int gc_bench_compress(int argc, char **argv)
         gc_compressor_params p;
         gc_compressor_params_default(&p);
         p.density = o.density[ri];
-        p.levels = 4;
+        p.levels = o.levels;
+        p.bucket = o.bucket;
         p.threshold = gc_bench_threshold(o.density[ri]);
         gc_compressor *c = gc_compressor_alloc(T, n, &p);
         if (!c) {

@@ -158,9 +158,10 @@ static int bench_d(const gc_bench_opts *o, size_t d, FILE *out, cudaStream_t st,
       gc_compressor_params_default(&p);
       p.density = density;
       p.threshold = gc_bench_threshold(density);
-      /* qsgd as the CPU bench runs it: s = 4, one bucket of d entries, whose
-       * norm is a chain of d dependent adds on either device */
-      p.levels = 4;
+      /* qsgd as the CPU bench runs it: s = 4 and, by default, one bucket of
+       * d entries, whose norm is a chain of d dependent adds on either device */
+      p.levels = o->levels;
+      p.bucket = o->bucket;
       gc_compressor *c = gc_compressor_alloc(T, d, &p);
       if (!c) {
         status = gc_cli_fail(CMD, 1, "%s", T->name);
@@ -215,7 +216,7 @@ static int bench_d(const gc_bench_opts *o, size_t d, FILE *out, cudaStream_t st,
 int gc_bench_compress_cuda(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {25e6}, .nd = 1, .density = {0.001}, .ndensity = 1,
-                      .repeat = 20, .torch = 1 };
+                      .repeat = 20, .torch = 1, .levels = 4 };
   int status = gc_bench_parse(CMD, usage, argc, argv, &o);
   if (status >= 0)
     return status;

@@ -26,6 +26,8 @@ typedef struct gc_bench_opts {
   size_t ntypes;                                  /* every registered one */
   int named;                                      /* --compressors given  */
   int torch;   /* the optional torch.topk row: 1, 0 (--no-torch); -1: none */
+  unsigned levels;   /* --levels: qsgd's s (4)                             */
+  size_t bucket;     /* --bucket: qsgd's bucket length (0: one bucket of d) */
 } gc_bench_opts;
 /* Returns -1 to go on, else the exit status (0 after --help, 2). */
 int gc_bench_parse(const char *cmd, void (*usage)(FILE *out), int argc, char **argv,

@@ -216,8 +216,9 @@ Test(frontend, train_config_values_with_dashes)
 }
 
 /* bench compress: --device cpu is taken (cmd_bench.c removes the pair),
- * a bad device is a usage error, and a dense compressor named in
- * --compressors gets one row per d, not one per density. */
+ * a bad device is a usage error, a dense compressor named in --compressors
+ * gets one row per d, not one per density, and qsgd's --levels and
+ * --bucket are taken and checked. */
 Test(frontend, bench_compress_device_and_dense_rows)
 {
   char out[8192], csv[512];
@@ -238,6 +239,12 @@ Test(frontend, bench_compress_device_and_dense_rows)
   cr_assert(topk == 2 && qsgd == 1, "topk rows %zu (want 2), qsgd rows %zu (want 1)", topk, qsgd);
   st = run(out, sizeof out, "%s bench compress --device tpu --d 1000", gradcomp);
   cr_assert(st == 2 && strstr(out, "tpu"), "exit %d\n%s", st, out);
+  /* qsgd's levels and buckets (the paper's bucketed form) */
+  st = run(out, sizeof out, "%s bench compress --d 1000 --compressors qsgd --levels 8 "
+           "--bucket 100 --repeat 1", gradcomp);
+  cr_assert(st == 0 && strstr(out, "qsgd"), "exit %d\n%s", st, out);
+  st = run(out, sizeof out, "%s bench compress --d 1000 --levels 0", gradcomp);
+  cr_assert(st == 2 && strstr(out, "--levels"), "exit %d\n%s", st, out);
 }
 
 /* --resume before the first checkpoint exists (a run killed in epoch 1)
