@@ -77,6 +77,7 @@ typedef struct sparse_state {
   uint64_t *bits;          /* random-K membership, n bits, kept zero     */
   uint32_t *tmp;           /* random-K radix-sort scratch, k entries     */
   double gauss_z;          /* |Phi^{-1}(rho/2)|                          */
+  double *block_sums;      /* Gaussian-k on threads: two per block       */
   size_t dgc_stride;       /* DGC sampling stride (1: every entry)       */
 } sparse_state;
 
@@ -1278,6 +1279,8 @@ static void sparse_release(void *state)
   free(s->sample);
   free(s->bits);
   free(s->tmp);
+  free(s->block_sums);
+  s->block_sums = NULL;
   s->idx = s->cand = s->tmp = NULL;
   s->mag = s->sample = NULL;
   s->bits = NULL;
@@ -1344,6 +1347,9 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
     s->cand = malloc(s->cand_cap * sizeof *s->cand);
     s->mag = malloc(s->cand_cap * sizeof *s->mag);
+    if (n >= SCAN_PAR_MIN)   /* where the sums pass may run on threads */
+      s->block_sums = malloc(2 * ((n + GAUSS_BLOCK - 1) / GAUSS_BLOCK) *
+                             sizeof *s->block_sums);
     break;
   }
   if (kind == KIND_GAUSSK)   /* z from the density asked for (theory.md 2.5) */
@@ -1355,7 +1361,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
-    fail |= !s->cand || !s->mag;
+    fail |= !s->cand || !s->mag || (n >= SCAN_PAR_MIN && !s->block_sums);
   if (fail) {
     sparse_release(s);
     GC_ERRORF(GC_ENOMEM, "out of memory sizing the workspaces for n = %zu", n);

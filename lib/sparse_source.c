@@ -392,6 +392,66 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
   *p2 = s2;
 }
 
+/* Gaussian-k's sums pass on the OpenMP threads, as scan_pieces_f32 runs a
+ * scan: T runs of whole blocks, each block's two sums into s->block_sums
+ * and its candidates into the run's share cand_cap / T, then the sums
+ * pushed in block order (the pairwise tree of one thread) and the shares
+ * moved together.  Returns -1 where it does not run (one thread, a short
+ * vector: the caller's loop does the pass), 1 with the list complete as
+ * the one-thread pass leaves it, 0 when a run outgrew its share (the
+ * candidates crowd into part of x): the sums and *nc hold, the list does
+ * not, and the threshold evaluations scan x instead, with the same
+ * result. */
+static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
+                              REAL *cval, gc__pairwise *sum1, gc__pairwise *sum2,
+                              size_t *nc)
+{
+#ifdef _OPENMP
+  size_t n = s->n, nb = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
+  int T = s->block_sums ? gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX) : 1;
+  if (T <= 1)
+    return -1;
+  size_t share = s->cand_cap / (size_t) T, run = (nb + (size_t) T - 1) / (size_t) T;
+  size_t cnt[SCAN_PAR_MAX];
+  double *bs = s->block_sums;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t b1 = ((size_t) j + 1) * run < nb ? ((size_t) j + 1) * run : nb, c = 0;
+    for (size_t b = (size_t) j * run; b < b1; b++) {
+      size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
+      FN(gauss_block_sums)(x, lo, hi, c0, t0, &bs[2 * b], &bs[2 * b + 1],
+                           s->cand + (size_t) j * share, cval + (size_t) j * share, share,
+                           &c);
+    }
+    cnt[j] = c;
+  }
+  for (size_t b = 0; b < nb; b++) {
+    gc__pairwise_push(sum1, bs[2 * b]);
+    gc__pairwise_push(sum2, bs[2 * b + 1]);
+  }
+  size_t total = 0;
+  int fits = 1;
+  for (int j = 0; j < T; j++) {
+    total += cnt[j];
+    fits &= cnt[j] <= share;
+  }
+  *nc = total;
+  if (!fits)
+    return 0;
+  size_t at = cnt[0];
+  for (int j = 1; j < T; j++) {
+    memmove(s->cand + at, s->cand + (size_t) j * share, cnt[j] * sizeof *s->cand);
+    memmove(cval + at, cval + (size_t) j * share, cnt[j] * sizeof *cval);
+    at += cnt[j];
+  }
+  return 1;
+#else
+  (void) s; (void) x; (void) c0; (void) t0; (void) cval;
+  (void) sum1; (void) sum2; (void) nc;
+  return -1;
+#endif
+}
+
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
  * values into *val (room entries) unless it is or becomes NULL
  * (FN(scan_staged)). */
@@ -418,7 +478,9 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   REAL c0 = x[0], *cval = (REAL *) s->mag;
   gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
   size_t nc = 0;
-  for (size_t lo = 0; lo < n; lo += GAUSS_BLOCK) {
+  /* the candidate list is complete when nc <= cand_cap and this holds */
+  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc);
+  for (size_t lo = 0; listed < 0 && lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
     FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, cval, s->cand_cap, &nc);
@@ -444,7 +506,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   while (ev < s->p.gauss_loops) {
     REAL t = FN(strict_t)(thr);
     v = stage;
-    if (nc <= s->cand_cap && t >= t0) {
+    if (listed != 0 && nc <= s->cand_cap && t >= t0) {
       /* every |x_i| > t >= t0 is among the candidates: a branch-free
        * filter of their values (about one in six fails at density 0.1) */
       c = 0;

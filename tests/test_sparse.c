@@ -889,6 +889,45 @@ Test(dispatch, sparse_paths_bit_identical)
   gc__isa_force(saved);
 }
 
+/* Gaussian-k's sums pass on threads, in float64 too: the same messages on
+ * 1 to 5 threads, with the candidates spread out and crowded into the
+ * first tenth (a thread's share overflows and the evaluations scan x). */
+Test(threads, gaussk_f64_same_for_any_thread_count, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  size_t n = 600011;
+  double *x = malloc(n * sizeof *x);
+  int saved = omp_get_max_threads();
+  for (int crowded = 0; crowded < 2; crowded++) {
+    for (size_t i = 0; i < n; i++)
+      x[i] = gc_rng_normal(41, 0, 0, i) * (crowded && i < n / 10 ? 8.0 : 1.0);
+    for (double dens = 0.001; dens < 0.2; dens *= 10) {
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = dens;
+      gc_compressor *c = gc_compressor_alloc(gc_compressor_gaussk, n, &p);
+      size_t cap = gc_compressor_max_bytes(c), len, ref_len = 0;
+      uint8_t *ref = malloc(cap), *buf = malloc(cap);
+      for (int T = 1; T <= 5; T++) {
+        omp_set_num_threads(T);
+        cr_assert(eq(int, gc_compress_f64(c, x, 3, T == 1 ? ref : buf, cap,
+                                          T == 1 ? &ref_len : &len, NULL), GC_SUCCESS));
+        if (T > 1)
+          cr_assert(len == ref_len && memcmp(buf, ref, len) == 0,
+                    "crowded %d density %g, %d threads", crowded, dens, T);
+      }
+      free(ref);
+      free(buf);
+      gc_compressor_free(c);
+    }
+  }
+  omp_set_num_threads(saved);
+  free(x);
+#endif
+}
+
 /* A NaN or Inf anywhere (in a block that also holds selected entries, in
  * the last partial block, first, last) is reported at the same index on
  * every path. */
