@@ -311,10 +311,16 @@ INLINE size_t FN(qsgd_syms_isa)(const REAL *xc, const uint16_t *uc, size_t m, do
 
 /* The codes of the symbols sym[0, m) (m <= CHUNK) appended to w. */
 INLINE void FN(qsgd_pack_chunk)(const qstate *q, const uint8_t *sym, size_t m,
-                                  gc__bw *w)
+                                  gc__bw *w, u16_fill *fill)
 {
   gc__bw lw = *w;   /* a local copy stays in registers: byte stores alias */
   size_t t = 0;
+#ifdef HAVE_ISA_PATHS
+  if (fill == u16_blocks_avx512)   /* the kernel of fill's instruction set */
+    t = qsgd_pack_avx512(q->code16, sym, m, &lw);
+#else
+  (void) fill;
+#endif
   if (lw.end - lw.p >= (ptrdiff_t) (6 * m + 16)) {
     /* Room for the chunk's worst case (24 bits an entry) and an 8-byte
      * store past it: four symbols per step with no branch, the
@@ -390,7 +396,7 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
     const REAL *xc = x + c0;
     if (s) {
       nnz += FN(qsgd_syms_isa)(xc, uc, m, k, s, sym, fill);
-      FN(qsgd_pack_chunk)(q, sym, m, w);
+      FN(qsgd_pack_chunk)(q, sym, m, w, fill);
       continue;
     }
     for (size_t t = 0; t < m; t++) {
