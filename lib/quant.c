@@ -78,16 +78,20 @@ typedef struct qstate {
   /* the same code of one symbol as code | length << 12 (at most 10 bits
    * each for s <= PAIR_MAX_S): the AVX-512 writer's table */
   uint16_t code16[32];
-  /* qsgd with s <= PAIR_MAX_S and buckets of PAR_MIN entries or more:
-   * room for the bit streams of the shares of a bucket after the first,
-   * which OpenMP threads code at once (so an instance encodes one vector
-   * at a time; see qsgd_bucket_par); NULL otherwise */
+  /* qsgd with s <= PAIR_MAX_S and n >= PAR_MIN: room for the bit
+   * streams of the shares after the first, which OpenMP threads code at
+   * once: shares of one bucket of PAR_MIN entries or more (qsgd_bucket_par)
+   * or runs of smaller buckets (qsgd_shares); so an instance encodes one
+   * vector at a time.  NULL otherwise */
   uint8_t *scratch;
 } qstate;
 
-/* qsgd_bucket_par: at most SHARES_MAX shares, each stream given its
+/* qsgd_bucket_par, qsgd_shares: at most SHARES_MAX shares, each stream given its
  * worst case and SHARE_SLACK bytes in qstate.scratch. */
 enum { PAIR_MAX_S = 15, SHARES_MAX = 64, SHARE_SLACK = 16 };
+
+/* Why a qsgd bucket cannot be coded (quant_source.c, qsgd_code_bucket). */
+enum { BUCKET_NONFINITE = 1, BUCKET_OVERFLOW = 2 };
 
 /* The code of one symbol (see qstate.pair) as code | length << 24. */
 static uint32_t sym_code(unsigned sym)
@@ -169,9 +173,12 @@ static size_t qsgd_entry_bits(const qstate *q)
   return gc__gamma_len((uint64_t) q->s + 1) + 1;
 }
 
+/* Room for the streams of all shares but the first, of one bucket
+ * (qsgd_bucket_par) or of the whole vector (qsgd_shares). */
 static size_t qsgd_scratch_bytes(const qstate *q)
 {
-  return (qsgd_entry_bits(q) * q->bucket + 7) / 8 + SHARES_MAX * (SHARE_SLACK + 1);
+  size_t span = q->bucket >= PAR_MIN ? q->bucket : q->n;
+  return (qsgd_entry_bits(q) * span + 7) / 8 + SHARES_MAX * (SHARE_SLACK + 1);
 }
 
 static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
@@ -183,9 +190,10 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
   q->nb = (n + q->bucket - 1) / q->bucket;
   q->scratch = NULL;
-  if (q->s <= PAIR_MAX_S && q->bucket >= PAR_MIN &&
+  if (q->s <= PAIR_MAX_S && n >= PAR_MIN &&
       !(q->scratch = malloc(qsgd_scratch_bytes(q))))
-    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of a bucket of %zu", q->bucket);
+    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of %zu entries",
+              q->bucket >= PAR_MIN ? q->bucket : n);
   if (q->s <= PAIR_MAX_S)
     for (unsigned a = 0; a < 32; a++) {
       uint32_t ca = sym_code(a);

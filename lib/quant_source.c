@@ -459,38 +459,109 @@ static size_t FN(qsgd_bucket_par)(const qstate *q, const rngkey *key, const REAL
   return nnz;
 }
 
+/* Bucket b of x: its norm into the message at buf and its codes into w;
+ * adds its nonzero levels to *nnz.  Returns 0, BUCKET_NONFINITE when some
+ * entry is NaN or Inf, or BUCKET_OVERFLOW when the norm overflows REAL. */
+static int FN(qsgd_code_bucket)(const qstate *q, const rngkey *key, const REAL *x,
+                                  size_t b, uint8_t *buf, gc__bw *w, size_t *nnz)
+{
+  size_t lo = b * q->bucket, hi = lo + q->bucket < q->n ? lo + q->bucket : q->n;
+  unsigned bad;
+  REAL norm = (REAL) FN(bucket_norm)(x, lo, hi, &bad);
+  if (bad)
+    return BUCKET_NONFINITE;
+  if (!FN(isfin)(norm))
+    return BUCKET_OVERFLOW;
+  memcpy(buf + HDR + W * b, &norm, W);
+  if (norm == 0) {                     /* every level 0: gamma(1) = "1" */
+    for (size_t i = lo; i < hi; i++)
+      gc__bw_put(w, 1, 1);
+    return 0;
+  }
+  int T = q->scratch ? gc__threads_for(hi - lo, PAR_MIN, SHARES_MAX) : 1;
+  if (T > 1)
+    *nnz += FN(qsgd_bucket_par)(q, key, x, lo, hi, norm, w, T);
+  else
+    *nnz += FN(qsgd_bucket)(q, key, x, lo, hi, norm, w);
+  return 0;
+}
+
+/* Buckets smaller than PAR_MIN (s <= PAIR_MAX_S) on T <= SHARES_MAX
+ * OpenMP threads: share t, the buckets [nb t / T, nb (t+1) / T), is coded
+ * bucket by bucket as on one thread, share 0 straight into w and the
+ * others into their place in q->scratch, then appended in order (as
+ * qsgd_bucket_par does within a bucket): the same bits for any T.  A share
+ * stops at its first bad bucket; the first bad bucket of all, which the
+ * caller reports, is that of the first share with one (*bad_b, the
+ * returned BUCKET_* reason). */
+static int FN(qsgd_shares)(const qstate *q, const rngkey *key, const REAL *x, uint8_t *buf,
+                             gc__bw *w, int T, size_t *nnz, size_t *bad_b)
+{
+  const size_t per = qsgd_entry_bits(q);
+  size_t b[SHARES_MAX + 1], cnt[SHARES_MAX], first[SHARES_MAX];
+  int why[SHARES_MAX];
+  uint8_t *start[SHARES_MAX], *next = q->scratch;
+  gc__bw part[SHARES_MAX];
+  for (int t = 0; t <= T; t++)
+    b[t] = q->nb * (size_t) t / (size_t) T;
+  part[0] = *w;
+  for (int t = 1; t < T; t++) {
+    size_t lo = b[t] * q->bucket, hi = b[t + 1] * q->bucket < q->n ? b[t + 1] * q->bucket : q->n;
+    size_t room = (per * (hi - lo) + 7) / 8 + SHARE_SLACK;
+    start[t] = next;
+    gc__bw_init(&part[t], next, room);
+    next += room;
+  }
+  #pragma omp parallel for schedule(static, 1) num_threads(T)
+  for (int t = 0; t < T; t++) {
+    gc__bw lw = part[t];   /* a local writer: the array's entries share lines */
+    size_t c = 0;
+    why[t] = 0;
+    for (size_t j = b[t]; j < b[t + 1] && !why[t]; j++)
+      if ((why[t] = FN(qsgd_code_bucket)(q, key, x, j, buf, &lw, &c)))
+        first[t] = j;
+    part[t] = lw;
+    cnt[t] = c;
+  }
+  *w = part[0];
+  for (int t = 0; t < T; t++) {
+    if (why[t]) {
+      *bad_b = first[t];
+      return why[t];
+    }
+    *nnz += cnt[t];
+    if (t > 0) {
+      w->over |= part[t].over;
+      bw_append(w, start[t], (size_t) (part[t].p - start[t]), part[t].acc, part[t].nb);
+    }
+  }
+  return 0;
+}
+
 static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
                              gc_compress_info *info)
 {
   const qstate *q = st;
-  size_t n = q->n, B = q->bucket, off = HDR + W * q->nb, nnz = 0;
+  size_t n = q->n, off = HDR + W * q->nb, nnz = 0, bad_b = 0;
   const rngkey key = { q->seed, q->stream, step };
   GC_TRY(FN(check_cap)(x, n, cap, off, "qsgd"));
   buf[0] = TAG_QSGD;
   buf[1] = PREC;
   gc__bw w;
   gc__bw_init(&w, buf + off, cap - off);
-  for (size_t b = 0; b < q->nb; b++) {
-    size_t lo = b * B, hi = lo + B < n ? lo + B : n;
-    unsigned bad;
-    REAL norm = (REAL) FN(bucket_norm)(x, lo, hi, &bad);
-    if (bad)   /* the earlier buckets are finite: this names x[lo, hi) */
-      return FN(check_finite)(x, n, "qsgd");
-    if (!FN(isfin)(norm))
-      GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", b, PREC);
-    memcpy(buf + HDR + W * b, &norm, W);
-    if (norm == 0) {                     /* every level 0: gamma(1) = "1" */
-      for (size_t i = lo; i < hi; i++)
-        gc__bw_put(&w, 1, 1);
-      continue;
-    }
-    int T = q->scratch ? gc__threads_for(hi - lo, PAR_MIN, SHARES_MAX) : 1;
-    if (T > 1)
-      nnz += FN(qsgd_bucket_par)(q, &key, x, lo, hi, norm, &w, T);
-    else
-      nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);
-  }
+  int why = 0;
+  int T = q->scratch && q->bucket < PAR_MIN ? gc__threads_for(n, PAR_MIN, SHARES_MAX) : 1;
+  if (T > 1)
+    why = FN(qsgd_shares)(q, &key, x, buf, &w, T, &nnz, &bad_b);
+  else
+    for (size_t b = 0; b < q->nb && !why; b++)
+      if ((why = FN(qsgd_code_bucket)(q, &key, x, b, buf, &w, &nnz)))
+        bad_b = b;
+  if (why == BUCKET_NONFINITE)   /* the earlier buckets are finite: this names bucket bad_b */
+    return FN(check_finite)(x, n, "qsgd");
+  if (why == BUCKET_OVERFLOW)
+    GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", bad_b, PREC);
   if (gc__bw_finish(&w) != 0)
     GC_ERRORF(GC_ENOSPACE, "qsgd: message does not fit in %zu bytes "
               "(gc_compressor_max_bytes always does)", cap);
