@@ -784,6 +784,55 @@ Test(dispatch, quant_paths_bit_identical)
   gc__isa_force(saved);
 }
 
+/* qsgd's codes of many small buckets on every path equal the SSE2 path's
+ * (the generic coder, a shift-or-store per entry or four): buckets that
+ * straddle the AVX-512 writer's groups of 64 symbols and the 1024-entry
+ * chunks, and magnitudes that swing within a few buckets, so that groups
+ * of 64 level-0 symbols, groups joined into 32s, 16s, 8s and fours (the
+ * pieces that fit 56 bits) and every level up to s = 15 all occur; runs
+ * of zeros and a zero bucket too.  Both precisions share the writer. */
+Test(dispatch, qsgd_small_buckets_bit_identical)
+{
+  const size_t n = 20011;
+  double *xd = malloc(n * sizeof *xd);
+  float *xf = malloc(n * sizeof *xf);
+  gc_test_fill_normal(xd, n, 4242);
+  for (size_t i = 0; i < n; i++) {
+    xd[i] *= exp(4.0 * sin((double) i / 97.0));   /* e^-4 .. e^4 across ~300 entries */
+    if (i % 3001 < 150)
+      xd[i] = 0;                                  /* zero runs, some whole buckets */
+    xf[i] = (float) xd[i];
+  }
+  static const size_t buckets[] = {1, 2, 3, 7, 63, 64, 65, 127, 511, 512, 1023, 1024, 1025, 4099};
+  static const unsigned levels[] = {1, 2, 7, 15, 16};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t a = 0; a < sizeof buckets / sizeof buckets[0]; a++)
+    for (size_t b = 0; b < sizeof levels / sizeof levels[0]; b++) {
+      gc_compressor *c = make("qsgd", n, levels[b], buckets[a], 0, 555);
+      size_t cap = gc_compressor_max_bytes(c), l32, l64, m32, m64;
+      uint8_t *r32 = malloc(cap), *r64 = malloc(cap), *b32 = malloc(cap), *b64 = malloc(cap);
+      gc__isa_force(GC__ISA_SSE2);
+      encode_both(c, xf, xd, 3, r32, &l32, r64, &l64, cap);
+      for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+        gc__isa_force(isa);
+        encode_both(c, xf, xd, 3, b32, &m32, b64, &m64, cap);
+        cr_assert(eq(sz, m32, l32), "s=%u bucket=%zu %s: float32 length", levels[b],
+                  buckets[a], gc__isa_name(isa));
+        cr_assert(eq(int, memcmp(b32, r32, l32), 0), "s=%u bucket=%zu %s: float32 bytes",
+                  levels[b], buckets[a], gc__isa_name(isa));
+        cr_assert(eq(sz, m64, l64), "s=%u bucket=%zu %s: float64 length", levels[b],
+                  buckets[a], gc__isa_name(isa));
+        cr_assert(eq(int, memcmp(b64, r64, l64), 0), "s=%u bucket=%zu %s: float64 bytes",
+                  levels[b], buckets[a], gc__isa_name(isa));
+      }
+      free(r32); free(r64); free(b32); free(b64);
+      gc_compressor_free(c);
+    }
+  gc__isa_force(saved);
+  free(xd);
+  free(xf);
+}
+
 /* The randomness contract, entry by entry, on the widest path: terngrad
  * sends entry i iff gc_rng_u16(i) < min(|x_i|, c) 2^16 / s, and qsgd's
  * level is l + [gc_rng_u16(i) < (r - l) 2^16], r = |x_i| s / norm (the
