@@ -641,13 +641,15 @@ INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
   return acc[0];
 }
 
-/* The block sums of x[0, n), SUM_BLOCK entries each, into part[]; returns
- * their number. */
-INLINE size_t sumsq_blocks_body(const float *x, size_t n, double *part, uint32_t *amax)
+/* The block sums of x[0, n), blk <= SUM_BLOCK entries each (SUM_BLOCK for
+ * a bucket's norm, the bucket length for a run of small buckets), into
+ * part[]; returns their number. */
+INLINE size_t sumsq_blocks_body(const float *x, size_t n, size_t blk, double *part,
+                                uint32_t *amax)
 {
   size_t nb = 0;
-  for (size_t lo = 0; lo < n; lo += SUM_BLOCK)
-    part[nb++] = sumsq_block_body(x + lo, n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, amax);
+  for (size_t lo = 0; lo < n; lo += blk)
+    part[nb++] = sumsq_block_body(x + lo, n - lo < blk ? n - lo : blk, amax);
   return nb;
 }
 
@@ -871,7 +873,8 @@ static uint32_t absmax_bits(const float *x, size_t n)
   return m;
 }
 DISPATCH(size_t, sumsq_blocks_piece, sumsq_blocks_body,
-         (const float *x, size_t n, double *part, uint32_t *amax), x, n, part, amax)
+         (const float *x, size_t n, size_t blk, double *part, uint32_t *amax),
+         x, n, blk, part, amax)
 
 #ifdef HAVE_ISA_PATHS
 /* sumsq_blocks_body with AVX-512: the sixteen lanes as two registers of
@@ -879,15 +882,15 @@ DISPATCH(size_t, sumsq_blocks_piece, sumsq_blocks_body,
  * asked for ahead (GCC's loop, then a second one for the maximum, ran at
  * about 0.7 of the streaming bandwidth on one core); the lane sums, the
  * tail and the fold are the body's. */
-TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, double *part,
-                                                uint32_t *amax)
+TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, size_t blk,
+                                                double *part, uint32_t *amax)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
   __m512i mx = _mm512_setzero_si512();
   size_t nb = 0;
-  for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
+  for (size_t lo = 0; lo < n; lo += blk) {
     const float *xb = x + lo;
-    size_t m = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, i = 0;
+    size_t m = n - lo < blk ? n - lo : blk, i = 0;
     __m512d a0 = _mm512_setzero_pd(), a1 = a0;
     for (; i + 16 <= m; i += 16) {
       _mm_prefetch((const char *) (xb + i + 1024), _MM_HINT_T0);
@@ -921,15 +924,15 @@ TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, double
 
 #ifdef HAVE_ISA_PATHS
 /* The same with AVX2: the sixteen lanes as four registers of doubles. */
-TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, double *part,
-                                            uint32_t *amax)
+TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, size_t blk,
+                                            double *part, uint32_t *amax)
 {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   __m256i mx = _mm256_setzero_si256();
   size_t nb = 0;
-  for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
+  for (size_t lo = 0; lo < n; lo += blk) {
     const float *xb = x + lo;
-    size_t m = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, i = 0;
+    size_t m = n - lo < blk ? n - lo : blk, i = 0;
     __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
     for (; i + 16 <= m; i += 16) {
       _mm_prefetch((const char *) (xb + i + 1024), _MM_HINT_T0);
@@ -970,16 +973,16 @@ TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, double *pa
 }
 #endif
 
-static size_t sumsq_blocks(const float *x, size_t n, double *part, uint32_t *amax)
+static size_t sumsq_blocks(const float *x, size_t n, size_t blk, double *part, uint32_t *amax)
 {
 #ifdef HAVE_ISA_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return sumsq_blocks_avx512(x, n, part, amax);
+    return sumsq_blocks_avx512(x, n, blk, part, amax);
   if (isa >= GC__ISA_AVX2)
-    return sumsq_blocks_avx2(x, n, part, amax);
+    return sumsq_blocks_avx2(x, n, blk, part, amax);
 #endif
-  return sumsq_blocks_piece(x, n, part, amax);
+  return sumsq_blocks_piece(x, n, blk, part, amax);
 }
 
 /* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK
@@ -995,7 +998,7 @@ static double sumsq(const float *x, size_t n, uint32_t *amax)
     /* one block sum is its own pairwise total; the parallel region and the
      * pairwise state below cost more than the sum of a small bucket (they
      * were 20 of 37 ms for d = 2.5e7 in buckets of 512) */
-    sumsq_blocks(x, n, part, amax);
+    sumsq_blocks(x, n, SUM_BLOCK, part, amax);
     return part[0];
   }
   gc__pairwise t = {{0}, 0, 0};
@@ -1004,14 +1007,14 @@ static double sumsq(const float *x, size_t n, uint32_t *amax)
     size_t gn = n - g0 < (size_t) SUM_GROUP * SUM_BLOCK ? n - g0 : (size_t) SUM_GROUP * SUM_BLOCK;
     size_t nb = (gn + SUM_BLOCK - 1) / SUM_BLOCK, np = (nb + SUM_PIECE - 1) / SUM_PIECE;
     if (n < PAR_MIN) {   /* the same block sums, with no parallel region */
-      sumsq_blocks(x + g0, gn, part, &m);
+      sumsq_blocks(x + g0, gn, SUM_BLOCK, part, &m);
     } else {
       #pragma omp parallel for schedule(static) reduction(max : m)
       for (size_t k = 0; k < np; k++) {
         size_t lo = k * SUM_PIECE * SUM_BLOCK, len = gn - lo < SUM_PIECE * SUM_BLOCK
                                                      ? gn - lo : SUM_PIECE * SUM_BLOCK;
         uint32_t mk = 0;
-        sumsq_blocks(x + g0 + lo, len, part + k * SUM_PIECE, &mk);
+        sumsq_blocks(x + g0 + lo, len, SUM_BLOCK, part + k * SUM_PIECE, &mk);
         m = mk > m ? mk : m;
       }
     }
