@@ -86,8 +86,8 @@ typedef struct qstate {
   uint8_t *scratch;
 } qstate;
 
-/* qsgd_bucket_par, qsgd_shares: at most SHARES_MAX shares, each stream given its
- * worst case and SHARE_SLACK bytes in qstate.scratch. */
+/* qsgd_bucket_par, qsgd_shares: at most SHARES_MAX shares, each stream
+ * given its worst case and SHARE_SLACK bytes in qstate.scratch. */
 enum { PAIR_MAX_S = 15, SHARES_MAX = 64, SHARE_SLACK = 16 };
 
 /* Why a qsgd bucket cannot be coded (quant_source.c, qsgd_code_bucket). */
