@@ -75,16 +75,23 @@ typedef struct qstate {
    * sign, gamma(xi1 + 1), sign in the low 24 bits, the length above; and
    * of one entry (pair[sym] with no second code is not that). */
   uint32_t pair[1024], one[32];
-  /* qsgd with s <= PAIR_MAX_S and buckets of PAR_MIN entries or more:
-   * room for the bit streams of the shares of a bucket after the first,
-   * which OpenMP threads code at once (so an instance encodes one vector
-   * at a time; see qsgd_bucket_par); NULL otherwise */
+  /* the same code of one symbol as code | length << 12 (at most 10 bits
+   * each for s <= PAIR_MAX_S): the AVX-512 writer's table */
+  uint16_t code16[32];
+  /* qsgd with s <= PAIR_MAX_S and n >= PAR_MIN: room for the bit
+   * streams of the shares after the first, which OpenMP threads code at
+   * once: shares of one bucket of PAR_MIN entries or more (qsgd_bucket_par)
+   * or runs of smaller buckets (qsgd_shares); so an instance encodes one
+   * vector at a time.  NULL otherwise */
   uint8_t *scratch;
 } qstate;
 
-/* qsgd_bucket_par: at most SHARES_MAX shares, each stream given its
- * worst case and SHARE_SLACK bytes in qstate.scratch. */
+/* qsgd_bucket_par, qsgd_shares: at most SHARES_MAX shares, each stream
+ * given its worst case and SHARE_SLACK bytes in qstate.scratch. */
 enum { PAIR_MAX_S = 15, SHARES_MAX = 64, SHARE_SLACK = 16 };
+
+/* Why a qsgd bucket cannot be coded (quant_source.c, qsgd_code_bucket). */
+enum { BUCKET_NONFINITE = 1, BUCKET_OVERFLOW = 2 };
 
 /* The code of one symbol (see qstate.pair) as code | length << 24. */
 static uint32_t sym_code(unsigned sym)
@@ -166,9 +173,12 @@ static size_t qsgd_entry_bits(const qstate *q)
   return gc__gamma_len((uint64_t) q->s + 1) + 1;
 }
 
+/* Room for the streams of all shares but the first, of one bucket
+ * (qsgd_bucket_par) or of the whole vector (qsgd_shares). */
 static size_t qsgd_scratch_bytes(const qstate *q)
 {
-  return (qsgd_entry_bits(q) * q->bucket + 7) / 8 + SHARES_MAX * (SHARE_SLACK + 1);
+  size_t span = q->bucket >= PAR_MIN ? q->bucket : q->n;
+  return (qsgd_entry_bits(q) * span + 7) / 8 + SHARES_MAX * (SHARE_SLACK + 1);
 }
 
 static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
@@ -180,13 +190,15 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
   q->nb = (n + q->bucket - 1) / q->bucket;
   q->scratch = NULL;
-  if (q->s <= PAIR_MAX_S && q->bucket >= PAR_MIN &&
+  if (q->s <= PAIR_MAX_S && n >= PAR_MIN &&
       !(q->scratch = malloc(qsgd_scratch_bytes(q))))
-    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of a bucket of %zu", q->bucket);
+    GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of %zu entries",
+              q->bucket >= PAR_MIN ? q->bucket : n);
   if (q->s <= PAIR_MAX_S)
     for (unsigned a = 0; a < 32; a++) {
       uint32_t ca = sym_code(a);
       q->one[a] = ca;
+      q->code16[a] = (uint16_t) ((ca & 0xffffffu) | (ca >> 24) << 12);
       for (unsigned b = 0; b < 32; b++) {
         uint32_t cb = sym_code(b), la = ca >> 24;
         q->pair[a + 32 * b] = ((ca & 0xffffffu) | (cb & 0xffffffu) << la) |
@@ -629,13 +641,15 @@ INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
   return acc[0];
 }
 
-/* The block sums of x[0, n), SUM_BLOCK entries each, into part[]; returns
- * their number. */
-INLINE size_t sumsq_blocks_body(const float *x, size_t n, double *part, uint32_t *amax)
+/* The block sums of x[0, n), blk <= SUM_BLOCK entries each (SUM_BLOCK for
+ * a bucket's norm, the bucket length for a run of small buckets), into
+ * part[]; returns their number. */
+INLINE size_t sumsq_blocks_body(const float *x, size_t n, size_t blk, double *part,
+                                uint32_t *amax)
 {
   size_t nb = 0;
-  for (size_t lo = 0; lo < n; lo += SUM_BLOCK)
-    part[nb++] = sumsq_block_body(x + lo, n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, amax);
+  for (size_t lo = 0; lo < n; lo += blk)
+    part[nb++] = sumsq_block_body(x + lo, n - lo < blk ? n - lo : blk, amax);
   return nb;
 }
 
@@ -859,7 +873,8 @@ static uint32_t absmax_bits(const float *x, size_t n)
   return m;
 }
 DISPATCH(size_t, sumsq_blocks_piece, sumsq_blocks_body,
-         (const float *x, size_t n, double *part, uint32_t *amax), x, n, part, amax)
+         (const float *x, size_t n, size_t blk, double *part, uint32_t *amax),
+         x, n, blk, part, amax)
 
 #ifdef HAVE_ISA_PATHS
 /* sumsq_blocks_body with AVX-512: the sixteen lanes as two registers of
@@ -867,15 +882,15 @@ DISPATCH(size_t, sumsq_blocks_piece, sumsq_blocks_body,
  * asked for ahead (GCC's loop, then a second one for the maximum, ran at
  * about 0.7 of the streaming bandwidth on one core); the lane sums, the
  * tail and the fold are the body's. */
-TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, double *part,
-                                                uint32_t *amax)
+TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, size_t blk,
+                                                double *part, uint32_t *amax)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
   __m512i mx = _mm512_setzero_si512();
   size_t nb = 0;
-  for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
+  for (size_t lo = 0; lo < n; lo += blk) {
     const float *xb = x + lo;
-    size_t m = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, i = 0;
+    size_t m = n - lo < blk ? n - lo : blk, i = 0;
     __m512d a0 = _mm512_setzero_pd(), a1 = a0;
     for (; i + 16 <= m; i += 16) {
       _mm_prefetch((const char *) (xb + i + 1024), _MM_HINT_T0);
@@ -909,15 +924,15 @@ TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, double
 
 #ifdef HAVE_ISA_PATHS
 /* The same with AVX2: the sixteen lanes as four registers of doubles. */
-TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, double *part,
-                                            uint32_t *amax)
+TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, size_t blk,
+                                            double *part, uint32_t *amax)
 {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   __m256i mx = _mm256_setzero_si256();
   size_t nb = 0;
-  for (size_t lo = 0; lo < n; lo += SUM_BLOCK) {
+  for (size_t lo = 0; lo < n; lo += blk) {
     const float *xb = x + lo;
-    size_t m = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK, i = 0;
+    size_t m = n - lo < blk ? n - lo : blk, i = 0;
     __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
     for (; i + 16 <= m; i += 16) {
       _mm_prefetch((const char *) (xb + i + 1024), _MM_HINT_T0);
@@ -958,16 +973,16 @@ TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, double *pa
 }
 #endif
 
-static size_t sumsq_blocks(const float *x, size_t n, double *part, uint32_t *amax)
+static size_t sumsq_blocks(const float *x, size_t n, size_t blk, double *part, uint32_t *amax)
 {
 #ifdef HAVE_ISA_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return sumsq_blocks_avx512(x, n, part, amax);
+    return sumsq_blocks_avx512(x, n, blk, part, amax);
   if (isa >= GC__ISA_AVX2)
-    return sumsq_blocks_avx2(x, n, part, amax);
+    return sumsq_blocks_avx2(x, n, blk, part, amax);
 #endif
-  return sumsq_blocks_piece(x, n, part, amax);
+  return sumsq_blocks_piece(x, n, blk, part, amax);
 }
 
 /* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK
@@ -977,19 +992,31 @@ static size_t sumsq_blocks(const float *x, size_t n, double *part, uint32_t *ama
 enum { SUM_GROUP = 1024, SUM_PIECE = 16 };
 static double sumsq(const float *x, size_t n, uint32_t *amax)
 {
-  gc__pairwise t = {{0}, 0, 0};
   double part[SUM_GROUP];
+  *amax = 0;
+  if (n <= SUM_BLOCK) {
+    /* one block sum is its own pairwise total; the parallel region and the
+     * pairwise state below cost more than the sum of a small bucket (they
+     * were 20 of 37 ms for d = 2.5e7 in buckets of 512) */
+    sumsq_blocks(x, n, SUM_BLOCK, part, amax);
+    return part[0];
+  }
+  gc__pairwise t = {{0}, 0, 0};
   uint32_t m = 0;
   for (size_t g0 = 0; g0 < n; g0 += (size_t) SUM_GROUP * SUM_BLOCK) {
     size_t gn = n - g0 < (size_t) SUM_GROUP * SUM_BLOCK ? n - g0 : (size_t) SUM_GROUP * SUM_BLOCK;
     size_t nb = (gn + SUM_BLOCK - 1) / SUM_BLOCK, np = (nb + SUM_PIECE - 1) / SUM_PIECE;
-    #pragma omp parallel for schedule(static) reduction(max : m) if (n >= PAR_MIN)
-    for (size_t k = 0; k < np; k++) {
-      size_t lo = k * SUM_PIECE * SUM_BLOCK, len = gn - lo < SUM_PIECE * SUM_BLOCK
-                                                   ? gn - lo : SUM_PIECE * SUM_BLOCK;
-      uint32_t mk = 0;
-      sumsq_blocks(x + g0 + lo, len, part + k * SUM_PIECE, &mk);
-      m = mk > m ? mk : m;
+    if (n < PAR_MIN) {   /* the same block sums, with no parallel region */
+      sumsq_blocks(x + g0, gn, SUM_BLOCK, part, &m);
+    } else {
+      #pragma omp parallel for schedule(static) reduction(max : m)
+      for (size_t k = 0; k < np; k++) {
+        size_t lo = k * SUM_PIECE * SUM_BLOCK, len = gn - lo < SUM_PIECE * SUM_BLOCK
+                                                     ? gn - lo : SUM_PIECE * SUM_BLOCK;
+        uint32_t mk = 0;
+        sumsq_blocks(x + g0 + lo, len, SUM_BLOCK, part + k * SUM_PIECE, &mk);
+        m = mk > m ? mk : m;
+      }
     }
     for (size_t k = 0; k < nb; k++)
       gc__pairwise_push(&t, part[k]);
@@ -1228,6 +1255,126 @@ TARGET_AVX2 static size_t qsgd_syms_avx2(const float *xc, const uint16_t *uc, si
     nz += (size_t) __builtin_popcount((unsigned) _mm256_movemask_ps(_mm256_castsi256_ps(nzv)));
   }
   return nz;
+}
+#endif
+
+/* The codes of qsgd's symbols (quant_source.c, qsgd_pack_chunk) with
+ * AVX-512, 64 symbols a group while w has room for a group's worst case;
+ * returns the symbols written.  The scalar writer takes a dependent
+ * shift-or-store step per four entries (1.8 ns, 11 ms of 25e6 entries in
+ * buckets of 512, whose levels are often nonzero), so the codes are joined
+ * in registers first: table lookups give each entry's code and length,
+ * then neighbours are joined (a | b << len(a)) into pairs, fours, eights,
+ * sixteens and thirty-twos, and the writer takes the coarsest of these
+ * whose every piece fits 56 bits (a step appends at most 56 bits to the
+ * fewer than 8 pending): two steps for 64 entries of about 1.5 bits. */
+#ifdef HAVE_ISA_PATHS
+/* Neighbouring 64-bit lanes of (a, b) (values va, vb, lengths la, lb)
+ * joined: lane j of the result from lanes 2j and 2j + 1 of a:b. */
+INLINE TARGET_AVX512 void join_lanes(__m512i va, __m512i la, __m512i vb, __m512i lb,
+                                     __m512i *v, __m512i *l)
+{
+  const __m512i ev = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m512i od = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+  __m512i le = _mm512_permutex2var_epi64(la, ev, lb);
+  *v = _mm512_or_si512(_mm512_permutex2var_epi64(va, ev, vb),
+                       _mm512_sllv_epi64(_mm512_permutex2var_epi64(va, od, vb), le));
+  *l = _mm512_add_epi64(le, _mm512_permutex2var_epi64(la, od, lb));
+}
+
+/* The codes of 32 symbols (16-bit lanes, sym < 32) as eight fours:
+ * values (at most 40 bits) and lengths in 64-bit lanes, in order. */
+INLINE TARGET_AVX512 void four_codes(__m512i sym, __m512i tbl, __m512i *v, __m512i *l)
+{
+  const __m512i lo10 = _mm512_set1_epi32(0x3ff), len4 = _mm512_set1_epi32(0xf);
+  const __m512i lo24 = _mm512_set1_epi64(0xffffff), len5 = _mm512_set1_epi64(0x1f);
+  __m512i e = _mm512_permutexvar_epi16(sym, tbl);   /* code | length << 12 */
+  __m512i l0 = _mm512_and_si512(_mm512_srli_epi32(e, 12), len4);
+  __m512i c1 = _mm512_and_si512(_mm512_srli_epi32(e, 16), lo10);
+  __m512i pv = _mm512_or_si512(_mm512_and_si512(e, lo10), _mm512_sllv_epi32(c1, l0));
+  __m512i p = _mm512_or_si512(pv, _mm512_slli_epi32(_mm512_add_epi32(l0, _mm512_srli_epi32(e, 28)),
+                                                    24));
+  /* pairs: code (20 bits) | length << 24; now two to a 64-bit lane */
+  __m512i pl0 = _mm512_and_si512(_mm512_srli_epi64(p, 24), len5);
+  __m512i pc1 = _mm512_and_si512(_mm512_srli_epi64(p, 32), lo24);
+  *v = _mm512_or_si512(_mm512_and_si512(p, lo24), _mm512_sllv_epi64(pc1, pl0));
+  *l = _mm512_add_epi64(pl0, _mm512_srli_epi64(p, 56));
+}
+
+TARGET_AVX512 static size_t qsgd_pack_avx512(const uint16_t *code16, const uint8_t *sym,
+                                             size_t m, gc__bw *w)
+{
+  const __m512i tbl = _mm512_loadu_si512((const void *) code16);
+  const __m512i fit = _mm512_set1_epi64(56);
+  uint64_t acc = w->acc;
+  unsigned nb = w->nb;
+  uint8_t *op = w->p;
+  size_t t = 0;
+  /* a group takes at most 80 bytes, and each step stores 8 */
+  if (m < 64 || w->end - op < 96 + 4)
+    return 0;
+  while (nb >= 8) {
+    *op++ = (uint8_t) acc;
+    acc >>= 8;
+    nb -= 8;
+  }
+  for (; t + 64 <= m && w->end - op >= 96; t += 64) {
+    __m512i v4a, l4a, v4b, l4b, v8, l8, v16, l16, v32, l32;
+    if (!_mm512_test_epi8_mask(_mm512_loadu_si512((const void *) (sym + t)),
+                               _mm512_set1_epi8(0x1f))) {
+      /* 64 level-0 entries (code "1" each: the common case of one large
+       * bucket) skip the joins */
+      for (unsigned j = 0; j < 2; j++) {
+        acc |= (uint64_t) 0xffffffffu << nb;
+        memcpy(op, &acc, 8);
+        op += 4;
+        acc >>= 32;
+      }
+      continue;
+    }
+    four_codes(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *) (sym + t))), tbl,
+               &v4a, &l4a);
+    four_codes(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *) (sym + t + 32))), tbl,
+               &v4b, &l4b);
+    join_lanes(v4a, l4a, v4b, l4b, &v8, &l8);
+    join_lanes(v8, l8, v8, l8, &v16, &l16);
+    join_lanes(v16, l16, v16, l16, &v32, &l32);
+    uint64_t val[16], len[16];
+    unsigned steps;
+    /* a longer piece does not fit: its value above bit 64 is lost, but
+     * then a piece below it is used */
+    if (!_mm512_mask_cmpgt_epu64_mask(0x03, l32, fit)) {
+      _mm512_storeu_si512((void *) val, v32);
+      _mm512_storeu_si512((void *) len, l32);
+      steps = 2;
+    } else if (!_mm512_mask_cmpgt_epu64_mask(0x0f, l16, fit)) {
+      _mm512_storeu_si512((void *) val, v16);
+      _mm512_storeu_si512((void *) len, l16);
+      steps = 4;
+    } else if (!_mm512_cmpgt_epu64_mask(l8, fit)) {
+      _mm512_storeu_si512((void *) val, v8);
+      _mm512_storeu_si512((void *) len, l8);
+      steps = 8;
+    } else {
+      _mm512_storeu_si512((void *) val, v4a);
+      _mm512_storeu_si512((void *) (val + 8), v4b);
+      _mm512_storeu_si512((void *) len, l4a);
+      _mm512_storeu_si512((void *) (len + 8), l4b);
+      steps = 16;
+    }
+    for (unsigned j = 0; j < steps; j++) {   /* nb < 8 before each step */
+      acc |= val[j] << nb;
+      nb += (unsigned) len[j];
+      memcpy(op, &acc, 8);
+      op += nb >> 3;
+      acc >>= nb & 56;
+      nb &= 7;
+    }
+  }
+  w->acc = acc;
+  w->nb = nb;
+  w->p = op;
+  return t;
 }
 #endif
 

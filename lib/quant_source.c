@@ -311,10 +311,16 @@ INLINE size_t FN(qsgd_syms_isa)(const REAL *xc, const uint16_t *uc, size_t m, do
 
 /* The codes of the symbols sym[0, m) (m <= CHUNK) appended to w. */
 INLINE void FN(qsgd_pack_chunk)(const qstate *q, const uint8_t *sym, size_t m,
-                                  gc__bw *w)
+                                  gc__bw *w, u16_fill *fill)
 {
   gc__bw lw = *w;   /* a local copy stays in registers: byte stores alias */
   size_t t = 0;
+#ifdef HAVE_ISA_PATHS
+  if (fill == u16_blocks_avx512)   /* the kernel of fill's instruction set */
+    t = qsgd_pack_avx512(q->code16, sym, m, &lw);
+#else
+  (void) fill;
+#endif
   if (lw.end - lw.p >= (ptrdiff_t) (6 * m + 16)) {
     /* Room for the chunk's worst case (24 bits an entry) and an 8-byte
      * store past it: four symbols per step with no branch, the
@@ -390,7 +396,7 @@ INLINE size_t FN(qsgd_bucket_body)(const qstate *q, const rngkey *key,
     const REAL *xc = x + c0;
     if (s) {
       nnz += FN(qsgd_syms_isa)(xc, uc, m, k, s, sym, fill);
-      FN(qsgd_pack_chunk)(q, sym, m, w);
+      FN(qsgd_pack_chunk)(q, sym, m, w, fill);
       continue;
     }
     for (size_t t = 0; t < m; t++) {
@@ -453,38 +459,193 @@ static size_t FN(qsgd_bucket_par)(const qstate *q, const rngkey *key, const REAL
   return nnz;
 }
 
+/* Buckets of B < CHUNK entries, s <= PAIR_MAX_S: the run x[lo, hi) of
+ * whole buckets (the last may be short), at most CHUNK entries, with the
+ * norms as sent in norm[]: one fill of the uniforms, the symbols of each
+ * bucket with its own k (as qsgd_bucket_body computes them), one pass of
+ * the writer; returns the nonzero levels.  Coding bucket by bucket filled
+ * a few Philox blocks at a time on the scalar path and wrote each bucket
+ * alone (buckets of 64: 54 ms for d = 2.5e7). */
+INLINE size_t FN(qsgd_run_body)(const qstate *q, const rngkey *key, const REAL *x,
+                                  size_t lo, size_t hi, const REAL *norm, gc__bw *w,
+                                  u16_fill *fill)
+{
+  uint16_t u[CHUNK + 8];
+  uint8_t sym[CHUNK];
+  size_t nnz = 0, B = q->bucket, sh = lo & 7;
+  fill(key, lo >> 3, (sh + hi - lo + 7) >> 3, u);
+  for (size_t a = lo, j = 0; a < hi; a += B, j++) {
+    size_t m = hi - a < B ? hi - a : B;
+    if (norm[j] == 0)   /* every level 0 */
+      memset(sym + (a - lo), 0, m);
+    else
+      nnz += FN(qsgd_syms_isa)(x + a, u + sh + (a - lo), m, (double) q->s / (double) norm[j],
+                               (int) q->s, sym + (a - lo), fill);
+  }
+  FN(qsgd_pack_chunk)(q, sym, hi - lo, w, fill);
+  return nnz;
+}
+
+DISPATCH_RNG(size_t, FN(qsgd_run), FN(qsgd_run_body),
+             (const qstate *q, const rngkey *key, const REAL *x, size_t lo,
+              size_t hi, const REAL *norm, gc__bw *w),
+             q, key, x, lo, hi, norm, w)
+
+/* The norms of the buckets of x[lo, hi) (B < CHUNK entries each, the last
+ * may be short) as bucket_norm gives them; returns nonzero when some entry
+ * is NaN or Inf. */
+static unsigned FN(run_norms)(const REAL *x, size_t lo, size_t hi, size_t B, REAL *norm)
+{
+#if PREC == 32
+  /* a bucket is one block of sumsq: its block sum is its total */
+  double ss[CHUNK];
+  uint32_t amax = 0;
+  size_t nb = sumsq_blocks(x + lo, hi - lo, B, ss, &amax);
+  for (size_t j = 0; j < nb; j++)
+    norm[j] = (REAL) sqrt(ss[j]);
+  return amax >= 0x7f800000u;
+#else
+  unsigned bad = 0;
+  for (size_t a = lo, j = 0; a < hi && !bad; a += B, j++)
+    norm[j] = (REAL) FN(bucket_norm)(x, a, hi - a < B ? hi : a + B, &bad);
+  return bad;
+#endif
+}
+
+/* Bucket b of x: its norm into the message at buf and its codes into w;
+ * adds its nonzero levels to *nnz.  Returns 0, BUCKET_NONFINITE when some
+ * entry is NaN or Inf, or BUCKET_OVERFLOW when the norm overflows REAL. */
+static int FN(qsgd_code_bucket)(const qstate *q, const rngkey *key, const REAL *x,
+                                  size_t b, uint8_t *buf, gc__bw *w, size_t *nnz)
+{
+  size_t lo = b * q->bucket, hi = lo + q->bucket < q->n ? lo + q->bucket : q->n;
+  unsigned bad;
+  REAL norm = (REAL) FN(bucket_norm)(x, lo, hi, &bad);
+  if (bad)
+    return BUCKET_NONFINITE;
+  if (!FN(isfin)(norm))
+    return BUCKET_OVERFLOW;
+  memcpy(buf + HDR + W * b, &norm, W);
+  if (norm == 0) {                     /* every level 0: gamma(1) = "1" */
+    for (size_t i = lo; i < hi; i++)
+      gc__bw_put(w, 1, 1);
+    return 0;
+  }
+  int T = q->scratch ? gc__threads_for(hi - lo, PAR_MIN, SHARES_MAX) : 1;
+  if (T > 1)
+    *nnz += FN(qsgd_bucket_par)(q, key, x, lo, hi, norm, w, T);
+  else
+    *nnz += FN(qsgd_bucket)(q, key, x, lo, hi, norm, w);
+  return 0;
+}
+
+/* Buckets [b0, b1) of x: norms into the message, codes into w, their
+ * nonzero levels added to *nnz; stops at the first bad bucket (*bad_b, the
+ * returned BUCKET_* reason).  Buckets of fewer than CHUNK entries with s
+ * <= PAIR_MAX_S go by runs (qsgd_run); a run with a NaN or Inf again
+ * bucket by bucket, to name the first bad one. */
+static int FN(qsgd_code_buckets)(const qstate *q, const rngkey *key, const REAL *x,
+                                   size_t b0, size_t b1, uint8_t *buf, gc__bw *w,
+                                   size_t *nnz, size_t *bad_b)
+{
+  const size_t B = q->bucket, per_run = q->s <= PAIR_MAX_S && B < CHUNK ? CHUNK / B : 1;
+  REAL norm[CHUNK];
+  for (size_t r0 = b0; r0 < b1; r0 += per_run) {
+    size_t r1 = r0 + per_run < b1 ? r0 + per_run : b1;
+    size_t lo = r0 * B, hi = r1 * B < q->n ? r1 * B : q->n;
+    if (per_run == 1 || FN(run_norms)(x, lo, hi, B, norm)) {
+      for (size_t j = r0; j < r1; j++) {
+        int why = FN(qsgd_code_bucket)(q, key, x, j, buf, w, nnz);
+        if (why) {
+          *bad_b = j;
+          return why;
+        }
+      }
+      continue;
+    }
+    for (size_t j = r0; j < r1; j++) {
+      if (!FN(isfin)(norm[j - r0])) {
+        *bad_b = j;
+        return BUCKET_OVERFLOW;
+      }
+      memcpy(buf + HDR + W * j, &norm[j - r0], W);
+    }
+    *nnz += FN(qsgd_run)(q, key, x, lo, hi, norm, w);
+  }
+  return 0;
+}
+
+/* Buckets smaller than PAR_MIN (s <= PAIR_MAX_S) on T <= SHARES_MAX
+ * OpenMP threads: share t, the buckets [nb t / T, nb (t+1) / T), is coded
+ * bucket by bucket as on one thread, share 0 straight into w and the
+ * others into their place in q->scratch, then appended in order (as
+ * qsgd_bucket_par does within a bucket): the same bits for any T.  A share
+ * stops at its first bad bucket; the first bad bucket of all, which the
+ * caller reports, is that of the first share with one (*bad_b, the
+ * returned BUCKET_* reason). */
+static int FN(qsgd_shares)(const qstate *q, const rngkey *key, const REAL *x, uint8_t *buf,
+                             gc__bw *w, int T, size_t *nnz, size_t *bad_b)
+{
+  const size_t per = qsgd_entry_bits(q);
+  size_t b[SHARES_MAX + 1], cnt[SHARES_MAX], first[SHARES_MAX];
+  int why[SHARES_MAX];
+  uint8_t *start[SHARES_MAX], *next = q->scratch;
+  gc__bw part[SHARES_MAX];
+  for (int t = 0; t <= T; t++)
+    b[t] = q->nb * (size_t) t / (size_t) T;
+  part[0] = *w;
+  for (int t = 1; t < T; t++) {
+    size_t lo = b[t] * q->bucket, hi = b[t + 1] * q->bucket < q->n ? b[t + 1] * q->bucket : q->n;
+    size_t room = (per * (hi - lo) + 7) / 8 + SHARE_SLACK;
+    start[t] = next;
+    gc__bw_init(&part[t], next, room);
+    next += room;
+  }
+  #pragma omp parallel for schedule(static, 1) num_threads(T)
+  for (int t = 0; t < T; t++) {
+    gc__bw lw = part[t];   /* a local writer: the array's entries share lines */
+    size_t c = 0;
+    why[t] = FN(qsgd_code_buckets)(q, key, x, b[t], b[t + 1], buf, &lw, &c, &first[t]);
+    part[t] = lw;
+    cnt[t] = c;
+  }
+  *w = part[0];
+  for (int t = 0; t < T; t++) {
+    if (why[t]) {
+      *bad_b = first[t];
+      return why[t];
+    }
+    *nnz += cnt[t];
+    if (t > 0) {
+      w->over |= part[t].over;
+      bw_append(w, start[t], (size_t) (part[t].p - start[t]), part[t].acc, part[t].nb);
+    }
+  }
+  return 0;
+}
+
 static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
                              gc_compress_info *info)
 {
   const qstate *q = st;
-  size_t n = q->n, B = q->bucket, off = HDR + W * q->nb, nnz = 0;
+  size_t n = q->n, off = HDR + W * q->nb, nnz = 0, bad_b = 0;
   const rngkey key = { q->seed, q->stream, step };
   GC_TRY(FN(check_cap)(x, n, cap, off, "qsgd"));
   buf[0] = TAG_QSGD;
   buf[1] = PREC;
   gc__bw w;
   gc__bw_init(&w, buf + off, cap - off);
-  for (size_t b = 0; b < q->nb; b++) {
-    size_t lo = b * B, hi = lo + B < n ? lo + B : n;
-    unsigned bad;
-    REAL norm = (REAL) FN(bucket_norm)(x, lo, hi, &bad);
-    if (bad)   /* the earlier buckets are finite: this names x[lo, hi) */
-      return FN(check_finite)(x, n, "qsgd");
-    if (!FN(isfin)(norm))
-      GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", b, PREC);
-    memcpy(buf + HDR + W * b, &norm, W);
-    if (norm == 0) {                     /* every level 0: gamma(1) = "1" */
-      for (size_t i = lo; i < hi; i++)
-        gc__bw_put(&w, 1, 1);
-      continue;
-    }
-    int T = q->scratch ? gc__threads_for(hi - lo, PAR_MIN, SHARES_MAX) : 1;
-    if (T > 1)
-      nnz += FN(qsgd_bucket_par)(q, &key, x, lo, hi, norm, &w, T);
-    else
-      nnz += FN(qsgd_bucket)(q, &key, x, lo, hi, norm, &w);
-  }
+  int why = 0;
+  int T = q->scratch && q->bucket < PAR_MIN ? gc__threads_for(n, PAR_MIN, SHARES_MAX) : 1;
+  if (T > 1)
+    why = FN(qsgd_shares)(q, &key, x, buf, &w, T, &nnz, &bad_b);
+  else
+    why = FN(qsgd_code_buckets)(q, &key, x, 0, q->nb, buf, &w, &nnz, &bad_b);
+  if (why == BUCKET_NONFINITE)   /* the earlier buckets are finite: this names bucket bad_b */
+    return FN(check_finite)(x, n, "qsgd");
+  if (why == BUCKET_OVERFLOW)
+    GC_ERRORF(GC_EDOM, "qsgd: norm of bucket %zu overflows float%d", bad_b, PREC);
   if (gc__bw_finish(&w) != 0)
     GC_ERRORF(GC_ENOSPACE, "qsgd: message does not fit in %zu bytes "
               "(gc_compressor_max_bytes always does)", cap);

@@ -784,6 +784,124 @@ Test(dispatch, quant_paths_bit_identical)
   gc__isa_force(saved);
 }
 
+/* qsgd's messages with many small buckets equal the message written
+ * straight from the definition (qsgd_reference, on the SSE2 path), and
+ * every path equals the SSE2 path: buckets that
+ * straddle the AVX-512 writer's groups of 64 symbols and the 1024-entry
+ * chunks, and magnitudes that swing within a few buckets, so that groups
+ * of 64 level-0 symbols, groups joined into 32s, 16s, 8s and fours (the
+ * pieces that fit 56 bits) and every level up to s = 15 all occur; runs
+ * of zeros and a zero bucket too.  Both precisions share the writer. */
+/* The qsgd message of x (as float32 when w == 4, else float64) written
+ * straight from its definition (quant.c): each bucket's norm, then entry
+ * by entry gamma(level + 1) and a sign bit.  The float32 norm sums squares
+ * in double in sixteen lanes per block of 1024 (lane i mod 16, then the
+ * lanes folded by halves), the blocks pairwise; the float64 norm scales by
+ * the largest magnitude.  Returns the length. */
+static size_t qsgd_reference(const double *x, size_t n, unsigned s, size_t bucket, size_t w,
+                             uint64_t seed, uint32_t step, uint8_t *out, size_t cap)
+{
+  size_t B = bucket && bucket < n ? bucket : n, nb = (n + B - 1) / B, off = 2 + w * nb;
+  gc__bw bw;
+  gc__bw_init(&bw, out + off, cap - off);
+  out[0] = 0xD3;
+  out[1] = (uint8_t) (8 * w);
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = b * B, hi = lo + B < n ? lo + B : n;
+    double norm;
+    if (w == 4) {
+      gc__pairwise t = {{0}, 0, 0};
+      for (size_t k = lo; k < hi; k += 1024) {
+        double acc[16] = {0};
+        for (size_t i = k; i < hi && i < k + 1024; i++)
+          acc[(i - k) % 16] += x[i] * x[i];
+        for (unsigned h = 8; h; h >>= 1)
+          for (unsigned j = 0; j < h; j++)
+            acc[j] += acc[j + h];
+        gc__pairwise_push(&t, acc[0]);
+      }
+      float f = (float) sqrt(gc__pairwise_total(&t));
+      memcpy(out + 2 + 4 * b, &f, 4);
+      norm = f;
+    } else {
+      double amax = 0, ss = 0;
+      for (size_t i = lo; i < hi; i++)
+        amax = fabs(x[i]) > amax ? fabs(x[i]) : amax;
+      for (size_t i = lo; i < hi && amax > 0; i++)
+        ss += (x[i] / amax) * (x[i] / amax);
+      norm = amax * sqrt(ss);
+      memcpy(out + 2 + 8 * b, &norm, 8);
+    }
+    for (size_t i = lo; i < hi; i++) {
+      unsigned xi = 0;
+      if (norm > 0) {
+        double r = fabs(x[i]) * ((double) s / norm), l = floor(r);
+        xi = (unsigned) l + ((double) gc_rng_u16(seed, 0, step, i) < (r - l) * 65536.0);
+        xi = xi < s ? xi : s;
+      }
+      gc__bw_gamma(&bw, xi + 1);
+      if (xi)
+        gc__bw_put(&bw, x[i] < 0, 1);
+    }
+  }
+  cr_assert(eq(int, gc__bw_finish(&bw), 0));
+  return (size_t) (bw.p - out);
+}
+
+Test(dispatch, qsgd_small_buckets_bit_identical)
+{
+  const size_t n = 20011;
+  double *xd = malloc(n * sizeof *xd);
+  float *xf = malloc(n * sizeof *xf);
+  gc_test_fill_normal(xd, n, 4242);
+  for (size_t i = 0; i < n; i++) {
+    xd[i] *= exp(4.0 * sin((double) i / 97.0));   /* e^-4 .. e^4 across ~300 entries */
+    if (i % 3001 < 150)
+      xd[i] = 0;                                  /* zero runs, some whole buckets */
+    xf[i] = (float) xd[i];
+  }
+  double *xr = malloc(n * sizeof *xr);   /* the float32 values, for the reference */
+  for (size_t i = 0; i < n; i++)
+    xr[i] = xf[i];
+  static const size_t buckets[] = {1, 2, 3, 7, 63, 64, 65, 127, 511, 512, 1023, 1024, 1025, 4099};
+  static const unsigned levels[] = {1, 2, 7, 15, 16};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  for (size_t a = 0; a < sizeof buckets / sizeof buckets[0]; a++)
+    for (size_t b = 0; b < sizeof levels / sizeof levels[0]; b++) {
+      gc_compressor *c = make("qsgd", n, levels[b], buckets[a], 0, 555);
+      size_t cap = gc_compressor_max_bytes(c), l32, l64, m32, m64;
+      uint8_t *r32 = malloc(cap), *r64 = malloc(cap), *b32 = malloc(cap), *b64 = malloc(cap);
+      gc__isa_force(GC__ISA_SSE2);
+      encode_both(c, xf, xd, 3, r32, &l32, r64, &l64, cap);
+      size_t lr = qsgd_reference(xr, n, levels[b], buckets[a], 4, 555, 3, b32, cap);
+      cr_assert(eq(sz, l32, lr), "s=%u bucket=%zu: float32 length", levels[b], buckets[a]);
+      cr_assert(eq(int, memcmp(b32, r32, lr), 0), "s=%u bucket=%zu: float32 bytes as defined",
+                levels[b], buckets[a]);
+      lr = qsgd_reference(xd, n, levels[b], buckets[a], 8, 555, 3, b64, cap);
+      cr_assert(eq(sz, l64, lr), "s=%u bucket=%zu: float64 length", levels[b], buckets[a]);
+      cr_assert(eq(int, memcmp(b64, r64, lr), 0), "s=%u bucket=%zu: float64 bytes as defined",
+                levels[b], buckets[a]);
+      for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
+        gc__isa_force(isa);
+        encode_both(c, xf, xd, 3, b32, &m32, b64, &m64, cap);
+        cr_assert(eq(sz, m32, l32), "s=%u bucket=%zu %s: float32 length", levels[b],
+                  buckets[a], gc__isa_name(isa));
+        cr_assert(eq(int, memcmp(b32, r32, l32), 0), "s=%u bucket=%zu %s: float32 bytes",
+                  levels[b], buckets[a], gc__isa_name(isa));
+        cr_assert(eq(sz, m64, l64), "s=%u bucket=%zu %s: float64 length", levels[b],
+                  buckets[a], gc__isa_name(isa));
+        cr_assert(eq(int, memcmp(b64, r64, l64), 0), "s=%u bucket=%zu %s: float64 bytes",
+                  levels[b], buckets[a], gc__isa_name(isa));
+      }
+      free(r32); free(r64); free(b32); free(b64);
+      gc_compressor_free(c);
+    }
+  gc__isa_force(saved);
+  free(xd);
+  free(xf);
+  free(xr);
+}
+
 /* The randomness contract, entry by entry, on the widest path: terngrad
  * sends entry i iff gc_rng_u16(i) < min(|x_i|, c) 2^16 / s, and qsgd's
  * level is l + [gc_rng_u16(i) < (r - l) 2^16], r = |x_i| s / norm (the

@@ -3,6 +3,7 @@
  * thread reaches the caller with its message; the compressors' and the
  * vector passes' own loops likewise. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -158,11 +159,12 @@ Test(threads, compressor_loops_bit_identical)
 #endif
 }
 
-/* qsgd on T threads codes each thread's share of a bucket into its own
- * stream and appends the streams at bit offsets: the message of one
- * thread for T = 2..5 (shares ending at every bit alignment), s = 1, 4
- * and 15 (one, three and up to nine bits an entry), one bucket and
- * buckets of 2^18 + 5 (the last one short), N(0,1) entries with zeros. */
+/* qsgd on T threads codes each thread's share of a bucket, or of the
+ * buckets when they are small, into its own stream and appends the
+ * streams at bit offsets: the message of one thread for T = 2..5 (shares
+ * ending at every bit alignment), s = 1, 4 and 15 (one, three and up to
+ * nine bits an entry), one bucket, buckets of 2^18 + 5 (the last one
+ * short) and small buckets (7, 512, 4099), N(0,1) entries with zeros. */
 Test(threads, qsgd_shares_bit_identical)
 {
 #ifndef _OPENMP
@@ -174,7 +176,8 @@ Test(threads, qsgd_shares_bit_identical)
   for (size_t i = 0; i < M; i += 5)
     x[i] = 0.0f;
   static const struct { unsigned s; size_t bucket; } cfg[] = {
-    {1, 0}, {4, 0}, {15, 0}, {4, (1 << 18) + 5}, {15, (1 << 18) + 5}};
+    {1, 0}, {4, 0}, {15, 0}, {4, (1 << 18) + 5}, {15, (1 << 18) + 5}, {15, 7}, {4, 512},
+    {1, 4099}};
   int saved = omp_get_max_threads();
   for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
     gc_compressor_params p;
@@ -199,6 +202,50 @@ Test(threads, qsgd_shares_bit_identical)
     gc_compressor_free(c);
   }
   omp_set_num_threads(saved);
+  free(x);
+#endif
+}
+
+/* With small buckets on T threads, the error names the first bad bucket
+ * of all, as on one thread: a bucket whose float32 norm overflows, before
+ * or after a NaN that lies in a later share. */
+Test(threads, qsgd_small_buckets_first_bad_bucket, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { M = (1 << 19) + 77 };
+  float *x = malloc(M * sizeof *x);
+  gc_test_fill_normal_f32(x, M, 78);
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.levels = 4;
+  p.bucket = 1000;
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name("qsgd"), M, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int saved = omp_get_max_threads();
+  static const size_t big_at[] = {M - 5, 1234};   /* after, before the NaN */
+  for (size_t j = 0; j < 2; j++) {
+    x[M / 2 + 17] = NAN;
+    for (size_t i = 0; i < 4; i++)
+      x[big_at[j] + i] = 3e38f;                   /* the bucket's norm overflows */
+    omp_set_num_threads(1);
+    int rc1 = gc_compress_f32(c, x, 2, buf, cap, &len, NULL);
+    char why1[256];
+    snprintf(why1, sizeof why1, "%s", gc_last_error());
+    cr_assert(eq(int, rc1, GC_EDOM));
+    for (int T = 2; T <= 3; T++) {
+      omp_set_num_threads(T);
+      cr_assert(eq(int, gc_compress_f32(c, x, 2, buf, cap, &len, NULL), rc1));
+      cr_assert(eq(str, (char *) gc_last_error(), why1), "T=%d", T);
+    }
+    for (size_t i = 0; i < 4; i++)
+      x[big_at[j] + i] = 0.5f;
+  }
+  omp_set_num_threads(saved);
+  free(buf);
+  gc_compressor_free(c);
   free(x);
 #endif
 }
