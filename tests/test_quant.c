@@ -724,6 +724,32 @@ Test(quant, other_corrupt_bodies, .init = gc_test_quiet)
 
 /* ---- dispatched kernels: every instruction set, one definition ----------- */
 
+/* c's float32 message of x at step on every vector path the CPU has
+ * equals the SSE2 path's: length, bytes and nonzeros; what names the case
+ * in a failure.  ref (gc_compressor_max_bytes(c)) receives the SSE2
+ * message, whose length is returned.  Leaves the SSE2 path forced. */
+static size_t f32_same_on_every_path(gc_compressor *c, const float *x, uint32_t step,
+                                     uint8_t *ref, const char *what)
+{
+  size_t cap = gc_compressor_max_bytes(c), l0, l1;
+  uint8_t *buf = malloc(cap);
+  gc_compress_info i0, i1;
+  gc__isa_force(GC__ISA_SSE2);
+  cr_assert(eq(int, gc_compress_f32(c, x, step, ref, cap, &l0, &i0), GC_SUCCESS), "%s",
+            what);
+  for (int isa = GC__ISA_AVX2; isa <= gc__isa_cpu(); isa++) {
+    gc__isa_force(isa);
+    cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &l1, &i1), GC_SUCCESS));
+    cr_assert(eq(sz, l1, l0), "%s %s: length", what, gc__isa_name(isa));
+    cr_assert(eq(int, memcmp(buf, ref, l0), 0), "%s %s: bytes", what, gc__isa_name(isa));
+    cr_assert(eq(sz, i1.nnz, i0.nnz), "%s %s: nonzeros", what, gc__isa_name(isa));
+  }
+  gc__isa_force(GC__ISA_SSE2);
+  free(buf);
+  return l0;
+}
+
+
 /* The message of each compressor at every vector path the CPU has
  * (gc__isa_force) equals the SSE2 path's byte for byte: odd lengths, chunk
  * and bucket boundaries off the 8-entry Philox groups, the pair-table and
@@ -1040,14 +1066,13 @@ Test(dispatch, qsgd_paths_agree_at_ties)
   x[n - 1] = 0.0f;
   static const struct { unsigned s; size_t bucket; } cfg[] = {
     {4, 0}, {1, 0}, {3, 0}, {8, 0}, {15, 0}, {4, ((size_t) 1 << 18) + 5}, {2, 1000}};
-  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  int saved = gc__isa_force(GC__ISA_SSE2);
   for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
     gc_compressor *c = make("qsgd", n, cfg[j].s, cfg[j].bucket, 0, seed);
-    size_t cap = gc_compressor_max_bytes(c), l0, l1;
-    uint8_t *ref = malloc(cap), *buf = malloc(cap);
-    gc_compress_info i0, i1;
-    gc__isa_force(GC__ISA_SSE2);
-    cr_assert(eq(int, gc_compress_f32(c, x, 5, ref, cap, &l0, &i0), GC_SUCCESS));
+    uint8_t *ref = malloc(gc_compressor_max_bytes(c));
+    char what[64];
+    snprintf(what, sizeof what, "s=%u bucket=%zu", cfg[j].s, cfg[j].bucket);
+    f32_same_on_every_path(c, x, 5, ref, what);
     if (cfg[j].s == 4 && cfg[j].bucket == 0) {
       float norm;
       memcpy(&norm, ref + 2, sizeof norm);
@@ -1059,17 +1084,7 @@ Test(dispatch, qsgd_paths_agree_at_ties)
       }
       cr_assert(gt(sz, ties, 0), "some uniform ties its threshold");
     }
-    for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
-      gc__isa_force(isa);
-      cr_assert(eq(int, gc_compress_f32(c, x, 5, buf, cap, &l1, &i1), GC_SUCCESS));
-      cr_assert(eq(sz, l1, l0), "s=%u bucket=%zu %s: length", cfg[j].s, cfg[j].bucket,
-                gc__isa_name(isa));
-      cr_assert(eq(int, memcmp(buf, ref, l0), 0), "s=%u bucket=%zu %s: bytes", cfg[j].s,
-                cfg[j].bucket, gc__isa_name(isa));
-      cr_assert(eq(sz, i1.nnz, i0.nnz), "s=%u %s: nonzeros", cfg[j].s, gc__isa_name(isa));
-    }
     free(ref);
-    free(buf);
     gc_compressor_free(c);
   }
   gc__isa_force(saved);
@@ -1096,24 +1111,14 @@ Test(dispatch, terngrad_paths_agree_at_ties)
     ties += (double) gc_rng_u16(seed, 0, 3, i) == fabs((double) x[i]) * 65536.0;
   cr_assert(gt(sz, ties, 0), "some uniform ties its threshold");
   static const double clips[] = {0, 1.5};
-  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  int saved = gc__isa_force(GC__ISA_SSE2);
   for (size_t j = 0; j < sizeof clips / sizeof clips[0]; j++) {
     gc_compressor *c = make("terngrad", n, 1, 0, clips[j], seed);
-    size_t cap = gc_compressor_max_bytes(c), l0, l1;
-    uint8_t *ref = malloc(cap), *buf = malloc(cap);
-    gc_compress_info i0, i1;
-    gc__isa_force(GC__ISA_SSE2);
-    cr_assert(eq(int, gc_compress_f32(c, x, 3, ref, cap, &l0, &i0), GC_SUCCESS));
-    for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
-      gc__isa_force(isa);
-      cr_assert(eq(int, gc_compress_f32(c, x, 3, buf, cap, &l1, &i1), GC_SUCCESS));
-      cr_assert(eq(sz, l1, l0), "clip %g %s: length", clips[j], gc__isa_name(isa));
-      cr_assert(eq(int, memcmp(buf, ref, l0), 0), "clip %g %s: bytes", clips[j],
-                gc__isa_name(isa));
-      cr_assert(eq(sz, i1.nnz, i0.nnz), "clip %g %s: nonzeros", clips[j], gc__isa_name(isa));
-    }
+    uint8_t *ref = malloc(gc_compressor_max_bytes(c));
+    char what[64];
+    snprintf(what, sizeof what, "clip %g", clips[j]);
+    f32_same_on_every_path(c, x, 3, ref, what);
     free(ref);
-    free(buf);
     gc_compressor_free(c);
   }
   gc__isa_force(saved);
@@ -1259,7 +1264,7 @@ Test(dispatch, quant_paths_agree_at_extreme_scales)
   const size_t n = 70001;
   static const int scales[] = {-140, -110, 0, 100, 999};   /* 999: subnormals and a 1 */
   float *x = malloc(n * sizeof *x);
-  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
+  int saved = gc__isa_force(GC__ISA_SSE2);
   for (size_t j = 0; j < sizeof scales / sizeof scales[0]; j++) {
     gc_test_fill_normal_f32(x, n, 40 + j);
     for (size_t i = 0; i < n; i++)
@@ -1270,23 +1275,12 @@ Test(dispatch, quant_paths_agree_at_extreme_scales)
       {"terngrad", 1, 0}, {"terngrad", 1, 1.5}, {"qsgd", 4, 0}};
     for (size_t q = 0; q < sizeof cfg / sizeof cfg[0]; q++) {
       gc_compressor *c = make(cfg[q].name, n, cfg[q].s, 0, cfg[q].clip, 7);
-      size_t cap = gc_compressor_max_bytes(c), l0, l1;
-      uint8_t *ref = malloc(cap), *buf = malloc(cap);
-      gc_compress_info i0, i1;
-      gc__isa_force(GC__ISA_SSE2);
-      cr_assert(eq(int, gc_compress_f32(c, x, 2, ref, cap, &l0, &i0), GC_SUCCESS));
-      for (int isa = GC__ISA_AVX2; isa <= top; isa++) {
-        gc__isa_force(isa);
-        cr_assert(eq(int, gc_compress_f32(c, x, 2, buf, cap, &l1, &i1), GC_SUCCESS));
-        cr_assert(eq(sz, l1, l0), "%s scale %d %s: length", cfg[q].name, scales[j],
-                  gc__isa_name(isa));
-        cr_assert(eq(int, memcmp(buf, ref, l0), 0), "%s clip %g scale %d %s: bytes",
-                  cfg[q].name, cfg[q].clip, scales[j], gc__isa_name(isa));
-        cr_assert(eq(sz, i1.nnz, i0.nnz), "%s scale %d %s: nonzeros", cfg[q].name,
-                  scales[j], gc__isa_name(isa));
-      }
+      uint8_t *ref = malloc(gc_compressor_max_bytes(c));
+      char what[96];
+      snprintf(what, sizeof what, "%s clip %g scale %d", cfg[q].name, cfg[q].clip,
+               scales[j]);
+      f32_same_on_every_path(c, x, 2, ref, what);
       free(ref);
-      free(buf);
       gc_compressor_free(c);
     }
   }
