@@ -319,6 +319,7 @@ static int report(const opts *o, int st, const gc_train_result *res)
 static volatile sig_atomic_t where[2];   /* epoch, steps (gc_train_config) */
 static char term_note[1200];
 static char stop_file[1100];             /* <out>/stopped.txt */
+static char stop_tmp[1100];              /* written, then renamed to it */
 
 /* Decimal digits of v at out (async-signal-safe); returns the end. */
 static char *put_u(char *out, unsigned long v)
@@ -334,29 +335,53 @@ static char *put_u(char *out, unsigned long v)
   return out;
 }
 
-/* mpirun ends the job with SIGTERM when a rank dies (then SIGKILL): rank 0
- * says where the run was, beside mpirun's line naming the dead rank, and
- * in <out>/stopped.txt first: mpirun may stop forwarding the output of a
- * job it is tearing down before this line reaches it. */
-static void on_term(int sig)
+/* Rank 0's stop record: "... during epoch E at step S" and the note, at
+ * msg (1400 bytes); returns its length.  Async-signal-safe. */
+static size_t stop_record(char *msg)
 {
-  char msg[1400], *p = msg;
   static const char a[] = "gradcomp train: rank 0 (the server) stopped by"
                           " the job's end during epoch ";
   static const char b[] = " at step ";
+  char *p = msg;
   memcpy(p, a, sizeof a - 1);
   p = put_u(p + sizeof a - 1, (unsigned long) where[0]);
   memcpy(p, b, sizeof b - 1);
   p = put_u(p + sizeof b - 1, (unsigned long) where[1]);
   size_t n = strlen(term_note);
   memcpy(p, term_note, n);
-  size_t len = (size_t) (p - msg) + n;
-  int fd = open(stop_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    ssize_t w = write(fd, msg, len);
-    (void) w;
-    close(fd);
-  }
+  return (size_t) (p - msg) + n;
+}
+
+/* Written aside and renamed over the record, so that a SIGKILL in the
+ * middle leaves the earlier record whole. */
+static void write_stop_file(const char *msg, size_t len)
+{
+  int fd = open(stop_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    return;
+  int ok = write(fd, msg, len) == (ssize_t) len;
+  if (close(fd) == 0 && ok)
+    rename(stop_tmp, stop_file);
+}
+
+/* mpirun ends a job whose rank died with SIGCONT, SIGTERM a second later,
+ * then SIGKILL, which at times follows SIGTERM within microseconds, before
+ * a handler runs.  So rank 0 writes where the run was to <out>/stopped.txt
+ * at SIGCONT already (a job-control SIGCONT only leaves the file, which a
+ * finished run removes), and at SIGTERM again and to stderr, beside
+ * mpirun's line naming the dead rank. */
+static void on_cont(int sig)
+{
+  char msg[1400];
+  (void) sig;
+  write_stop_file(msg, stop_record(msg));
+}
+
+static void on_term(int sig)
+{
+  char msg[1400];
+  size_t len = stop_record(msg);
+  write_stop_file(msg, len);
   ssize_t w = write(STDERR_FILENO, "\n", 1);
   w = write(STDERR_FILENO, msg, len);
   (void) w;
@@ -405,6 +430,7 @@ static int train_mpi(opts *o)
     c->quiet = 1;
   } else {
     snprintf(stop_file, sizeof stop_file, "%s/stopped.txt", c->out);
+    snprintf(stop_tmp, sizeof stop_tmp, "%s/stopped.txt.tmp", c->out);
     snprintf(term_note, sizeof term_note, " (mpirun names the rank that died);"
              " the rows of %s/log.csv and the checkpoint of the last finished"
              " epoch are kept; continue with the same options and --resume\n",
@@ -414,11 +440,17 @@ static int train_mpi(opts *o)
     sa.sa_handler = on_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_cont;
+    sa.sa_flags = SA_RESTART;
+    sigaddset(&sa.sa_mask, SIGTERM);   /* one record at a time */
+    sigaction(SIGCONT, &sa, NULL);
   }
   gc_train_result res;
   int st = gc_train_run(c, &res);
-  if (rank == 0 && st == GC_SUCCESS)
-    unlink(stop_file);   /* a stop that --resume has made good */
+  if (rank == 0 && st == GC_SUCCESS) {   /* a stop --resume has made good */
+    unlink(stop_file);
+    unlink(stop_tmp);
+  }
   int rc;
   if (st == GC_SUCCESS || st == GC_EINVAL) {
     /* a bad configuration fails on every rank alike, before any message */

@@ -5,8 +5,9 @@
 # killed (SIGKILL) once two epochs are logged; wait up to 30 s for the job
 # to stop (timeout 90 bounds it if the kill misses), then print
 # rc=<exit status>, the job's output and rank 0's stop record
-# (run/stopped.txt, written before its line to the job's output, which
-# mpirun may drop while tearing the job down), resume the run with --resume
+# (run/stopped.txt, written at mpirun's SIGCONT, a second before its
+# SIGTERM, which SIGKILL can follow before rank 0's line reaches the
+# output), resume the run with --resume
 # under mpirun and print resume_rc=<its exit status>.  test_transport.c
 # checks what it prints, the log rows and the final model bytes.
 dir=$1

@@ -7,8 +7,8 @@
  * workers and writes, per worker, a record: the scalars only a worker can
  * compute (its contractions, its exact gradient's norm) and the vectors the
  * server sums (gradients, accumulator, message, memory).  Under a
- * transport the records travel to the server's process (gather_aux); in
- * one process the server reads them in place.  Either way the server half
+ * transport the records travel to the leader (gather_aux; rank 0 under
+ * MPI); in one process the server half reads them in place.  Either way it
  * sums the same numbers in worker order, so the rows are bit-identical and
  * no process reads another's workers. */
 #include <math.h>
@@ -40,7 +40,7 @@ struct gc_theory_run {
   int has_tr;                /* on a transport (tr below), else in-process */
   gc_transport tr;
   size_t lo, hi;             /* the local workers [lo, hi)                 */
-  int server;                /* this process runs the probes' server half  */
+  int leader;                /* the records land here: the server half    */
   double **clean;            /* local workers' exact gradients (P slots)   */
   double **grads;            /* the same plus noise: given to the step     */
   /* the workers' records as the server half reads them (P each) */
@@ -195,7 +195,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
     r->tr = *tr;
   r->lo = tr ? tr->worker_lo : 0;
   r->hi = tr ? tr->worker_hi : P;
-  r->server = tr ? leader : 1;
+  r->leader = tr ? leader : 1;
   switch (cfg->kind) {
   case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: r->mem = MEM_NONE; break;
   case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
@@ -233,7 +233,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
            (r->grads[p] = calloc(n, sizeof **r->grads));
     /* gather_aux: the local records, and all P where the server runs */
     if (ok && tr)
-      ok = (r->aux = malloc((r->server ? P : r->hi - r->lo) * r->rec_len +
+      ok = (r->aux = malloc((r->leader ? P : r->hi - r->lo) * r->rec_len +
                             1)) != NULL;
     if (!ok)
       gc_error("theory run: out of memory", __FILE__, __LINE__, GC_ENOMEM);
@@ -388,7 +388,7 @@ static int move_records(gc_theory_run *r, uint32_t t)
       }
   }
   GC_TRY(r->tr.type->gather_aux(r->tr.state, t, r->aux, r->rec_len));
-  if (!r->server)
+  if (!r->leader)
     return GC_SUCCESS;
   for (size_t p = 0; p < r->P; p++) {
     const uint8_t *m = r->aux + p * r->rec_len;
@@ -445,7 +445,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     gc_problem_add_noise(prob, p, t, r->grads[p]);
   }
   /* Server half, before the step: what it reads of the model x_t. */
-  if (r->server) {
+  if (r->leader) {
     rw.f_gap = gc_problem_gap(prob, model);
     /* grad F at the model is the mean of the exact worker gradients (taken
      * below), except for EF21-BC, whose workers' point is not the model */
@@ -475,7 +475,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     GC_TRY(worker_record(r, p, t));
   if (r->has_tr)
     GC_TRY(move_records(r, t));
-  if (!r->server) {
+  if (!r->leader) {
     r->steps++;
     if (row)
       *row = rw;
