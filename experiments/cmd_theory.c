@@ -246,11 +246,8 @@ static int make_config(const algo_opts *o, size_t d, gc_algo_config *cfg)
   cfg->down_params.k = o->k_down;
   cfg->down_params.density = o->density_down;
   cfg->down_params.ties = o->ties;
-  if (o->levels) {
-    if (o->levels > 1u << 20)
-      return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
+  if (o->levels)   /* checked where --levels is taken */
     cfg->up_params.levels = cfg->down_params.levels = (unsigned) o->levels;
-  }
   return 0;
 }
 

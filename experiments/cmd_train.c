@@ -368,20 +368,15 @@ static void write_stop_file(const char *msg, size_t len)
  * then SIGKILL, which at times follows SIGTERM within microseconds, before
  * a handler runs.  So rank 0 writes where the run was to <out>/stopped.txt
  * at SIGCONT already (a job-control SIGCONT only leaves the file, which a
- * finished run removes), and at SIGTERM again and to stderr, beside
- * mpirun's line naming the dead rank. */
-static void on_cont(int sig)
-{
-  char msg[1400];
-  (void) sig;
-  write_stop_file(msg, stop_record(msg));
-}
-
-static void on_term(int sig)
+ * finished run removes), and at SIGTERM again, then to stderr beside
+ * mpirun's line naming the dead rank, and ends. */
+static void on_stop(int sig)
 {
   char msg[1400];
   size_t len = stop_record(msg);
   write_stop_file(msg, len);
+  if (sig != SIGTERM)
+    return;
   ssize_t w = write(STDERR_FILENO, "\n", 1);
   w = write(STDERR_FILENO, msg, len);
   (void) w;
@@ -437,12 +432,12 @@ static int train_mpi(opts *o)
              c->out);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_cont;
+    sa.sa_handler = on_stop;
     sa.sa_flags = SA_RESTART;
-    sigaddset(&sa.sa_mask, SIGTERM);   /* one record at a time */
+    sigemptyset(&sa.sa_mask);   /* one record at a time */
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGCONT);
+    sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGCONT, &sa, NULL);
   }
   gc_train_result res;

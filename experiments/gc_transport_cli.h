@@ -17,7 +17,6 @@ typedef struct gc_transport_opts {
   int mpi;                 /* --transport mpi (default inproc)        */
   const char *save_x;      /* --save-x FILE: the final iterate (.npy) */
   struct gc_traj_mpi *run; /* set by gc_trajectory_transport_begin   */
-  size_t n;                /* the run's dimension (begin sets it)     */
   const char *net_bw, *net_lat, *net_csv;   /* --net-bandwidth/-latency/-csv */
   gc_algo_config cfg;      /* the run's configuration (begin sets it) */
 } gc_transport_opts;

@@ -69,7 +69,6 @@ static gc_algo_config run_config(const gc_problem *prob,
 #ifdef HAVE_MPI
 struct gc_traj_mpi {
   gc_mpi *m;
-  gc_algo_config cfg;
 };
 
 static const char CMD[] = "theory";
@@ -109,14 +108,15 @@ static int gather_finals(struct gc_traj_mpi *t, const double *x, size_t n,
  * agree: sent by the workers, received (MPI_Get_count) and in the ledger.
  * Dense and random-K allreduce go through rank 0, while their ledger
  * counts the ring the method stands for: printed side by side. */
-static int server_check(struct gc_traj_mpi *t, gc_theory_run *r)
+static int server_check(gc_transport_opts *o, gc_theory_run *r)
 {
+  struct gc_traj_mpi *t = o->run;
   gc_sim *sim = gc_theory_run_sim(r);
-  size_t P = t->cfg.workers;
+  size_t P = o->cfg.workers;
   uint64_t *all = calloc((P + 1) * NF, sizeof *all);
   if (!all)
     return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
-  if (gather_finals(t, gc_sim_point(sim), t->cfg.n, all) != GC_SUCCESS) {
+  if (gather_finals(t, gc_sim_point(sim), o->cfg.n, all) != GC_SUCCESS) {
     free(all);
     return gc_cli_fail(CMD, GC_EMPI, "the final check across ranks failed");
   }
@@ -134,7 +134,7 @@ static int server_check(struct gc_traj_mpi *t, gc_theory_run *r)
   free(all);
   const gc_ledger *l = gc_sim_ledger(sim);
   uint64_t lup = gc_ledger_total(l, GC_UP), ldown = gc_ledger_total(l, GC_DOWN);
-  gc_algo_kind k = t->cfg.kind;
+  gc_algo_kind k = o->cfg.kind;
   int ring = k == GC_ALGO_ALLREDUCE || k == GC_ALGO_ALLREDUCE_RANDK;
   /* allgather: each worker receives the P-1 others' messages */
   uint64_t up_moved = k == GC_ALGO_ALLGATHER ? recv_workers : recv0;
@@ -184,7 +184,6 @@ int gc_trajectory_transport_begin(gc_transport_opts *o,
                                   const gc_transport **tr, int *leader)
 {
   o->run = NULL;
-  o->n = prob->n;
   o->cfg = run_config(prob, cfg);
   *tr = NULL;
   *leader = 1;
@@ -199,8 +198,7 @@ int gc_trajectory_transport_begin(gc_transport_opts *o,
   struct gc_traj_mpi *t = calloc(1, sizeof *t);
   if (!t)
     return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
-  t->cfg = o->cfg;
-  if (!(t->m = gc_mpi_alloc(MPI_COMM_WORLD, &t->cfg))) {
+  if (!(t->m = gc_mpi_alloc(MPI_COMM_WORLD, &o->cfg))) {
     free(t);
     int rc = gc_cli_fail(CMD, gc_last_error_code(), "--transport mpi: "
                          "run it as mpirun -n %zu (P+1)", prob->workers + 1);
@@ -258,7 +256,7 @@ int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
   struct gc_traj_mpi *t = o->run;
   if (t && gc_mpi_rank(t->m) > 0) {   /* a worker rank: the final check */
     uint64_t unused[NF];
-    if (!rc && gather_finals(t, gc_sim_point(gc_theory_run_sim(r)), t->cfg.n,
+    if (!rc && gather_finals(t, gc_sim_point(gc_theory_run_sim(r)), o->cfg.n,
                              unused) != GC_SUCCESS)
       rc = gc_cli_fail(CMD, GC_EMPI, "rank %d: final check failed",
                        gc_mpi_rank(t->m));
@@ -268,7 +266,7 @@ int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
   if (!rc && o->net_bw)
     rc = net_report(o, r);
   if (!rc && o->save_x) {
-    size_t n = o->n;
+    size_t n = o->cfg.n;
     int st = gc_npy_write(o->save_x, GC_F64, 1, &n,
                           gc_sim_model(gc_theory_run_sim(r)));
     if (st != GC_SUCCESS)
@@ -278,7 +276,7 @@ int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
 #ifdef HAVE_MPI
   if (o->run) {
     if (!rc)
-      rc = server_check(o->run, r);
+      rc = server_check(o, r);
     return mpi_finish(o, rc);
   }
 #endif

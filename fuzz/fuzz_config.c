@@ -19,8 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
   gc_train_config_default(&o.c);
   if (parse(&o, ac, av, 1) == 0) {
     /* what gc_cmd_train does next with the parsed names */
-    const char *model = o.c.model && *o.c.model ? o.c.model
-                        : gc_nn_model_default(o.c.dataset);
+    const char *model = gc_train_config_model(&o.c);
     if (!o.lr_set)
       o.c.lr = tuned_lr(model, o.c.workers, o.c.algorithm);
   }

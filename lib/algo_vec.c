@@ -22,7 +22,7 @@
  * OpenMP threads with the same results for any thread count.  Short
  * vectors, and calls from a parallel region (a worker's step among
  * others), run the kernel once over the whole range, without OpenMP. */
-enum { VPAR = 1 << 16, VPIECE = 1 << 15 };
+enum { VPIECE = 1 << 15 };
 
 typedef struct {
   int dt;
@@ -34,17 +34,13 @@ typedef struct {
 /* A pass over [lo, hi): returns its non-finite flag, adds to *cnt. */
 typedef int (*vkernel)(const vargs *v, size_t lo, size_t hi, size_t *cnt);
 
-static int par(size_t n)
-{
-  return gc__threads_for(n, VPAR, 0) > 1;
-}
 
 static inline __attribute__((always_inline)) int
 vrun(vkernel k, const vargs *v, size_t n, size_t *cnt)
 {
   size_t c = 0;
   int bad = 0;
-  if (!par(n)) {
+  if (!gc__vec_par(n)) {
     bad = k(v, 0, n, &c);
   } else {
     size_t np = (n + VPIECE - 1) / VPIECE;

@@ -27,6 +27,13 @@ static inline int gc__threads_for(size_t n, size_t min, int cap)
 #endif
 }
 
+/* Whether a per-coordinate vector pass of length n is worth the threads
+ * (one size for the error-feedback passes and the probes' sums). */
+static inline int gc__vec_par(size_t n)
+{
+  return gc__threads_for(n, 1 << 16, 0) > 1;
+}
+
 /* The precision templates (sparse_source.c, quant_source.c, wire_source.c,
  * lowrank_source.c) are included once per REAL with SFX = f32 or f64;
  * FN(encode) names encode_f32 or encode_f64 there. */

@@ -173,12 +173,18 @@ static size_t qsgd_entry_bits(const qstate *q)
   return gc__gamma_len((uint64_t) q->s + 1) + 1;
 }
 
-/* Room for the streams of all shares but the first, of one bucket
- * (qsgd_bucket_par) or of the whole vector (qsgd_shares). */
+/* The entries the threads' shares split: one bucket (qsgd_bucket_par) or
+ * the whole vector (qsgd_shares). */
+static size_t qsgd_share_span(const qstate *q)
+{
+  return q->bucket >= PAR_MIN ? q->bucket : q->n;
+}
+
+/* Room for the streams of all shares but the first. */
 static size_t qsgd_scratch_bytes(const qstate *q)
 {
-  size_t span = q->bucket >= PAR_MIN ? q->bucket : q->n;
-  return (qsgd_entry_bits(q) * span + 7) / 8 + SHARES_MAX * (SHARE_SLACK + 1);
+  return (qsgd_entry_bits(q) * qsgd_share_span(q) + 7) / 8 +
+         SHARES_MAX * (SHARE_SLACK + 1);
 }
 
 static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
@@ -190,10 +196,12 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   q->bucket = p->bucket && p->bucket < n ? p->bucket : n;
   q->nb = (n + q->bucket - 1) / q->bucket;
   q->scratch = NULL;
+#ifdef _OPENMP   /* only threads write shares */
   if (q->s <= PAIR_MAX_S && n >= PAR_MIN &&
       !(q->scratch = malloc(qsgd_scratch_bytes(q))))
     GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of %zu entries",
-              q->bucket >= PAR_MIN ? q->bucket : n);
+              qsgd_share_span(q));
+#endif
   if (q->s <= PAIR_MAX_S)
     for (unsigned a = 0; a < 32; a++) {
       uint32_t ca = sym_code(a);
@@ -518,6 +526,24 @@ INLINE size_t bf16_count_body(const float *x, size_t n, uint8_t *out, uint32_t *
   return nnz;
 }
 
+/* The end of a block's sums: the tail x[i, m) into lanes 0.. (and its
+ * magnitudes into *amax), then the sixteen lanes folded pairwise. */
+INLINE double sumsq_block_finish(double acc[16], const float *x, size_t i, size_t m,
+                                 uint32_t *amax)
+{
+  for (unsigned j = 0; i + j < m; j++) {
+    acc[j] += (double) x[i + j] * (double) x[i + j];
+    uint32_t b;
+    memcpy(&b, x + i + j, sizeof b);
+    b &= 0x7fffffffu;
+    *amax = b > *amax ? b : *amax;
+  }
+  for (unsigned h = 8; h; h >>= 1)
+    for (unsigned j = 0; j < h; j++)
+      acc[j] += acc[j + h];
+  return acc[0];
+}
+
 /* sum x_i^2 over x[0, m), m <= SUM_BLOCK, in double (each square is
  * exact): sixteen lane sums, lane j adding x_j, x_{j+16}, ... in order,
  * then folded by halves (lane j += lane j + h, h = 8, 4, 2, 1); *amax gets
@@ -530,14 +556,9 @@ INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
   for (; i + 16 <= m; i += 16)
     for (unsigned j = 0; j < 16; j++)
       acc[j] += (double) x[i + j] * (double) x[i + j];
-  for (unsigned j = 0; i + j < m; j++)
-    acc[j] += (double) x[i + j] * (double) x[i + j];
-  for (unsigned h = 8; h; h >>= 1)
-    for (unsigned j = 0; j < h; j++)
-      acc[j] += acc[j + h];
-  uint32_t b = absmax_run(x, m);
+  uint32_t b = absmax_run(x, i);
   *amax = b > *amax ? b : *amax;
-  return acc[0];
+  return sumsq_block_finish(acc, x, i, m, amax);
 }
 
 /* The block sums of x[0, n), blk <= SUM_BLOCK entries each (SUM_BLOCK for
@@ -771,9 +792,6 @@ static uint32_t absmax_bits(const float *x, size_t n)
   }
   return m;
 }
-DISPATCH(size_t, sumsq_blocks_piece, sumsq_blocks_body,
-         (const float *x, size_t n, size_t blk, double *part, uint32_t *amax),
-         x, n, blk, part, amax)
 
 #ifdef HAVE_ISA_PATHS
 /* sumsq_blocks_body with AVX-512: the sixteen lanes as two registers of
@@ -803,17 +821,7 @@ TARGET_AVX512 static size_t sumsq_blocks_avx512(const float *x, size_t n, size_t
     double acc[16];
     _mm512_storeu_pd(acc, a0);
     _mm512_storeu_pd(acc + 8, a1);
-    for (unsigned j = 0; i + j < m; j++) {
-      acc[j] += (double) xb[i + j] * (double) xb[i + j];
-      uint32_t b;
-      memcpy(&b, xb + i + j, sizeof b);
-      b &= 0x7fffffffu;
-      *amax = b > *amax ? b : *amax;
-    }
-    for (unsigned h = 8; h; h >>= 1)
-      for (unsigned j = 0; j < h; j++)
-        acc[j] += acc[j + h];
-    part[nb++] = acc[0];
+    part[nb++] = sumsq_block_finish(acc, xb, i, m, amax);
   }
   uint32_t v = _mm512_reduce_max_epu32(mx);
   *amax = v > *amax ? v : *amax;
@@ -852,17 +860,7 @@ TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, size_t blk
     _mm256_storeu_pd(acc + 4, a1);
     _mm256_storeu_pd(acc + 8, a2);
     _mm256_storeu_pd(acc + 12, a3);
-    for (unsigned j = 0; i + j < m; j++) {
-      acc[j] += (double) xb[i + j] * (double) xb[i + j];
-      uint32_t b;
-      memcpy(&b, xb + i + j, sizeof b);
-      b &= 0x7fffffffu;
-      *amax = b > *amax ? b : *amax;
-    }
-    for (unsigned h = 8; h; h >>= 1)
-      for (unsigned j = 0; j < h; j++)
-        acc[j] += acc[j + h];
-    part[nb++] = acc[0];
+    part[nb++] = sumsq_block_finish(acc, xb, i, m, amax);
   }
   uint32_t t[8];
   _mm256_storeu_si256((__m256i *) t, mx);
@@ -881,7 +879,7 @@ static size_t sumsq_blocks(const float *x, size_t n, size_t blk, double *part, u
   if (isa >= GC__ISA_AVX2)
     return sumsq_blocks_avx2(x, n, blk, part, amax);
 #endif
-  return sumsq_blocks_piece(x, n, blk, part, amax);
+  return sumsq_blocks_body(x, n, blk, part, amax);
 }
 
 /* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK

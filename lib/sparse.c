@@ -1383,17 +1383,21 @@ static int init_dgc(void *st, size_t n, const gc_compressor_params *p)
 { return sparse_init(st, KIND_DGC, GC__WIRE_DGC, n, p); }
 
 /* Bounds use 8-byte values: one bound serves both precisions. */
+/* The longest message, plus, for the selections that stage their values
+ * in the buffer (gc__wire_stage), the alignment padding of those values:
+ * without it a float64 buffer of the bound held one value too few. */
 static size_t sparse_max_bytes(const void *state)
 {
   const sparse_state *s = state;
+  const size_t pad = sizeof(double) - 1;
   switch (s->kind) {
   case KIND_RANDKU:
     return GC__WIRE_HDR + 8 * s->k;
   case KIND_THRESHOLD:
   case KIND_GAUSSK:
-    return gc__wire_bound(s->n, s->n, 8);
+    return gc__wire_bound(s->n, s->n, 8) + pad;
   default:
-    return gc__wire_bound(s->n, s->k, 8);
+    return gc__wire_bound(s->n, s->k, 8) + pad;
   }
 }
 

@@ -614,6 +614,10 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   unsigned evals = 0;
   REAL factor = 1;
   int implicit = 0;
+  /* random-K: x's entries at the draws are checked in the message once it
+   * is written (gathering them from x twice was most of its time at
+   * density 0.01), where it surely fits; else beforehand */
+  int check_sent = 0;
   /* the selections that scan x gather the values as they go */
   REAL *staged = NULL;
   size_t room = 0;
@@ -652,43 +656,14 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     staged = NULL;
     floyd(s, step, s->idx);
     floyd_sort(s);
-    if (cap >= gc__wire_bound(s->n, s->k, sizeof(REAL))) {
-      /* the message fits whatever its coding: write it, then look for a
-       * non-finite value among its values rather than gather them from x
-       * twice (the gathers were most of random-K's time at density 0.01) */
-      size_t nnz;
-      GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, 0, x, 1, buf, cap, len, &nnz));
-      size_t bad = FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c);
-      if (bad < c)
-        return FN(report_bad)(x, s->idx[bad]);
-      info->nnz = nnz;
-      info->selected = c;
-      info->loops = 0;
-      return GC_SUCCESS;
-    }
-    GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
+    check_sent = 1;
     break;
   case KIND_RANDKU:
     floyd(s, step, s->idx);
     floyd_clear(s);
     factor = (REAL) ((double) s->n / (double) s->k);
     implicit = 1;
-    if (cap >= gc__wire_bound(s->n, s->k, sizeof(REAL))) {
-      /* as random-K: write, then read the message's values instead of
-       * gathering x in draw order twice.  A non-finite value there is
-       * either a non-finite x, named in draw order as before, or a finite
-       * x times n/K beyond REAL_MAX, which is sent as it always was. */
-      size_t nnz;
-      GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, 1, x, factor, buf, cap, len,
-                                 &nnz));
-      if (FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c) < c)
-        GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
-      info->nnz = nnz;
-      info->selected = c;
-      info->loops = 0;
-      return GC_SUCCESS;
-    }
-    GC_TRY(FN(check_finite_at)(x, s->idx, s->k));
+    check_sent = 1;
     break;
   case KIND_THRESHOLD: {
     size_t bad;
@@ -705,12 +680,22 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
     break;
   }
+  if (check_sent && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
+    GC_TRY(FN(check_finite_at)(x, s->idx, c));
+    check_sent = 0;
+  }
   if (staged)
     GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
                                       &info->nnz));
   else
     GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
                                buf, cap, len, &info->nnz));
+  /* a non-finite value sent is a non-finite x, named as check_finite_at
+   * names it (index order; randk-unbiased: draw order), or for
+   * randk-unbiased a finite x times n/K beyond REAL_MAX, sent as it always
+   * was */
+  if (check_sent && FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c) < c)
+    GC_TRY(FN(check_finite_at)(x, s->idx, c));
   info->selected = c;
   info->loops = evals;
   return GC_SUCCESS;

@@ -4,7 +4,6 @@
  * rank. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gc_errno.h"
 #include "gc_transport_mpi.h"

@@ -42,7 +42,7 @@ struct gc_theory_run {
   size_t lo, hi;             /* the local workers [lo, hi)                 */
   int leader;                /* the records land here: the server half    */
   double **clean;            /* local workers' exact gradients (P slots)   */
-  double **grads;            /* the same plus noise: given to the step     */
+  double **grads;            /* the same plus noise (or clean itself)      */
   /* the workers' records as the server half reads them (P each) */
   double *stat;              /* NSTAT scalars per worker                   */
   const double **v_clean, **v_noisy, **v_acc, **v_sent, **v_mem;
@@ -119,10 +119,10 @@ void gc_theory_run_free(gc_theory_run *r)
     return;
   gc_sim_free(r->sim);
   for (size_t p = 0; p < r->P; p++) {
+    if (r->grads && r->grads[p] != r->clean[p])
+      free(r->grads[p]);
     if (r->clean)
       free(r->clean[p]);
-    if (r->grads)
-      free(r->grads[p]);
   }
   free(r->clean);
   free(r->grads);
@@ -176,11 +176,10 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
                                              const gc_transport *tr,
                                              int leader)
 {
-  if (tr && (!tr->type->gather_aux || tr->worker_lo > tr->worker_hi ||
-             tr->worker_hi > prob->workers || (leader && !tr->server)))
+  /* the worker range is gc_sim_alloc_transport's to check */
+  if (tr && (!tr->type->gather_aux || (leader && !tr->server)))
     GC_ERROR_NULL("theory run: the transport must carry the probes' records"
-                  " (gather_aux), hold workers within [0, P) and run the "
-                  "server where the records land", GC_EINVAL);
+                  " (gather_aux) and run the server where they land", GC_EINVAL);
   gc_theory_run *r = calloc(1, sizeof *r);
   if (!r)
     GC_ERROR_NULL("out of memory", GC_ENOMEM);
@@ -228,9 +227,10 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
          (r->t2 = calloc(n, sizeof *r->t2)) &&
          (r->t3 = calloc(n, sizeof *r->t3)) &&
          (r->worker_grad2_max = calloc(P, sizeof *r->worker_grad2_max));
+    /* without noise the step takes the exact gradients themselves */
     for (size_t p = r->lo; ok && p < r->hi; p++)
       ok = (r->clean[p] = calloc(n, sizeof **r->clean)) &&
-           (r->grads[p] = calloc(n, sizeof **r->grads));
+           (r->grads[p] = r->rec_noisy ? calloc(n, sizeof **r->grads) : r->clean[p]);
     /* gather_aux: the local records, and all P where the server runs */
     if (ok && tr)
       ok = (r->aux = malloc((r->leader ? P : r->hi - r->lo) * r->rec_len +
@@ -414,9 +414,9 @@ static int move_records(gc_theory_run *r, uint32_t t)
   return GC_SUCCESS;
 }
 
-/* out = (1/P) sum_p v[p], summed in worker order. */
-static void mean_of_views(const double *const *v, size_t P, size_t n,
-                          double *out)
+/* ||(1/P) sum_p v[p]||^2, the sum in worker order into out (the order of
+ * gc_xi_probe_sums_*). */
+static double norm2_of_mean(const double *const *v, size_t P, size_t n, double *out)
 {
   memset(out, 0, n * sizeof *out);
   for (size_t p = 0; p < P; p++)
@@ -424,6 +424,7 @@ static void mean_of_views(const double *const *v, size_t P, size_t n,
       out[i] += v[p][i];
   for (size_t i = 0; i < n; i++)
     out[i] /= (double) P;
+  return norm2(out, n);
 }
 
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
@@ -441,8 +442,10 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
    * step (the bounds add its exact second moment sigma^2 d). */
   for (size_t p = r->lo; p < r->hi; p++) {
     gc_problem_worker_grad(prob, p, point, r->clean[p]);
-    memcpy(r->grads[p], r->clean[p], n * sizeof *r->grads[p]);
-    gc_problem_add_noise(prob, p, t, r->grads[p]);
+    if (r->rec_noisy) {
+      memcpy(r->grads[p], r->clean[p], n * sizeof *r->grads[p]);
+      gc_problem_add_noise(prob, p, t, r->grads[p]);
+    }
   }
   /* Server half, before the step: what it reads of the model x_t. */
   if (r->leader) {
@@ -486,20 +489,8 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   for (size_t p = 0; p < P; p++)
     r->worker_grad2_max[p] = fmax(r->worker_grad2_max[p],
                                   r->stat[p * NSTAT + STAT_GRAD2]);
-  if (point == model) {
-    mean_of_views(r->v_clean, P, n, r->t1);
-    rw.grad_norm2 = norm2(r->t1, n);
-  }
-  /* ||gbar||^2; without noise at the model gbar is the mean just taken */
-  if (prob->sigma > 0 || point != model) {
-    mean_of_views(r->v_noisy, P, n, r->t2);
-    rw.gbar_norm2 = norm2(r->t2, n);
-  } else {
-    rw.gbar_norm2 = rw.grad_norm2;
-  }
-  double gnorm = sqrt(rw.gbar_norm2);
-
-  /* xi (4.2), xi_bi (4.4), in model units: the library's probe. */
+  /* xi (4.2), xi_bi (4.4), in model units: the library's probe, whose
+   * sums also give ||gbar||^2, gbar the mean of the noisy gradients */
   gc_xi_sample xs;
   gc_xi_probe_sums_begin(r->xi);
   for (size_t p = 0; p < P; p++)
@@ -507,6 +498,12 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
   GC_TRY(gc_xi_probe_sums_end(r->xi, lr, &xs));
   rw.xi = xs.xi;
   rw.xi_bi = xs.xi_bi;
+  rw.gbar_norm2 = xs.gbar_norm2;
+  double gnorm = sqrt(rw.gbar_norm2);
+  /* without noise the exact gradients are the noisy ones: the same mean */
+  if (point == model)
+    rw.grad_norm2 = r->rec_noisy ? norm2_of_mean(r->v_clean, P, n, r->t1)
+                                 : xs.gbar_norm2;
   double num_model = xs.num, num_bi_model = xs.num_bi;
 
   /* The empirical uplink contraction (4.1) of each worker. */
