@@ -448,25 +448,37 @@ static unsigned sign_words_isa(const float *x, size_t nw, uint8_t *out, double *
   return sign_words_sse2(x, nw, out, ws);
 }
 
-/* The words on the OpenMP threads, SIGN_PIECE words a piece; with l1 the
- * word sums of a group of pieces are kept and added to *l1 in word order,
- * the template's sum for any thread count. */
-enum { SIGN_PIECE = 1024, SIGN_GROUP = 4 };
+/* The words on the OpenMP threads.  Without l1, SIGN_PIECE words a
+ * piece.  With l1 the word sums of a group of SIGN_GROUP_WORDS words (the
+ * stack buffer ws) are kept and added to *l1 in word order, the
+ * template's sum for any thread count; a group is split into one piece
+ * per thread. */
+enum { SIGN_PIECE = 1024, SIGN_GROUP_WORDS = 4096 };
 static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *l1)
 {
   unsigned bad = 0;
-  double ws[SIGN_GROUP * SIGN_PIECE];
-  for (size_t g0 = 0; g0 < nw; g0 += SIGN_GROUP * SIGN_PIECE) {
-    size_t gn = nw - g0 < SIGN_GROUP * SIGN_PIECE ? nw - g0 : SIGN_GROUP * SIGN_PIECE;
-    size_t np = (gn + SIGN_PIECE - 1) / SIGN_PIECE;
-    #pragma omp parallel for schedule(static) reduction(| : bad) if (64 * nw >= PAR_MIN)
+  int T = gc__threads_for(64 * nw, PAR_MIN, 0);
+  if (!l1) {
+    size_t np = (nw + SIGN_PIECE - 1) / SIGN_PIECE;
+    #pragma omp parallel for schedule(static) reduction(| : bad) num_threads(T) if (T > 1)
     for (size_t p = 0; p < np; p++) {
-      size_t lo = g0 + p * SIGN_PIECE, m = nw - lo < SIGN_PIECE ? nw - lo : SIGN_PIECE;
-      bad |= sign_words_isa(x + 64 * lo, m, out + 8 * lo, l1 ? ws + p * SIGN_PIECE : NULL);
+      size_t lo = p * SIGN_PIECE, m = nw - lo < SIGN_PIECE ? nw - lo : SIGN_PIECE;
+      bad |= sign_words_isa(x + 64 * lo, m, out + 8 * lo, NULL);
     }
-    if (l1)
-      for (size_t j = 0; j < gn; j++)
-        *l1 += ws[j];
+    return bad;
+  }
+  double ws[SIGN_GROUP_WORDS];
+  size_t piece = (SIGN_GROUP_WORDS + (size_t) T - 1) / (size_t) T;
+  for (size_t g0 = 0; g0 < nw; g0 += SIGN_GROUP_WORDS) {
+    size_t gn = nw - g0 < SIGN_GROUP_WORDS ? nw - g0 : SIGN_GROUP_WORDS;
+    size_t np = (gn + piece - 1) / piece;
+    #pragma omp parallel for schedule(static) reduction(| : bad) num_threads(T) if (T > 1)
+    for (size_t p = 0; p < np; p++) {
+      size_t lo = p * piece, m = gn - lo < piece ? gn - lo : piece;
+      bad |= sign_words_isa(x + 64 * (g0 + lo), m, out + 8 * (g0 + lo), ws + lo);
+    }
+    for (size_t j = 0; j < gn; j++)
+      *l1 += ws[j];
   }
   return bad;
 }
