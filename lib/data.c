@@ -185,6 +185,12 @@ int gc_idx_read(const char *path, size_t ndim, size_t *dims, uint8_t **data)
   return GC_SUCCESS;
 }
 
+/* The per-channel normalisations of the reference experiments: MNIST's
+ * (also used for Fashion-MNIST) and CIFAR-10's. */
+static const float mnist_mean = 0.1307f, mnist_sd = 0.3081f;
+static const float cifar_mean[3] = { 0.4914f, 0.4822f, 0.4465f };
+static const float cifar_sd[3] = { 0.2023f, 0.1994f, 0.2010f };
+
 static void normalise(float *x, const uint8_t *px, size_t count, float mean,
                       float sd)
 {
@@ -247,7 +253,7 @@ int gc_data_load_idx(const char *images, const char *labels, size_t expect_n,
     free(px); free(lab);
     GC_ERROR("cannot allocate the images", GC_ENOMEM);
   }
-  normalise(ds->x, px, n * dim, 0.1307f, 0.3081f);
+  normalise(ds->x, px, n * dim, mnist_mean, mnist_sd);
   free(px);
   ds->y = lab;
   ds->n = n;
@@ -289,8 +295,6 @@ static int cifar_counts(const char *const *files, size_t nfiles, size_t per_file
 int gc_data_load_cifar10(const char *const *files, size_t nfiles,
                          size_t per_file, gc_dataset *ds)
 {
-  static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
-  static const float sd[3] = { 0.2023f, 0.1994f, 0.2010f };
   memset(ds, 0, sizeof *ds);
   size_t counts[64], n;
   GC_TRY(cifar_counts(files, nfiles, per_file, counts, &n));   /* one allocation then */
@@ -325,7 +329,7 @@ int gc_data_load_cifar10(const char *const *files, size_t nfiles,
       ds->y[at] = rec[0];
       for (int ch = 0; ch < 3; ch++)
         normalise(ds->x + at * 3072 + ch * 1024, rec + 1 + ch * 1024, 1024,
-                  mean[ch], sd[ch]);
+                  cifar_mean[ch], cifar_sd[ch]);
     }
     fclose(fp);
   }
@@ -411,7 +415,8 @@ int gc_data_load(const char *dir, const char *name, int train, gc_dataset *ds)
 
 /* ---- one process's records (a worker rank's shard) -----------------------
  * The labels of every record are read and checked (they are small, and a
- * non-IID partition needs them); of the images only the kept records are
+ * non-IID partition needs them), unless the caller, who read them for the
+ * partition, hands them over; of the images only the kept records are
  * held: IDX images are streamed past in blocks, CIFAR-10 records that are
  * not kept are skipped by seeking. */
 
@@ -512,7 +517,7 @@ static int idx_images_kept(const char *path, size_t n, const uint32_t *slot,
     for (size_t k = 0; k < b; k++)
       if (slot[at + k] != NO_SLOT)
         normalise(ds->x + (size_t) slot[at + k] * dim, block + k * dim, dim,
-                  0.1307f, 0.3081f);
+                  mnist_mean, mnist_sd);
   }
   free(block);
   return idx_close_at_end(f, path, total);
@@ -522,8 +527,6 @@ static int idx_images_kept(const char *path, size_t n, const uint32_t *slot,
 static int cifar_records_kept(const set_files *sf, const uint32_t *slot,
                               gc_dataset *ds)
 {
-  static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
-  static const float sd[3] = { 0.2023f, 0.1994f, 0.2010f };
   uint8_t *rec = malloc(CIFAR_REC);
   if (!rec)
     GC_ERROR("cannot allocate a CIFAR-10 record", GC_ENOMEM);
@@ -545,7 +548,7 @@ static int cifar_records_kept(const set_files *sf, const uint32_t *slot,
       }
       for (int ch = 0; ch < 3; ch++)
         normalise(ds->x + (size_t) slot[at] * 3072 + ch * 1024, rec + 1 + ch * 1024,
-                  1024, mean[ch], sd[ch]);
+                  1024, cifar_mean[ch], cifar_sd[ch]);
     }
     fclose(fp);
   }
@@ -554,19 +557,29 @@ static int cifar_records_kept(const set_files *sf, const uint32_t *slot,
 }
 
 int gc_data_load_records(const char *dir, const char *name, int train,
+                         const uint8_t *labels, size_t nlabels,
                          const uint32_t *ids, size_t m, gc_dataset *ds)
 {
   memset(ds, 0, sizeof *ds);
-  uint8_t *y;
-  size_t n;
-  GC_TRY(gc_data_load_labels(dir, name, train, &y, &n));
+  uint8_t *read = NULL;   /* the labels, when the caller has none */
+  size_t n = nlabels;
+  if (!labels) {
+    GC_TRY(gc_data_load_labels(dir, name, train, &read, &n));
+    labels = read;
+  }
   set_files sf;
   uint32_t *slot = NULL;
   int st = set_files_of(dir, name, train, &sf);
+  size_t records = (sf.cifar ? sf.nfiles : 1) * sf.count;
+  if (st == GC_SUCCESS && n != records) {
+    free(read);
+    GC_ERRORF(GC_EINVAL, "%zu labels given, but the %s split holds %zu records", n,
+              name, records);
+  }
   if (st == GC_SUCCESS)
     st = slots_of(ids, m, n, &slot);
   if (st != GC_SUCCESS) {
-    free(y);
+    free(read);
     return st;
   }
   ds->n = m;
@@ -580,14 +593,14 @@ int gc_data_load_records(const char *dir, const char *name, int train,
   ds->x = malloc((m ? m : 1) * ds->dim * sizeof *ds->x);
   ds->y = malloc(m ? m : 1);
   if (!ds->x || !ds->y) {
-    free(y);
+    free(read);
     free(slot);
     gc_dataset_free(ds);
     GC_ERROR("cannot allocate the records", GC_ENOMEM);
   }
   for (size_t j = 0; j < m; j++)
-    ds->y[j] = y[ids[j]];
-  free(y);
+    ds->y[j] = labels[ids[j]];
+  free(read);
   /* no records (a process without workers): no image is read at all */
   st = m == 0 ? GC_SUCCESS
        : sf.cifar ? cifar_records_kept(&sf, slot, ds)

@@ -54,8 +54,12 @@ int gc_data_load_labels(const char *dir, const char *name, int train, uint8_t **
  * gc_data_load would give them (a worker process's shard): ds->n = m.  The
  * images of the other records are never held: IDX files are streamed past
  * in blocks, CIFAR-10 records are skipped by seeking; with m = 0 no image
- * file is read.  Every label is still read and checked.  GC_EINVAL for an id outside the set or given twice. */
+ * file is read.  labels [in]: the split's nlabels labels as
+ * gc_data_load_labels gave them, or NULL to have every label read and
+ * checked here.  GC_EINVAL for an id outside the set or given twice, or
+ * nlabels other than the split's record count. */
 int gc_data_load_records(const char *dir, const char *name, int train,
+                         const uint8_t *labels, size_t nlabels,
                          const uint32_t *ids, size_t m, gc_dataset *ds);
 
 /* The data folder: $GRADCOMP_DATA if set, else `fallback` ("data"). */

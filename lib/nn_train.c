@@ -155,6 +155,19 @@ double gc_train_config_density_down(const gc_train_config *c)
 
 /* ---- probes: the uplink contraction (4.1); xi is gc_probe.h's ---------- */
 
+/* One worker's ||acc - m||^2 into c2[0] and ||acc||^2 into c2[1], in index
+ * order (in one process and under a transport alike: the same bits). */
+static void contraction_sums(const float *acc, const float *m, size_t d, double *c2)
+{
+  double e2 = 0, a2 = 0;
+  for (size_t i = 0; i < d; i++) {
+    e2 += (double) (acc[i] - m[i]) * (acc[i] - m[i]);
+    a2 += (double) acc[i] * acc[i];
+  }
+  c2[0] = e2;
+  c2[1] = a2;
+}
+
 /* The workers' mean uplink contraction 1 - ||acc - m||^2/||acc||^2 after a
  * step; NaN where undefined.  Each worker's two sums on a thread of its
  * own (r->c2, two per worker), the mean in worker order. */
@@ -163,15 +176,8 @@ static double probe_contraction(gc_train *r)
   size_t P = r->c->workers, d = r->d;
   #pragma omp parallel for schedule(static) num_threads((int) r->T)
   for (size_t p = 0; p < P; p++) {
-    const float *acc = gc_worker_accumulator(gc_sim_worker(r->sim, p));
-    const float *m = gc_worker_sent(gc_sim_worker(r->sim, p));
-    double e2 = 0, a2 = 0;
-    for (size_t i = 0; i < d; i++) {
-      e2 += (double) (acc[i] - m[i]) * (acc[i] - m[i]);
-      a2 += (double) acc[i] * acc[i];
-    }
-    r->c2[2 * p] = e2;
-    r->c2[2 * p + 1] = a2;
+    const gc_worker *w = gc_sim_worker(r->sim, p);
+    contraction_sums(gc_worker_accumulator(w), gc_worker_sent(w), d, r->c2 + 2 * p);
   }
   double csum = 0;
   int cn = 0;
@@ -266,10 +272,12 @@ int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
  * (idx[off[lo] .. off[hi])), renumbered 0.. in that order, so that the
  * epoch shuffles of the shard positions pick the same examples as in one
  * process, while the process never holds the other images. */
-static int load_local_shards(gc_train *r, const char *dir)
+static int load_local_shards(gc_train *r, const char *dir, const uint8_t *labels,
+                             size_t nlabels)
 {
   size_t a = r->off[r->lo], b = r->off[r->hi];
-  GC_TRY(gc_data_load_records(dir, r->c->dataset, 1, r->idx + a, b - a, &r->train));
+  GC_TRY(gc_data_load_records(dir, r->c->dataset, 1, labels, nlabels, r->idx + a, b - a,
+                              &r->train));
   for (size_t j = 0; j < b - a; j++)
     r->idx[a + j] = (uint32_t) j;
   return GC_SUCCESS;
@@ -571,15 +579,11 @@ static int probe_remote(gc_train *r, double lr, gc_xi_sample *xs, double *ct)
     gc_worker *wk = gc_sim_worker(r->sim, p);
     const float *g = r->grads + p * d, *acc = gc_worker_accumulator(wk);
     const float *sent = gc_worker_sent(wk);
-    double c[2] = { 0, 0 };   /* 1 - ||acc - m||^2/||acc||^2, defined */
+    double c[2] = { 0, 0 }, c2[2];   /* 1 - ||acc - m||^2/||acc||^2, defined */
     if (r->contraction) {
-      double e2 = 0, a2 = 0;
-      for (size_t i = 0; i < d; i++) {
-        e2 += (double) (acc[i] - sent[i]) * (acc[i] - sent[i]);
-        a2 += (double) acc[i] * acc[i];
-      }
-      if (a2 > 0) {
-        c[0] = 1 - e2 / a2;
+      contraction_sums(acc, sent, d, c2);
+      if (c2[1] > 0) {
+        c[0] = 1 - c2[0] / c2[1];
         c[1] = 1;
       }
     }
@@ -656,9 +660,10 @@ static int setup(gc_train *r)
   /* The partition needs only the labels; under a transport the images
    * are read afterwards, those of the local shards alone. */
   uint8_t *labels;
-  size_t n;
+  size_t n, nlabels = 0;   /* nlabels: every label of the split, under a transport */
   if (r->tr) {
-    GC_TRY(gc_data_load_labels(dir, c->dataset, 1, &labels, &n));
+    GC_TRY(gc_data_load_labels(dir, c->dataset, 1, &labels, &nlabels));
+    n = nlabels;
   } else {
     GC_TRY(gc_data_load(dir, c->dataset, 1, &r->train));
     if (c->train_subset)
@@ -679,15 +684,16 @@ static int setup(gc_train *r)
   }
   int st = c->noniid ? gc_data_partition_noniid(labels, n, P, c->seed, r->idx, r->off)
                      : gc_data_partition_iid(n, P, c->seed, r->idx, r->off);
+  int enough = st == GC_SUCCESS && r->off[1] - r->off[0] >= c->batch;
+  if (r->tr && enough)   /* with the labels already read */
+    st = load_local_shards(r, dir, labels, nlabels);
   if (r->tr)
     free(labels);
   GC_TRY(st);
-  if (r->off[1] - r->off[0] < c->batch)
+  if (!enough)
     GC_ERRORF(GC_EINVAL, "each worker holds %zu examples, fewer than the batch %zu",
               r->off[1] - r->off[0], c->batch);
   r->ntrain = n;
-  if (r->tr)
-    GC_TRY(load_local_shards(r, dir));
   if (r->leader)   /* evaluation happens where the folder is written */
     GC_TRY(gc_data_load(dir, c->dataset, 0, &r->test));
   if (c->test_subset)

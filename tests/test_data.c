@@ -276,7 +276,7 @@ Test(data, records_are_the_full_load_rows, .timeout = 60)
     write_idx(la, 1, 10000, gz, 0, 8, 0);
     gc_dataset full, part;
     cr_assert_eq(gc_data_load(dir, "mnist", 0, &full), GC_SUCCESS, "%s", gc_last_error());
-    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids, 5, &part), GC_SUCCESS,
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, NULL, 0, ids, 5, &part), GC_SUCCESS,
                  "gz=%d: %s", gz, gc_last_error());
     cr_assert_eq(part.n, 5);
     cr_assert_eq(part.dim, full.dim);
@@ -289,21 +289,30 @@ Test(data, records_are_the_full_load_rows, .timeout = 60)
     size_t n;
     cr_assert_eq(gc_data_load_labels(dir, "mnist", 0, &y, &n), GC_SUCCESS);
     cr_assert(n == 10000 && !memcmp(y, full.y, n));
+    /* the labels handed over: the same rows; a count not the split's: refused */
+    gc_dataset given;
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, y, n, ids, 5, &given), GC_SUCCESS,
+                 "%s", gc_last_error());
+    cr_assert(given.n == 5 && !memcmp(given.y, part.y, 5) &&
+              !memcmp(given.x, part.x, 5 * 784 * sizeof *part.x));
+    gc_dataset_free(&given);
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, y, n - 1, ids, 5, &given), GC_EINVAL);
+    cr_assert(strstr(gc_last_error(), "9999 labels given"), "%s", gc_last_error());
     free(y);
     gc_dataset_free(&part);
     gc_dataset_free(&full);
     const uint32_t twice[2] = { 3, 3 }, outside[1] = { 10000 };
-    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, twice, 2, &part), GC_EINVAL);
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, NULL, 0, twice, 2, &part), GC_EINVAL);
     cr_assert(strstr(gc_last_error(), "record 3 is asked for twice"), "%s", gc_last_error());
-    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, outside, 1, &part), GC_EINVAL);
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, NULL, 0, outside, 1, &part), GC_EINVAL);
     cr_assert(strstr(gc_last_error(), "outside"), "%s", gc_last_error());
     /* no records: the labels only (a process without workers) */
-    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids, 0, &part), GC_SUCCESS);
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, NULL, 0, ids, 0, &part), GC_SUCCESS);
     cr_assert(part.n == 0 && part.dim == 784);
     gc_dataset_free(&part);
     /* images cut short past the last kept record: still an error */
     write_idx(im, 3, 10000, gz, 784, 8, 0);
-    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, ids + 1, 1, &part), GC_EFORMAT);
+    cr_assert_eq(gc_data_load_records(dir, "mnist", 0, NULL, 0, ids + 1, 1, &part), GC_EFORMAT);
     cr_assert(strstr(gc_last_error(), im), "%s", gc_last_error());
     remove(im);
     remove(la);
@@ -315,7 +324,7 @@ Test(data, records_are_the_full_load_rows, .timeout = 60)
   write_cifar(im, 10000, 0, 0);
   gc_dataset full, part;
   cr_assert_eq(gc_data_load(dir, "cifar10", 0, &full), GC_SUCCESS, "%s", gc_last_error());
-  cr_assert_eq(gc_data_load_records(dir, "cifar10", 0, ids, 5, &part), GC_SUCCESS,
+  cr_assert_eq(gc_data_load_records(dir, "cifar10", 0, NULL, 0, ids, 5, &part), GC_SUCCESS,
                "%s", gc_last_error());
   cr_assert(part.n == 5 && part.dim == 3072 && part.c == 3);
   for (size_t j = 0; j < 5; j++) {
@@ -326,7 +335,7 @@ Test(data, records_are_the_full_load_rows, .timeout = 60)
   gc_dataset_free(&part);
   gc_dataset_free(&full);
   write_cifar(im, 10000, 0, 1);   /* the last label is 11: found though not kept */
-  cr_assert_eq(gc_data_load_records(dir, "cifar10", 0, ids + 1, 1, &part), GC_EFORMAT);
+  cr_assert_eq(gc_data_load_records(dir, "cifar10", 0, NULL, 0, ids + 1, 1, &part), GC_EFORMAT);
   cr_assert(strstr(gc_last_error(), "label 11"), "%s", gc_last_error());
   remove(im);
   rmdir(sub);

@@ -102,6 +102,9 @@ double gc_bound_omega_ef(double f0_gap, double lr, size_t T, double L,
          + L * L * lr * lr * omega * Mp2 / (g * g * (double) P);
 }
 
+/* random-K scaled by d/K: E||C(x) - x||^2 = (d/K - 1)||x||^2 (theory.md 2.3) */
+static double randk_unbiased_omega(double d, double k) { return d / k - 1.0; }
+
 double gc_theory_omega(const gc_compressor_type *t, const gc_compressor_params *p,
                        size_t d)
 {
@@ -110,7 +113,7 @@ double gc_theory_omega(const gc_compressor_type *t, const gc_compressor_params *
   double n = (double) d;
   if (!strcmp(t->name, "randk-unbiased")) {
     double k = p->k ? (double) p->k : fmax(1.0, floor(p->density * n));
-    return k >= 1 && k <= n ? n / k - 1.0 : NAN;
+    return k >= 1 && k <= n ? randk_unbiased_omega(n, k) : NAN;
   }
   if (!strcmp(t->name, "qsgd")) {
     double b = p->bucket && (double) p->bucket < n ? (double) p->bucket : n;
@@ -260,11 +263,10 @@ static double exact_delta(const gc_compressor_type *t, size_t k, size_t d)
 {
   if (!t || !k || !d)
     return NAN;
-  double rho = (double) k / (double) d;
   if (!strcmp(t->name, "randk"))
-    return rho;
+    return (double) k / (double) d;
   if (!strcmp(t->name, "randk-unbiased"))
-    return 2.0 - 1.0 / rho;
+    return 1.0 - randk_unbiased_omega((double) d, (double) k);
   return NAN;
 }
 
