@@ -745,11 +745,18 @@ DISPATCH(size_t, copy_count_piece, copy_count_body,
 typedef size_t (*count_piece_fn)(const float *x, size_t n, uint8_t *out,
                                  uint32_t *amax);
 
-static size_t count_pieces(count_piece_fn piece, size_t width, const float *x,
-                           size_t n, uint8_t *out, uint32_t *amax)
+/* Messages of at least STREAM_MIN_BYTES, far more than stays in cache
+ * for whoever reads them next, are written by the `streamed` piece where
+ * the instruction set has one (NULL: none). */
+enum { STREAM_MIN_BYTES = 1 << 24 };
+
+static size_t count_pieces(count_piece_fn piece, count_piece_fn streamed, size_t width,
+                           const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
   size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
   uint32_t m = 0;
+  if (streamed && width * n >= STREAM_MIN_BYTES)
+    piece = streamed;
   #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
       if (n >= PAR_MIN)
   for (size_t j = 0; j < np; j++) {
@@ -762,9 +769,61 @@ static size_t count_pieces(count_piece_fn piece, size_t width, const float *x,
   return nnz;
 }
 
+#ifdef HAVE_ISA_PATHS
+/* copy_count_body with AVX-512 and streaming stores, which skip the read
+ * a plain store makes of each line it fills (a third of identity's
+ * memory traffic): out's whole 64-byte lines are rebuilt from the two
+ * aligned registers of x under them (a two-register dword permute, and
+ * for an out not aligned like x a shift across dwords), so x is read
+ * once, by the same loads that count.  (Loading the lines' bytes from x
+ * again, unaligned, ran slower than plain stores on Zen 5.)  One core
+ * copied 25e6 entries in 4.2 ms so, 4.7 with plain stores. */
+TARGET_AVX512 static size_t copy_count_stream_avx512(const float *x, size_t n, uint8_t *out,
+                                                     uint32_t *amax)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  size_t head = (size_t) (-(uintptr_t) out & 63), nnz = 0, j = 0;
+  if (n < 64)
+    return copy_count_piece(x, n, out, amax);
+  /* line j of out is bytes head + 64 j .. + 63 of x: dwords k .. k + 15
+   * of x's groups j and j + 1 shifted down r bytes */
+  const unsigned k = (unsigned) head / 4, r = (unsigned) head % 4;
+  const __m512i lo_idx = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                            11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int) k));
+  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(1));
+  const __m128i down = _mm_cvtsi32_si128((int) (8 * r)), up = _mm_cvtsi32_si128((int) (32 - 8 * r));
+  __m512i mx = _mm512_setzero_si512(), a0 = _mm512_loadu_si512((const void *) x);
+  memcpy(out, x, head);
+  for (; j + 1 < n / 16; j++) {
+    __m512i a1 = _mm512_loadu_si512((const void *) (x + 16 * (j + 1)));
+    __m512i a = _mm512_and_si512(a0, absmask);
+    mx = _mm512_max_epu32(mx, a);
+    nnz += (size_t) __builtin_popcount(_mm512_test_epi32_mask(a, a));
+    __m512i line = _mm512_permutex2var_epi32(a0, lo_idx, a1);
+    if (r)
+      line = _mm512_or_si512(_mm512_srl_epi32(line, down),
+                             _mm512_sll_epi32(_mm512_permutex2var_epi32(a0, hi_idx, a1), up));
+    _mm512_stream_si512((void *) (out + head + 64 * j), line);
+    a0 = a1;
+  }
+  _mm_sfence();   /* streaming stores are weakly ordered */
+  /* entries 16 j on (rewriting the first head bytes of their line with
+   * the values it has) */
+  uint32_t m;
+  nnz += copy_count_piece(x + 16 * j, n - 16 * j, out + 64 * j, &m);
+  uint32_t v = _mm512_reduce_max_epu32(mx);
+  *amax = m > v ? m : v;
+  return nnz;
+}
+#define COPY_COUNT_STREAM (gc__isa() >= GC__ISA_AVX512 ? copy_count_stream_avx512 : NULL)
+#else
+#define COPY_COUNT_STREAM NULL
+#endif
+
 static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(copy_count_piece, 4, x, n, out, amax);
+  return count_pieces(copy_count_piece, COPY_COUNT_STREAM, 4, x, n, out, amax);
 }
 
 DISPATCH(size_t, bf16_count_piece, bf16_count_body,
@@ -810,7 +869,7 @@ static size_t bf16_piece(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 
 static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(bf16_piece, 2, x, n, out, amax);
+  return count_pieces(bf16_piece, NULL, 2, x, n, out, amax);
 }
 
 /* IEEE halves of float32 x[0, n) (round to nearest even:
@@ -894,7 +953,7 @@ static size_t fp16_count_piece(const float *x, size_t n, uint8_t *out, uint32_t 
 
 static size_t fp16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(fp16_count_piece, 2, x, n, out, amax);
+  return count_pieces(fp16_count_piece, NULL, 2, x, n, out, amax);
 }
 
 /* absmax_run over the OpenMP threads (a maximum: any split gives the
