@@ -624,6 +624,14 @@ static int FN(qsgd_shares)(const qstate *q, const rngkey *key, const REAL *x, ui
   return 0;
 }
 
+/* One thread's time (float32, d = 2.5e7, s = 4, one bucket, AVX-512,
+ * Zen 5; a read of x takes 2.5-2.7 ms): the norm pass is memory-bound,
+ * 2.5 ms (its sums alone 1.35 from L2); the coding pass is compute-bound,
+ * 5.2 ms from memory and 5.0 with x in L3: Philox uniforms 2.34, levels
+ * 1.85, codes 0.66.  Running it backwards into the norm pass's cached
+ * tail would gain under 0.2 ms; a read plus the draws alone is 4.9 ms.
+ * TernGrad: max pass 2.45 (0.73 from L2), codes 4.67 from memory or L3
+ * (draws 2.34, decisions 2.23). */
 static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
                              gc_compress_info *info)

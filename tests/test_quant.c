@@ -1036,6 +1036,89 @@ Test(dispatch, bf16_paths_round_each_entry)
                        gc__bf16_from_double);
 }
 
+/* identity of a vector large enough for the streaming-store copy (at
+ * least 16 MiB: quant.c, STREAM_MIN_BYTES) on every path, with the
+ * message at each of the four byte offsets from x's alignment (the copy
+ * rebuilds out's lines from x's registers, shifted across dwords): the
+ * values are x's bits exactly and the nonzeros are counted (-0 is 0). */
+Test(dispatch, identity_streamed_copy_is_exact)
+{
+  const size_t n = ((size_t) 1 << 22) + 13;
+  float *x = malloc(n * sizeof *x);
+  size_t nnz = 0;
+  for (size_t i = 0; i < n; i++) {
+    x[i] = i % 97 == 0 ? (i % 2 ? -0.0f : 0.0f) : (float) gc_rng_normal(3, 0, 0, i);
+    nnz += x[i] != 0;
+  }
+  int saved = gc__isa();
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_identity, n, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *mem = malloc(cap + 64);
+  for (int isa = GC__ISA_SSE2; isa <= gc__isa_cpu(); isa++) {
+    gc__isa_force(isa);
+    for (unsigned off = 0; off < 4; off++) {
+      uint8_t *buf = mem + off;
+      gc_compress_info info;
+      memset(buf, 0x55, cap);
+      cr_assert(eq(int, gc_compress_f32(c, x, 1, buf, cap, &len, &info), GC_SUCCESS));
+      cr_assert(eq(sz, len, 2 + 4 * n));
+      cr_assert(eq(int, memcmp(buf + 2, x, 4 * n), 0), "%s, offset %u: bytes",
+                gc__isa_name(isa), off);
+      cr_assert(eq(sz, info.nnz, nnz), "%s, offset %u: nonzeros", gc__isa_name(isa), off);
+    }
+  }
+  gc__isa_force(saved);
+  free(mem);
+  gc_compressor_free(c);
+  free(x);
+}
+
+/* fp16 and bf16 of a vector large enough for their streaming stores (16
+ * MiB of halves) on every path, the message at each of four byte offsets
+ * (an odd one is left to the plain kernel), equal the SSE2 path's message
+ * byte for byte, with the same nonzeros: normal values, zeros of both
+ * signs and rounding ties in every position of the 16-entry blocks. */
+Test(dispatch, halves_streamed_match_sse2)
+{
+  static const char *const names[] = {"fp16", "bf16"};
+  const size_t n = ((size_t) 1 << 23) + 13;
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++)
+    x[i] = i % 89 == 0 ? (i % 2 ? -0.0f : 0.0f)
+           : i % 61 == 0 ? 1.0f + 0x1p-8f : i % 67 == 0 ? 1.0f + 0x1p-11f
+           : (float) gc_rng_normal(4, 0, 0, i);
+  int saved = gc__isa();
+  for (int j = 0; j < 2; j++) {
+    gc_compressor_params p;
+    gc_compressor_params_default(&p);
+    gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[j]), n, &p);
+    size_t cap = gc_compressor_max_bytes(c), l0, len;
+    uint8_t *ref = malloc(cap), *mem = malloc(cap + 64);
+    gc_compress_info i0, info;
+    gc__isa_force(GC__ISA_SSE2);
+    cr_assert(eq(int, gc_compress_f32(c, x, 1, ref, cap, &l0, &i0), GC_SUCCESS));
+    for (int isa = GC__ISA_AVX2; isa <= gc__isa_cpu(); isa++) {
+      gc__isa_force(isa);
+      for (unsigned off = 0; off < 4; off++) {
+        uint8_t *buf = mem + off;
+        cr_assert(eq(int, gc_compress_f32(c, x, 1, buf, cap, &len, &info), GC_SUCCESS));
+        cr_assert(eq(sz, len, l0));
+        cr_assert(eq(int, memcmp(buf, ref, l0), 0), "%s %s, offset %u: bytes", names[j],
+                  gc__isa_name(isa), off);
+        cr_assert(eq(sz, info.nnz, i0.nnz), "%s %s, offset %u: nonzeros", names[j],
+                  gc__isa_name(isa), off);
+      }
+    }
+    free(ref);
+    free(mem);
+    gc_compressor_free(c);
+  }
+  gc__isa_force(saved);
+  free(x);
+}
+
 /* qsgd's float32 symbols on every path at the ties of its rounding: x_i =
  * m_i 2^-12 with sum m_i^2 = 2^28, so the norm is exactly 4 and, for s = 4
  * (k = 1), r_i = |x_i| and (r - l) 2^16 are integers; with 2^20 entries
