@@ -54,6 +54,8 @@ enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384,
 /* How many samples ahead the strided samplers prefetch: 128 took DGC's
  * 250 000 samples of 2.5e7 entries from 0.8 ms (at 32) to 0.5 ms. */
 enum { SAMPLE_AHEAD = 128 };
+/* Samples worth the threads (top-K takes 32768, DGC up to 1% of n). */
+enum { SAMPLE_PAR_MIN = 8192 };
 
 /* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
  * threshold: a sampled sigma is off by well under 1%, so 5% below still

@@ -79,18 +79,38 @@ static REAL FN(strict_t)(double v)
   return t;
 }
 
-/* smp[j] = |x[start + j stride]| for j < m, clamped to REAL_MAX: a NaN or
- * Inf must not poison the selection (the scan that follows reports it). */
-static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
-                           size_t m, REAL *smp)
+/* smp[j] = |x[start + j stride]| for j in [lo, hi) (of m), clamped to
+ * REAL_MAX: a NaN or Inf must not poison the selection (the scan that
+ * follows reports it). */
+static void FN(sample_abs_run)(const REAL *x, size_t start, size_t stride,
+                               size_t lo, size_t hi, size_t m, REAL *smp)
 {
-  for (size_t j = 0; j < m; j++) {
+  for (size_t j = lo; j < hi; j++) {
     /* one cache line per sample, and the hardware prefetcher stops at
      * page boundaries: ask for lines well ahead (SAMPLE_AHEAD) */
     if (j + SAMPLE_AHEAD < m)
       __builtin_prefetch(x + start + (j + SAMPLE_AHEAD) * stride);
     REAL a = FABS(x[start + j * stride]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
+/* The samplers on the OpenMP threads, each a contiguous run of the m
+ * samples (the same samples): one cache-line miss each, and they ran
+ * alone while the other threads waited for the scan. */
+static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
+                           size_t m, REAL *smp)
+{
+  int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
+  if (T == 1) {
+    FN(sample_abs_run)(x, start, stride, 0, m, m, smp);
+    return;
+  }
+  size_t run = (m + (size_t) T - 1) / (size_t) T;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t lo = (size_t) j * run < m ? (size_t) j * run : m;
+    FN(sample_abs_run)(x, start, stride, lo, m - lo < run ? m : lo + run, m, smp);
   }
 }
 
@@ -109,13 +129,30 @@ static size_t FN(jitter_at)(size_t j, size_t stride)
   return j * stride + (size_t) (((uint64_t) h * stride) >> 32);
 }
 
-static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+static void FN(sample_jittered_run)(const REAL *x, size_t stride, size_t lo, size_t hi,
+                                    size_t m, REAL *smp)
 {
-  for (size_t j = 0; j < m; j++) {
+  for (size_t j = lo; j < hi; j++) {
     if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
       __builtin_prefetch(x + FN(jitter_at)(j + SAMPLE_AHEAD, stride));
     REAL a = FABS(x[FN(jitter_at)(j, stride)]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
+/* On the threads as sample_abs is. */
+static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+{
+  int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
+  if (T == 1) {
+    FN(sample_jittered_run)(x, stride, 0, m, m, smp);
+    return;
+  }
+  size_t run = (m + (size_t) T - 1) / (size_t) T;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t lo = (size_t) j * run < m ? (size_t) j * run : m;
+    FN(sample_jittered_run)(x, stride, lo, m - lo < run ? m : lo + run, m, smp);
   }
 }
 
@@ -466,6 +503,8 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     size_t m = TOPK_SAMPLES, stride = n / m;
     double m1 = 0, m2 = 0, s0 = (double) x[0];
     for (size_t j = 0; j < m; j++) {
+      if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
+        __builtin_prefetch(x + (j + SAMPLE_AHEAD) * stride);
       double v = (double) x[j * stride] - s0;
       m1 += v;
       m2 += v * v;
