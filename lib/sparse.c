@@ -1096,6 +1096,25 @@ static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t n
   return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
 }
 
+/* Gaussian-k's filter (gauss_filter_f32) over the threads' pieces of
+ * candidates L describes, in place in cand and cval, on the threads:
+ * top-K's keep with the threshold's key and no tie kept (|v| > t for
+ * t >= 0 and finite v is key > the key of |t|). */
+static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, const scan_layout *L,
+                                      float t, uint32_t *idx, float *val)
+{
+  uint32_t *pi[SCAN_PAR_MAX];
+  float *pv[SCAN_PAR_MAX];
+  float at = fabsf(t);
+  uint32_t tk;
+  memcpy(&tk, &at, sizeof tk);
+  for (int j = 0; j < L->T; j++) {
+    pi[j] = cand + (size_t) j * L->share;
+    pv[j] = cval + (size_t) j * L->share;
+  }
+  return keep_par_f32(L->T, pi, pv, L->cnt, tk, 0, 0, idx, val);
+}
+
 /* Random-K's dense draws read back from the bitmap with their values,
  * words [w, nw) one entry at a time (sparse_source.c; the vector path
  * below ends with it). */
@@ -1164,6 +1183,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
 #define TOPK_VALS topk_vals_f32
 #define WALK_ISA walk_isa_f32
 #define GAUSS_FILTER gauss_filter_f32
+#define GAUSS_FILTER_PIECES gauss_filter_pieces_f32
 #include "sparse_source.c"
 
 #define REAL double

@@ -432,16 +432,17 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
 /* Gaussian-k's sums pass on the OpenMP threads, as scan_pieces_f32 runs a
  * scan: T runs of whole blocks, each block's two sums into s->block_sums
  * and its candidates into the run's share cand_cap / T, then the sums
- * pushed in block order (the pairwise tree of one thread) and the shares
- * moved together.  Returns -1 where it does not run (one thread, a short
- * vector: the caller's loop does the pass), 1 with the list complete as
- * the one-thread pass leaves it, 0 when a run outgrew its share (the
- * candidates crowd into part of x): the sums and *nc hold, the list does
- * not, and the threshold evaluations scan x instead, with the same
- * result. */
+ * pushed in block order (the pairwise tree of one thread).  The shares
+ * stay where they are, described by *L (the filter reads them there;
+ * FN(join_pieces) moves them together).  Returns -1 where it does not run
+ * (one thread, a short vector: the caller's loop does the pass), 1 with
+ * the list complete as the one-thread pass leaves it, 0 when a run
+ * outgrew its share (the candidates crowd into part of x): the sums and
+ * *nc hold, the list does not, and the threshold evaluations scan x
+ * instead, with the same result. */
 static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
                               REAL *cval, gc__pairwise *sum1, gc__pairwise *sum2,
-                              size_t *nc)
+                              size_t *nc, scan_layout *L)
 {
 #ifdef _OPENMP
   size_t n = s->n, nb = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
@@ -475,18 +476,27 @@ static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
   *nc = total;
   if (!fits)
     return 0;
-  size_t at = cnt[0];
-  for (int j = 1; j < T; j++) {
-    memmove(s->cand + at, s->cand + (size_t) j * share, cnt[j] * sizeof *s->cand);
-    memmove(cval + at, cval + (size_t) j * share, cnt[j] * sizeof *cval);
-    at += cnt[j];
-  }
+  L->T = T;
+  L->share = share;
+  memcpy(L->cnt, cnt, (size_t) T * sizeof *cnt);
   return 1;
 #else
   (void) s; (void) x; (void) c0; (void) t0; (void) cval;
-  (void) sum1; (void) sum2; (void) nc;
+  (void) sum1; (void) sum2; (void) nc; (void) L;
   return -1;
 #endif
+}
+
+/* The pieces *L describes moved together at the front of cand and cval. */
+static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
+{
+  size_t at = L->cnt[0];
+  for (int j = 1; j < L->T; j++) {
+    memmove(cand + at, cand + (size_t) j * L->share, L->cnt[j] * sizeof *cand);
+    memmove(cval + at, cval + (size_t) j * L->share, L->cnt[j] * sizeof *cval);
+    at += L->cnt[j];
+  }
+  L->T = 1;
 }
 
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
@@ -518,7 +528,8 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
   size_t nc = 0;
   /* the candidate list is complete when nc <= cand_cap and this holds */
-  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc);
+  scan_layout L = { .T = 1 };
+  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc, &L);
   for (size_t lo = 0; listed < 0 && lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
@@ -549,7 +560,19 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
       /* every |x_i| > t >= t0 is among the candidates: a branch-free
        * filter of their values (about one in six fails at density 0.1) */
       c = 0;
-      if (v && room >= nc) {
+      int pieces = L.T > 1 && v && room >= nc && t >= 0;
+#ifndef GAUSS_FILTER_PIECES
+      pieces = 0;
+#endif
+      if (L.T > 1 && !pieces)
+        FN(join_pieces)(s->cand, cval, &L);
+      if (pieces) {
+        /* the threads' pieces where they lie, filtered on the threads (the
+         * move that joined them and the filter ran on one) */
+#ifdef GAUSS_FILTER_PIECES
+        c = GAUSS_FILTER_PIECES(s->cand, cval, &L, t, s->idx, v);
+#endif
+      } else if (v && room >= nc) {
 #ifdef GAUSS_FILTER
         c = GAUSS_FILTER(s->cand, cval, nc, t, s->idx, v);
 #else
@@ -772,3 +795,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef TOPK_VALS
 #undef WALK_ISA
 #undef GAUSS_FILTER
+#undef GAUSS_FILTER_PIECES
