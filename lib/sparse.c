@@ -618,8 +618,35 @@ static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
   return scan_pieces_f32(x, n, t, idx, val, cap, bad, NULL);
 }
 
+#ifdef _OPENMP
+/* bytes from src down to dst (dst < src), by every thread of the team
+ * that calls it: in rounds of as many bytes as the distance down, each
+ * split among the threads (a round's destination is the source of the
+ * rounds before it, which a barrier has closed), or by one thread where
+ * the distance is short.  Ends with a barrier. */
+enum { MOVE_ROUND_MIN = 1 << 16, MOVE_ROUNDS_MAX = 64 };
+
+static void move_down_team(void *dst, const void *src, size_t bytes)
+{
+  size_t D = (size_t) ((const char *) src - (char *) dst);
+  if (D < MOVE_ROUND_MIN || D < bytes / MOVE_ROUNDS_MAX) {
+    #pragma omp single
+    memmove(dst, src, bytes);
+    return;
+  }
+  size_t T = (size_t) omp_get_num_threads(), j = (size_t) omp_get_thread_num();
+  for (size_t lo = 0; lo < bytes; lo += D) {
+    size_t hi = bytes - lo < D ? bytes : lo + D, part = ((hi - lo) / T + 63) & ~(size_t) 63;
+    size_t a = lo + j * part < hi ? lo + j * part : hi, b = j + 1 == T || hi - a < part ? hi : a + part;
+    memcpy((char *) dst + a, (const char *) src + a, b - a);
+    #pragma omp barrier
+  }
+}
+#endif
+
 /* With L, pieces are left where they are (top-K's filter reads them
- * there); without, they are moved together. */
+ * there); without, they are moved together, on the threads (on one the
+ * move took 0.7 ms of threshold's 4 at density 0.1 on two threads). */
 static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
                               float *val, size_t cap, size_t *bad, scan_layout *L)
 {
@@ -655,12 +682,15 @@ static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
       return total;
     }
     if (fits) {
-      size_t at = cnt[0];
-      for (int j = 1; j < T; j++) {
-        memmove(idx + at, idx + (size_t) j * share, cnt[j] * sizeof *idx);
-        if (val)
-          memmove(val + at, val + (size_t) j * share, cnt[j] * sizeof *val);
-        at += cnt[j];
+      #pragma omp parallel num_threads(T)
+      {
+        size_t at = cnt[0];
+        for (int j = 1; j < T; j++) {
+          move_down_team(idx + at, idx + (size_t) j * share, cnt[j] * sizeof *idx);
+          if (val)
+            move_down_team(val + at, val + (size_t) j * share, cnt[j] * sizeof *val);
+          at += cnt[j];
+        }
       }
       *bad = SIZE_MAX;
       return total;
