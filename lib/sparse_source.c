@@ -689,12 +689,11 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
-    const uint32_t *idx;
-    const REAL *val;
-    GC_TRY(TOPK_VALS(s, x, s->k, &idx, &val));
-    if (val) {
-      GC_TRY(FN(gc__wire_encode_vals)(s->wire, s->n, idx, c, val, buf, cap,
-                                      len, &info->nnz));
+    sparse_pieces sel;
+    GC_TRY(TOPK_VALS(s, x, s->k, &sel));
+    if (sel.P) {
+      GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
+                                        cap, len, &info->nnz));
       info->selected = c;
       info->loops = 0;
       return GC_SUCCESS;

@@ -92,6 +92,81 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
   return GC_SUCCESS;
 }
 
+/* gc__wire_encode_vals of the concatenation of P pieces (pi[j], pv[j],
+ * pc[j] entries), which stay where they lie: each piece's delta codes
+ * start where the pieces before it end, so the threads code and copy
+ * their pieces at once, with no move joining them first. */
+int FN(gc__wire_encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *const *pi,
+                               const REAL *const *pv, const size_t *pc, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz)
+{
+  size_t c = 0, at[WIRE_PAR_MAX + 1], bytes[WIRE_PAR_MAX];
+  int first = -1;   /* the first piece with an entry */
+  for (int j = 0; j < P; j++) {
+    at[j] = c;
+    c += pc[j];
+    if (first < 0 && pc[j])
+      first = j;
+  }
+  at[P] = c;
+  if (P == 1 || first < 0)
+    return FN(gc__wire_encode_vals)(type, n, pi[first < 0 ? 0 : first], c,
+                                    pv[first < 0 ? 0 : first], buf, cap, len, nnz);
+  /* the entry before each piece's first (UINT32_MAX: none), for its gap */
+  uint32_t before[WIRE_PAR_MAX];
+  uint32_t last = UINT32_MAX;
+  for (int j = 0; j < P; j++) {
+    before[j] = last;
+    if (pc[j])
+      last = pi[j][pc[j] - 1];
+  }
+  size_t delta = SIZE_MAX, isec;
+  if ((n + 7) / 8 >= c) {   /* choose_plan's test */
+    #pragma omp parallel for schedule(static) num_threads(P)
+    for (int j = 0; j < P; j++)
+      bytes[j] = !pc[j] ? 0
+                 : leb_len(before[j] == UINT32_MAX ? pi[j][0] : pi[j][0] - before[j] - 1)
+                       + (pc[j] > 1 ? gap_bytes(pi[j], 1, pc[j]) : 0);
+    delta = 0;
+    for (int j = 0; j < P; j++)
+      delta += bytes[j];
+  }
+  int coding = pick_coding(n, c, delta, &isec);
+  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
+  if (total > cap)
+    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
+  put_header(buf, type, sizeof(REAL), coding, c);
+  uint8_t *p = buf + GC__WIRE_HDR, *v = p + isec, *code[WIRE_PAR_MAX];
+  if (coding == GC__IDX_DELTA) {
+    code[0] = p;
+    for (int j = 1; j < P; j++)
+      code[j] = code[j - 1] + bytes[j - 1];
+  } else if (coding == GC__IDX_BITMAP) {   /* pieces may share a byte: one thread */
+    memset(p, 0, (n + 7) / 8);
+    for (int j = 0; j < P; j++)
+      for (size_t e = 0; e < pc[j]; e++)
+        p[pi[j][e] >> 3] |= (uint8_t) (1u << (pi[j][e] & 7));
+  }
+  size_t nz = 0;
+  #pragma omp parallel for schedule(static) num_threads(P) reduction(+ : nz)
+  for (int j = 0; j < P; j++) {
+    if (!pc[j])
+      continue;
+    if (coding == GC__IDX_RAW) {
+      memcpy(p + 4 * at[j], pi[j], 4 * pc[j]);
+    } else if (coding == GC__IDX_DELTA) {
+      uint8_t *q = put_leb(code[j], before[j] == UINT32_MAX ? pi[j][0]
+                                                             : pi[j][0] - before[j] - 1);
+      if (pc[j] > 1)
+        put_gap_range(q, pi[j], 1, pc[j]);
+    }
+    nz += FN(put_vals)(v + at[j] * sizeof(REAL), NULL, pv[j], 1, 0, pc[j]);
+  }
+  *len = total;
+  *nnz = nz;
+  return GC_SUCCESS;
+}
+
 /* Values [lo, hi) of val moved down to v, chunk by chunk in order (never
  * overwriting one not yet moved), each counted just before it moves,
  * while it is in L1; returns the nonzeros among them. */
