@@ -609,6 +609,15 @@ typedef struct {
   size_t share, cnt[SCAN_PAR_MAX];
 } scan_layout;
 
+/* A selection with its values in P pieces, in index order, where the
+ * threads left them (P == 0: none, the indices are in s->idx). */
+typedef struct {
+  int P;
+  const uint32_t *idx[SCAN_PAR_MAX];
+  const float *val[SCAN_PAR_MAX];
+  size_t cnt[SCAN_PAR_MAX];
+} sparse_pieces;
+
 static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
                               float *val, size_t cap, size_t *bad, scan_layout *L);
 
@@ -1126,23 +1135,33 @@ static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t n
   return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
 }
 
-/* Gaussian-k's filter (gauss_filter_f32) over the threads' pieces of
- * candidates L describes, in place in cand and cval, on the threads:
- * top-K's keep with the threshold's key and no tie kept (|v| > t for
- * t >= 0 and finite v is key > the key of |t|). */
-static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, const scan_layout *L,
-                                      float t, uint32_t *idx, float *val)
+/* Gaussian-k's filter, in place: of the pieces of candidates L describes
+ * (one, or the threads'), those with |v| > t (t >= 0), on the threads;
+ * *sel and L get what is left.  That is top-K's keep with the key of t
+ * and no tie kept (|v| > t for finite v is key > the key of |t|). */
+static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *L,
+                                      float t, sparse_pieces *sel)
 {
-  uint32_t *pi[SCAN_PAR_MAX];
-  float *pv[SCAN_PAR_MAX];
   float at = fabsf(t);
   uint32_t tk;
   memcpy(&tk, &at, sizeof tk);
-  for (int j = 0; j < L->T; j++) {
-    pi[j] = cand + (size_t) j * L->share;
-    pv[j] = cval + (size_t) j * L->share;
+  if (L->T == 1) {
+    L->cnt[0] = keep_isa_f32(cand, cval, L->cnt[0], tk, 0, 0);
+  } else {
+    #pragma omp parallel for schedule(static) num_threads(L->T)
+    for (int j = 0; j < L->T; j++)
+      L->cnt[j] = keep_isa_f32(cand + (size_t) j * L->share, cval + (size_t) j * L->share,
+                               L->cnt[j], tk, 0, 0);
   }
-  return keep_par_f32(L->T, pi, pv, L->cnt, tk, 0, 0, idx, val);
+  size_t c = 0;
+  sel->P = L->T;
+  for (int j = 0; j < L->T; j++) {
+    sel->idx[j] = cand + (size_t) j * L->share;
+    sel->val[j] = cval + (size_t) j * L->share;
+    sel->cnt[j] = L->cnt[j];
+    c += L->cnt[j];
+  }
+  return c;
 }
 
 /* Random-K's dense draws read back from the bitmap with their values,
@@ -1196,15 +1215,6 @@ static size_t walk_isa_f32(uint64_t *bits, size_t n, const float *x, uint32_t *i
   (void) k;
   return walk_words_f32(bits, 0, (n + 63) / 64, x, idx, val, 0);
 }
-
-/* A selection with its values in P pieces, in index order, where the
- * threads left them (P == 0: none, the indices are in s->idx). */
-typedef struct {
-  int P;
-  const uint32_t *idx[SCAN_PAR_MAX];
-  const float *val[SCAN_PAR_MAX];
-  size_t cnt[SCAN_PAR_MAX];
-} sparse_pieces;
 
 /* The float32 top-K with its values (below the templates). */
 static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_pieces *out);

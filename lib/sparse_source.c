@@ -503,8 +503,9 @@ static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
  * values into *val (room entries) unless it is or becomes NULL
  * (FN(scan_staged)). */
 static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
-                      size_t *count, unsigned *evals)
+                      size_t *count, unsigned *evals, sparse_pieces *sel)
 {
+  sel->P = 0;
   size_t n = s->n, k = s->k, bad;
   /* A pre-threshold t0 a little below the expected threshold, from a
    * strided sample; t0 = REAL_MAX collects only non-finite entries. */
@@ -537,6 +538,8 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     gc__pairwise_push(&sum1, p1);
     gc__pairwise_push(&sum2, p2);
   }
+  if (listed < 0)
+    L.cnt[0] = nc;
   double S1 = gc__pairwise_total(&sum1), S2 = gc__pairwise_total(&sum2);
   if (!isfinite(S1) || !isfinite(S2)) {
     FN(scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
@@ -556,23 +559,29 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   while (ev < s->p.gauss_loops) {
     REAL t = FN(strict_t)(thr);
     v = stage;
-    if (listed != 0 && nc <= s->cand_cap && t >= t0) {
-      /* every |x_i| > t >= t0 is among the candidates: a branch-free
-       * filter of their values (about one in six fails at density 0.1) */
-      c = 0;
-      int pieces = L.T > 1 && v && room >= nc && t >= 0;
-#ifndef GAUSS_FILTER_PIECES
-      pieces = 0;
-#endif
-      if (L.T > 1 && !pieces)
-        FN(join_pieces)(s->cand, cval, &L);
-      if (pieces) {
-        /* the threads' pieces where they lie, filtered on the threads (the
-         * move that joined them and the filter ran on one) */
+    sel->P = 0;
+    /* every |x_i| > t >= t0 is among the candidates: a branch-free filter
+     * of their values (about one in six fails at density 0.1) */
+    int listed_ok = listed != 0 && nc <= s->cand_cap && t >= t0, in_place = 0;
 #ifdef GAUSS_FILTER_PIECES
-        c = GAUSS_FILTER_PIECES(s->cand, cval, &L, t, s->idx, v);
+    in_place = t >= 0;
 #endif
-      } else if (v && room >= nc) {
+    if (listed_ok && in_place) {
+      /* in place, each thread's piece where it lies, and the encoder takes
+       * the pieces (out of place the filter paid a read for ownership of
+       * all it wrote, and on threads a count pass too).  What is left
+       * holds every |x_i| > t: from now on it serves the thresholds t and
+       * up, and the scan the others. */
+#ifdef GAUSS_FILTER_PIECES
+      c = nc = GAUSS_FILTER_PIECES(s->cand, cval, &L, t, sel);
+#endif
+      t0 = t;
+      v = NULL;
+    } else if (listed_ok) {
+      c = 0;
+      if (L.T > 1)
+        FN(join_pieces)(s->cand, cval, &L);
+      if (v && room >= nc) {
 #ifdef GAUSS_FILTER
         c = GAUSS_FILTER(s->cand, cval, nc, t, s->idx, v);
 #else
@@ -734,9 +743,20 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
       return FN(report_bad)(x, bad);
     break;
   }
-  case KIND_GAUSSK:
-    GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals));
+  case KIND_GAUSSK: {
+    sparse_pieces sel;
+    GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals, &sel));
+#ifdef GAUSS_FILTER_PIECES
+    if (sel.P) {
+      GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
+                                        cap, len, &info->nnz));
+      info->selected = c;
+      info->loops = evals;
+      return GC_SUCCESS;
+    }
+#endif
     break;
+  }
   case KIND_DGC:
     GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
     break;
