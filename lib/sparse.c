@@ -1096,6 +1096,8 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
  * and those moved together to bp[0] for kth_key_f32 (piece j's keys stay
  * below bp[j + 1], so the moves in order are safe).  On one thread this
  * selection took half a millisecond of top-K's four at density 0.1. */
+enum { KTH_PAR_MIN = 1 << 16 };   /* band keys worth the threads */
+
 static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, size_t k,
                                size_t *above, size_t *equal)
 {
@@ -1363,11 +1365,21 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
       bp[j] = scr + (size_t) j * L.share;
       bn[j] = band_isa_f32(pv[j], pc[j], ku, bp[j], &bo[j]);
     }
-    for (int j = 0; j < T; j++)
+    for (int j = 0; j < T; j++) {
       over += bo[j];
+      nb += bn[j];
+    }
 #ifdef _OPENMP
-    if (over < k)
+    if (over < k && nb >= KTH_PAR_MIN) {
       tk = kth_pieces_f32(T, bp, bn, k - over, &above, &equal);
+    } else if (over < k) {   /* a short band: together, on one thread */
+      size_t at = bn[0];
+      for (int j = 1; j < T; j++) {
+        memmove(scr + at, bp[j], bn[j] * sizeof *scr);
+        at += bn[j];
+      }
+      tk = kth_key_f32((const float *) scr, nb, k - over, scr, &above, &equal);
+    }
 #endif
   } else {
     nb = band_isa_f32(v, c, ku, scr, &over);
