@@ -56,6 +56,8 @@ enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384,
 enum { SAMPLE_AHEAD = 128 };
 /* Samples worth the threads (top-K takes 32768, DGC up to 1% of n). */
 enum { SAMPLE_PAR_MIN = 8192 };
+/* Magnitudes worth the threads in the sampled selections (DGC's). */
+enum { BUCKETED_PAR_MIN = 1 << 16 };
 
 /* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
  * threshold: a sampled sigma is off by well under 1%, so 5% below still

@@ -214,10 +214,16 @@ static UKEY FN(key)(REAL v)
  * entries) for the quickselect; a quickselect over all of a (reordered)
  * when the bucket does not fit.  Same value as FN(kth_largest), at about
  * two reads of a instead of several partitioning passes. */
+static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
+                                         size_t cap, int T);
+
 static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
                                      REAL *scratch, size_t cap)
 {
   enum { HB = 11, SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  int T = gc__threads_for(m, BUCKETED_PAR_MIN, SCAN_PAR_MAX);
+  if (T > 1)
+    return FN(kth_largest_bucketed_par)(a, m, k, scratch, cap, T);
   uint32_t hist[1 << HB] = {0};
   for (size_t j = 0; j < m; j++)
     hist[FN(key)(a[j]) >> SH]++;
@@ -230,6 +236,54 @@ static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
   for (size_t j = 0; j < m; j++)
     if (FN(key)(a[j]) >> SH == b)
       scratch[nb++] = a[j];
+  return FN(kth_largest)(scratch, nb, k - above);
+}
+
+/* FN(kth_largest_bucketed) on T threads, each a run of a: a histogram
+ * per run, then each run's entries of the chosen bucket copied to scratch
+ * after those of the runs before it, the order one thread copies them in
+ * (DGC's 250 000 samples took a fifth of a millisecond on one thread). */
+static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
+                                         size_t cap, int T)
+{
+  enum { HB = 11, SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  uint32_t hist[SCAN_PAR_MAX][1 << HB];
+  size_t run = (m + (size_t) T - 1) / (size_t) T, at[SCAN_PAR_MAX], above = 0, nb = 0;
+  size_t b = (1 << HB) - 1;
+  #pragma omp parallel num_threads(T)
+  {
+    #pragma omp for schedule(static)
+    for (int j = 0; j < T; j++) {
+      size_t lo = (size_t) j * run < m ? (size_t) j * run : m, hi = m - lo < run ? m : lo + run;
+      memset(hist[j], 0, sizeof hist[j]);
+      for (size_t i = lo; i < hi; i++)
+        hist[j][FN(key)(a[i]) >> SH]++;
+    }
+    #pragma omp single
+    {
+      for (;; b--) {   /* stops: the counts sum to m >= k */
+        size_t cnt = 0;
+        for (int j = 0; j < T; j++)
+          cnt += hist[j][b];
+        if (above + cnt >= k)
+          break;
+        above += cnt;
+      }
+      for (int j = 0; j < T; j++) {
+        at[j] = nb;
+        nb += hist[j][b];
+      }
+    }
+    #pragma omp for schedule(static)
+    for (int j = 0; j < T; j++) {
+      size_t lo = (size_t) j * run < m ? (size_t) j * run : m, hi = m - lo < run ? m : lo + run;
+      for (size_t i = lo, o = at[j]; i < hi && nb <= cap; i++)
+        if (FN(key)(a[i]) >> SH == b)
+          scratch[o++] = a[i];
+    }
+  }
+  if (nb > cap)
+    return FN(kth_largest)(a, m, k);
   return FN(kth_largest)(scratch, nb, k - above);
 }
 
