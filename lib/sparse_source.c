@@ -217,16 +217,35 @@ static UKEY FN(key)(REAL v)
 static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
                                          size_t cap, int T);
 
+enum { FN(BUCKET_HB) = 11 };
+
+/* hist[b] = how many of a[lo, hi) have key >> (key bits - 1 - HB) == b:
+ * four histograms summed, since neighbouring magnitudes share buckets and
+ * one counter's increments would wait on each other. */
+static void FN(bucket_counts)(const REAL *a, size_t lo, size_t hi, uint32_t *hist)
+{
+  enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  uint32_t h[4][1 << HB];
+  memset(h, 0, sizeof h);
+  size_t i = lo;
+  for (; i + 4 <= hi; i += 4)
+    for (int u = 0; u < 4; u++)
+      h[u][FN(key)(a[i + u]) >> SH]++;
+  for (; i < hi; i++)
+    h[0][FN(key)(a[i]) >> SH]++;
+  for (int b = 0; b < 1 << HB; b++)
+    hist[b] = h[0][b] + h[1][b] + h[2][b] + h[3][b];
+}
+
 static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
                                      REAL *scratch, size_t cap)
 {
-  enum { HB = 11, SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
   int T = gc__threads_for(m, BUCKETED_PAR_MIN, SCAN_PAR_MAX);
   if (T > 1)
     return FN(kth_largest_bucketed_par)(a, m, k, scratch, cap, T);
-  uint32_t hist[1 << HB] = {0};
-  for (size_t j = 0; j < m; j++)
-    hist[FN(key)(a[j]) >> SH]++;
+  uint32_t hist[1 << HB];
+  FN(bucket_counts)(a, 0, m, hist);
   size_t b = (1 << HB) - 1, above = 0;
   for (; above + hist[b] < k; b--)   /* stops: the counts sum to m >= k */
     above += hist[b];
@@ -246,7 +265,7 @@ static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
 static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
                                          size_t cap, int T)
 {
-  enum { HB = 11, SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
   uint32_t hist[SCAN_PAR_MAX][1 << HB];
   size_t run = (m + (size_t) T - 1) / (size_t) T, at[SCAN_PAR_MAX], above = 0, nb = 0;
   size_t b = (1 << HB) - 1;
@@ -255,9 +274,7 @@ static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scra
     #pragma omp for schedule(static)
     for (int j = 0; j < T; j++) {
       size_t lo = (size_t) j * run < m ? (size_t) j * run : m, hi = m - lo < run ? m : lo + run;
-      memset(hist[j], 0, sizeof hist[j]);
-      for (size_t i = lo; i < hi; i++)
-        hist[j][FN(key)(a[i]) >> SH]++;
+      FN(bucket_counts)(a, lo, hi, hist[j]);
     }
     #pragma omp single
     {
