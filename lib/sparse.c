@@ -995,6 +995,91 @@ static size_t band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t *ou
 #define KTH kth_largest_u32
 #include "kth_source.c"
 
+/* The smallest and largest magnitude keys of val[0, m) (m >= 1). */
+static inline __attribute__((always_inline)) void
+key_range_body(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
+{
+  uint32_t l = UINT32_MAX, h = 0;
+  for (size_t j = 0; j < m; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    l = key < l ? key : l;
+    h = key > h ? key : h;
+  }
+  *lo = l;
+  *hi = h;
+}
+
+/* The magnitude keys of val[0, m) in bucket b ((key - base) >> sh == b),
+ * in order, into out (which may be val: a store never passes what has
+ * been read); returns how many. */
+static inline __attribute__((always_inline)) size_t
+key_bucket_body(const float *val, size_t j, size_t m, uint32_t base, int sh, uint32_t b,
+                uint32_t *out, size_t nb)
+{
+  for (; j < m; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    out[nb] = key;
+    nb += (key - base) >> sh == b;
+  }
+  return nb;
+}
+
+#ifdef HAVE_SCAN_PATHS
+/* The selection's passes over the band took most of its time as scalar
+ * loops: the range vectorised for the instruction set, the bucket's keys
+ * packed sixteen at a time. */
+TARGET_AVX512 static void key_range_avx512(const float *val, size_t m, uint32_t *lo,
+                                           uint32_t *hi)
+{ key_range_body(val, m, lo, hi); }
+TARGET_AVX2 static void key_range_avx2(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
+{ key_range_body(val, m, lo, hi); }
+
+TARGET_AVX512 static size_t key_bucket_avx512(const float *val, size_t m, uint32_t base,
+                                              int sh, uint32_t b, uint32_t *out)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), vb = _mm512_set1_epi32((int) b);
+  const __m512i vbase = _mm512_set1_epi32((int) base), vsh = _mm512_set1_epi32(sh);
+  size_t nb = 0, j = 0;
+  for (; j + 16 <= m; j += 16) {
+    __m512i key = _mm512_and_si512(_mm512_loadu_si512((const void *) (val + j)), absmask);
+    __mmask16 in = _mm512_cmpeq_epi32_mask(_mm512_srlv_epi32(_mm512_sub_epi32(key, vbase), vsh), vb);
+    _mm512_storeu_si512((void *) (out + nb), _mm512_maskz_compress_epi32(in, key));
+    nb += (size_t) __builtin_popcount(in);
+  }
+  return key_bucket_body(val, j, m, base, sh, b, out, nb);
+}
+#endif
+
+static void key_range_f32(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
+{
+#ifdef HAVE_SCAN_PATHS
+  int isa = gc__isa();
+  if (isa >= GC__ISA_AVX512) {
+    key_range_avx512(val, m, lo, hi);
+    return;
+  }
+  if (isa >= GC__ISA_AVX2) {
+    key_range_avx2(val, m, lo, hi);
+    return;
+  }
+#endif
+  key_range_body(val, m, lo, hi);
+}
+
+static size_t key_bucket_f32(const float *val, size_t m, uint32_t base, int sh, uint32_t b,
+                             uint32_t *out)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return key_bucket_avx512(val, m, base, sh, b, out);
+#endif
+  return key_bucket_body(val, 0, m, base, sh, b, out, 0);
+}
+
 /* The k-th largest magnitude key (k in 1..c) of the float32 values val[0,
  * c), with *above = how many keys exceed it and *equal = how many equal
  * it.  Histograms of HB-bit digits of key - min narrow it down to a bucket
@@ -1005,14 +1090,8 @@ enum { KTH_HB = 11, KTH_SMALL = 2048 };
 static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
                             size_t *above, size_t *equal)
 {
-  uint32_t lo = UINT32_MAX, hi = 0;
-  for (size_t j = 0; j < c; j++) {
-    uint32_t key;
-    memcpy(&key, val + j, sizeof key);
-    key &= 0x7fffffffu;
-    lo = key < lo ? key : lo;
-    hi = key > hi ? key : hi;
-  }
+  uint32_t lo, hi;
+  key_range_f32(val, c, &lo, &hi);
   size_t m = c, gt = 0;
   const uint32_t *src = NULL;   /* NULL: the keys of val */
   uint32_t base = lo, span = hi - lo;
@@ -1059,13 +1138,7 @@ static uint32_t kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
         if ((src[j] - base) >> sh == b)
           scr[nb++] = src[j];
     } else {
-      for (j = 0; j < m; j++) {
-        uint32_t key;
-        memcpy(&key, val + j, sizeof key);
-        key &= 0x7fffffffu;
-        if ((key - base) >> sh == b)
-          scr[nb++] = key;
-      }
+      nb = key_bucket_f32(val, m, base, sh, b, scr);
     }
     src = scr;
     m = nb;
@@ -1110,15 +1183,8 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
   #pragma omp parallel num_threads(T)
   {
     #pragma omp for schedule(static)
-    for (int j = 0; j < T; j++) {
-      uint32_t l = UINT32_MAX, h = 0;
-      for (size_t e = 0; e < bn[j]; e++) {
-        l = bp[j][e] < l ? bp[j][e] : l;
-        h = bp[j][e] > h ? bp[j][e] : h;
-      }
-      lo[j] = l;
-      hi[j] = h;
-    }
+    for (int j = 0; j < T; j++)
+      key_range_f32((const float *) bp[j], bn[j], &lo[j], &hi[j]);
     #pragma omp single
     {
       for (int j = 0; j < T; j++) {
@@ -1144,15 +1210,8 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
       gt += cnt;
     }
     #pragma omp for schedule(static)
-    for (int j = 0; j < T; j++) {
-      size_t m = 0;
-      for (size_t e = 0; e < bn[j]; e++) {
-        uint32_t key = bp[j][e];
-        bp[j][m] = key;
-        m += (key - base) >> sh == b;
-      }
-      kept[j] = m;
-    }
+    for (int j = 0; j < T; j++)
+      kept[j] = key_bucket_f32((const float *) bp[j], bn[j], base, sh, b, bp[j]);
   }
   size_t m = kept[0];
   for (int j = 1; j < T; j++) {
