@@ -1363,6 +1363,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
 #define NEXTDOWN(t) nextafterf((t), -INFINITY)
 #define REAL_MAX FLT_MAX
 #define SCAN_ISA scan_par_f32
+#define SCAN_PIECES scan_pieces_f32
 #define TOPK_VALS topk_vals_f32
 #define WALK_ISA walk_isa_f32
 #define GAUSS_FILTER gauss_filter_f32

@@ -54,12 +54,24 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * x again (at density 0.1 that gather read most of x's cache lines a
  * second time).  When more entries pass than *val holds, out and *val
  * hold the first room of them, enough if only the first `need` are used;
- * else the scan runs again without values and *val becomes NULL. */
+ * else the scan runs again without values and *val becomes NULL.  With L
+ * (and SCAN_PIECES, and *val), the threads' pieces may be left where they
+ * lie, as L says (L->T > 1), for gc__wire_encode_staged_pieces. */
 static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                              REAL **val, size_t room, size_t need, size_t *bad)
+                              REAL **val, size_t room, size_t need, size_t *bad,
+                              scan_layout *L)
 {
-  size_t cap = *val && room < n ? room : n;
-  size_t c = FN(scan)(x, n, t, out, *val, cap, bad);
+  size_t cap = *val && room < n ? room : n, c;
+  if (L)
+    L->T = 1;
+#ifdef SCAN_PIECES
+  if (L && *val) {
+    c = SCAN_PIECES(x, n, t, out, *val, cap, bad, L);
+    if (L->T > 1)
+      return c;
+  } else
+#endif
+    c = FN(scan)(x, n, t, out, *val, cap, bad);
   if (*val && *bad == SIZE_MAX && c > cap && need > cap) {
     *val = NULL;
     c = FN(scan)(x, n, t, out, NULL, n, bad);
@@ -670,7 +682,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
         }
       }
     } else {
-      c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad);
+      c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad, NULL);
     }
     ev++;
     if ((double) c < 2.0 * (double) k / 3.0)
@@ -709,7 +721,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
    * that many fit */
   REAL *stage = room >= ns ? *val : NULL;
   *val = stage;
-  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
+  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, NULL);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -735,7 +747,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
       } else if ((double) c < 0.8 * (double) ns) {
         thr = (REAL) (0.8 * thr);
         *val = stage;
-        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
+        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, NULL);
         ev++;
       } else {
         break;
@@ -808,10 +820,24 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   case KIND_THRESHOLD: {
     size_t bad;
+    scan_layout L;
     c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, s->n,
-                        &bad);
+                        &bad, &L);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
+    if (L.T > 1) {   /* the threads' pieces where they lie: no move joins them */
+      const uint32_t *pi[SCAN_PAR_MAX];
+      const REAL *pv[SCAN_PAR_MAX];
+      for (int j = 0; j < L.T; j++) {
+        pi[j] = s->idx + (size_t) j * L.share;
+        pv[j] = staged + (size_t) j * L.share;
+      }
+      GC_TRY(FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L.T, pi, pv, L.cnt, buf, cap,
+                                               len, &info->nnz));
+      info->selected = c;
+      info->loops = 0;
+      return GC_SUCCESS;
+    }
     break;
   }
   case KIND_GAUSSK: {
@@ -882,6 +908,7 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef REAL_MAX
 #undef GAUSS_GROUPS
 #undef SCAN_ISA
+#undef SCAN_PIECES
 #undef TOPK_VALS
 #undef WALK_ISA
 #undef GAUSS_FILTER

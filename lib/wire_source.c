@@ -96,9 +96,15 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
  * pc[j] entries), which stay where they lie: each piece's delta codes
  * start where the pieces before it end, so the threads code and copy
  * their pieces at once, with no move joining them first. */
-int FN(gc__wire_encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *const *pi,
-                               const REAL *const *pv, const size_t *pc, uint8_t *buf,
-                               size_t cap, size_t *len, size_t *nnz)
+static size_t FN(move_down_par)(uint8_t *v, const REAL *val, size_t c, int T);
+
+/* With staged, the pieces' values lie in buf past every index section
+ * (gc__wire_stage), piece j + 1's past piece j's: they move down in piece
+ * order (a piece's destination ends below the next piece's source), each
+ * on the threads (FN(move_down_par)). */
+static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *const *pi,
+                             const REAL *const *pv, const size_t *pc, int staged, uint8_t *buf,
+                             size_t cap, size_t *len, size_t *nnz)
 {
   size_t c = 0, at[WIRE_PAR_MAX + 1], bytes[WIRE_PAR_MAX];
   int first = -1;   /* the first piece with an entry */
@@ -109,9 +115,11 @@ int FN(gc__wire_encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *co
       first = j;
   }
   at[P] = c;
-  if (P == 1 || first < 0)
-    return FN(gc__wire_encode_vals)(type, n, pi[first < 0 ? 0 : first], c,
-                                    pv[first < 0 ? 0 : first], buf, cap, len, nnz);
+  if (P == 1 || first < 0) {
+    int f = first < 0 ? 0 : first;
+    return staged ? FN(gc__wire_encode_staged)(type, n, pi[f], c, pv[f], buf, cap, len, nnz)
+                  : FN(gc__wire_encode_vals)(type, n, pi[f], c, pv[f], buf, cap, len, nnz);
+  }
   /* the entry before each piece's first (UINT32_MAX: none), for its gap */
   uint32_t before[WIRE_PAR_MAX];
   uint32_t last = UINT32_MAX;
@@ -160,11 +168,28 @@ int FN(gc__wire_encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *co
       if (pc[j] > 1)
         put_gap_range(q, pi[j], 1, pc[j]);
     }
-    nz += FN(put_vals)(v + at[j] * sizeof(REAL), NULL, pv[j], 1, 0, pc[j]);
+    if (!staged)
+      nz += FN(put_vals)(v + at[j] * sizeof(REAL), NULL, pv[j], 1, 0, pc[j]);
   }
+  for (int j = 0; staged && j < P; j++)
+    nz += FN(move_down_par)(v + at[j] * sizeof(REAL), pv[j], pc[j], P);
   *len = total;
   *nnz = nz;
   return GC_SUCCESS;
+}
+
+int FN(gc__wire_encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *const *pi,
+                               const REAL *const *pv, const size_t *pc, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz)
+{
+  return FN(encode_pieces)(type, n, P, pi, pv, pc, 0, buf, cap, len, nnz);
+}
+
+int FN(gc__wire_encode_staged_pieces)(uint8_t type, size_t n, int P, const uint32_t *const *pi,
+                                      const REAL *const *pv, const size_t *pc, uint8_t *buf,
+                                      size_t cap, size_t *len, size_t *nnz)
+{
+  return FN(encode_pieces)(type, n, P, pi, pv, pc, 1, buf, cap, len, nnz);
 }
 
 /* Values [lo, hi) of val moved down to v, chunk by chunk in order (never
@@ -189,18 +214,11 @@ static size_t FN(move_count)(uint8_t *v, const REAL *val, size_t lo, size_t hi)
  * the source of the rounds before it, which are done, so the threads
  * share each round (on one thread the 10 MB move at density 0.1 took
  * most of the encoder's time while the other threads waited). */
-int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
-                               size_t c, const REAL *val, uint8_t *buf, size_t cap,
-                               size_t *len, size_t *nnz)
+static size_t FN(move_down_par)(uint8_t *v, const REAL *val, size_t c, int T)
 {
-  uint8_t *v;
-  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, (const uint8_t *) val, len, &v));
   size_t round = (size_t) ((const uint8_t *) val - v) / sizeof(REAL);
-  int T = wire_threads(c);
-  if (T == 1 || round < STAGE_ROUND_MIN || round < c / STAGE_ROUNDS_MAX) {
-    *nnz = FN(move_count)(v, val, 0, c);
-    return GC_SUCCESS;
-  }
+  if (T == 1 || round < STAGE_ROUND_MIN || round < c / STAGE_ROUNDS_MAX)
+    return FN(move_count)(v, val, 0, c);
   size_t nz = 0;
   #pragma omp parallel num_threads(T) reduction(+ : nz)
   for (size_t lo = 0; lo < c; lo += round) {
@@ -211,7 +229,16 @@ int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
       nz += FN(move_count)(v, val, a, hi - a < part ? hi : a + part);
     }
   }
-  *nnz = nz;
+  return nz;
+}
+
+int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
+                               size_t c, const REAL *val, uint8_t *buf, size_t cap,
+                               size_t *len, size_t *nnz)
+{
+  uint8_t *v;
+  GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, (const uint8_t *) val, len, &v));
+  *nnz = FN(move_down_par)(v, val, c, wire_threads(c));
   return GC_SUCCESS;
 }
 
