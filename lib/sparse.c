@@ -1197,9 +1197,16 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
     }
     #pragma omp for schedule(static)
     for (int j = 0; j < T; j++) {
-      memset(hist[j], 0, (((top - base) >> sh) + 1) * sizeof hist[j][0]);
-      for (size_t e = 0; e < bn[j]; e++)
-        hist[j][(bp[j][e] - base) >> sh]++;
+      uint32_t h[4][1 << KTH_HB], nbk = ((top - base) >> sh) + 1;   /* as in kth_key_f32 */
+      memset(h, 0, sizeof h);
+      size_t e = 0;
+      for (; e + 4 <= bn[j]; e += 4)
+        for (int u = 0; u < 4; u++)
+          h[u][(bp[j][e + u] - base) >> sh]++;
+      for (; e < bn[j]; e++)
+        h[0][(bp[j][e] - base) >> sh]++;
+      for (uint32_t q = 0; q < nbk; q++)
+        hist[j][q] = h[0][q] + h[1][q] + h[2][q] + h[3][q];
     }
     #pragma omp single
     for (b = (top - base) >> sh;; b--) {   /* stops: the counts sum to >= k */
@@ -1383,7 +1390,8 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
  * that collects the candidates' indices and values (no gather from x
  * afterwards), the K-th magnitude by histograms of the candidates' keys,
  * then the filter, in place in s->cand and the first half of s->mag (the
- * second half is the histogram stage's scratch).  *val is NULL when the
+ * second half is the histogram stage's scratch), as the pieces *out (on
+ * threads the pieces of the scan, where they lie).  out->P is 0 when the
  * sample misled and the radix fallback wrote s->idx. */
 static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_pieces *out)
 {

@@ -221,11 +221,6 @@ static UKEY FN(key)(REAL v)
   return u & ~((UKEY) 1 << (8 * sizeof(UKEY) - 1));   /* |v|, monotone */
 }
 
-/* k-th largest (k in 1..m) of the non-negative a[0..m): a histogram of
- * the top key bits narrows it to one bucket, copied to scratch (cap
- * entries) for the quickselect; a quickselect over all of a (reordered)
- * when the bucket does not fit.  Same value as FN(kth_largest), at about
- * two reads of a instead of several partitioning passes. */
 static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
                                          size_t cap, int T);
 
@@ -249,6 +244,11 @@ static void FN(bucket_counts)(const REAL *a, size_t lo, size_t hi, uint32_t *his
     hist[b] = h[0][b] + h[1][b] + h[2][b] + h[3][b];
 }
 
+/* k-th largest (k in 1..m) of the non-negative a[0..m): a histogram of
+ * the top key bits narrows it to one bucket, copied to scratch (cap
+ * entries) for the quickselect; a quickselect over all of a (reordered)
+ * when the bucket does not fit.  Same value as FN(kth_largest), at about
+ * two reads of a instead of several partitioning passes. */
 static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
                                      REAL *scratch, size_t cap)
 {
@@ -584,7 +584,8 @@ static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
 
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
  * values into *val (room entries) unless it is or becomes NULL
- * (FN(scan_staged)). */
+ * (FN(scan_staged)); or, where sel->P > 0 (float32), both as the pieces
+ * *sel, left in s->cand and s->mag. */
 static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
                       size_t *count, unsigned *evals, sparse_pieces *sel)
 {

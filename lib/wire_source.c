@@ -92,13 +92,13 @@ int FN(gc__wire_encode_vals)(uint8_t type, size_t n, const uint32_t *idx,
   return GC_SUCCESS;
 }
 
+static size_t FN(move_down_par)(uint8_t *v, const REAL *val, size_t c, int T);
+
 /* gc__wire_encode_vals of the concatenation of P pieces (pi[j], pv[j],
  * pc[j] entries), which stay where they lie: each piece's delta codes
  * start where the pieces before it end, so the threads code and copy
- * their pieces at once, with no move joining them first. */
-static size_t FN(move_down_par)(uint8_t *v, const REAL *val, size_t c, int T);
-
-/* With staged, the pieces' values lie in buf past every index section
+ * their pieces at once, with no move joining them first.  With staged,
+ * the pieces' values lie in buf past every index section
  * (gc__wire_stage), piece j + 1's past piece j's: they move down in piece
  * order (a piece's destination ends below the next piece's source), each
  * on the threads (FN(move_down_par)). */
