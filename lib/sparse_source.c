@@ -700,9 +700,10 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
 }
 
 /* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py); the
- * values come along in *val as in FN(gaussk). */
+ * values come along in *val as in FN(gaussk), in the threads' pieces
+ * where L->T > 1 (FN(scan_staged)). */
 static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
-                   size_t room, size_t *count, unsigned *evals)
+                   size_t room, size_t *count, unsigned *evals, scan_layout *L)
 {
   size_t n = s->n, ns = s->k, bad, stride = s->dgc_stride, start = 0, m = n;
   if (stride > 1) {
@@ -722,7 +723,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
    * that many fit */
   REAL *stage = room >= ns ? *val : NULL;
   *val = stage;
-  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, NULL);
+  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, L);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -735,6 +736,12 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
          * (or the staged values cut it short) */
         if (*val && c > room)
           c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
+        size_t at = L->cnt[0];   /* the threads' pieces together (rare) */
+        for (int j = 1; j < L->T; j++) {
+          memmove(s->idx + at, s->idx + (size_t) j * L->share, L->cnt[j] * sizeof *s->idx);
+          at += L->cnt[j];
+        }
+        L->T = 1;
         if (c <= s->cand_cap)
           FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
@@ -748,7 +755,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
       } else if ((double) c < 0.8 * (double) ns) {
         thr = (REAL) (0.8 * thr);
         *val = stage;
-        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, NULL);
+        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, L);
         ev++;
       } else {
         break;
@@ -758,6 +765,26 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
   *count = c < ns ? c : ns;   /* the first ns in index order */
   *evals = ev;
   return GC_SUCCESS;
+}
+
+/* The message of the first c entries of a scan left in the threads'
+ * pieces (L), the indices in s->idx and the values staged at staged:
+ * their pieces where they lie, no move joining them first. */
+static int FN(encode_scan_pieces)(const sparse_state *s, const scan_layout *L,
+                                  const REAL *staged, size_t c, uint8_t *buf, size_t cap,
+                                  size_t *len, size_t *nnz)
+{
+  const uint32_t *pi[SCAN_PAR_MAX];
+  const REAL *pv[SCAN_PAR_MAX];
+  size_t pc[SCAN_PAR_MAX];
+  for (int j = 0; j < L->T; j++) {
+    pi[j] = s->idx + (size_t) j * L->share;
+    pv[j] = staged + (size_t) j * L->share;
+    pc[j] = L->cnt[j] < c ? L->cnt[j] : c;
+    c -= pc[j];
+  }
+  return FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L->T, pi, pv, pc, buf, cap, len,
+                                           nnz);
 }
 
 static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
@@ -826,15 +853,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
                         &bad, &L);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
-    if (L.T > 1) {   /* the threads' pieces where they lie: no move joins them */
-      const uint32_t *pi[SCAN_PAR_MAX];
-      const REAL *pv[SCAN_PAR_MAX];
-      for (int j = 0; j < L.T; j++) {
-        pi[j] = s->idx + (size_t) j * L.share;
-        pv[j] = staged + (size_t) j * L.share;
-      }
-      GC_TRY(FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L.T, pi, pv, L.cnt, buf, cap,
-                                               len, &info->nnz));
+    if (L.T > 1) {
+      GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
       info->selected = c;
       info->loops = 0;
       return GC_SUCCESS;
@@ -855,9 +875,17 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
 #endif
     break;
   }
-  case KIND_DGC:
-    GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
+  case KIND_DGC: {
+    scan_layout L;
+    GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals, &L));
+    if (L.T > 1) {
+      GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
+      info->selected = c;
+      info->loops = evals;
+      return GC_SUCCESS;
+    }
     break;
+  }
   }
   if (check_sent && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
     GC_TRY(FN(check_finite_at)(x, s->idx, c));
