@@ -59,6 +59,16 @@ int gc__wire_encode_vals_f64(uint8_t type, size_t n, const uint32_t *idx,
                              size_t c, const double *val, uint8_t *buf,
                              size_t cap, size_t *len, size_t *nnz);
 
+/* gc__wire_encode_vals of the concatenation of P <= 16 pieces, pc[j]
+ * entries at pi[j] and pv[j] each (ascending across them), left where
+ * they lie: the same bytes, written on P threads. */
+int gc__wire_encode_pieces_f32(uint8_t type, size_t n, int P, const uint32_t *const *pi,
+                               const float *const *pv, const size_t *pc, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz);
+int gc__wire_encode_pieces_f64(uint8_t type, size_t n, int P, const uint32_t *const *pi,
+                               const double *const *pv, const size_t *pc, uint8_t *buf,
+                               size_t cap, size_t *len, size_t *nnz);
+
 /* Staged values: a sparsifier may gather the values of its message in
  * the message buffer itself, while it selects and before the index
  * section's size is known, past the largest index section a message of at
@@ -70,6 +80,17 @@ int gc__wire_encode_vals_f64(uint8_t type, size_t n, const uint32_t *idx,
  * gc__wire_encode_vals, without reading x again. */
 void *gc__wire_stage(size_t n, size_t cmax, size_t vbytes, uint8_t *buf, size_t cap,
                      size_t *room);
+/* gc__wire_encode_staged of P <= 16 pieces as gc__wire_encode_pieces takes
+ * them, the values staged in buf in piece order (piece j + 1's past
+ * piece j's, neither past the other's share). */
+int gc__wire_encode_staged_pieces_f32(uint8_t type, size_t n, int P,
+                                      const uint32_t *const *pi, const float *const *pv,
+                                      const size_t *pc, uint8_t *buf, size_t cap,
+                                      size_t *len, size_t *nnz);
+int gc__wire_encode_staged_pieces_f64(uint8_t type, size_t n, int P,
+                                      const uint32_t *const *pi, const double *const *pv,
+                                      const size_t *pc, uint8_t *buf, size_t cap,
+                                      size_t *len, size_t *nnz);
 int gc__wire_encode_staged_f32(uint8_t type, size_t n, const uint32_t *idx,
                                size_t c, const float *val, uint8_t *buf,
                                size_t cap, size_t *len, size_t *nnz);

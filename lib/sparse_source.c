@@ -54,12 +54,24 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * x again (at density 0.1 that gather read most of x's cache lines a
  * second time).  When more entries pass than *val holds, out and *val
  * hold the first room of them, enough if only the first `need` are used;
- * else the scan runs again without values and *val becomes NULL. */
+ * else the scan runs again without values and *val becomes NULL.  With L
+ * (and SCAN_PIECES, and *val), the threads' pieces may be left where they
+ * lie, as L says (L->T > 1), for gc__wire_encode_staged_pieces. */
 static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                              REAL **val, size_t room, size_t need, size_t *bad)
+                              REAL **val, size_t room, size_t need, size_t *bad,
+                              scan_layout *L)
 {
-  size_t cap = *val && room < n ? room : n;
-  size_t c = FN(scan)(x, n, t, out, *val, cap, bad);
+  size_t cap = *val && room < n ? room : n, c;
+  if (L)
+    L->T = 1;
+#ifdef SCAN_PIECES
+  if (L && *val) {
+    c = SCAN_PIECES(x, n, t, out, *val, cap, bad, L);
+    if (L->T > 1)
+      return c;
+  } else
+#endif
+    c = FN(scan)(x, n, t, out, *val, cap, bad);
   if (*val && *bad == SIZE_MAX && c > cap && need > cap) {
     *val = NULL;
     c = FN(scan)(x, n, t, out, NULL, n, bad);
@@ -79,18 +91,38 @@ static REAL FN(strict_t)(double v)
   return t;
 }
 
-/* smp[j] = |x[start + j stride]| for j < m, clamped to REAL_MAX: a NaN or
- * Inf must not poison the selection (the scan that follows reports it). */
-static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
-                           size_t m, REAL *smp)
+/* smp[j] = |x[start + j stride]| for j in [lo, hi) (of m), clamped to
+ * REAL_MAX: a NaN or Inf must not poison the selection (the scan that
+ * follows reports it). */
+static void FN(sample_abs_run)(const REAL *x, size_t start, size_t stride,
+                               size_t lo, size_t hi, size_t m, REAL *smp)
 {
-  for (size_t j = 0; j < m; j++) {
+  for (size_t j = lo; j < hi; j++) {
     /* one cache line per sample, and the hardware prefetcher stops at
      * page boundaries: ask for lines well ahead (SAMPLE_AHEAD) */
     if (j + SAMPLE_AHEAD < m)
       __builtin_prefetch(x + start + (j + SAMPLE_AHEAD) * stride);
     REAL a = FABS(x[start + j * stride]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
+/* The samplers on the OpenMP threads, each a contiguous run of the m
+ * samples (the same samples): one cache-line miss each, and they ran
+ * alone while the other threads waited for the scan. */
+static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
+                           size_t m, REAL *smp)
+{
+  int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
+  if (T == 1) {
+    FN(sample_abs_run)(x, start, stride, 0, m, m, smp);
+    return;
+  }
+  size_t run = (m + (size_t) T - 1) / (size_t) T;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t lo = (size_t) j * run < m ? (size_t) j * run : m;
+    FN(sample_abs_run)(x, start, stride, lo, m - lo < run ? m : lo + run, m, smp);
   }
 }
 
@@ -109,13 +141,30 @@ static size_t FN(jitter_at)(size_t j, size_t stride)
   return j * stride + (size_t) (((uint64_t) h * stride) >> 32);
 }
 
-static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+static void FN(sample_jittered_run)(const REAL *x, size_t stride, size_t lo, size_t hi,
+                                    size_t m, REAL *smp)
 {
-  for (size_t j = 0; j < m; j++) {
+  for (size_t j = lo; j < hi; j++) {
     if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
       __builtin_prefetch(x + FN(jitter_at)(j + SAMPLE_AHEAD, stride));
     REAL a = FABS(x[FN(jitter_at)(j, stride)]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
+  }
+}
+
+/* On the threads as sample_abs is. */
+static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+{
+  int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
+  if (T == 1) {
+    FN(sample_jittered_run)(x, stride, 0, m, m, smp);
+    return;
+  }
+  size_t run = (m + (size_t) T - 1) / (size_t) T;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t lo = (size_t) j * run < m ? (size_t) j * run : m;
+    FN(sample_jittered_run)(x, stride, lo, m - lo < run ? m : lo + run, m, smp);
   }
 }
 
@@ -172,6 +221,29 @@ static UKEY FN(key)(REAL v)
   return u & ~((UKEY) 1 << (8 * sizeof(UKEY) - 1));   /* |v|, monotone */
 }
 
+static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
+                                         size_t cap, int T);
+
+enum { FN(BUCKET_HB) = 11 };
+
+/* hist[b] = how many of a[lo, hi) have key >> (key bits - 1 - HB) == b:
+ * four histograms summed, since neighbouring magnitudes share buckets and
+ * one counter's increments would wait on each other. */
+static void FN(bucket_counts)(const REAL *a, size_t lo, size_t hi, uint32_t *hist)
+{
+  enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  uint32_t h[4][1 << HB];
+  memset(h, 0, sizeof h);
+  size_t i = lo;
+  for (; i + 4 <= hi; i += 4)
+    for (int u = 0; u < 4; u++)
+      h[u][FN(key)(a[i + u]) >> SH]++;
+  for (; i < hi; i++)
+    h[0][FN(key)(a[i]) >> SH]++;
+  for (int b = 0; b < 1 << HB; b++)
+    hist[b] = h[0][b] + h[1][b] + h[2][b] + h[3][b];
+}
+
 /* k-th largest (k in 1..m) of the non-negative a[0..m): a histogram of
  * the top key bits narrows it to one bucket, copied to scratch (cap
  * entries) for the quickselect; a quickselect over all of a (reordered)
@@ -180,10 +252,12 @@ static UKEY FN(key)(REAL v)
 static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
                                      REAL *scratch, size_t cap)
 {
-  enum { HB = 11, SH = 8 * (int) sizeof(UKEY) - 1 - HB };
-  uint32_t hist[1 << HB] = {0};
-  for (size_t j = 0; j < m; j++)
-    hist[FN(key)(a[j]) >> SH]++;
+  enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  int T = gc__threads_for(m, BUCKETED_PAR_MIN, SCAN_PAR_MAX);
+  if (T > 1)
+    return FN(kth_largest_bucketed_par)(a, m, k, scratch, cap, T);
+  uint32_t hist[1 << HB];
+  FN(bucket_counts)(a, 0, m, hist);
   size_t b = (1 << HB) - 1, above = 0;
   for (; above + hist[b] < k; b--)   /* stops: the counts sum to m >= k */
     above += hist[b];
@@ -193,6 +267,52 @@ static REAL FN(kth_largest_bucketed)(REAL *a, size_t m, size_t k,
   for (size_t j = 0; j < m; j++)
     if (FN(key)(a[j]) >> SH == b)
       scratch[nb++] = a[j];
+  return FN(kth_largest)(scratch, nb, k - above);
+}
+
+/* FN(kth_largest_bucketed) on T threads, each a run of a: a histogram
+ * per run, then each run's entries of the chosen bucket copied to scratch
+ * after those of the runs before it, the order one thread copies them in
+ * (DGC's 250 000 samples took a fifth of a millisecond on one thread). */
+static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scratch,
+                                         size_t cap, int T)
+{
+  enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
+  uint32_t hist[SCAN_PAR_MAX][1 << HB];
+  size_t run = (m + (size_t) T - 1) / (size_t) T, at[SCAN_PAR_MAX], above = 0, nb = 0;
+  size_t b = (1 << HB) - 1;
+  #pragma omp parallel num_threads(T)
+  {
+    #pragma omp for schedule(static)
+    for (int j = 0; j < T; j++) {
+      size_t lo = (size_t) j * run < m ? (size_t) j * run : m, hi = m - lo < run ? m : lo + run;
+      FN(bucket_counts)(a, lo, hi, hist[j]);
+    }
+    #pragma omp single
+    {
+      for (;; b--) {   /* stops: the counts sum to m >= k */
+        size_t cnt = 0;
+        for (int j = 0; j < T; j++)
+          cnt += hist[j][b];
+        if (above + cnt >= k)
+          break;
+        above += cnt;
+      }
+      for (int j = 0; j < T; j++) {
+        at[j] = nb;
+        nb += hist[j][b];
+      }
+    }
+    #pragma omp for schedule(static)
+    for (int j = 0; j < T; j++) {
+      size_t lo = (size_t) j * run < m ? (size_t) j * run : m, hi = m - lo < run ? m : lo + run;
+      for (size_t i = lo, o = at[j]; i < hi && nb <= cap; i++)
+        if (FN(key)(a[i]) >> SH == b)
+          scratch[o++] = a[i];
+    }
+  }
+  if (nb > cap)
+    return FN(kth_largest)(a, m, k);
   return FN(kth_largest)(scratch, nb, k - above);
 }
 
@@ -395,16 +515,17 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
 /* Gaussian-k's sums pass on the OpenMP threads, as scan_pieces_f32 runs a
  * scan: T runs of whole blocks, each block's two sums into s->block_sums
  * and its candidates into the run's share cand_cap / T, then the sums
- * pushed in block order (the pairwise tree of one thread) and the shares
- * moved together.  Returns -1 where it does not run (one thread, a short
- * vector: the caller's loop does the pass), 1 with the list complete as
- * the one-thread pass leaves it, 0 when a run outgrew its share (the
- * candidates crowd into part of x): the sums and *nc hold, the list does
- * not, and the threshold evaluations scan x instead, with the same
- * result. */
+ * pushed in block order (the pairwise tree of one thread).  The shares
+ * stay where they are, described by *L (the filter reads them there;
+ * FN(join_pieces) moves them together).  Returns -1 where it does not run
+ * (one thread, a short vector: the caller's loop does the pass), 1 with
+ * the list complete as the one-thread pass leaves it, 0 when a run
+ * outgrew its share (the candidates crowd into part of x): the sums and
+ * *nc hold, the list does not, and the threshold evaluations scan x
+ * instead, with the same result. */
 static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
                               REAL *cval, gc__pairwise *sum1, gc__pairwise *sum2,
-                              size_t *nc)
+                              size_t *nc, scan_layout *L)
 {
 #ifdef _OPENMP
   size_t n = s->n, nb = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
@@ -438,26 +559,37 @@ static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
   *nc = total;
   if (!fits)
     return 0;
-  size_t at = cnt[0];
-  for (int j = 1; j < T; j++) {
-    memmove(s->cand + at, s->cand + (size_t) j * share, cnt[j] * sizeof *s->cand);
-    memmove(cval + at, cval + (size_t) j * share, cnt[j] * sizeof *cval);
-    at += cnt[j];
-  }
+  L->T = T;
+  L->share = share;
+  memcpy(L->cnt, cnt, (size_t) T * sizeof *cnt);
   return 1;
 #else
   (void) s; (void) x; (void) c0; (void) t0; (void) cval;
-  (void) sum1; (void) sum2; (void) nc;
+  (void) sum1; (void) sum2; (void) nc; (void) L;
   return -1;
 #endif
 }
 
+/* The pieces *L describes moved together at the front of cand and cval. */
+static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
+{
+  size_t at = L->cnt[0];
+  for (int j = 1; j < L->T; j++) {
+    memmove(cand + at, cand + (size_t) j * L->share, L->cnt[j] * sizeof *cand);
+    memmove(cval + at, cval + (size_t) j * L->share, L->cnt[j] * sizeof *cval);
+    at += L->cnt[j];
+  }
+  L->T = 1;
+}
+
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
  * values into *val (room entries) unless it is or becomes NULL
- * (FN(scan_staged)). */
+ * (FN(scan_staged)); or, where sel->P > 0 (float32), both as the pieces
+ * *sel, left in s->cand and s->mag. */
 static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
-                      size_t *count, unsigned *evals)
+                      size_t *count, unsigned *evals, sparse_pieces *sel)
 {
+  sel->P = 0;
   size_t n = s->n, k = s->k, bad;
   /* A pre-threshold t0 a little below the expected threshold, from a
    * strided sample; t0 = REAL_MAX collects only non-finite entries. */
@@ -466,6 +598,8 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     size_t m = TOPK_SAMPLES, stride = n / m;
     double m1 = 0, m2 = 0, s0 = (double) x[0];
     for (size_t j = 0; j < m; j++) {
+      if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
+        __builtin_prefetch(x + (j + SAMPLE_AHEAD) * stride);
       double v = (double) x[j * stride] - s0;
       m1 += v;
       m2 += v * v;
@@ -479,7 +613,8 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
   size_t nc = 0;
   /* the candidate list is complete when nc <= cand_cap and this holds */
-  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc);
+  scan_layout L = { .T = 1 };
+  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc, &L);
   for (size_t lo = 0; listed < 0 && lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
@@ -487,6 +622,8 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     gc__pairwise_push(&sum1, p1);
     gc__pairwise_push(&sum2, p2);
   }
+  if (listed < 0)
+    L.cnt[0] = nc;
   double S1 = gc__pairwise_total(&sum1), S2 = gc__pairwise_total(&sum2);
   if (!isfinite(S1) || !isfinite(S2)) {
     FN(scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
@@ -506,10 +643,28 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   while (ev < s->p.gauss_loops) {
     REAL t = FN(strict_t)(thr);
     v = stage;
-    if (listed != 0 && nc <= s->cand_cap && t >= t0) {
-      /* every |x_i| > t >= t0 is among the candidates: a branch-free
-       * filter of their values (about one in six fails at density 0.1) */
+    sel->P = 0;
+    /* every |x_i| > t >= t0 is among the candidates: a branch-free filter
+     * of their values (about one in six fails at density 0.1) */
+    int listed_ok = listed != 0 && nc <= s->cand_cap && t >= t0, in_place = 0;
+#ifdef GAUSS_FILTER_PIECES
+    in_place = t >= 0;
+#endif
+    if (listed_ok && in_place) {
+      /* in place, each thread's piece where it lies, and the encoder takes
+       * the pieces (out of place the filter paid a read for ownership of
+       * all it wrote, and on threads a count pass too).  What is left
+       * holds every |x_i| > t: from now on it serves the thresholds t and
+       * up, and the scan the others. */
+#ifdef GAUSS_FILTER_PIECES
+      c = nc = GAUSS_FILTER_PIECES(s->cand, cval, &L, t, sel);
+#endif
+      t0 = t;
+      v = NULL;
+    } else if (listed_ok) {
       c = 0;
+      if (L.T > 1)
+        FN(join_pieces)(s->cand, cval, &L);
       if (v && room >= nc) {
 #ifdef GAUSS_FILTER
         c = GAUSS_FILTER(s->cand, cval, nc, t, s->idx, v);
@@ -528,7 +683,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
         }
       }
     } else {
-      c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad);
+      c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad, NULL);
     }
     ev++;
     if ((double) c < 2.0 * (double) k / 3.0)
@@ -545,9 +700,10 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
 }
 
 /* DGC sampled threshold (theory.md 2.6, synxlin dgc/compression.py); the
- * values come along in *val as in FN(gaussk). */
+ * values come along in *val as in FN(gaussk), in the threads' pieces
+ * where L->T > 1 (FN(scan_staged)). */
 static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
-                   size_t room, size_t *count, unsigned *evals)
+                   size_t room, size_t *count, unsigned *evals, scan_layout *L)
 {
   size_t n = s->n, ns = s->k, bad, stride = s->dgc_stride, start = 0, m = n;
   if (stride > 1) {
@@ -567,7 +723,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
    * that many fit */
   REAL *stage = room >= ns ? *val : NULL;
   *val = stage;
-  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
+  size_t c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, L);
   unsigned ev = 1;
   if (bad != SIZE_MAX)
     return FN(report_bad)(x, bad);
@@ -580,6 +736,12 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
          * (or the staged values cut it short) */
         if (*val && c > room)
           c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
+        size_t at = L->cnt[0];   /* the threads' pieces together (rare) */
+        for (int j = 1; j < L->T; j++) {
+          memmove(s->idx + at, s->idx + (size_t) j * L->share, L->cnt[j] * sizeof *s->idx);
+          at += L->cnt[j];
+        }
+        L->T = 1;
         if (c <= s->cand_cap)
           FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
@@ -593,7 +755,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
       } else if ((double) c < 0.8 * (double) ns) {
         thr = (REAL) (0.8 * thr);
         *val = stage;
-        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad);
+        c = FN(scan_staged)(x, n, NEXTDOWN(thr), s->idx, val, room, ns, &bad, L);
         ev++;
       } else {
         break;
@@ -603,6 +765,26 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
   *count = c < ns ? c : ns;   /* the first ns in index order */
   *evals = ev;
   return GC_SUCCESS;
+}
+
+/* The message of the first c entries of a scan left in the threads'
+ * pieces (L), the indices in s->idx and the values staged at staged:
+ * their pieces where they lie, no move joining them first. */
+static int FN(encode_scan_pieces)(const sparse_state *s, const scan_layout *L,
+                                  const REAL *staged, size_t c, uint8_t *buf, size_t cap,
+                                  size_t *len, size_t *nnz)
+{
+  const uint32_t *pi[SCAN_PAR_MAX];
+  const REAL *pv[SCAN_PAR_MAX];
+  size_t pc[SCAN_PAR_MAX];
+  for (int j = 0; j < L->T; j++) {
+    pi[j] = s->idx + (size_t) j * L->share;
+    pv[j] = staged + (size_t) j * L->share;
+    pc[j] = L->cnt[j] < c ? L->cnt[j] : c;
+    c -= pc[j];
+  }
+  return FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L->T, pi, pv, pc, buf, cap, len,
+                                           nnz);
 }
 
 static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
@@ -627,12 +809,11 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
-    const uint32_t *idx;
-    const REAL *val;
-    GC_TRY(TOPK_VALS(s, x, s->k, &idx, &val));
-    if (val) {
-      GC_TRY(FN(gc__wire_encode_vals)(s->wire, s->n, idx, c, val, buf, cap,
-                                      len, &info->nnz));
+    sparse_pieces sel;
+    GC_TRY(TOPK_VALS(s, x, s->k, &sel));
+    if (sel.P) {
+      GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
+                                        cap, len, &info->nnz));
       info->selected = c;
       info->loops = 0;
       return GC_SUCCESS;
@@ -667,18 +848,44 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   case KIND_THRESHOLD: {
     size_t bad;
+    scan_layout L;
     c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, s->n,
-                        &bad);
+                        &bad, &L);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
+    if (L.T > 1) {
+      GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
+      info->selected = c;
+      info->loops = 0;
+      return GC_SUCCESS;
+    }
     break;
   }
-  case KIND_GAUSSK:
-    GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals));
+  case KIND_GAUSSK: {
+    sparse_pieces sel;
+    GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals, &sel));
+#ifdef GAUSS_FILTER_PIECES
+    if (sel.P) {
+      GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
+                                        cap, len, &info->nnz));
+      info->selected = c;
+      info->loops = evals;
+      return GC_SUCCESS;
+    }
+#endif
     break;
-  case KIND_DGC:
-    GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
+  }
+  case KIND_DGC: {
+    scan_layout L;
+    GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals, &L));
+    if (L.T > 1) {
+      GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
+      info->selected = c;
+      info->loops = evals;
+      return GC_SUCCESS;
+    }
     break;
+  }
   }
   if (check_sent && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
     GC_TRY(FN(check_finite_at)(x, s->idx, c));
@@ -730,6 +937,8 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef REAL_MAX
 #undef GAUSS_GROUPS
 #undef SCAN_ISA
+#undef SCAN_PIECES
 #undef TOPK_VALS
 #undef WALK_ISA
 #undef GAUSS_FILTER
+#undef GAUSS_FILTER_PIECES

@@ -109,6 +109,10 @@ static size_t gap_bytes(const uint32_t *idx, size_t a, size_t b)
  * values in pieces.  The bytes are those of one thread. */
 enum { WIRE_PAR_MIN = 1 << 18, WIRE_PAR_MAX = 16, WIRE_PIECE = 1 << 16 };
 
+/* The staged values' move on threads: rounds of at least STAGE_ROUND_MIN
+ * values and at most STAGE_ROUNDS_MAX of them (a barrier each). */
+enum { STAGE_ROUND_MIN = 1 << 14, STAGE_ROUNDS_MAX = 64 };
+
 typedef struct {
   int T;                          /* pieces (1: one thread)              */
   size_t at[WIRE_PAR_MAX + 1];    /* piece j: the gaps of [at[j], at[j+1]) */
