@@ -341,6 +341,84 @@ Test(randk, unbiased_mean_and_variance)
   gc_compressor_free(c);
 }
 
+/* Floyd's algorithm as its definition states it, one draw at a time:
+ * draw c is t = below(u32(seed, stream, step, c), J + 1) with
+ * J = n - K + c, kept unless an earlier draw holds it, and then J. */
+static void reference_floyd(size_t n, size_t k, uint64_t seed, uint32_t step, uint32_t *out)
+{
+  uint8_t *in = calloc(n, 1);
+  for (size_t c = 0; c < k; c++) {
+    uint32_t j = (uint32_t) (n - k + c);
+    uint32_t t = gc_rng_below(gc_rng_u32(seed, 0, step, c), j + 1);
+    if (in[t])
+      t = j;
+    in[t] = 1;
+    out[c] = t;
+  }
+  free(in);
+}
+
+/* The draws of random-K (the set it sends) and random-K-unbiased (the
+ * order in which its receiver adds the values) are the reference's, on
+ * sparse and dense draws and K up to n, where nearly every draw falls on a
+ * taken index.  A message of values 1..K, decoded, names each draw. */
+Test(randk, draws_match_reference_floyd)
+{
+  static const struct { size_t n, k; } nk[] = {
+    {1, 1}, {64, 63}, {1000, 999}, {1000, 1000}, {70001, 50}, {70001, 4375},
+    {70001, 7000}, {70001, 69990}, {400003, 40000}};
+  static const uint64_t seeds[] = {1, 77, 0x9E3779B97F4A7C15ull};
+  for (size_t a = 0; a < sizeof nk / sizeof nk[0]; a++)
+    for (size_t b = 0; b < sizeof seeds / sizeof seeds[0]; b++) {
+      size_t n = nk[a].n, k = nk[a].k;
+      uint32_t step = (uint32_t) (3 + b);
+      uint32_t *ref = malloc(k * sizeof *ref);
+      reference_floyd(n, k, seeds[b], step, ref);
+      double *x = malloc(n * sizeof *x), *y = calloc(n, sizeof *y);
+      for (size_t i = 0; i < n; i++)
+        x[i] = 1;
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.k = k;
+      p.seed = seeds[b];
+      /* random-K-unbiased: values j + 1 in its message's draw order */
+      gc_compressor *c = gc_compressor_alloc(gc_compressor_randk_unbiased, n, &p);
+      size_t cap = gc_compressor_max_bytes(c), len;
+      uint8_t *buf = malloc(cap);
+      cr_assert(eq(int, gc_compress_f64(c, x, step, buf, cap, &len, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, len, GC__WIRE_HDR + k * sizeof(double)));
+      for (size_t j = 0; j < k; j++) {
+        double v = (double) (j + 1);
+        memcpy(buf + GC__WIRE_HDR + j * sizeof v, &v, sizeof v);
+      }
+      cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, step, 1.0, y), GC_SUCCESS));
+      for (size_t j = 0; j < k; j++)
+        cr_assert(eq(dbl, y[ref[j]], (double) (j + 1)), "n=%zu k=%zu seed %zu: draw %zu",
+                  n, k, b, j);
+      gc_compressor_free(c);
+      free(buf);
+      /* random-K: the same set, each index once */
+      c = gc_compressor_alloc(gc_compressor_randk, n, &p);
+      cap = gc_compressor_max_bytes(c);
+      buf = malloc(cap);
+      memset(y, 0, n * sizeof *y);
+      cr_assert(eq(int, gc_compress_f64(c, x, step, buf, cap, &len, NULL), GC_SUCCESS));
+      cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, step, 1.0, y), GC_SUCCESS));
+      size_t marked = 0;
+      for (size_t i = 0; i < n; i++)
+        marked += y[i] != 0;
+      cr_assert(eq(sz, marked, k), "n=%zu k=%zu: randk sent %zu", n, k, marked);
+      for (size_t j = 0; j < k; j++)
+        cr_assert(eq(dbl, y[ref[j]], 1.0), "n=%zu k=%zu seed %zu: randk misses draw %zu",
+                  n, k, b, j);
+      gc_compressor_free(c);
+      free(buf);
+      free(ref);
+      free(x);
+      free(y);
+    }
+}
+
 Test(randk, distinct_sorted_and_deterministic)
 {
   enum { N = 100000 };
