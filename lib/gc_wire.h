@@ -50,6 +50,12 @@ int gc__wire_encode_f64(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const double *x, double factor,
                         uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 
+/* The header of an implicit message of c values of vbytes bytes, which
+ * the caller writes at buf + GC__WIRE_HDR (random-K-unbiased, as it
+ * draws); *len the message's length.  Returns GC_SUCCESS or GC_ENOSPACE. */
+int gc__wire_implicit_head(uint8_t type, size_t c, size_t vbytes, uint8_t *buf, size_t cap,
+                           size_t *len);
+
 /* gc__wire_encode with the values already gathered: val[j] = x[idx[j]]
  * (factor 1), the same bytes. */
 int gc__wire_encode_vals_f32(uint8_t type, size_t n, const uint32_t *idx,

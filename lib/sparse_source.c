@@ -309,6 +309,47 @@ static size_t FN(walk_bits)(sparse_state *s, const REAL *x, uint32_t *idx, REAL 
 #endif
 }
 
+/* How many draws behind Floyd's loop FN(floyd_values) reads x: the line
+ * asked for at the draw has come from memory by then (64: 12.4 ms, 128:
+ * 11.5, 256: 11.7 at K = 2.5e6, n = 2.5e7). */
+enum { FN(GATHER_LAG) = 128 };
+
+/* floyd(s, step, s->idx) with random-K-unbiased's values: out[c] (bytes,
+ * unaligned) = x[v_c] * factor; returns the nonzero x[v_c] (put_vals'
+ * count and arithmetic, so the bytes are the gather's).  Run one after the
+ * other, Floyd's bitmap tests and the gather of x each waited on their own
+ * misses (4 and 7 ms at K = 2.5e6, n = 2.5e7); in one loop, a line of x
+ * asked for at each draw, they overlap.  The draws are floyd_range's one
+ * at a time: in blocks (floyd_avx512), with the lines of x asked for a
+ * block at a time, it took 15 ms. */
+static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, REAL factor,
+                               uint8_t *out)
+{
+  enum { LAG = FN(GATHER_LAG) };
+  size_t n = s->n, k = s->k, nz = 0;
+  uint32_t *t = s->idx;
+  uint64_t *bits = s->bits;
+  floyd_targets(s, step, t);
+  for (size_t c = 0; c < k + LAG; c++) {
+    if (c < k) {
+      if (c + FLOYD_AHEAD < k)
+        __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
+      uint32_t v = t[c];
+      if (bits[v >> 6] >> (v & 63) & 1)
+        v = (uint32_t) (n - k + c);
+      bits[v >> 6] |= (uint64_t) 1 << (v & 63);
+      t[c] = v;
+      __builtin_prefetch(x + v);
+    }
+    if (c >= LAG) {
+      REAL xj = x[t[c - LAG]], y = xj * factor;
+      nz += xj != 0;
+      memcpy(out + (c - LAG) * sizeof(REAL), &y, sizeof(REAL));
+    }
+  }
+  return nz;
+}
+
 /* Finiteness of the entries random-K sends.  Only those reach the wire,
  * and reading the other n-k would make an O(k) compressor O(n); the
  * algorithms check whole gradients before compressing. */
@@ -618,6 +659,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
    * is written (gathering them from x twice was most of its time at
    * density 0.01), where it surely fits; else beforehand */
   int check_sent = 0;
+  /* random-K-unbiased writes its message as it draws */
+  int written = 0;
   /* the selections that scan x gather the values as they go */
   REAL *staged = NULL;
   size_t room = 0;
@@ -659,11 +702,18 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     check_sent = 1;
     break;
   case KIND_RANDKU:
-    floyd(s, step, s->idx);
-    floyd_clear(s);
     factor = (REAL) ((double) s->n / (double) s->k);
     implicit = 1;
     check_sent = 1;
+    if (cap >= GC__WIRE_HDR + c * sizeof(REAL) && gc__threads_for(c, RANDKU_PAR_MIN, 0) == 1) {
+      /* the values come with the draws */
+      info->nnz = FN(floyd_values)(s, step, x, factor, buf + GC__WIRE_HDR);
+      GC_TRY(gc__wire_implicit_head(s->wire, c, sizeof(REAL), buf, cap, len));
+      written = 1;
+    } else {
+      floyd(s, step, s->idx);
+    }
+    floyd_clear(s);
     break;
   case KIND_THRESHOLD: {
     size_t bad;
@@ -680,11 +730,13 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals));
     break;
   }
-  if (check_sent && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
+  if (check_sent && !written && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
     GC_TRY(FN(check_finite_at)(x, s->idx, c));
     check_sent = 0;
   }
-  if (staged)
+  if (written)
+    ;
+  else if (staged)
     GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
                                       &info->nnz));
   else
