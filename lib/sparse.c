@@ -94,11 +94,13 @@ enum { FLOYD_AHEAD = 24 };
 
 /* Floyd's targets t[c] = gc_rng_below(word c, J_c + 1), J_c = n - K + c,
  * with the bitmap made ready for the loop that tests them. */
+static size_t floyd_below_isa(uint32_t *t, size_t k, uint32_t base);
+
 static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
 {
   size_t n = s->n, k = s->k;
   gc__rng_words(s->p.seed, s->p.stream, step, 0, k, t);
-  for (size_t c = 0; c < k; c++)
+  for (size_t c = floyd_below_isa(t, k, (uint32_t) (n - k + 1)); c < k; c++)
     t[c] = gc_rng_below(t[c], (uint32_t) (n - k + c + 1));
   /* dense draws: rewriting the zero bitmap whole brings it into cache,
    * owned, without reading memory (a pass over x has evicted it), so the
@@ -108,32 +110,34 @@ static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
     memset(s->bits, 0, (n + 63) / 64 * sizeof *s->bits);
 }
 
-/* Floyd's rule on the draws [lo, hi) of t, in place (targets in, indices
- * out), the draws before lo done; floyd_blocks_isa does whole blocks of
- * them on the chosen instruction set and returns where it stopped. */
+/* Floyd's rule on the dense draws [lo, hi) of t, in place (targets in,
+ * indices out), the draws before lo done; floyd_blocks_isa does whole
+ * blocks of them on the chosen instruction set and returns where it
+ * stopped. */
 static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi, size_t n,
                                size_t k);
 
-static void floyd_range(sparse_state *s, uint32_t *t, size_t lo, size_t hi)
+static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
 {
-  size_t n = s->n, k = s->k;
+  size_t n = s->n, k = s->k, c = 0;
   uint64_t *bits = s->bits;
-  for (size_t c = floyd_blocks_isa(bits, t, lo, hi, n, k); c < hi; c++) {
+  /* sparse draws: the targets in s->tmp, where the radix sort after them
+   * (floyd_sort) finds its scratch in cache (in place in order, random-K
+   * at density 0.01 took 7% longer) */
+  uint32_t *t = order && k * 16 >= n ? order : s->tmp;
+  floyd_targets(s, step, t);
+  if (k * 16 >= n)
+    c = floyd_blocks_isa(bits, t, 0, k, n, k);
+  for (; c < k; c++) {
     if (c + FLOYD_AHEAD < k)
       __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
     uint32_t v = t[c];
     if (bits[v >> 6] >> (v & 63) & 1)
       v = (uint32_t) (n - k + c);
     bits[v >> 6] |= (uint64_t) 1 << (v & 63);
-    t[c] = v;
+    if (order)
+      order[c] = v;
   }
-}
-
-static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
-{
-  uint32_t *t = order ? order : s->tmp;
-  floyd_targets(s, step, t);
-  floyd_range(s, t, 0, s->k);
 }
 
 /* Random-K-unbiased's messages of this many values or more are written on
@@ -419,6 +423,35 @@ static size_t floyd_avx512(uint64_t *bits, uint32_t *t, size_t c, size_t hi, siz
   return c;
 }
 #endif
+
+#ifdef HAVE_SCAN_PATHS
+/* floyd_targets' gc_rng_below(t[c], base + c) sixteen at a time (GCC
+ * left the loop in SSE2, 0.5 ms at K = 2.5e6): the even lanes' products,
+ * shifted down, and the odd lanes' high halves. */
+TARGET_AVX512 static size_t floyd_below_avx512(uint32_t *t, size_t k, uint32_t base)
+{
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  size_t c = 0;
+  for (; c + 16 <= k; c += 16) {
+    __m512i u = _mm512_loadu_si512((const void *) (t + c));
+    __m512i m = _mm512_add_epi32(_mm512_set1_epi32((int) (base + (uint32_t) c)), lane);
+    __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(u, m), 32);
+    __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(u, 32), _mm512_srli_epi64(m, 32));
+    _mm512_storeu_si512((void *) (t + c), _mm512_mask_blend_epi32(0xAAAA, even, odd));
+  }
+  return c;
+}
+#endif
+
+static size_t floyd_below_isa(uint32_t *t, size_t k, uint32_t base)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX512)
+    return floyd_below_avx512(t, k, base);
+#endif
+  (void) t; (void) k; (void) base;
+  return 0;
+}
 
 static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi, size_t n,
                                size_t k)
@@ -1197,24 +1230,160 @@ static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t n
   return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
 }
 
-/* Random-K's dense draws read back from the bitmap with their values,
- * words [w, nw) one entry at a time (sparse_source.c; the vector path
- * below ends with it). */
-static size_t walk_words_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
-                             uint32_t *idx, float *val, size_t c);
+int gc__sparse_vbmi2 = 1;
+
+/* Random-K's dense draws, written into the message straight from the
+ * bitmap (sparse_source.c, FN(randk_dense)): where the walk has got to. */
+typedef struct {
+  uint8_t *codes;   /* the delta codes' section, NULL for the bitmap coding */
+  size_t pos;       /* bytes of codes written                              */
+  size_t limit;     /* the section's length (the values follow it)         */
+  uint32_t last;    /* the index sent last (UINT32_MAX before the first)   */
+  uint8_t *vals;    /* the values' section                                 */
+  size_t c;         /* values written                                      */
+  size_t nz;        /* nonzero ones among them                             */
+  size_t bad;       /* the first index with a non-finite value, or SIZE_MAX */
+} walk_state;
+
+/* The LEB128 code of g at p + pos; returns the new pos (wire.c's). */
+static size_t leb_put(uint8_t *p, size_t pos, uint32_t g)
+{
+  while (g >= 128) {
+    p[pos++] = (uint8_t) (g | 0x80);
+    g >>= 7;
+  }
+  p[pos++] = (uint8_t) g;
+  return pos;
+}
+
+static size_t leb_bytes(uint32_t g)
+{
+  return 1u + (g >= 1u << 7) + (g >= 1u << 14) + (g >= 1u << 21) + (g >= 1u << 28);
+}
+
+/* Bytes of the delta coding of the k indices marked in bits (n bits).
+ * Gaps inside a word are below 64, and from a word to the next nonzero
+ * one below 127: one byte each.  Only a gap across a zero word (rare for
+ * dense draws) or the first index can take more, so the loop looks at
+ * those alone. */
+static size_t bitmap_delta_bytes(const uint64_t *bits, size_t n, size_t k)
+{
+  size_t extra = 0;
+  uint32_t last = UINT32_MAX;   /* the first gap is the first index */
+  uint64_t prev = 0;            /* the word before */
+  for (size_t w = 0; w < (n + 63) / 64; w++) {
+    uint64_t b = bits[w];
+    if (__builtin_expect(!b || !prev, 0)) {
+      if (b)
+        extra += leb_bytes((uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(b) - last - 1) - 1;
+      else if (prev)
+        last = (uint32_t) (64 * (w - 1)) + 63u - (uint32_t) __builtin_clzll(prev);
+    }
+    prev = b;
+  }
+  return k + extra;
+}
+
+/* FN(walk_codes) for float32 over words [w, nw) one entry at a time
+ * (sparse_source.c; the vector path below ends with it). */
+static void walk_codes_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
+                           walk_state *ws);
 
 #ifdef HAVE_SCAN_PATHS
 /* Sixteen entries a step, compressed by their quarter of the word: the
- * masked load reads only selected lanes (never past n), and the full
- * stores need 64 entries of room.  The hardware prefetcher did not follow
- * x here (the loop took three times a streaming read of it): the lines
- * 4 KiB ahead are asked for. */
+ * masked load reads only selected lanes (never past n); the values' full
+ * store needs 16 entries of room, the codes' 16 bytes before the values.
+ * Their gaps are the compressed indices less the same shifted by a lane;
+ * below 128 (all but about 1 in 10^6 at density 0.1) each is its one-byte
+ * code, else the quarter's codes are written one by one.  Writing the
+ * indices, and later reading them back to code them, and moving the
+ * values down past the codes, took 1.5 ms at n = 2.5e7, K = 2.5e6.  The
+ * hardware prefetcher did not follow x here (the loop took three times a
+ * streaming read of it): the lines 4 KiB ahead are asked for. */
 enum { WALK_AHEAD = 1024 };
-TARGET_AVX512 static size_t walk_avx512_f32(uint64_t *bits, size_t n, const float *x,
-                                            uint32_t *idx, float *val, size_t k)
+TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t n, const float *x,
+                                                size_t k, walk_state *ws)
 {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  size_t c = 0, w = 0, nw = (n + 63) / 64;
+  const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(128);
+  const __m512 fmax = _mm512_set1_ps(FLT_MAX);
+  /* the state in locals: the byte stores below may alias it */
+  uint8_t *codes = ws->codes, *vals = ws->vals;
+  size_t c = ws->c, pos = ws->pos, nz = ws->nz, limit = ws->limit, bad = ws->bad;
+  size_t w = 0, nw = (n + 63) / 64;
+  uint32_t last = ws->last;
+  for (; w < nw && c + 64 <= k; w++) {
+    uint64_t b = bits[w];
+    if (64 * w + WALK_AHEAD + 64 <= n)
+      for (int q = 0; q < 4; q++)
+        _mm_prefetch((const char *) (x + 64 * w + WALK_AHEAD + 16 * q), _MM_HINT_T0);
+    if (!b)
+      continue;
+    bits[w] = 0;
+    /* an empty quarter (one in five at density 0.1) runs through: a
+     * branch on it mispredicted */
+    for (int q = 0; q < 4; q++) {
+      __mmask16 m = (__mmask16) (b >> (16 * q));
+      size_t at = 64 * w + 16 * (size_t) q, cnt = (size_t) __builtin_popcount(m);
+      __m512 xv = _mm512_maskz_loadu_ps(m, x + at);
+      _mm512_storeu_ps(vals + c * sizeof(float), _mm512_maskz_compress_ps(m, xv));
+      nz += (size_t) __builtin_popcount(_mm512_mask_cmp_ps_mask(m, xv, _mm512_setzero_ps(),
+                                                                _CMP_NEQ_UQ));
+      __mmask16 nf = _mm512_mask_cmp_ps_mask(m, _mm512_abs_ps(xv), fmax, _CMP_NLE_UQ);
+      if (nf && bad == SIZE_MAX)
+        bad = at + (size_t) __builtin_ctz(nf);
+      c += cnt;
+      if (codes) {
+        __m512i ci = _mm512_maskz_compress_epi32(m, _mm512_add_epi32(_mm512_set1_epi32((int) at),
+                                                                     lane));
+        __m512i prev = _mm512_alignr_epi32(ci, _mm512_set1_epi32((int) last), 15);
+        __m512i gaps = _mm512_sub_epi32(_mm512_sub_epi32(ci, prev), one);
+        __mmask16 used = (__mmask16) ((1u << cnt) - 1);
+        if (!_mm512_mask_cmpge_epu32_mask(used, gaps, small) && pos + 16 <= limit) {
+          _mm_storeu_si128((__m128i *) (codes + pos), _mm512_cvtepi32_epi8(gaps));
+          pos += cnt;
+        } else {
+          uint32_t g[16];
+          _mm512_storeu_si512((void *) g, gaps);
+          for (size_t j = 0; j < cnt; j++)
+            pos = leb_put(codes, pos, g[j]);
+        }
+        last = m ? (uint32_t) at + 31u - (uint32_t) __builtin_clz(m) : last;
+      }
+    }
+  }
+  ws->c = c;
+  ws->pos = pos;
+  ws->nz = nz;
+  ws->bad = bad;
+  ws->last = last;
+  walk_codes_f32(bits, w, nw, x, ws);
+}
+#endif
+
+#ifdef HAVE_SCAN_PATHS
+/* walk_codes_avx512_f32 with VBMI2, a word at a time: the positions of its
+ * set bits compressed as bytes give its gaps after the first, each below
+ * 64 and so its one-byte code, in three instructions; the values' checks
+ * are one class test a quarter (zero, NaN, Inf), with a branch only where
+ * it finds one.  The quarter-at-a-time codes and checks made the walk
+ * compute-bound (5 ms against 3.7 for the walk alone at n = 2.5e7,
+ * K = 2.5e6). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2")))
+static void walk_codes_vbmi2_f32(uint64_t *bits, size_t n, const float *x, size_t k,
+                                 walk_state *ws)
+{
+  const __m512i iota = _mm512_set_epi8(63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50,
+                                       49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36,
+                                       35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                       21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7,
+                                       6, 5, 4, 3, 2, 1, 0);
+  const __m512i next = _mm512_add_epi8(iota, _mm512_set1_epi8(1)), one = _mm512_set1_epi8(1);
+  enum { NONFINITE = 0x99, ZERO = 0x06 };   /* vfpclassps: NaNs, Infs; +-0 */
+  uint8_t *codes = ws->codes, *vals = ws->vals;   /* locals: the byte stores may alias ws */
+  size_t c = ws->c, pos = ws->pos, zeros = 0, limit = ws->limit, bad = ws->bad;
+  size_t w = 0, nw = (n + 63) / 64, c0 = c;
+  uint32_t last = ws->last;
   for (; w < nw && c + 64 <= k; w++) {
     uint64_t b = bits[w];
     if (64 * w + WALK_AHEAD + 64 <= n)
@@ -1225,28 +1394,61 @@ TARGET_AVX512 static size_t walk_avx512_f32(uint64_t *bits, size_t n, const floa
     bits[w] = 0;
     for (int q = 0; q < 4; q++) {
       __mmask16 m = (__mmask16) (b >> (16 * q));
-      size_t at = 64 * w + 16 * (size_t) q;
-      __m512 xv = _mm512_maskz_loadu_ps(m, x + at);
-      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) at), lane);
-      _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m, iv));
-      _mm512_storeu_ps(val + c, _mm512_maskz_compress_ps(m, xv));
+      __m512 xv = _mm512_maskz_loadu_ps(m, x + 64 * w + 16 * (size_t) q);
+      _mm512_storeu_ps(vals + c * sizeof(float), _mm512_maskz_compress_ps(m, xv));
       c += (size_t) __builtin_popcount(m);
+      __mmask16 odd = _mm512_mask_fpclass_ps_mask(m, xv, NONFINITE | ZERO);
+      if (odd) {
+        __mmask16 nf = _mm512_mask_fpclass_ps_mask(odd, xv, NONFINITE);
+        zeros += (size_t) __builtin_popcount(odd & ~nf);
+        if (nf && bad == SIZE_MAX)
+          bad = 64 * w + 16 * (size_t) q + (size_t) __builtin_ctz(nf);
+      }
     }
+    if (!codes)
+      continue;
+    uint32_t first = (uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(b);
+    size_t cnt = (size_t) __builtin_popcountll(b);
+    if (pos + 5 + 64 <= limit) {
+      pos = leb_put(codes, pos, first - last - 1);
+      __m512i at = _mm512_maskz_compress_epi8(b, iota);
+      __m512i gaps = _mm512_sub_epi8(_mm512_sub_epi8(_mm512_permutexvar_epi8(next, at), at), one);
+      _mm512_storeu_si512((void *) (codes + pos), gaps);
+      pos += cnt - 1;
+    } else {
+      for (uint64_t r = b; r; r &= r - 1) {
+        uint32_t i = (uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(r);
+        pos = leb_put(codes, pos, i - last - 1);
+        last = i;
+      }
+    }
+    last = (uint32_t) (64 * w) + 63u - (uint32_t) __builtin_clzll(b);
   }
-  return walk_words_f32(bits, w, nw, x, idx, val, c);
+  ws->c = c;
+  ws->pos = pos;
+  ws->nz += c - c0 - zeros;
+  ws->bad = bad;
+  ws->last = last;
+  walk_codes_f32(bits, w, nw, x, ws);
 }
 #endif
 
-/* walk_bits (sparse_source.c) for float32 on the chosen instruction set. */
-static size_t walk_isa_f32(uint64_t *bits, size_t n, const float *x, uint32_t *idx,
-                           float *val, size_t k)
+/* FN(walk_codes) for float32 on the chosen instruction set. */
+static void walk_codes_isa_f32(uint64_t *bits, size_t n, const float *x, size_t k,
+                               walk_state *ws)
 {
 #ifdef HAVE_SCAN_PATHS
-  if (gc__isa() >= GC__ISA_AVX512)
-    return walk_avx512_f32(bits, n, x, idx, val, k);
+  if (gc__isa() >= GC__ISA_AVX512) {
+    if (gc__sparse_vbmi2 && __builtin_cpu_supports("avx512vbmi2")
+        && __builtin_cpu_supports("avx512vbmi"))
+      walk_codes_vbmi2_f32(bits, n, x, k, ws);
+    else
+      walk_codes_avx512_f32(bits, n, x, k, ws);
+    return;
+  }
 #endif
   (void) k;
-  return walk_words_f32(bits, 0, (n + 63) / 64, x, idx, val, 0);
+  walk_codes_f32(bits, 0, (n + 63) / 64, x, ws);
 }
 
 /* The float32 top-K with its values (below the templates). */
@@ -1263,7 +1465,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k,
 #define REAL_MAX FLT_MAX
 #define SCAN_ISA scan_par_f32
 #define TOPK_VALS topk_vals_f32
-#define WALK_ISA walk_isa_f32
+#define WALK_CODES_ISA walk_codes_isa_f32
 #define GAUSS_FILTER gauss_filter_f32
 #include "sparse_source.c"
 

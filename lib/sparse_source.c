@@ -280,33 +280,57 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   return GC_SUCCESS;
 }
 
-/* Words [w, nw) of a random-K bitmap, cleared, as ascending indices into
- * idx and x at them into val from position c on; returns the new count. */
-static size_t FN(walk_words)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
-                             uint32_t *idx, REAL *val, size_t c)
+/* Words [w, nw) of random-K's bitmap, cleared, into the message as the
+ * walk state says, one entry at a time. */
+static void FN(walk_codes)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
+                           walk_state *ws)
 {
   for (; w < nw; w++) {
     for (uint64_t b = bits[w]; b; b &= b - 1) {
-      size_t i = 64 * w + (size_t) __builtin_ctzll(b);
-      idx[c] = (uint32_t) i;
-      val[c++] = x[i];
+      uint32_t i = (uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(b);
+      REAL v = x[i];
+      if (ws->codes)
+        ws->pos = leb_put(ws->codes, ws->pos, i - ws->last - 1);
+      ws->last = i;
+      memcpy(ws->vals + ws->c++ * sizeof(REAL), &v, sizeof v);
+      ws->nz += v != 0;
+      if (!(FABS(v) <= REAL_MAX) && ws->bad == SIZE_MAX)
+        ws->bad = i;
     }
     bits[w] = 0;
   }
-  return c;
 }
 
-/* Random-K's K marked entries (all of s->bits' set bits, which it clears)
- * as ascending indices into idx and x at them into val (room for K): one
- * pass over x in order, where at density 1/16 and up gathering x[idx]
- * afterwards read most of its lines anyway, and in a worse order. */
-static size_t FN(walk_bits)(sparse_state *s, const REAL *x, uint32_t *idx, REAL *val)
+/* Random-K's message for dense draws (K >= n/16) from the bitmap of
+ * floyd(s, step, NULL), in one pass over it and x in index order: the
+ * coding is worked out from the bitmap first (bitmap_delta_bytes), so the
+ * walk writes the delta codes and the values where they belong (the
+ * bitmap coding is the bitmap's bytes).  Returns 0, doing nothing, where
+ * the message would not fit in cap; else 1, the bitmap cleared, *len and
+ * *nnz set and *bad the lowest index with a non-finite value (SIZE_MAX:
+ * none), as the encoder would have named it. */
+static int FN(randk_dense)(sparse_state *s, const REAL *x, uint8_t *buf, size_t cap,
+                           size_t *len, size_t *nnz, size_t *bad)
 {
-#ifdef WALK_ISA
-  return WALK_ISA(s->bits, s->n, x, idx, val, s->k);
+  size_t n = s->n, k = s->k, isec;
+  int coding = gc__wire_pick(n, k, bitmap_delta_bytes(s->bits, n, k), &isec);
+  size_t total = GC__WIRE_HDR + isec + k * sizeof(REAL);
+  if (total > cap || coding == GC__IDX_RAW)   /* raw: never for K >= n/16 */
+    return 0;
+  gc__wire_put_header(buf, s->wire, sizeof(REAL), coding, k);
+  if (coding == GC__IDX_BITMAP)   /* little-endian words: the same bytes */
+    memcpy(buf + GC__WIRE_HDR, s->bits, isec);
+  walk_state ws = { coding == GC__IDX_DELTA ? buf + GC__WIRE_HDR : NULL, 0, isec, UINT32_MAX,
+                    buf + GC__WIRE_HDR + isec, 0, 0, SIZE_MAX };
+#ifdef WALK_CODES_ISA
+  WALK_CODES_ISA(s->bits, n, x, k, &ws);
 #else
-  return FN(walk_words)(s->bits, 0, (s->n + 63) / 64, x, idx, val, 0);
+  FN(walk_codes)(s->bits, 0, (n + 63) / 64, x, &ws);
 #endif
+  *len = total;
+  *nnz = ws.nz;
+  *bad = ws.bad;
+  return 1;
 }
 
 /* How many draws behind Floyd's loop FN(floyd_values) reads x: the line
@@ -319,9 +343,9 @@ enum { FN(GATHER_LAG) = 128 };
  * count and arithmetic, so the bytes are the gather's).  Run one after the
  * other, Floyd's bitmap tests and the gather of x each waited on their own
  * misses (4 and 7 ms at K = 2.5e6, n = 2.5e7); in one loop, a line of x
- * asked for at each draw, they overlap.  The draws are floyd_range's one
- * at a time: in blocks (floyd_avx512), with the lines of x asked for a
- * block at a time, it took 15 ms. */
+ * asked for at each draw, they overlap.  The draws go one at a time:
+ * in floyd_avx512's blocks, with the lines of x asked for a block at a
+ * time, it took 15 ms. */
 static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, REAL factor,
                                uint8_t *out)
 {
@@ -686,20 +710,19 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   case KIND_RANDK:
-    staged = s->k * 16 >= s->n ? gc__wire_stage(s->n, s->k, sizeof(REAL), buf, cap, &room)
-                               : NULL;
-    if (staged && room >= s->k) {   /* dense: the values come with the walk */
+    if (s->k * 16 >= s->n) {   /* dense: the message comes with the walk */
+      size_t bad;
       floyd(s, step, NULL);
-      FN(walk_bits)(s, x, s->idx, staged);
-      size_t bad = FN(first_nonfinite)((const uint8_t *) staged, c);
-      if (bad < c)
-        return FN(report_bad)(x, s->idx[bad]);
-      break;
+      written = FN(randk_dense)(s, x, buf, cap, len, &info->nnz, &bad);
+      if (written && bad != SIZE_MAX)
+        return FN(report_bad)(x, bad);
+    } else {
+      floyd(s, step, s->idx);
     }
-    staged = NULL;
-    floyd(s, step, s->idx);
-    floyd_sort(s);
-    check_sent = 1;
+    if (!written) {
+      floyd_sort(s);
+      check_sent = 1;
+    }
     break;
   case KIND_RANDKU:
     factor = (REAL) ((double) s->n / (double) s->k);
@@ -783,5 +806,5 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef GAUSS_GROUPS
 #undef SCAN_ISA
 #undef TOPK_VALS
-#undef WALK_ISA
+#undef WALK_CODES_ISA
 #undef GAUSS_FILTER

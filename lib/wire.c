@@ -217,6 +217,16 @@ static void put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding,
   memcpy(buf + 3, &c32, 4);
 }
 
+int gc__wire_pick(size_t n, size_t c, size_t delta, size_t *index_bytes)
+{
+  return pick_coding(n, c, delta, index_bytes);
+}
+
+void gc__wire_put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding, size_t c)
+{
+  put_header(buf, type, vbytes, coding, c);
+}
+
 int gc__wire_implicit_head(uint8_t type, size_t c, size_t vbytes, uint8_t *buf, size_t cap,
                            size_t *len)
 {

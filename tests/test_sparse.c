@@ -419,6 +419,55 @@ Test(randk, draws_match_reference_floyd)
     }
 }
 
+/* Random-K's dense draws (K >= n/16) write their message straight from
+ * the bitmap, having worked out the delta coding's length from it; the
+ * sparse-vector encoder, given x at the reference draws and zero
+ * elsewhere, writes the same message but for its type byte.  n = 2^20 + 3
+ * at K = n/16 has some twenty gaps of 128 and more (two-byte codes,
+ * across zero words), K = n/8 sits where delta and bitmap codings trade
+ * places, and K = n/2 and n take the bitmap.  With the AVX-512 walk's
+ * VBMI2 path off too (gc__sparse_vbmi2). */
+Test(randk, dense_message_is_the_sparse_vector_encoding)
+{
+  enum { N = (1 << 20) + 3 };
+  static const size_t ks[] = {N / 16 + 1, N / 10, N / 8, N / 8 + 1, N / 2, N};
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  uint32_t *ref = malloc(N * sizeof *ref);
+  for (size_t i = 0; i < N; i++)
+    x[i] = (float) (1 + i % 7) * (i % 2 ? -1.0f : 1.0f);
+  for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
+    for (int vbmi2 = 1; vbmi2 >= 0; vbmi2--) {
+      size_t k = ks[a];
+      uint32_t step = (uint32_t) (5 + a);
+      reference_floyd(N, k, 31, step, ref);
+      memset(y, 0, N * sizeof *y);
+      for (size_t j = 0; j < k; j++)
+        y[ref[j]] = x[ref[j]];
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.k = k;
+      p.seed = 31;
+      gc_compressor *c = gc_compressor_alloc(gc_compressor_randk, N, &p);
+      size_t cap = gc_compressor_max_bytes(c), len, want_len;
+      uint8_t *buf = malloc(cap), *want = malloc(cap);
+      cr_assert(eq(int, gc_sparse_encode_dense_f32(y, N, want, cap, &want_len, NULL),
+                   GC_SUCCESS));
+      gc__sparse_vbmi2 = vbmi2;
+      int rc = gc_compress_f32(c, x, step, buf, cap, &len, NULL);
+      gc__sparse_vbmi2 = 1;
+      cr_assert(eq(int, rc, GC_SUCCESS), "%s", gc_last_error());
+      cr_assert(eq(sz, len, want_len), "k=%zu vbmi2 %d: length", k, vbmi2);
+      cr_assert(eq(int, memcmp(buf + 1, want + 1, len - 1), 0), "k=%zu vbmi2 %d: bytes", k,
+                vbmi2);
+      free(buf);
+      free(want);
+      gc_compressor_free(c);
+    }
+  free(x);
+  free(y);
+  free(ref);
+}
+
 Test(randk, distinct_sorted_and_deterministic)
 {
   enum { N = 100000 };
