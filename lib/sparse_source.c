@@ -683,7 +683,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
    * is written (gathering them from x twice was most of its time at
    * density 0.01), where it surely fits; else beforehand */
   int check_sent = 0;
-  /* random-K-unbiased writes its message as it draws */
+  /* the message is written already (random-K's dense draws, from the
+   * bitmap; random-K-unbiased on one thread, as it draws) */
   int written = 0;
   /* the selections that scan x gather the values as they go */
   REAL *staged = NULL;
