@@ -1304,8 +1304,9 @@ static void walk_codes_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
  * indices, and later reading them back to code them, and moving the
  * values down past the codes, took 1.5 ms at n = 2.5e7, K = 2.5e6.  The
  * hardware prefetcher did not follow x here (the loop took three times a
- * streaming read of it): the lines 4 KiB ahead are asked for. */
-enum { WALK_AHEAD = 1024 };
+ * streaming read of it): the lines 8 KiB ahead are asked for (4 KiB:
+ * 0.5 ms slower at density 0.1). */
+enum { WALK_AHEAD = 2048 };
 TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t n, const float *x,
                                                 size_t k, walk_state *ws)
 {
