@@ -1103,6 +1103,71 @@ Test(dispatch, sparse_nonfinite_same_index, .init = gc_test_quiet)
  * in the first tenth, which overflows a thread's share and reruns on
  * one), a NaN in a later piece before an Inf in an earlier one's
  * successor. */
+/* Random-K-unbiased on one thread gathers its values in the loop that
+ * draws them, on several in pieces after the draws; random-K's dense
+ * walk is one thread's either way: the same bytes, and the same entry
+ * named where drawn ones are NaN.  n = 3e6 + 17 makes K >= 2^18 at
+ * density 0.1, where the gather takes threads. */
+Test(threads, randk_same_for_any_thread_count, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const char *const names[] = {"randk", "randk-unbiased"};
+  static const double dens[] = {0.001, 0.01, 0.1};
+  size_t n = 3000017;
+  double *xd = malloc(n * sizeof *xd);
+  float *xf = malloc(n * sizeof *xf);
+  int saved = omp_get_max_threads();
+  for (int kind = 0; kind < 2; kind++) {
+    for (size_t i = 0; i < n; i++) {
+      xd[i] = gc_rng_normal(61, 0, 0, i);
+      if (kind == 1 && i % 997 == 5)
+        xd[i] = NAN;
+      xf[i] = (float) xd[i];
+    }
+    for (size_t nj = 0; nj < 2; nj++)
+      for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[dj];
+          gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+          size_t cap = gc_compressor_max_bytes(c), len, ref_len = 0;
+          uint8_t *ref = malloc(cap), *buf = malloc(cap);
+          char err[256] = "";
+          for (int T = 1; T <= 3; T++) {
+            omp_set_num_threads(T);
+            uint8_t *out = T == 1 ? ref : buf;
+            size_t *l = T == 1 ? &ref_len : &len;
+            int rc = f64 ? gc_compress_f64(c, xd, 9, out, cap, l, NULL)
+                         : gc_compress_f32(c, xf, 9, out, cap, l, NULL);
+            cr_assert(eq(int, rc, kind ? GC_EDOM : GC_SUCCESS), "%s density %g, %d threads",
+                      names[nj], dens[dj], T);
+            if (rc != GC_SUCCESS) {
+              if (T == 1)
+                snprintf(err, sizeof err, "%s", gc_last_error());
+              else
+                cr_assert(eq(str, (char *) gc_last_error(), err), "%s, %d threads", names[nj],
+                          T);
+            } else if (T > 1) {
+              cr_assert(eq(sz, len, ref_len), "%s density %g, %d threads: length", names[nj],
+                        dens[dj], T);
+              cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s density %g %s, %d threads: "
+                        "bytes", names[nj], dens[dj], f64 ? "f64" : "f32", T);
+            }
+          }
+          free(ref);
+          free(buf);
+          gc_compressor_free(c);
+        }
+  }
+  omp_set_num_threads(saved);
+  free(xd);
+  free(xf);
+#endif
+}
+
 Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
 {
 #ifndef _OPENMP
