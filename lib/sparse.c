@@ -1270,13 +1270,24 @@ static size_t leb_bytes(uint32_t g)
  * Gaps inside a word are below 64, and from a word to the next nonzero
  * one below 127: one byte each.  Only a gap across a zero word (rare for
  * dense draws) or the first index can take more, so the loop looks at
- * those alone. */
-static size_t bitmap_delta_bytes(const uint64_t *bits, size_t n, size_t k)
+ * those alone.  With T > 1 it also notes, for the pieces of `per` words
+ * after the first, where the piece's walk starts: at[j].last, and in
+ * at[j].pos the bytes beyond one a code before it (the caller adds the
+ * codes, the marked entries before the piece). */
+static size_t bitmap_delta_bytes(const uint64_t *bits, size_t n, size_t k, int T, size_t per,
+                                 walk_state *at)
 {
-  size_t extra = 0;
+  size_t extra = 0, nw = (n + 63) / 64, next = T > 1 ? per : nw;
   uint32_t last = UINT32_MAX;   /* the first gap is the first index */
   uint64_t prev = 0;            /* the word before */
-  for (size_t w = 0; w < (n + 63) / 64; w++) {
+  int j = 1;
+  for (size_t w = 0; w < nw; w++) {
+    if (w == next) {
+      at[j].pos = extra;
+      at[j++].last = prev ? (uint32_t) (64 * (w - 1)) + 63u - (uint32_t) __builtin_clzll(prev)
+                          : last;
+      next = j < T ? next + per : nw;
+    }
     uint64_t b = bits[w];
     if (__builtin_expect(!b || !prev, 0)) {
       if (b)
@@ -1288,6 +1299,35 @@ static size_t bitmap_delta_bytes(const uint64_t *bits, size_t n, size_t k)
   }
   return k + extra;
 }
+
+/* The marked entries of words [w0, w1). */
+static inline __attribute__((always_inline)) size_t
+bitmap_count_body(const uint64_t *bits, size_t w0, size_t w1)
+{
+  size_t c = 0;
+  for (size_t w = w0; w < w1; w++)
+    c += (size_t) __builtin_popcountll(bits[w]);
+  return c;
+}
+
+#ifdef HAVE_SCAN_PATHS
+/* without the instruction the popcount is a library call */
+TARGET_AVX2 static size_t bitmap_count_popcnt(const uint64_t *bits, size_t w0, size_t w1)
+{
+  return bitmap_count_body(bits, w0, w1);
+}
+#endif
+
+static size_t bitmap_count(const uint64_t *bits, size_t w0, size_t w1)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (gc__isa() >= GC__ISA_AVX2)
+    return bitmap_count_popcnt(bits, w0, w1);
+#endif
+  return bitmap_count_body(bits, w0, w1);
+}
+
+static size_t min_words(size_t a, size_t b) { return a < b ? a : b; }
 
 /* FN(walk_codes) for float32 over words [w, nw) one entry at a time
  * (sparse_source.c; the vector path below ends with it). */
@@ -1307,8 +1347,8 @@ static void walk_codes_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
  * streaming read of it): the lines 8 KiB ahead are asked for (4 KiB:
  * 0.5 ms slower at density 0.1). */
 enum { WALK_AHEAD = 2048 };
-TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t n, const float *x,
-                                                size_t k, walk_state *ws)
+TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t w, size_t w1, size_t n,
+                                                const float *x, size_t cend, walk_state *ws)
 {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(128);
@@ -1316,9 +1356,8 @@ TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t n, const 
   /* the state in locals: the byte stores below may alias it */
   uint8_t *codes = ws->codes, *vals = ws->vals;
   size_t c = ws->c, pos = ws->pos, nz = ws->nz, limit = ws->limit, bad = ws->bad;
-  size_t w = 0, nw = (n + 63) / 64;
   uint32_t last = ws->last;
-  for (; w < nw && c + 64 <= k; w++) {
+  for (; w < w1 && c + 64 <= cend; w++) {
     uint64_t b = bits[w];
     if (64 * w + WALK_AHEAD + 64 <= n)
       for (int q = 0; q < 4; q++)
@@ -1363,7 +1402,7 @@ TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t n, const 
   ws->nz = nz;
   ws->bad = bad;
   ws->last = last;
-  walk_codes_f32(bits, w, nw, x, ws);
+  walk_codes_f32(bits, w, w1, x, ws);
 }
 #endif
 
@@ -1376,8 +1415,8 @@ TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t n, const 
  * compute-bound (5 ms against 3.7 for the walk alone at n = 2.5e7,
  * K = 2.5e6). */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2")))
-static void walk_codes_vbmi2_f32(uint64_t *bits, size_t n, const float *x, size_t k,
-                                 walk_state *ws)
+static void walk_codes_vbmi2_f32(uint64_t *bits, size_t w, size_t w1, size_t n,
+                                 const float *x, size_t cend, walk_state *ws)
 {
   const __m512i iota = _mm512_set_epi8(63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50,
                                        49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36,
@@ -1388,9 +1427,9 @@ static void walk_codes_vbmi2_f32(uint64_t *bits, size_t n, const float *x, size_
   enum { NONFINITE = 0x99, ZERO = 0x06 };   /* vfpclassps: NaNs, Infs; +-0 */
   uint8_t *codes = ws->codes, *vals = ws->vals;   /* locals: the byte stores may alias ws */
   size_t c = ws->c, pos = ws->pos, zeros = 0, limit = ws->limit, bad = ws->bad;
-  size_t w = 0, nw = (n + 63) / 64, c0 = c;
+  size_t c0 = c;
   uint32_t last = ws->last;
-  for (; w < nw && c + 64 <= k; w++) {
+  for (; w < w1 && c + 64 <= cend; w++) {
     uint64_t b = bits[w];
     if (64 * w + WALK_AHEAD + 64 <= n)
       for (int q = 0; q < 4; q++)
@@ -1435,26 +1474,27 @@ static void walk_codes_vbmi2_f32(uint64_t *bits, size_t n, const float *x, size_
   ws->nz += c - c0 - zeros;
   ws->bad = bad;
   ws->last = last;
-  walk_codes_f32(bits, w, nw, x, ws);
+  walk_codes_f32(bits, w, w1, x, ws);
 }
 #endif
 
-/* FN(walk_codes) for float32 on the chosen instruction set. */
-static void walk_codes_isa_f32(uint64_t *bits, size_t n, const float *x, size_t k,
-                               walk_state *ws)
+/* FN(walk_codes) for float32 on the chosen instruction set: words
+ * [w0, w1), whose values end at cend. */
+static void walk_codes_isa_f32(uint64_t *bits, size_t w0, size_t w1, size_t n, const float *x,
+                               size_t cend, walk_state *ws)
 {
 #ifdef HAVE_SCAN_PATHS
   if (gc__isa() >= GC__ISA_AVX512) {
     if (gc__sparse_vbmi2 && __builtin_cpu_supports("avx512vbmi2")
         && __builtin_cpu_supports("avx512vbmi"))
-      walk_codes_vbmi2_f32(bits, n, x, k, ws);
+      walk_codes_vbmi2_f32(bits, w0, w1, n, x, cend, ws);
     else
-      walk_codes_avx512_f32(bits, n, x, k, ws);
+      walk_codes_avx512_f32(bits, w0, w1, n, x, cend, ws);
     return;
   }
 #endif
-  (void) k;
-  walk_codes_f32(bits, 0, (n + 63) / 64, x, ws);
+  (void) n; (void) cend;
+  walk_codes_f32(bits, w0, w1, x, ws);
 }
 
 /* The float32 top-K with its values (below the templates). */

@@ -301,35 +301,76 @@ static void FN(walk_codes)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
   }
 }
 
+/* Words [w0, w1) of the bitmap into the message, the values ending at
+ * cend (FN(walk_codes) on the chosen instruction set). */
+static void FN(walk_piece)(uint64_t *bits, size_t w0, size_t w1, size_t n, const REAL *x,
+                           size_t cend, walk_state *ws)
+{
+#ifdef WALK_CODES_ISA
+  WALK_CODES_ISA(bits, w0, w1, n, x, cend, ws);
+#else
+  (void) n; (void) cend;
+  FN(walk_codes)(bits, w0, w1, x, ws);
+#endif
+}
+
 /* Random-K's message for dense draws (K >= n/16) from the bitmap of
  * floyd(s, step, NULL), in one pass over it and x in index order: the
  * coding is worked out from the bitmap first (bitmap_delta_bytes), so the
  * walk writes the delta codes and the values where they belong (the
- * bitmap coding is the bitmap's bytes).  Returns 0, doing nothing, where
- * the message would not fit in cap; else 1, the bitmap cleared, *len and
- * *nnz set and *bad the lowest index with a non-finite value (SIZE_MAX:
- * none), as the encoder would have named it. */
+ * bitmap coding is the bitmap's bytes).  On T threads the words go in T
+ * pieces, each starting where bitmap_delta_bytes and a count of the marked
+ * entries before it say, and stopping its full-width stores short of the
+ * next piece's start.  Returns 0, doing nothing, where the message would
+ * not fit in cap; else 1, the bitmap cleared, *len and *nnz set and *bad
+ * the lowest index with a non-finite value (SIZE_MAX: none), as the
+ * encoder would have named it. */
 static int FN(randk_dense)(sparse_state *s, const REAL *x, uint8_t *buf, size_t cap,
                            size_t *len, size_t *nnz, size_t *bad)
 {
-  size_t n = s->n, k = s->k, isec;
-  int coding = gc__wire_pick(n, k, bitmap_delta_bytes(s->bits, n, k), &isec);
+  size_t n = s->n, k = s->k, nw = (n + 63) / 64, isec;
+  int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
+  size_t per = (nw + (size_t) T - 1) / (size_t) T;
+  walk_state at[SCAN_PAR_MAX];
+  int coding = gc__wire_pick(n, k, bitmap_delta_bytes(s->bits, n, k, T, per, at), &isec);
   size_t total = GC__WIRE_HDR + isec + k * sizeof(REAL);
   if (total > cap || coding == GC__IDX_RAW)   /* raw: never for K >= n/16 */
     return 0;
   gc__wire_put_header(buf, s->wire, sizeof(REAL), coding, k);
   if (coding == GC__IDX_BITMAP)   /* little-endian words: the same bytes */
     memcpy(buf + GC__WIRE_HDR, s->bits, isec);
-  walk_state ws = { coding == GC__IDX_DELTA ? buf + GC__WIRE_HDR : NULL, 0, isec, UINT32_MAX,
-                    buf + GC__WIRE_HDR + isec, 0, 0, SIZE_MAX };
-#ifdef WALK_CODES_ISA
-  WALK_CODES_ISA(s->bits, n, x, k, &ws);
-#else
-  FN(walk_codes)(s->bits, 0, (n + 63) / 64, x, &ws);
-#endif
+  uint8_t *codes = coding == GC__IDX_DELTA ? buf + GC__WIRE_HDR : NULL;
+  at[0] = (walk_state) { codes, 0, isec, UINT32_MAX, buf + GC__WIRE_HDR + isec, 0, 0, SIZE_MAX };
+  if (T > 1) {
+    size_t cnt[SCAN_PAR_MAX];
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T - 1; j++)
+      cnt[j] = bitmap_count(s->bits, (size_t) j * per, min_words((size_t) (j + 1) * per, nw));
+    for (int j = 1; j < T; j++) {
+      size_t c = at[j - 1].c + cnt[j - 1];
+      at[j] = (walk_state) { codes, c + at[j].pos, isec, at[j].last, at[0].vals, c, 0, SIZE_MAX };
+      at[j - 1].limit = at[j].pos;
+    }
+  }
+  if (T == 1) {   /* no parallel region at all: small messages are many */
+    FN(walk_piece)(s->bits, 0, nw, n, x, k, &at[0]);
+  } else {
+    size_t cend[SCAN_PAR_MAX];   /* apart: the pieces' states move as they walk */
+    for (int j = 0; j < T; j++)
+      cend[j] = j + 1 < T ? at[j + 1].c : k;
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++)
+      FN(walk_piece)(s->bits, min_words((size_t) j * per, nw),
+                     min_words((size_t) (j + 1) * per, nw), n, x, cend[j], &at[j]);
+  }
   *len = total;
-  *nnz = ws.nz;
-  *bad = ws.bad;
+  *nnz = 0;
+  *bad = SIZE_MAX;
+  for (int j = 0; j < T; j++) {
+    *nnz += at[j].nz;
+    if (*bad == SIZE_MAX)
+      *bad = at[j].bad;
+  }
   return 1;
 }
 
