@@ -97,14 +97,20 @@ enum { FLOYD_AHEAD = 24 };
 
 /* Floyd's targets t[c] = gc_rng_below(word c, J_c + 1), J_c = n - K + c,
  * with the bitmap made ready for the loop that tests them. */
-static size_t floyd_below_isa(uint32_t *t, size_t k, uint32_t base);
+static size_t floyd_below_isa(uint32_t *t, size_t m, uint32_t base);
+
+/* t[i] = gc_rng_below(t[i], base + i) for i < m. */
+static void floyd_below(uint32_t *t, size_t m, uint32_t base)
+{
+  for (size_t i = floyd_below_isa(t, m, base); i < m; i++)
+    t[i] = gc_rng_below(t[i], base + (uint32_t) i);
+}
 
 static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
 {
   size_t n = s->n, k = s->k;
   gc__rng_words(s->p.seed, s->p.stream, step, 0, k, t);
-  for (size_t c = floyd_below_isa(t, k, (uint32_t) (n - k + 1)); c < k; c++)
-    t[c] = gc_rng_below(t[c], (uint32_t) (n - k + c + 1));
+  floyd_below(t, k, (uint32_t) (n - k + 1));
   /* dense draws: rewriting the zero bitmap whole brings it into cache,
    * owned, without reading memory (a pass over x has evicted it), so the
    * random tests do not miss to DRAM on first touch (0.8 ms at
@@ -113,34 +119,56 @@ static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
     memset(s->bits, 0, (n + 63) / 64 * sizeof *s->bits);
 }
 
-/* Floyd's rule on the dense draws [lo, hi) of t, in place (targets in,
- * indices out), the draws before lo done; floyd_blocks_isa does whole
- * blocks of them on the chosen instruction set and returns where it
- * stopped. */
-static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi, size_t n,
-                               size_t k);
+/* Floyd's rule on m draws whose targets are t[0, m) and whose J's are
+ * jlow + i, the draws before them done: into order unless it is NULL (t
+ * itself may be order).  floyd_blocks_isa does whole blocks of dense
+ * draws on the chosen instruction set, in place, and returns where it
+ * stopped (sparse draws go one at a time: their bitmap is mostly out of
+ * cache either way, and blocks were no faster). */
+static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi,
+                               uint32_t jlow);
 
-static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
+static void floyd_draws(uint64_t *bits, uint32_t *t, size_t m, uint32_t jlow, int dense,
+                        uint32_t *order)
 {
-  size_t n = s->n, k = s->k, c = 0;
-  uint64_t *bits = s->bits;
-  /* sparse draws: the targets in s->tmp, where the radix sort after them
-   * (floyd_sort) finds its scratch in cache (in place in order, random-K
-   * at density 0.01 took 7% longer) */
-  uint32_t *t = order && k * 16 >= n ? order : s->tmp;
-  floyd_targets(s, step, t);
-  if (k * 16 >= n)
-    c = floyd_blocks_isa(bits, t, 0, k, n, k);
-  for (; c < k; c++) {
-    if (c + FLOYD_AHEAD < k)
+  size_t c = dense ? floyd_blocks_isa(bits, t, 0, m, jlow) : 0;
+  for (; c < m; c++) {
+    if (c + FLOYD_AHEAD < m)
       __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
     uint32_t v = t[c];
     if (bits[v >> 6] >> (v & 63) & 1)
-      v = (uint32_t) (n - k + c);
+      v = jlow + (uint32_t) c;
     bits[v >> 6] |= (uint64_t) 1 << (v & 63);
     if (order)
       order[c] = v;
   }
+}
+
+/* Random-K's dense draws, which need no order, make their targets a
+ * stretch at a time, so that they stay in cache: all K of them went out to
+ * memory and back (10 MB at K = 2.5e6). */
+enum { FLOYD_STRETCH = 4096 };
+
+static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
+{
+  size_t n = s->n, k = s->k;
+  int dense = k * 16 >= n;
+  if (dense && !order) {
+    memset(s->bits, 0, (n + 63) / 64 * sizeof *s->bits);   /* as floyd_targets */
+    for (size_t c0 = 0; c0 < k; c0 += FLOYD_STRETCH) {
+      size_t m = k - c0 < FLOYD_STRETCH ? k - c0 : FLOYD_STRETCH;
+      gc__rng_words(s->p.seed, s->p.stream, step, c0, m, s->tmp);
+      floyd_below(s->tmp, m, (uint32_t) (n - k + c0 + 1));
+      floyd_draws(s->bits, s->tmp, m, (uint32_t) (n - k + c0), 1, NULL);
+    }
+    return;
+  }
+  /* sparse draws: the targets in s->tmp, where the radix sort after them
+   * (floyd_sort) finds its scratch in cache (in place in order, random-K
+   * at density 0.01 took 7% longer) */
+  uint32_t *t = order && dense ? order : s->tmp;
+  floyd_targets(s, step, t);
+  floyd_draws(s->bits, t, k, (uint32_t) (n - k), dense, order);
 }
 
 /* Random-K-unbiased's messages of this many values or more are gathered
@@ -380,18 +408,16 @@ static size_t gauss_groups_f32(const float *x, size_t lo, size_t hi, float c0, f
  * 2.6 ms; at K = n/2, 41 -> 12 ms (the repeat branch no longer
  * mispredicts). */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512cd")))
-static size_t floyd_avx512(uint64_t *bits, uint32_t *t, size_t c, size_t hi, size_t n,
-                           size_t k)
+static size_t floyd_avx512(uint64_t *bits, uint32_t *t, size_t c, size_t hi, uint32_t jlow)
 {
-  const uint32_t low = (uint32_t) (n - k);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m256i m63 = _mm256_set1_epi32(63);
   const __m512i one = _mm512_set1_epi64(1);
   for (; c + 16 <= hi; c += 16) {
-    if (c + FLOYD_AHEAD + 16 <= k)
+    if (c + FLOYD_AHEAD + 16 <= hi)
       for (int j = 0; j < 16; j++)
         __builtin_prefetch(bits + (t[c + FLOYD_AHEAD + j] >> 6), 1);
-    uint32_t j0 = low + (uint32_t) c;
+    uint32_t j0 = jlow + (uint32_t) c;
     __m512i v = _mm512_loadu_si512((const void *) (t + c)), conf = _mm512_conflict_epi32(v);
     __mmask16 own_j = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(v, _mm512_set1_epi32((int) j0)),
                                               _mm512_set1_epi32(16));
@@ -399,7 +425,7 @@ static size_t floyd_avx512(uint64_t *bits, uint32_t *t, size_t c, size_t hi, siz
       for (size_t d = c; d < c + 16; d++) {
         uint32_t u = t[d];
         if (bits[u >> 6] >> (u & 63) & 1)
-          u = (uint32_t) (n - k + d);
+          u = jlow + (uint32_t) d;
         bits[u >> 6] |= (uint64_t) 1 << (u & 63);
         t[d] = u;
       }
@@ -433,41 +459,39 @@ static size_t floyd_avx512(uint64_t *bits, uint32_t *t, size_t c, size_t hi, siz
 /* floyd_targets' gc_rng_below(t[c], base + c) sixteen at a time (GCC
  * left the loop in SSE2, 0.5 ms at K = 2.5e6): the even lanes' products,
  * shifted down, and the odd lanes' high halves. */
-TARGET_AVX512 static size_t floyd_below_avx512(uint32_t *t, size_t k, uint32_t base)
+TARGET_AVX512 static size_t floyd_below_avx512(uint32_t *t, size_t m, uint32_t base)
 {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   size_t c = 0;
-  for (; c + 16 <= k; c += 16) {
+  for (; c + 16 <= m; c += 16) {
     __m512i u = _mm512_loadu_si512((const void *) (t + c));
-    __m512i m = _mm512_add_epi32(_mm512_set1_epi32((int) (base + (uint32_t) c)), lane);
-    __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(u, m), 32);
-    __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(u, 32), _mm512_srli_epi64(m, 32));
+    __m512i bound = _mm512_add_epi32(_mm512_set1_epi32((int) (base + (uint32_t) c)), lane);
+    __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(u, bound), 32);
+    __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(u, 32), _mm512_srli_epi64(bound, 32));
     _mm512_storeu_si512((void *) (t + c), _mm512_mask_blend_epi32(0xAAAA, even, odd));
   }
   return c;
 }
 #endif
 
-static size_t floyd_below_isa(uint32_t *t, size_t k, uint32_t base)
+static size_t floyd_below_isa(uint32_t *t, size_t m, uint32_t base)
 {
 #ifdef HAVE_SCAN_PATHS
   if (gc__isa() >= GC__ISA_AVX512)
-    return floyd_below_avx512(t, k, base);
+    return floyd_below_avx512(t, m, base);
 #endif
-  (void) t; (void) k; (void) base;
+  (void) t; (void) m; (void) base;
   return 0;
 }
 
-static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi, size_t n,
-                               size_t k)
+static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi,
+                               uint32_t jlow)
 {
 #ifdef HAVE_SCAN_PATHS
-  /* sparse draws: their bitmap is mostly out of cache either way, and
-   * one at a time was as fast */
-  if (k * 16 >= n && gc__isa() >= GC__ISA_AVX512 && __builtin_cpu_supports("avx512cd"))
-    return floyd_avx512(bits, t, lo, hi, n, k);
+  if (gc__isa() >= GC__ISA_AVX512 && __builtin_cpu_supports("avx512cd"))
+    return floyd_avx512(bits, t, lo, hi, jlow);
 #endif
-  (void) bits; (void) t; (void) hi; (void) n; (void) k;
+  (void) bits; (void) t; (void) hi; (void) jlow;
   return lo;
 }
 
