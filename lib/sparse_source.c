@@ -379,6 +379,15 @@ static int FN(randk_dense)(sparse_state *s, const REAL *x, uint8_t *buf, size_t 
  * 11.5, 256: 11.7 at K = 2.5e6, n = 2.5e7). */
 enum { FN(GATHER_LAG) = 128 };
 
+/* out (unaligned) = x[i] * factor; returns whether x[i] is nonzero
+ * (put_vals' arithmetic and count). */
+static inline size_t FN(put_value)(const REAL *x, uint32_t i, REAL factor, uint8_t *out)
+{
+  REAL xi = x[i], y = xi * factor;
+  memcpy(out, &y, sizeof y);
+  return xi != 0;
+}
+
 /* floyd(s, step, s->idx) with random-K-unbiased's values: out[c] (bytes,
  * unaligned) = x[v_c] * factor; returns the nonzero x[v_c] (put_vals'
  * count and arithmetic, so the bytes are the gather's).  Run one after the
@@ -391,27 +400,32 @@ static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, RE
                                uint8_t *out)
 {
   enum { LAG = FN(GATHER_LAG) };
-  size_t n = s->n, k = s->k, nz = 0;
-  uint32_t *t = s->idx;
+  size_t n = s->n, k = s->k, nz = 0, c = 0;
+  uint32_t *order = s->idx, *t = s->tmp;
   uint64_t *bits = s->bits;
-  floyd_targets(s, step, t);
-  for (size_t c = 0; c < k + LAG; c++) {
-    if (c < k) {
-      if (c + FLOYD_AHEAD < k)
-        __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
-      uint32_t v = t[c];
+  if (k * 16 >= n)   /* as floyd_targets */
+    memset(bits, 0, (n + 63) / 64 * sizeof *bits);
+  /* the targets a stretch at a time, as floyd() makes random-K's; the
+   * values LAG draws behind, and after the last draw the last LAG */
+  for (size_t c0 = 0; c0 < k; c0 += FLOYD_STRETCH) {
+    size_t m = k - c0 < FLOYD_STRETCH ? k - c0 : FLOYD_STRETCH;
+    gc__rng_words(s->p.seed, s->p.stream, step, c0, m, t);
+    floyd_below(t, m, (uint32_t) (n - k + c0 + 1));
+    for (size_t i = 0; i < m; i++, c++) {
+      if (i + FLOYD_AHEAD < m)
+        __builtin_prefetch(bits + (t[i + FLOYD_AHEAD] >> 6), 1);
+      uint32_t v = t[i];
       if (bits[v >> 6] >> (v & 63) & 1)
         v = (uint32_t) (n - k + c);
       bits[v >> 6] |= (uint64_t) 1 << (v & 63);
-      t[c] = v;
+      order[c] = v;
       __builtin_prefetch(x + v);
-    }
-    if (c >= LAG) {
-      REAL xj = x[t[c - LAG]], y = xj * factor;
-      nz += xj != 0;
-      memcpy(out + (c - LAG) * sizeof(REAL), &y, sizeof(REAL));
+      if (c >= LAG)
+        nz += FN(put_value)(x, order[c - LAG], factor, out + (c - LAG) * sizeof(REAL));
     }
   }
+  for (size_t j = k > LAG ? k - LAG : 0; j < k; j++)
+    nz += FN(put_value)(x, order[j], factor, out + j * sizeof(REAL));
   return nz;
 }
 
