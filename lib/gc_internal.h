@@ -53,6 +53,11 @@ int gc__isa_cpu(void);
 int gc__isa_force(int isa);
 int gc__isa_by_name(const char *name);   /* -1 when unknown */
 
+/* Random-K's dense walk uses AVX-512 VBMI2 where the CPU has it and this
+ * is nonzero (sparse.c); tests clear it to see the plain AVX-512 walk
+ * write the same bytes. */
+extern int gc__sparse_vbmi2;
+
 /* Philox blocks b .. b + nblk - 1 of (seed, stream, step) into out, 16
  * bytes a block: its four words little-endian, the stream gc_rng_u32
  * reads as words and gc_rng_u16 as 16-bit units (rng_words.c), with the

@@ -50,6 +50,20 @@ int gc__wire_encode_f64(uint8_t type, size_t n, const uint32_t *idx, size_t c,
                         int implicit, const double *x, double factor,
                         uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 
+/* The coding the encoder picks for c ascending indices of [0, n) whose
+ * delta coding takes delta bytes (raw, delta, bitmap: the smallest, ties
+ * in that order), *index_bytes its index section; and the header it
+ * writes.  For encoders that write a message's sections themselves
+ * (random-K's dense draws, from their bitmap). */
+int gc__wire_pick(size_t n, size_t c, size_t delta, size_t *index_bytes);
+void gc__wire_put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding, size_t c);
+
+/* The header of an implicit message of c values of vbytes bytes, which
+ * the caller writes at buf + GC__WIRE_HDR (random-K-unbiased, as it
+ * draws); *len the message's length.  Returns GC_SUCCESS or GC_ENOSPACE. */
+int gc__wire_implicit_head(uint8_t type, size_t c, size_t vbytes, uint8_t *buf, size_t cap,
+                           size_t *len);
+
 /* gc__wire_encode with the values already gathered: val[j] = x[idx[j]]
  * (factor 1), the same bytes. */
 int gc__wire_encode_vals_f32(uint8_t type, size_t n, const uint32_t *idx,

@@ -400,33 +400,153 @@ static int FN(topk)(sparse_state *s, const REAL *x, size_t k)
   return GC_SUCCESS;
 }
 
-/* Words [w, nw) of a random-K bitmap, cleared, as ascending indices into
- * idx and x at them into val from position c on; returns the new count. */
-static size_t FN(walk_words)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
-                             uint32_t *idx, REAL *val, size_t c)
+/* Words [w, nw) of random-K's bitmap, cleared, into the message as the
+ * walk state says, one entry at a time. */
+static void FN(walk_codes)(uint64_t *bits, size_t w, size_t nw, const REAL *x,
+                           walk_state *ws)
 {
   for (; w < nw; w++) {
     for (uint64_t b = bits[w]; b; b &= b - 1) {
-      size_t i = 64 * w + (size_t) __builtin_ctzll(b);
-      idx[c] = (uint32_t) i;
-      val[c++] = x[i];
+      uint32_t i = (uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(b);
+      REAL v = x[i];
+      if (ws->codes)
+        ws->pos = leb_put(ws->codes, ws->pos, i - ws->last - 1);
+      ws->last = i;
+      memcpy(ws->vals + ws->c++ * sizeof(REAL), &v, sizeof v);
+      ws->nz += v != 0;
+      if (!(FABS(v) <= REAL_MAX) && ws->bad == SIZE_MAX)
+        ws->bad = i;
     }
     bits[w] = 0;
   }
-  return c;
 }
 
-/* Random-K's K marked entries (all of s->bits' set bits, which it clears)
- * as ascending indices into idx and x at them into val (room for K): one
- * pass over x in order, where at density 1/16 and up gathering x[idx]
- * afterwards read most of its lines anyway, and in a worse order. */
-static size_t FN(walk_bits)(sparse_state *s, const REAL *x, uint32_t *idx, REAL *val)
+/* Words [w0, w1) of the bitmap into the message, the values ending at
+ * cend (FN(walk_codes) on the chosen instruction set). */
+static void FN(walk_piece)(uint64_t *bits, size_t w0, size_t w1, size_t n, const REAL *x,
+                           size_t cend, walk_state *ws)
 {
-#ifdef WALK_ISA
-  return WALK_ISA(s->bits, s->n, x, idx, val, s->k);
+#ifdef WALK_CODES_ISA
+  WALK_CODES_ISA(bits, w0, w1, n, x, cend, ws);
 #else
-  return FN(walk_words)(s->bits, 0, (s->n + 63) / 64, x, idx, val, 0);
+  (void) n; (void) cend;
+  FN(walk_codes)(bits, w0, w1, x, ws);
 #endif
+}
+
+/* Random-K's message for dense draws (K >= n/16) from the bitmap of
+ * floyd(s, step, NULL), in one pass over it and x in index order: the
+ * coding is worked out from the bitmap first (bitmap_delta_bytes), so the
+ * walk writes the delta codes and the values where they belong (the
+ * bitmap coding is the bitmap's bytes).  On T threads the words go in T
+ * pieces, each starting where bitmap_delta_bytes and a count of the marked
+ * entries before it say, and stopping its full-width stores short of the
+ * next piece's start.  Returns 0, doing nothing, where the message would
+ * not fit in cap; else 1, the bitmap cleared, *len and *nnz set and *bad
+ * the lowest index with a non-finite value (SIZE_MAX: none), as the
+ * encoder would have named it. */
+static int FN(randk_dense)(sparse_state *s, const REAL *x, uint8_t *buf, size_t cap,
+                           size_t *len, size_t *nnz, size_t *bad)
+{
+  size_t n = s->n, k = s->k, nw = (n + 63) / 64, isec;
+  int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
+  size_t per = (nw + (size_t) T - 1) / (size_t) T;
+  walk_state at[SCAN_PAR_MAX];
+  int coding = gc__wire_pick(n, k, bitmap_delta_bytes(s->bits, n, k, T, per, at), &isec);
+  size_t total = GC__WIRE_HDR + isec + k * sizeof(REAL);
+  if (total > cap || coding == GC__IDX_RAW)   /* raw: never for K >= n/16 */
+    return 0;
+  gc__wire_put_header(buf, s->wire, sizeof(REAL), coding, k);
+  if (coding == GC__IDX_BITMAP)   /* little-endian words: the same bytes */
+    memcpy(buf + GC__WIRE_HDR, s->bits, isec);
+  uint8_t *codes = coding == GC__IDX_DELTA ? buf + GC__WIRE_HDR : NULL;
+  at[0] = (walk_state) { codes, 0, isec, UINT32_MAX, buf + GC__WIRE_HDR + isec, 0, 0, SIZE_MAX };
+  if (T > 1) {
+    size_t cnt[SCAN_PAR_MAX];
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T - 1; j++)
+      cnt[j] = bitmap_count(s->bits, (size_t) j * per, min_words((size_t) (j + 1) * per, nw));
+    for (int j = 1; j < T; j++) {
+      size_t c = at[j - 1].c + cnt[j - 1];
+      at[j] = (walk_state) { codes, c + at[j].pos, isec, at[j].last, at[0].vals, c, 0, SIZE_MAX };
+      at[j - 1].limit = at[j].pos;
+    }
+  }
+  if (T == 1) {   /* no parallel region at all: small messages are many */
+    FN(walk_piece)(s->bits, 0, nw, n, x, k, &at[0]);
+  } else {
+    size_t cend[SCAN_PAR_MAX];   /* apart: the pieces' states move as they walk */
+    for (int j = 0; j < T; j++)
+      cend[j] = j + 1 < T ? at[j + 1].c : k;
+    #pragma omp parallel for schedule(static) num_threads(T)
+    for (int j = 0; j < T; j++)
+      FN(walk_piece)(s->bits, min_words((size_t) j * per, nw),
+                     min_words((size_t) (j + 1) * per, nw), n, x, cend[j], &at[j]);
+  }
+  *len = total;
+  *nnz = 0;
+  *bad = SIZE_MAX;
+  for (int j = 0; j < T; j++) {
+    *nnz += at[j].nz;
+    if (*bad == SIZE_MAX)
+      *bad = at[j].bad;
+  }
+  return 1;
+}
+
+/* How many draws behind Floyd's loop FN(floyd_values) reads x: the line
+ * asked for at the draw has come from memory by then (64: 12.4 ms, 128:
+ * 11.5, 256: 11.7 at K = 2.5e6, n = 2.5e7). */
+enum { FN(GATHER_LAG) = 128 };
+
+/* out (unaligned) = x[i] * factor; returns whether x[i] is nonzero
+ * (put_vals' arithmetic and count). */
+static inline size_t FN(put_value)(const REAL *x, uint32_t i, REAL factor, uint8_t *out)
+{
+  REAL xi = x[i], y = xi * factor;
+  memcpy(out, &y, sizeof y);
+  return xi != 0;
+}
+
+/* floyd(s, step, s->idx) with random-K-unbiased's values: out[c] (bytes,
+ * unaligned) = x[v_c] * factor; returns the nonzero x[v_c] (put_vals'
+ * count and arithmetic, so the bytes are the gather's).  Run one after the
+ * other, Floyd's bitmap tests and the gather of x each waited on their own
+ * misses (4 and 7 ms at K = 2.5e6, n = 2.5e7); in one loop, a line of x
+ * asked for at each draw, they overlap.  The draws go one at a time:
+ * in floyd_avx512's blocks, with the lines of x asked for a block at a
+ * time, it took 15 ms. */
+static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, REAL factor,
+                               uint8_t *out)
+{
+  enum { LAG = FN(GATHER_LAG) };
+  size_t n = s->n, k = s->k, nz = 0, c = 0;
+  uint32_t *order = s->idx, *t = s->tmp;
+  uint64_t *bits = s->bits;
+  if (k * 16 >= n)   /* as floyd_targets */
+    memset(bits, 0, (n + 63) / 64 * sizeof *bits);
+  /* the targets a stretch at a time, as floyd() makes random-K's; the
+   * values LAG draws behind, and after the last draw the last LAG */
+  for (size_t c0 = 0; c0 < k; c0 += FLOYD_STRETCH) {
+    size_t m = k - c0 < FLOYD_STRETCH ? k - c0 : FLOYD_STRETCH;
+    gc__rng_words(s->p.seed, s->p.stream, step, c0, m, t);
+    floyd_below(t, m, (uint32_t) (n - k + c0 + 1));
+    for (size_t i = 0; i < m; i++, c++) {
+      if (i + FLOYD_AHEAD < m)
+        __builtin_prefetch(bits + (t[i + FLOYD_AHEAD] >> 6), 1);
+      uint32_t v = t[i];
+      if (bits[v >> 6] >> (v & 63) & 1)
+        v = (uint32_t) (n - k + c);
+      bits[v >> 6] |= (uint64_t) 1 << (v & 63);
+      order[c] = v;
+      __builtin_prefetch(x + v);
+      if (c >= LAG)
+        nz += FN(put_value)(x, order[c - LAG], factor, out + (c - LAG) * sizeof(REAL));
+    }
+  }
+  for (size_t j = k > LAG ? k - LAG : 0; j < k; j++)
+    nz += FN(put_value)(x, order[j], factor, out + j * sizeof(REAL));
+  return nz;
 }
 
 /* Finiteness of the entries random-K sends.  Only those reach the wire,
@@ -800,6 +920,9 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
    * is written (gathering them from x twice was most of its time at
    * density 0.01), where it surely fits; else beforehand */
   int check_sent = 0;
+  /* the message is written already (random-K's dense draws, from the
+   * bitmap; random-K-unbiased on one thread, as it draws) */
+  int written = 0;
   /* the selections that scan x gather the values as they go */
   REAL *staged = NULL;
   size_t room = 0;
@@ -824,27 +947,33 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   case KIND_RANDK:
-    staged = s->k * 16 >= s->n ? gc__wire_stage(s->n, s->k, sizeof(REAL), buf, cap, &room)
-                               : NULL;
-    if (staged && room >= s->k) {   /* dense: the values come with the walk */
+    if (s->k * 16 >= s->n) {   /* dense: the message comes with the walk */
+      size_t bad;
       floyd(s, step, NULL);
-      FN(walk_bits)(s, x, s->idx, staged);
-      size_t bad = FN(first_nonfinite)((const uint8_t *) staged, c);
-      if (bad < c)
-        return FN(report_bad)(x, s->idx[bad]);
-      break;
+      written = FN(randk_dense)(s, x, buf, cap, len, &info->nnz, &bad);
+      if (written && bad != SIZE_MAX)
+        return FN(report_bad)(x, bad);
+    } else {
+      floyd(s, step, s->idx);
     }
-    staged = NULL;
-    floyd(s, step, s->idx);
-    floyd_sort(s);
-    check_sent = 1;
+    if (!written) {
+      floyd_sort(s);
+      check_sent = 1;
+    }
     break;
   case KIND_RANDKU:
-    floyd(s, step, s->idx);
-    floyd_clear(s);
     factor = (REAL) ((double) s->n / (double) s->k);
     implicit = 1;
     check_sent = 1;
+    if (cap >= GC__WIRE_HDR + c * sizeof(REAL) && gc__threads_for(c, RANDKU_PAR_MIN, 0) == 1) {
+      /* the values come with the draws */
+      info->nnz = FN(floyd_values)(s, step, x, factor, buf + GC__WIRE_HDR);
+      GC_TRY(gc__wire_implicit_head(s->wire, c, sizeof(REAL), buf, cap, len));
+      written = 1;
+    } else {
+      floyd(s, step, s->idx);
+    }
+    floyd_clear(s);
     break;
   case KIND_THRESHOLD: {
     size_t bad;
@@ -887,11 +1016,13 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   }
-  if (check_sent && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
+  if (check_sent && !written && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
     GC_TRY(FN(check_finite_at)(x, s->idx, c));
     check_sent = 0;
   }
-  if (staged)
+  if (written)
+    ;
+  else if (staged)
     GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
                                       &info->nnz));
   else
@@ -939,6 +1070,6 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef SCAN_ISA
 #undef SCAN_PIECES
 #undef TOPK_VALS
-#undef WALK_ISA
+#undef WALK_CODES_ISA
 #undef GAUSS_FILTER
 #undef GAUSS_FILTER_PIECES

@@ -221,6 +221,27 @@ static void put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding,
   memcpy(buf + 3, &c32, 4);
 }
 
+int gc__wire_pick(size_t n, size_t c, size_t delta, size_t *index_bytes)
+{
+  return pick_coding(n, c, delta, index_bytes);
+}
+
+void gc__wire_put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding, size_t c)
+{
+  put_header(buf, type, vbytes, coding, c);
+}
+
+int gc__wire_implicit_head(uint8_t type, size_t c, size_t vbytes, uint8_t *buf, size_t cap,
+                           size_t *len)
+{
+  size_t total = GC__WIRE_HDR + c * vbytes;
+  if (total > cap)
+    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
+  put_header(buf, type, vbytes, GC__IDX_IMPLICIT, c);
+  *len = total;
+  return GC_SUCCESS;
+}
+
 /* Append the LEB128 code of g; returns the next free byte. */
 static uint8_t *put_leb(uint8_t *p, uint32_t g)
 {

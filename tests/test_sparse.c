@@ -341,6 +341,133 @@ Test(randk, unbiased_mean_and_variance)
   gc_compressor_free(c);
 }
 
+/* Floyd's algorithm as its definition states it, one draw at a time:
+ * draw c is t = below(u32(seed, stream, step, c), J + 1) with
+ * J = n - K + c, kept unless an earlier draw holds it, and then J. */
+static void reference_floyd(size_t n, size_t k, uint64_t seed, uint32_t step, uint32_t *out)
+{
+  uint8_t *in = calloc(n, 1);
+  for (size_t c = 0; c < k; c++) {
+    uint32_t j = (uint32_t) (n - k + c);
+    uint32_t t = gc_rng_below(gc_rng_u32(seed, 0, step, c), j + 1);
+    if (in[t])
+      t = j;
+    in[t] = 1;
+    out[c] = t;
+  }
+  free(in);
+}
+
+/* The draws of random-K (the set it sends) and random-K-unbiased (the
+ * order in which its receiver adds the values) are the reference's, on
+ * sparse and dense draws and K up to n, where nearly every draw falls on a
+ * taken index.  A message of values 1..K, decoded, names each draw. */
+Test(randk, draws_match_reference_floyd)
+{
+  static const struct { size_t n, k; } nk[] = {
+    {1, 1}, {64, 63}, {1000, 999}, {1000, 1000}, {70001, 50}, {70001, 4375},
+    {70001, 7000}, {70001, 69990}, {400003, 40000}};
+  static const uint64_t seeds[] = {1, 77, 0x9E3779B97F4A7C15ull};
+  for (size_t a = 0; a < sizeof nk / sizeof nk[0]; a++)
+    for (size_t b = 0; b < sizeof seeds / sizeof seeds[0]; b++) {
+      size_t n = nk[a].n, k = nk[a].k;
+      uint32_t step = (uint32_t) (3 + b);
+      uint32_t *ref = malloc(k * sizeof *ref);
+      reference_floyd(n, k, seeds[b], step, ref);
+      double *x = malloc(n * sizeof *x), *y = calloc(n, sizeof *y);
+      for (size_t i = 0; i < n; i++)
+        x[i] = 1;
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.k = k;
+      p.seed = seeds[b];
+      /* random-K-unbiased: values j + 1 in its message's draw order */
+      gc_compressor *c = gc_compressor_alloc(gc_compressor_randk_unbiased, n, &p);
+      size_t cap = gc_compressor_max_bytes(c), len;
+      uint8_t *buf = malloc(cap);
+      cr_assert(eq(int, gc_compress_f64(c, x, step, buf, cap, &len, NULL), GC_SUCCESS));
+      cr_assert(eq(sz, len, GC__WIRE_HDR + k * sizeof(double)));
+      for (size_t j = 0; j < k; j++) {
+        double v = (double) (j + 1);
+        memcpy(buf + GC__WIRE_HDR + j * sizeof v, &v, sizeof v);
+      }
+      cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, step, 1.0, y), GC_SUCCESS));
+      for (size_t j = 0; j < k; j++)
+        cr_assert(eq(dbl, y[ref[j]], (double) (j + 1)), "n=%zu k=%zu seed %zu: draw %zu",
+                  n, k, b, j);
+      gc_compressor_free(c);
+      free(buf);
+      /* random-K: the same set, each index once */
+      c = gc_compressor_alloc(gc_compressor_randk, n, &p);
+      cap = gc_compressor_max_bytes(c);
+      buf = malloc(cap);
+      memset(y, 0, n * sizeof *y);
+      cr_assert(eq(int, gc_compress_f64(c, x, step, buf, cap, &len, NULL), GC_SUCCESS));
+      cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, step, 1.0, y), GC_SUCCESS));
+      size_t marked = 0;
+      for (size_t i = 0; i < n; i++)
+        marked += y[i] != 0;
+      cr_assert(eq(sz, marked, k), "n=%zu k=%zu: randk sent %zu", n, k, marked);
+      for (size_t j = 0; j < k; j++)
+        cr_assert(eq(dbl, y[ref[j]], 1.0), "n=%zu k=%zu seed %zu: randk misses draw %zu",
+                  n, k, b, j);
+      gc_compressor_free(c);
+      free(buf);
+      free(ref);
+      free(x);
+      free(y);
+    }
+}
+
+/* Random-K's dense draws (K >= n/16) write their message straight from
+ * the bitmap, having worked out the delta coding's length from it; the
+ * sparse-vector encoder, given x at the reference draws and zero
+ * elsewhere, writes the same message but for its type byte.  n = 2^20 + 3
+ * at K = n/16 has some twenty gaps of 128 and more (two-byte codes,
+ * across zero words), K = n/8 sits where delta and bitmap codings trade
+ * places, and K = n/2 and n take the bitmap.  With the AVX-512 walk's
+ * VBMI2 path off too (gc__sparse_vbmi2). */
+Test(randk, dense_message_is_the_sparse_vector_encoding)
+{
+  enum { N = (1 << 20) + 3 };
+  static const size_t ks[] = {N / 16 + 1, N / 10, N / 8, N / 8 + 1, N / 2, N};
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  uint32_t *ref = malloc(N * sizeof *ref);
+  for (size_t i = 0; i < N; i++)
+    x[i] = (float) (1 + i % 7) * (i % 2 ? -1.0f : 1.0f);
+  for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
+    for (int vbmi2 = 1; vbmi2 >= 0; vbmi2--) {
+      size_t k = ks[a];
+      uint32_t step = (uint32_t) (5 + a);
+      reference_floyd(N, k, 31, step, ref);
+      memset(y, 0, N * sizeof *y);
+      for (size_t j = 0; j < k; j++)
+        y[ref[j]] = x[ref[j]];
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.k = k;
+      p.seed = 31;
+      gc_compressor *c = gc_compressor_alloc(gc_compressor_randk, N, &p);
+      size_t cap = gc_compressor_max_bytes(c), len, want_len;
+      uint8_t *buf = malloc(cap), *want = malloc(cap);
+      cr_assert(eq(int, gc_sparse_encode_dense_f32(y, N, want, cap, &want_len, NULL),
+                   GC_SUCCESS));
+      gc__sparse_vbmi2 = vbmi2;
+      int rc = gc_compress_f32(c, x, step, buf, cap, &len, NULL);
+      gc__sparse_vbmi2 = 1;
+      cr_assert(eq(int, rc, GC_SUCCESS), "%s", gc_last_error());
+      cr_assert(eq(sz, len, want_len), "k=%zu vbmi2 %d: length", k, vbmi2);
+      cr_assert(eq(int, memcmp(buf + 1, want + 1, len - 1), 0), "k=%zu vbmi2 %d: bytes", k,
+                vbmi2);
+      free(buf);
+      free(want);
+      gc_compressor_free(c);
+    }
+  free(x);
+  free(y);
+  free(ref);
+}
+
 Test(randk, distinct_sorted_and_deterministic)
 {
   enum { N = 100000 };
@@ -976,6 +1103,71 @@ Test(dispatch, sparse_nonfinite_same_index, .init = gc_test_quiet)
  * in the first tenth, which overflows a thread's share and reruns on
  * one), a NaN in a later piece before an Inf in an earlier one's
  * successor. */
+/* Random-K-unbiased on one thread gathers its values in the loop that
+ * draws them, on several in pieces after the draws; random-K's dense
+ * walk is one thread's either way: the same bytes, and the same entry
+ * named where drawn ones are NaN.  n = 3e6 + 17 makes K >= 2^18 at
+ * density 0.1, where the gather takes threads. */
+Test(threads, randk_same_for_any_thread_count, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const char *const names[] = {"randk", "randk-unbiased"};
+  static const double dens[] = {0.001, 0.01, 0.1};
+  size_t n = 3000017;
+  double *xd = malloc(n * sizeof *xd);
+  float *xf = malloc(n * sizeof *xf);
+  int saved = omp_get_max_threads();
+  for (int kind = 0; kind < 2; kind++) {
+    for (size_t i = 0; i < n; i++) {
+      xd[i] = gc_rng_normal(61, 0, 0, i);
+      if (kind == 1 && i % 997 == 5)
+        xd[i] = NAN;
+      xf[i] = (float) xd[i];
+    }
+    for (size_t nj = 0; nj < 2; nj++)
+      for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          gc_compressor_params p;
+          gc_compressor_params_default(&p);
+          p.density = dens[dj];
+          gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+          size_t cap = gc_compressor_max_bytes(c), len, ref_len = 0;
+          uint8_t *ref = malloc(cap), *buf = malloc(cap);
+          char err[256] = "";
+          for (int T = 1; T <= 3; T++) {
+            omp_set_num_threads(T);
+            uint8_t *out = T == 1 ? ref : buf;
+            size_t *l = T == 1 ? &ref_len : &len;
+            int rc = f64 ? gc_compress_f64(c, xd, 9, out, cap, l, NULL)
+                         : gc_compress_f32(c, xf, 9, out, cap, l, NULL);
+            cr_assert(eq(int, rc, kind ? GC_EDOM : GC_SUCCESS), "%s density %g, %d threads",
+                      names[nj], dens[dj], T);
+            if (rc != GC_SUCCESS) {
+              if (T == 1)
+                snprintf(err, sizeof err, "%s", gc_last_error());
+              else
+                cr_assert(eq(str, (char *) gc_last_error(), err), "%s, %d threads", names[nj],
+                          T);
+            } else if (T > 1) {
+              cr_assert(eq(sz, len, ref_len), "%s density %g, %d threads: length", names[nj],
+                        dens[dj], T);
+              cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s density %g %s, %d threads: "
+                        "bytes", names[nj], dens[dj], f64 ? "f64" : "f32", T);
+            }
+          }
+          free(ref);
+          free(buf);
+          gc_compressor_free(c);
+        }
+  }
+  omp_set_num_threads(saved);
+  free(xd);
+  free(xf);
+#endif
+}
+
 Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
 {
 #ifndef _OPENMP
