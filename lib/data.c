@@ -362,6 +362,7 @@ static void find_file(char *out, size_t cap, const char *dir, const char *sub,
 typedef struct set_files {
   int cifar;
   size_t count;             /* records of the split (IDX) or of each file */
+  size_t records;           /* records of the split                       */
   size_t nfiles;            /* IDX: images, labels; CIFAR-10: 5 or 1      */
   char path[5][4096];
   const char *p[5];
@@ -400,6 +401,7 @@ static int set_files_of(const char *dir, const char *name, int train, set_files 
   }
   for (size_t i = 0; i < sf->nfiles; i++)
     sf->p[i] = sf->path[i];
+  sf->records = sf->cifar ? sf->nfiles * sf->count : sf->count;
   return GC_SUCCESS;
 }
 
@@ -570,11 +572,10 @@ int gc_data_load_records(const char *dir, const char *name, int train,
   set_files sf;
   uint32_t *slot = NULL;
   int st = set_files_of(dir, name, train, &sf);
-  size_t records = (sf.cifar ? sf.nfiles : 1) * sf.count;
-  if (st == GC_SUCCESS && n != records) {
+  if (st == GC_SUCCESS && n != sf.records) {
     free(read);
     GC_ERRORF(GC_EINVAL, "%zu labels given, but the %s split holds %zu records", n,
-              name, records);
+              name, sf.records);
   }
   if (st == GC_SUCCESS)
     st = slots_of(ids, m, n, &slot);

@@ -55,8 +55,8 @@ int gc_data_load_labels(const char *dir, const char *name, int train, uint8_t **
  * images of the other records are never held: IDX files are streamed past
  * in blocks, CIFAR-10 records are skipped by seeking; with m = 0 no image
  * file is read.  labels [in]: the split's nlabels labels as
- * gc_data_load_labels gave them, or NULL to have every label read and
- * checked here.  GC_EINVAL for an id outside the set or given twice, or
+ * gc_data_load_labels gave them (not checked again), or NULL to have
+ * every label read and checked here (nlabels is then ignored).  GC_EINVAL for an id outside the set or given twice, or
  * nlabels other than the split's record count. */
 int gc_data_load_records(const char *dir, const char *name, int train,
                          const uint8_t *labels, size_t nlabels,

@@ -53,6 +53,13 @@ int gc__isa_cpu(void);
 int gc__isa_force(int isa);
 int gc__isa_by_name(const char *name);   /* -1 when unknown */
 
+/* Dense messages (identity, fp16, bf16) of this many bytes or more are
+ * written with streaming stores on AVX-512 (quant.c): 32 MiB is the L3
+ * of the CPUs measured (a Zen CCD), so such a message cannot stay in
+ * cache for whoever reads it next, and the line read of a plain store
+ * buys nothing.  Tests size their inputs by it. */
+enum { GC__STREAM_MIN_BYTES = 1 << 25 };
+
 /* Random-K's dense walk uses AVX-512 VBMI2 where the CPU has it and this
  * is nonzero (sparse.c); tests clear it to see the plain AVX-512 walk
  * write the same bytes. */

@@ -579,8 +579,9 @@ static int probe_remote(gc_train *r, double lr, gc_xi_sample *xs, double *ct)
     gc_worker *wk = gc_sim_worker(r->sim, p);
     const float *g = r->grads + p * d, *acc = gc_worker_accumulator(wk);
     const float *sent = gc_worker_sent(wk);
-    double c[2] = { 0, 0 }, c2[2];   /* 1 - ||acc - m||^2/||acc||^2, defined */
+    double c[2] = { 0, 0 };   /* 1 - ||acc - m||^2/||acc||^2, defined */
     if (r->contraction) {
+      double c2[2];
       contraction_sums(acc, sent, d, c2);
       if (c2[1] > 0) {
         c[0] = 1 - c2[0] / c2[1];

@@ -343,7 +343,7 @@ static void u16_blocks_avx2(const rngkey *k, uint64_t b, size_t nblk, uint16_t *
  * sign bits into out (8 bytes a word), and with ws each word's L1 sum in
  * the template's order (lane t of a word adds |x_j| for j = t mod 4 from
  * 0.0 in order, the word's sum is (a0 + a1) + (a2 + a3)), which the
- * caller adds up in word order; with run (and no ws) the sums are added
+ * caller adds up in word order; with run instead (never both) the sums are added
  * to *run here, in word order, the same sum.  Returns nonzero
  * when some entry is NaN or Inf.  The AVX paths keep the four lanes in one
  * register of doubles; words do not depend on each other, so their chains
@@ -408,19 +408,20 @@ TARGET_AVX512 static unsigned sign_words_avx512(const float *x, size_t nw, uint8
     const float *xw = x + 64 * w;
     uint64_t bits = 0;
     for (unsigned v = 0; v < 4; v++) {
-      /* 4 KiB ahead, as sumsq: sign ran 3.4 ms (25e6 entries, one core)
-       * against a 2.7 ms read without it */
+      /* 4 KiB ahead, as sumsq: without it sign took 3.4 ms of 25e6
+       * entries on one core, where a plain read takes 2.7 */
       _mm_prefetch((const char *) (xw + 16 * v + 1024), _MM_HINT_T0);
       __m512 xv = _mm512_loadu_ps(xw + 16 * v);
       bits |= (uint64_t) _mm512_cmp_ps_mask(xv, zero, _CMP_LT_OQ) << (16 * v);
       mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(xv), absmask));
     }
-    if (ws) {
-      SIGN_WORD_L1(xw, ws[w]);
-    } else if (run) {
+    if (ws || run) {
       double sum;
       SIGN_WORD_L1(xw, sum);
-      acc += sum;
+      if (ws)
+        ws[w] = sum;
+      else
+        acc += sum;
     }
     gc__store64le(out + 8 * w, bits);
   }
@@ -447,12 +448,13 @@ TARGET_AVX2 static unsigned sign_words_avx2(const float *x, size_t nw, uint8_t *
       bits |= (uint64_t) _mm256_movemask_ps(_mm256_cmp_ps(xv, zero, _CMP_LT_OQ)) << (8 * v);
       mx = _mm256_max_epu32(mx, _mm256_and_si256(_mm256_castps_si256(xv), absmask));
     }
-    if (ws) {
-      SIGN_WORD_L1(xw, ws[w]);
-    } else if (run) {
+    if (ws || run) {
       double sum;
       SIGN_WORD_L1(xw, sum);
-      acc += sum;
+      if (ws)
+        ws[w] = sum;
+      else
+        acc += sum;
     }
     gc__store64le(out + 8 * w, bits);
   }
@@ -485,19 +487,25 @@ static unsigned sign_words_isa(const float *x, size_t nw, uint8_t *out, double *
  * on more, the word sums of a group of SIGN_GROUP_WORDS words (one of two
  * stack buffers) are kept and added to *l1 in word order, the template's
  * sum for any thread count, by one thread while the others start on the
- * next group (its four pieces dynamic, so they take the adding thread's
- * share; smaller pieces cost more to hand out than they balance).  The
- * chain, one dependent add a word (0.3 ms of 25e6 entries), ran alone
- * after each group before: 2.35 -> 1.95 ms on two threads. */
-enum { SIGN_PIECE = 1024, SIGN_GROUP_WORDS = 4096 };
+ * next group (its 2T pieces dynamic, so they take the adding thread's
+ * share).  The chain, one dependent add a word (0.3 ms of 25e6 entries),
+ * ran alone after each group before: 2.35 -> 1.95 ms on two threads. */
+enum { SIGN_PIECE = 1024, SIGN_GROUP_WORDS = 4096, SIGN_PIECE_MIN = 128 };
+
+static size_t sign_group_len(size_t g, size_t nw)
+{
+  size_t g0 = g * SIGN_GROUP_WORDS;
+  return nw - g0 < SIGN_GROUP_WORDS ? nw - g0 : SIGN_GROUP_WORDS;
+}
+
 static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *l1)
 {
   unsigned bad = 0;
   int T = gc__threads_for(64 * nw, PAR_MIN, 0);
-  if (!l1 || T == 1) {
+  if (l1 && T == 1)
+    return sign_words_isa(x, nw, out, NULL, l1);
+  if (!l1) {
     size_t np = (nw + SIGN_PIECE - 1) / SIGN_PIECE;
-    if (l1)
-      return sign_words_isa(x, nw, out, NULL, l1);
     #pragma omp parallel for schedule(static) reduction(| : bad) num_threads(T) if (T > 1)
     for (size_t p = 0; p < np; p++) {
       size_t lo = p * SIGN_PIECE, m = nw - lo < SIGN_PIECE ? nw - lo : SIGN_PIECE;
@@ -507,6 +515,8 @@ static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *
   }
   double ws[2][SIGN_GROUP_WORDS];
   const size_t ng = (nw + SIGN_GROUP_WORDS - 1) / SIGN_GROUP_WORDS;
+  size_t piece = (SIGN_GROUP_WORDS + 2 * (size_t) T - 1) / (2 * (size_t) T);
+  piece = piece > SIGN_PIECE_MIN ? piece : SIGN_PIECE_MIN;
   #pragma omp parallel num_threads(T) reduction(| : bad)
   for (size_t g = 0; g <= ng; g++) {
     if (g > 0) {
@@ -514,8 +524,7 @@ static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *
       #pragma omp single nowait
       {
         const double *wp = ws[(g - 1) & 1];
-        size_t g0 = (g - 1) * SIGN_GROUP_WORDS, gn = nw - g0 < SIGN_GROUP_WORDS
-                                                     ? nw - g0 : SIGN_GROUP_WORDS;
+        size_t gn = sign_group_len(g - 1, nw);
         double acc = *l1;
         for (size_t j = 0; j < gn; j++)
           acc += wp[j];
@@ -523,14 +532,14 @@ static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *
       }
     }
     if (g < ng) {
-      /* ws[g & 1] was last read by the single of g - 1, done before this
-       * loop's barrier */
-      size_t g0 = g * SIGN_GROUP_WORDS, gn = nw - g0 < SIGN_GROUP_WORDS ? nw - g0
-                                                                        : SIGN_GROUP_WORDS;
-      size_t np = (gn + SIGN_PIECE - 1) / SIGN_PIECE;
+      /* ws[g & 1] was last read by the single of g - 2, which the barrier
+       * ending loop g - 1 waited for; the single of g - 1 reads the other
+       * buffer meanwhile */
+      size_t g0 = g * SIGN_GROUP_WORDS, gn = sign_group_len(g, nw);
+      size_t np = (gn + piece - 1) / piece;
       #pragma omp for schedule(dynamic, 1)
       for (size_t p = 0; p < np; p++) {
-        size_t lo = p * SIGN_PIECE, m = gn - lo < SIGN_PIECE ? gn - lo : SIGN_PIECE;
+        size_t lo = p * piece, m = gn - lo < piece ? gn - lo : piece;
         bad |= sign_words_isa(x + 64 * (g0 + lo), m, out + 8 * (g0 + lo), ws[g & 1] + lo,
                               NULL);
       }
@@ -684,8 +693,8 @@ INLINE size_t sumsq_blocks_body(const float *x, size_t n, size_t blk, double *pa
 #endif
 
 #ifdef HAVE_ISA_PATHS
-/* absmax_run with AVX-512 and AVX2, two cache lines an iteration and the
- * next 4 KiB asked for ahead, as sumsq_blocks does: GCC's loop (no
+/* absmax_run with AVX-512 and AVX2, a prefetch 4 KiB ahead an iteration
+ * (of two cache lines with AVX-512, one with AVX2): GCC's loop (no
  * prefetch) took TernGrad's max pass 3.2 ms of 25e6 entries on one Zen 5
  * core against 2.6 for the norm pass of qsgd, which reads as much. */
 TARGET_AVX512 static uint32_t absmax_avx512(const float *x, size_t n)
@@ -739,25 +748,21 @@ static uint32_t absmax_piece(const float *x, size_t n)
 DISPATCH(size_t, copy_count_piece, copy_count_body,
          (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
 
-/* A counting pack (one of the pieces above, writing `width` bytes per
- * entry) over the OpenMP threads (a sum and a maximum of integers: any
- * split gives the same). */
 typedef size_t (*count_piece_fn)(const float *x, size_t n, uint8_t *out,
                                  uint32_t *amax);
 
-/* Messages of at least STREAM_MIN_BYTES, far more than stays in cache
- * for whoever reads them next, are written by the `streamed` piece where
- * the instruction set has one (NULL: none): streaming stores, which skip
- * the read a plain store makes of each line it fills (identity, fp16,
- * bf16 with AVX-512; the same bytes). */
-enum { STREAM_MIN_BYTES = 1 << 24 };
-
+/* A counting pack (a piece writing `width` bytes per entry) over the
+ * OpenMP threads (a sum and a maximum of integers: any split gives the
+ * same).  Messages of GC__STREAM_MIN_BYTES or more are written by the
+ * `streamed` piece where the instruction set has one (NULL: none; see
+ * STREAMED): streaming stores, which skip the read a plain store makes of
+ * each line it fills; the same bytes. */
 static size_t count_pieces(count_piece_fn piece, count_piece_fn streamed, size_t width,
                            const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
   size_t nnz = 0, np = (n + PAR_CHUNK - 1) / PAR_CHUNK;
   uint32_t m = 0;
-  if (streamed && width * n >= STREAM_MIN_BYTES)
+  if (streamed && width * n >= GC__STREAM_MIN_BYTES)
     piece = streamed;
   #pragma omp parallel for schedule(static) reduction(+ : nnz) reduction(max : m) \
       if (n >= PAR_MIN)
@@ -818,14 +823,16 @@ TARGET_AVX512 static size_t copy_count_stream_avx512(const float *x, size_t n, u
   *amax = m > v ? m : v;
   return nnz;
 }
-#define COPY_COUNT_STREAM (gc__isa() >= GC__ISA_AVX512 ? copy_count_stream_avx512 : NULL)
+/* count_pieces' streamed piece: the AVX-512 one where that path runs */
+#define STREAMED(avx512_piece) (gc__isa() >= GC__ISA_AVX512 ? avx512_piece : NULL)
 #else
-#define COPY_COUNT_STREAM NULL
+#define STREAMED(avx512_piece) NULL
 #endif
 
 static size_t copy_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(copy_count_piece, COPY_COUNT_STREAM, 4, x, n, out, amax);
+  return count_pieces(copy_count_piece, STREAMED(copy_count_stream_avx512), 4, x, n, out,
+                      amax);
 }
 
 DISPATCH(size_t, bf16_count_piece, bf16_count_body,
@@ -868,7 +875,6 @@ static size_t bf16_piece(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 #endif
   return bf16_count_piece(x, n, out, amax);
 }
-
 
 /* IEEE halves of float32 x[0, n) (round to nearest even:
  * gc__half_from_float_bits, which equals gc__half_from_double of the
@@ -1006,24 +1012,19 @@ TARGET_AVX512_F16C static size_t bf16_stream_avx512(const float *x, size_t n, ui
   return half_stream_body(x, n, out, amax, 1);
 }
 #undef TARGET_AVX512_F16C
-#define FP16_STREAM (gc__isa() >= GC__ISA_AVX512 ? fp16_stream_avx512 : NULL)
-#define BF16_STREAM (gc__isa() >= GC__ISA_AVX512 ? bf16_stream_avx512 : NULL)
-#else
-#define FP16_STREAM NULL
-#define BF16_STREAM NULL
 #endif
 
 static size_t fp16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(fp16_count_piece, FP16_STREAM, 2, x, n, out, amax);
+  return count_pieces(fp16_count_piece, STREAMED(fp16_stream_avx512), 2, x, n, out, amax);
 }
 
 static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
 {
-  return count_pieces(bf16_piece, BF16_STREAM, 2, x, n, out, amax);
+  return count_pieces(bf16_piece, STREAMED(bf16_stream_avx512), 2, x, n, out, amax);
 }
 
-/* absmax_run over the OpenMP threads (a maximum: any split gives the
+/* absmax_piece over the OpenMP threads (a maximum: any split gives the
  * same). */
 static uint32_t absmax_bits(const float *x, size_t n)
 {
@@ -1326,7 +1327,7 @@ TARGET_AVX512 static size_t qsgd_syms_avx512(const float *xc, const uint16_t *uc
     __m512 dist = _mm512_set1_ps(1.0f);   /* the least |w - round(w)| */
     for (unsigned v = 0; v < 4; v++) {
       /* 8 KiB ahead, as TernGrad's kernel: from memory the loop ran 1.5
-       * ms (of 25e6 entries) slower than from L2 without it */
+       * ms (of 25e6 entries) slower than from cache without it */
       _mm_prefetch((const char *) (xc + t + 16 * v + 2048), _MM_HINT_T0);
       __m512 xv = _mm512_loadu_ps(xc + t + 16 * v);
       /* the sign bit: only nonzero levels take it, and -0 has level 0 */
@@ -1469,7 +1470,6 @@ TARGET_AVX512 static size_t qsgd_pack_avx512(const uint16_t *code16, const uint8
       uint64_t ones = ~(uint64_t) 0;
       acc |= ones << nb;
       memcpy(op, &acc, 8);
-      memcpy(op + 8, &ones, 8);
       op += 8;
       acc = ~(ones << nb);
       continue;

@@ -625,13 +625,12 @@ static int FN(qsgd_shares)(const qstate *q, const rngkey *key, const REAL *x, ui
 }
 
 /* One thread's time (float32, d = 2.5e7, s = 4, one bucket, AVX-512,
- * Zen 5; a read of x takes 2.5-2.7 ms): the norm pass is memory-bound,
- * 2.5 ms (its sums alone 1.35 from L2); the coding pass is compute-bound,
- * 5.2 ms from memory and 5.0 with x in L3: Philox uniforms 2.34, levels
- * 1.85, codes 0.66.  Running it backwards into the norm pass's cached
- * tail would gain under 0.2 ms; a read plus the draws alone is 4.9 ms.
- * TernGrad: max pass 2.45 (0.73 from L2), codes 4.67 from memory or L3
- * (draws 2.34, decisions 2.23). */
+ * Zen 5; a read of x takes 2.5-2.7 ms; "from cache": the same work on a
+ * cache-sized slice, scaled): the norm pass is memory-bound, 2.5 ms (its
+ * sums alone 1.35 from cache); the coding pass is compute-bound, 5.2 ms
+ * from memory and 5.0 from cache: Philox uniforms 2.34, levels 1.85,
+ * codes 0.66.  Running it backwards into the norm pass's cached tail
+ * would gain under 0.2 ms; a read plus the draws alone is 4.9 ms. */
 static int FN(qsgd_encode)(void *st, const REAL *x, uint32_t step,
                              uint8_t *buf, size_t cap, size_t *len,
                              gc_compress_info *info)
@@ -803,6 +802,9 @@ static size_t FN(tern_codes)(const rngkey *key, const REAL *x, size_t n, REAL c,
   return nnz;
 }
 
+/* One thread's time (as qsgd_encode's): the max pass 2.45 ms (0.73 from
+ * cache), the codes 4.67 from memory or cache (draws 2.34, decisions
+ * 2.23). */
 static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
                                  uint8_t *buf, size_t cap, size_t *len,
                                  gc_compress_info *info)

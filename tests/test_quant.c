@@ -1036,14 +1036,25 @@ Test(dispatch, bf16_paths_round_each_entry)
                        gc__bf16_from_double);
 }
 
-/* identity of a vector large enough for the streaming-store copy (at
- * least 16 MiB: quant.c, STREAM_MIN_BYTES) on every path, with the
- * message at each of the four byte offsets from x's alignment (the copy
- * rebuilds out's lines from x's registers, shifted across dwords): the
- * values are x's bits exactly and the nonzeros are counted (-0 is 0). */
+/* The bytes of mem[0, cap) outside [off, off + len) still hold the 0x55
+ * they were set to: the message was written within its place. */
+static void assert_only_message_written(const uint8_t *mem, size_t cap, size_t off,
+                                        size_t len, const char *what)
+{
+  for (size_t i = 0; i < cap; i++)
+    if (i < off || i >= off + len)
+      cr_assert(eq(u8, mem[i], 0x55), "%s: byte %zu outside the message written", what, i);
+}
+
+/* identity of a vector large enough for the streaming-store copy
+ * (GC__STREAM_MIN_BYTES) on every path, with out at each of the four byte
+ * offsets mod 4 (the copy rebuilds out's 64-byte lines from x's
+ * registers, shifted across dwords): the values are x's bits exactly,
+ * nothing around the message is written, and the nonzeros are counted
+ * (-0 is 0). */
 Test(dispatch, identity_streamed_copy_is_exact)
 {
-  const size_t n = ((size_t) 1 << 22) + 13;
+  const size_t n = GC__STREAM_MIN_BYTES / 4 + 13;
   float *x = malloc(n * sizeof *x);
   size_t nnz = 0;
   for (size_t i = 0; i < n; i++) {
@@ -1061,12 +1072,13 @@ Test(dispatch, identity_streamed_copy_is_exact)
     for (unsigned off = 0; off < 4; off++) {
       uint8_t *buf = mem + off;
       gc_compress_info info;
-      memset(buf, 0x55, cap);
+      memset(mem, 0x55, cap + 64);
       cr_assert(eq(int, gc_compress_f32(c, x, 1, buf, cap, &len, &info), GC_SUCCESS));
       cr_assert(eq(sz, len, 2 + 4 * n));
       cr_assert(eq(int, memcmp(buf + 2, x, 4 * n), 0), "%s, offset %u: bytes",
                 gc__isa_name(isa), off);
       cr_assert(eq(sz, info.nnz, nnz), "%s, offset %u: nonzeros", gc__isa_name(isa), off);
+      assert_only_message_written(mem, cap + 64, off, len, gc__isa_name(isa));
     }
   }
   gc__isa_force(saved);
@@ -1075,15 +1087,16 @@ Test(dispatch, identity_streamed_copy_is_exact)
   free(x);
 }
 
-/* fp16 and bf16 of a vector large enough for their streaming stores (16
- * MiB of halves) on every path, the message at each of four byte offsets
- * (an odd one is left to the plain kernel), equal the SSE2 path's message
- * byte for byte, with the same nonzeros: normal values, zeros of both
- * signs and rounding ties in every position of the 16-entry blocks. */
+/* fp16 and bf16 of a vector large enough for their streaming stores
+ * (GC__STREAM_MIN_BYTES of halves) on every path, out at each of four
+ * byte offsets (an odd one is left to the plain kernel), equal the SSE2
+ * path's message byte for byte, with the same nonzeros and nothing around
+ * it written: normal values, zeros of both signs and rounding ties in
+ * every position of the 16-entry blocks. */
 Test(dispatch, halves_streamed_match_sse2)
 {
   static const char *const names[] = {"fp16", "bf16"};
-  const size_t n = ((size_t) 1 << 23) + 13;
+  const size_t n = GC__STREAM_MIN_BYTES / 2 + 13;
   float *x = malloc(n * sizeof *x);
   for (size_t i = 0; i < n; i++)
     x[i] = i % 89 == 0 ? (i % 2 ? -0.0f : 0.0f)
@@ -1103,12 +1116,14 @@ Test(dispatch, halves_streamed_match_sse2)
       gc__isa_force(isa);
       for (unsigned off = 0; off < 4; off++) {
         uint8_t *buf = mem + off;
+        memset(mem, 0x55, cap + 64);
         cr_assert(eq(int, gc_compress_f32(c, x, 1, buf, cap, &len, &info), GC_SUCCESS));
         cr_assert(eq(sz, len, l0));
         cr_assert(eq(int, memcmp(buf, ref, l0), 0), "%s %s, offset %u: bytes", names[j],
                   gc__isa_name(isa), off);
         cr_assert(eq(sz, info.nnz, i0.nnz), "%s %s, offset %u: nonzeros", names[j],
                   gc__isa_name(isa), off);
+        assert_only_message_written(mem, cap + 64, off, len, names[j]);
       }
     }
     free(ref);
