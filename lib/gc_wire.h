@@ -73,9 +73,30 @@ int gc__wire_encode_vals_f64(uint8_t type, size_t n, const uint32_t *idx,
                              size_t c, const double *val, uint8_t *buf,
                              size_t cap, size_t *len, size_t *nnz);
 
-/* gc__wire_encode_vals of the concatenation of P <= 16 pieces, pc[j]
- * entries at pi[j] and pv[j] each (ascending across them), left where
- * they lie: the same bytes, written on P threads. */
+/* The LEB128 code of g (seven bits a byte, low first, the high bit
+ * saying another follows): its length, and gc__leb_put writes it at p and
+ * returns the next free byte.  The delta coding's gaps are such codes. */
+static inline size_t gc__leb_len(uint32_t g)
+{
+  return 1u + (g >= 1u << 7) + (g >= 1u << 14) + (g >= 1u << 21) + (g >= 1u << 28);
+}
+
+static inline uint8_t *gc__leb_put(uint8_t *p, uint32_t g)
+{
+  while (g >= 128) {
+    *p++ = (uint8_t) (g | 0x80);
+    g >>= 7;
+  }
+  *p++ = (uint8_t) g;
+  return p;
+}
+
+/* The most pieces the pieces encoders take (their stack arrays). */
+enum { GC__WIRE_PIECES_MAX = 16 };
+
+/* gc__wire_encode_vals of the concatenation of P <= GC__WIRE_PIECES_MAX
+ * pieces, pc[j] entries at pi[j] and pv[j] each (ascending across them),
+ * left where they lie: the same bytes, written on P threads. */
 int gc__wire_encode_pieces_f32(uint8_t type, size_t n, int P, const uint32_t *const *pi,
                                const float *const *pv, const size_t *pc, uint8_t *buf,
                                size_t cap, size_t *len, size_t *nnz);
@@ -94,9 +115,10 @@ int gc__wire_encode_pieces_f64(uint8_t type, size_t n, int P, const uint32_t *co
  * gc__wire_encode_vals, without reading x again. */
 void *gc__wire_stage(size_t n, size_t cmax, size_t vbytes, uint8_t *buf, size_t cap,
                      size_t *room);
-/* gc__wire_encode_staged of P <= 16 pieces as gc__wire_encode_pieces takes
- * them, the values staged in buf in piece order (piece j + 1's past
- * piece j's, neither past the other's share). */
+/* gc__wire_encode_staged of P <= GC__WIRE_PIECES_MAX pieces as
+ * gc__wire_encode_pieces takes them, the values staged in buf in piece
+ * order: pv[0] at or past where the values' section will start, and
+ * pv[j + 1] at or past pv[j] + pc[j] (so each moves down, or stays). */
 int gc__wire_encode_staged_pieces_f32(uint8_t type, size_t n, int P,
                                       const uint32_t *const *pi, const float *const *pv,
                                       const size_t *pc, uint8_t *buf, size_t cap,

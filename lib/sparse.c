@@ -6,7 +6,7 @@
  * - Exact top-K avoids sorting n keys: a fixed strided sample of |x| gives a
  *   threshold that admits about 1.05K + 4 sigma candidates; one branch-light pass checks
  *   finiteness and collects those (in index order, so the output comes out
- *   ascending); an exact 3-way quickselect among the candidates finds the
+ *   ascending); histograms of the candidates' magnitude keys find the
  *   K-th magnitude, and ties are shared out by index.  When the sample
  *   misleads (too few or too many candidates) a radix select over the whole
  *   vector gives the same answer with no extra memory.
@@ -14,10 +14,13 @@
  *   threshold is clamped to the largest finite value, so NaN and Inf always
  *   land among the candidates and are seen there.
  * - Threshold, Gaussian-k and DGC keep the values of what they select as
- *   they scan (Gaussian-k: of its candidates), in the message buffer past
- *   the largest index section (gc__wire_stage), so that encoding moves
- *   them down instead of gathering x[idx] afterwards, which at density 0.1
- *   read most of x's cache lines a second time.
+ *   they scan, so that encoding does not gather x[idx] afterwards, which at
+ *   density 0.1 read most of x's cache lines a second time: threshold and
+ *   DGC in the message buffer past the largest index section
+ *   (gc__wire_stage), to be moved down; float32 Gaussian-k and top-K with
+ *   their candidates, whose pieces (one per thread) the encoder takes
+ *   where they lie (gc__wire_encode_pieces), as it takes the threads'
+ *   staged pieces of threshold and DGC.
  * - Random-K draws K distinct indices with Floyd's algorithm from the
  *   counter RNG keyed by (seed, stream, step, draw number), so the decoder
  *   of randk-unbiased rebuilds them from the step and they are not sent.
@@ -95,9 +98,11 @@ typedef struct sparse_state {
  * there in draw order.  Draw c uses gc_rng_u32(..., c), word c % 4 of
  * Philox block c / 4: target t_c = gc_rng_below(word, J_c + 1) with
  * J_c = n - K + c, kept unless already drawn, and then J_c.  The words and
- * targets come first, in bulk (floyd_targets); the sequential part is
- * then the membership test, whose bitmap (n bits: 3 MB at n = 2.5e7) is
- * beyond L2, so each test prefetches the word a later one needs. */
+ * targets come first, in bulk (floyd_targets), or a stretch at a time
+ * (random-K's dense draws; random-K-unbiased's floyd_values); the
+ * sequential part is then the membership test, whose bitmap (n bits: 3 MB
+ * at n = 2.5e7) is beyond L2, so each test prefetches the word a later
+ * one needs. */
 enum { FLOYD_AHEAD = 24 };
 
 /* Floyd's targets t[c] = gc_rng_below(word c, J_c + 1), J_c = n - K + c,
@@ -127,16 +132,17 @@ static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
 /* Floyd's rule on m draws whose targets are t[0, m) and whose J's are
  * jlow + i, the draws before them done: into order unless it is NULL (t
  * itself may be order).  floyd_blocks_isa does whole blocks of dense
- * draws on the chosen instruction set, in place, and returns where it
- * stopped (sparse draws go one at a time: their bitmap is mostly out of
- * cache either way, and blocks were no faster). */
+ * draws on the chosen instruction set, in place in t, and returns where
+ * it stopped (so only where order is NULL or t; sparse draws go one at a
+ * time: their bitmap is mostly out of cache either way, and blocks were
+ * no faster). */
 static size_t floyd_blocks_isa(uint64_t *bits, uint32_t *t, size_t lo, size_t hi,
                                uint32_t jlow);
 
 static void floyd_draws(uint64_t *bits, uint32_t *t, size_t m, uint32_t jlow, int dense,
                         uint32_t *order)
 {
-  size_t c = dense ? floyd_blocks_isa(bits, t, 0, m, jlow) : 0;
+  size_t c = dense && (!order || order == t) ? floyd_blocks_isa(bits, t, 0, m, jlow) : 0;
   for (; c < m; c++) {
     if (c + FLOYD_AHEAD < m)
       __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
@@ -763,12 +769,15 @@ static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
 
 /* The scan over the OpenMP threads (the caller's omp_set_num_threads; one
  * inside a parallel region): T contiguous pieces, each appending to its
- * share cap / T of the arrays, then moved together.  The result is the
+ * share cap / T of the arrays, left there or moved together
+ * (scan_pieces_f32).  The result is the
  * single scan's whatever T is: the first non-finite entry is the one of
  * the first piece that met one, and when a piece outgrows its share (the
  * selected entries crowd into part of x) the scan runs again on one
  * thread. */
 enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
+/* the threads' pieces go to the wire's pieces encoders whole */
+_Static_assert((int) SCAN_PAR_MAX <= (int) GC__WIRE_PIECES_MAX, "scan pieces fit the encoders");
 
 /* Where scan_pieces_f32 left the candidates: T == 1, together from 0;
  * else piece j's cnt[j] at j * share. */
@@ -821,8 +830,8 @@ static void move_down_team(void *dst, const void *src, size_t bytes)
 }
 #endif
 
-/* With L, pieces are left where they are (top-K's filter reads them
- * there); without, they are moved together, on the threads (on one the
+/* With L, pieces are left where they are (the selections and the
+ * encoder read them there); without, they are moved together, on the threads (on one the
  * move took 0.7 ms of threshold's 4 at density 0.1 on two threads). */
 static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
                               float *val, size_t cap, size_t *bad, scan_layout *L)
@@ -981,6 +990,7 @@ static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
  * are left, then one entry at a time (branch-free: the store lands in the
  * room, the count moves on a kept entry).  The entries of keep_isa_f32. */
 enum { KEEP_PAR_MIN = 1 << 18, KEEP_PAR_MAX = 16 };
+_Static_assert((int) KEEP_PAR_MAX <= (int) GC__WIRE_PIECES_MAX, "keep pieces fit the encoders");
 
 static int keep_threads(size_t c)
 {
@@ -1161,7 +1171,8 @@ static size_t band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t *ou
 #define KTH kth_largest_u32
 #include "kth_source.c"
 
-/* The smallest and largest magnitude keys of val[0, m) (m >= 1). */
+/* The smallest and largest magnitude keys of val[0, m) (m = 0: lo =
+ * UINT32_MAX, hi = 0, which kth_pieces_f32's empty pieces rely on). */
 static inline __attribute__((always_inline)) void
 key_range_body(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
 {
@@ -1397,52 +1408,6 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
 }
 #endif
 
-/* Gaussian-k's threshold evaluation among its candidates (GAUSS_FILTER in
- * sparse_source.c's gaussk): of the nc finite candidates (cand, cval), those with
- * !(|v| <= t) into idx and val, in order; both may hold nc entries.  The
- * AVX-512 path compares magnitude keys as the scans do and stores sixteen
- * at a time, which stays below nc since the output never passes the
- * input.  Returns how many it kept. */
-static size_t gauss_filter_run_f32(const uint32_t *cand, const float *cval, size_t j,
-                                   size_t nc, float t, uint32_t *idx, float *val, size_t c)
-{
-  for (; j < nc; j++) {
-    idx[c] = cand[j];
-    val[c] = cval[j];
-    c += !(fabsf(cval[j]) <= t);
-  }
-  return c;
-}
-
-#ifdef HAVE_SCAN_PATHS
-TARGET_AVX512 static size_t gauss_filter_avx512_f32(const uint32_t *cand, const float *cval,
-                                                    size_t nc, float t, uint32_t *idx,
-                                                    float *val)
-{
-  const __m512i limit = _mm512_set1_epi32(scan_key_f32(t)), absmask = _mm512_set1_epi32(0x7fffffff);
-  size_t c = 0, j = 0;
-  for (; j + 16 <= nc; j += 16) {
-    __m512i v = _mm512_loadu_si512((const void *) (cval + j));
-    __mmask16 m = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, absmask), limit);
-    __m512i iv = _mm512_loadu_si512((const void *) (cand + j));
-    _mm512_storeu_si512((void *) (idx + c), _mm512_maskz_compress_epi32(m, iv));
-    _mm512_storeu_si512((void *) (val + c), _mm512_maskz_compress_epi32(m, v));
-    c += (size_t) __builtin_popcount(m);
-  }
-  return gauss_filter_run_f32(cand, cval, j, nc, t, idx, val, c);
-}
-#endif
-
-static size_t gauss_filter_f32(const uint32_t *cand, const float *cval, size_t nc, float t,
-                               uint32_t *idx, float *val)
-{
-#ifdef HAVE_SCAN_PATHS
-  if (gc__isa() >= GC__ISA_AVX512)
-    return gauss_filter_avx512_f32(cand, cval, nc, t, idx, val);
-#endif
-  return gauss_filter_run_f32(cand, cval, 0, nc, t, idx, val, 0);
-}
-
 /* Gaussian-k's filter, in place: of the pieces of candidates L describes
  * (one, or the threads'), those with |v| > t (t >= 0), on the threads;
  * *sel and L get what is left.  That is top-K's keep with the key of t
@@ -1479,7 +1444,7 @@ int gc__sparse_vbmi2 = 1;
 typedef struct {
   uint8_t *codes;   /* the delta codes' section, NULL for the bitmap coding */
   size_t pos;       /* bytes of codes written                              */
-  size_t limit;     /* the section's length (the values follow it)         */
+  size_t limit;     /* where this piece's codes stop: the next piece's first */
   uint32_t last;    /* the index sent last (UINT32_MAX before the first)   */
   uint8_t *vals;    /* the values' section                                 */
   size_t c;         /* values written                                      */
@@ -1487,20 +1452,10 @@ typedef struct {
   size_t bad;       /* the first index with a non-finite value, or SIZE_MAX */
 } walk_state;
 
-/* The LEB128 code of g at p + pos; returns the new pos (wire.c's). */
+/* The LEB128 code of g at p + pos; returns the new pos. */
 static size_t leb_put(uint8_t *p, size_t pos, uint32_t g)
 {
-  while (g >= 128) {
-    p[pos++] = (uint8_t) (g | 0x80);
-    g >>= 7;
-  }
-  p[pos++] = (uint8_t) g;
-  return pos;
-}
-
-static size_t leb_bytes(uint32_t g)
-{
-  return 1u + (g >= 1u << 7) + (g >= 1u << 14) + (g >= 1u << 21) + (g >= 1u << 28);
+  return (size_t) (gc__leb_put(p + pos, g) - p);
 }
 
 /* Bytes of the delta coding of the k indices marked in bits (n bits).
@@ -1509,7 +1464,7 @@ static size_t leb_bytes(uint32_t g)
  * dense draws) or the first index can take more, so the loop looks at
  * those alone.  With T > 1 it also notes, for the pieces of `per` words
  * after the first, where the piece's walk starts: at[j].last, and in
- * at[j].pos the bytes beyond one a code before it (the caller adds the
+ * at[j].pos the bytes beyond one per code before it (the caller adds the
  * codes, the marked entries before the piece). */
 static size_t bitmap_delta_bytes(const uint64_t *bits, size_t n, size_t k, int T, size_t per,
                                  walk_state *at)
@@ -1528,11 +1483,16 @@ static size_t bitmap_delta_bytes(const uint64_t *bits, size_t n, size_t k, int T
     uint64_t b = bits[w];
     if (__builtin_expect(!b || !prev, 0)) {
       if (b)
-        extra += leb_bytes((uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(b) - last - 1) - 1;
+        extra += gc__leb_len((uint32_t) (64 * w) + (uint32_t) __builtin_ctzll(b) - last - 1) - 1;
       else if (prev)
         last = (uint32_t) (64 * (w - 1)) + 63u - (uint32_t) __builtin_clzll(prev);
     }
     prev = b;
+  }
+  for (; j < T; j++) {   /* pieces that start at the end: empty */
+    at[j].pos = extra;
+    at[j].last = prev ? (uint32_t) (64 * (nw - 1)) + 63u - (uint32_t) __builtin_clzll(prev)
+                      : last;
   }
   return k + extra;
 }
@@ -1573,8 +1533,9 @@ static void walk_codes_f32(uint64_t *bits, size_t w, size_t nw, const float *x,
 
 #ifdef HAVE_SCAN_PATHS
 /* Sixteen entries a step, compressed by their quarter of the word: the
- * masked load reads only selected lanes (never past n); the values' full
- * store needs 16 entries of room, the codes' 16 bytes before the values.
+ * masked load reads only selected lanes (never past n); the loop keeps a
+ * word (64 entries) of room before cend for the values' full stores, and
+ * the codes' 16-byte store runs only 16 bytes or more before limit.
  * Their gaps are the compressed indices less the same shifted by a lane;
  * below 128 (all but about 1 in 10^6 at density 0.1) each is its one-byte
  * code, else the quarter's codes are written one by one.  Writing the
@@ -1749,7 +1710,6 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
 #define SCAN_PIECES scan_pieces_f32
 #define TOPK_VALS topk_vals_f32
 #define WALK_CODES_ISA walk_codes_isa_f32
-#define GAUSS_FILTER gauss_filter_f32
 #define GAUSS_FILTER_PIECES gauss_filter_pieces_f32
 #include "sparse_source.c"
 
@@ -1801,7 +1761,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
    * (else all of them) */
   uint32_t ku;
   memcpy(&ku, &upper, sizeof ku);
-  size_t over = 0, nb = 0;
+  size_t over = 0, nb = 0;   /* T > 1 only with OpenMP */
   uint32_t tk = 0;
   if (T > 1) {   /* each piece's band into its share of scr, the K-th from there */
     size_t bn[SCAN_PAR_MAX], bo[SCAN_PAR_MAX];

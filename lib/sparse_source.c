@@ -636,8 +636,9 @@ static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
  * scan: T runs of whole blocks, each block's two sums into s->block_sums
  * and its candidates into the run's share cand_cap / T, then the sums
  * pushed in block order (the pairwise tree of one thread).  The shares
- * stay where they are, described by *L (the filter reads them there;
- * FN(join_pieces) moves them together).  Returns -1 where it does not run
+ * stay where they are, described by *L (float32's filter and the
+ * encoder read them there; for float64 FN(join_pieces) moves them
+ * together).  Returns -1 where it does not run
  * (one thread, a short vector: the caller's loop does the pass), 1 with
  * the list complete as the one-thread pass leaves it, 0 when a run
  * outgrew its share (the candidates crowd into part of x): the sums and
@@ -786,15 +787,11 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
       if (L.T > 1)
         FN(join_pieces)(s->cand, cval, &L);
       if (v && room >= nc) {
-#ifdef GAUSS_FILTER
-        c = GAUSS_FILTER(s->cand, cval, nc, t, s->idx, v);
-#else
         for (size_t j = 0; j < nc; j++) {
           s->idx[c] = s->cand[j];
           v[c] = cval[j];
           c += !(FABS(cval[j]) <= t);
         }
-#endif
       } else {
         v = NULL;
         for (size_t j = 0; j < nc; j++) {
@@ -856,12 +853,14 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
          * (or the staged values cut it short) */
         if (*val && c > room)
           c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
-        size_t at = L->cnt[0];   /* the threads' pieces together (rare) */
-        for (int j = 1; j < L->T; j++) {
-          memmove(s->idx + at, s->idx + (size_t) j * L->share, L->cnt[j] * sizeof *s->idx);
-          at += L->cnt[j];
+        if (L->T > 1) {   /* the threads' pieces together (rare; they fit, c <= room) */
+          size_t at = L->cnt[0];
+          for (int j = 1; j < L->T; j++) {
+            memmove(s->idx + at, s->idx + (size_t) j * L->share, L->cnt[j] * sizeof *s->idx);
+            at += L->cnt[j];
+          }
+          L->T = 1;
         }
-        L->T = 1;
         if (c <= s->cand_cap)
           FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
@@ -921,7 +920,8 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
    * density 0.01), where it surely fits; else beforehand */
   int check_sent = 0;
   /* the message is written already (random-K's dense draws, from the
-   * bitmap; random-K-unbiased on one thread, as it draws) */
+   * bitmap; random-K-unbiased on one thread, as it draws; the selections
+   * whose pieces the encoder takes where they lie) */
   int written = 0;
   /* the selections that scan x gather the values as they go */
   REAL *staged = NULL;
@@ -937,9 +937,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     if (sel.P) {
       GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
                                         cap, len, &info->nnz));
-      info->selected = c;
-      info->loops = 0;
-      return GC_SUCCESS;
+      written = 1;
     }
 #else
     GC_TRY(FN(topk)(s, x, s->k));
@@ -984,9 +982,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
       return FN(report_bad)(x, bad);
     if (L.T > 1) {
       GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
-      info->selected = c;
-      info->loops = 0;
-      return GC_SUCCESS;
+      written = 1;
     }
     break;
   }
@@ -997,9 +993,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     if (sel.P) {
       GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
                                         cap, len, &info->nnz));
-      info->selected = c;
-      info->loops = evals;
-      return GC_SUCCESS;
+      written = 1;
     }
 #endif
     break;
@@ -1009,9 +1003,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals, &L));
     if (L.T > 1) {
       GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
-      info->selected = c;
-      info->loops = evals;
-      return GC_SUCCESS;
+      written = 1;
     }
     break;
   }
@@ -1020,12 +1012,10 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     GC_TRY(FN(check_finite_at)(x, s->idx, c));
     check_sent = 0;
   }
-  if (written)
-    ;
-  else if (staged)
+  if (!written && staged)
     GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
                                       &info->nnz));
-  else
+  else if (!written)
     GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
                                buf, cap, len, &info->nnz));
   /* a non-finite value sent is a non-finite x, named as check_finite_at
@@ -1071,5 +1061,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef SCAN_PIECES
 #undef TOPK_VALS
 #undef WALK_CODES_ISA
-#undef GAUSS_FILTER
 #undef GAUSS_FILTER_PIECES

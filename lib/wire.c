@@ -54,15 +54,6 @@
 #error "the wire format is written with memcpy and assumes a little-endian host"
 #endif
 
-static size_t leb_len(uint32_t g)
-{
-  size_t l = 1;
-  while (g >= 128) {
-    g >>= 7;
-    l++;
-  }
-  return l;
-}
 
 /* Bytes of the LEB128 gaps of the ascending indices idx[a, b) (a >= 1,
  * each against the one before it): a sum of integers, the same in any
@@ -107,7 +98,7 @@ static size_t gap_bytes(const uint32_t *idx, size_t a, size_t b)
  * region): the gaps in T contiguous pieces, each piece's delta bytes
  * counted first so that every piece knows where its codes start, and the
  * values in pieces.  The bytes are those of one thread. */
-enum { WIRE_PAR_MIN = 1 << 18, WIRE_PAR_MAX = 16, WIRE_PIECE = 1 << 16 };
+enum { WIRE_PAR_MIN = 1 << 18, WIRE_PAR_MAX = GC__WIRE_PIECES_MAX, WIRE_PIECE = 1 << 16 };
 
 /* The staged values' move on threads: rounds of at least STAGE_ROUND_MIN
  * values and at most STAGE_ROUNDS_MAX of them (a barrier each). */
@@ -140,7 +131,7 @@ static size_t delta_plan(const uint32_t *idx, size_t c, wire_plan *pl)
     for (int j = 0; j < T; j++)
       pl->bytes[j] = gap_bytes(idx, pl->at[j], pl->at[j + 1]);
   }
-  size_t s = leb_len(idx[0]);
+  size_t s = gc__leb_len(idx[0]);
   for (int j = 0; j < T; j++)
     s += pl->bytes[j];
   return s;
@@ -242,27 +233,16 @@ int gc__wire_implicit_head(uint8_t type, size_t c, size_t vbytes, uint8_t *buf, 
   return GC_SUCCESS;
 }
 
-/* Append the LEB128 code of g; returns the next free byte. */
-static uint8_t *put_leb(uint8_t *p, uint32_t g)
-{
-  while (g >= 128) {
-    *p++ = (uint8_t) (g | 0x80);
-    g >>= 7;
-  }
-  *p++ = (uint8_t) g;
-  return p;
-}
-
 /* The LEB128 codes of the gaps of idx[j, hi) (j >= 1) from p; returns
  * the next free byte.  Gaps below 2^14 (one or two bytes) take a branch-
  * free 2-byte store, so something must be written after them: the caller
- * passes hi < c, and the last gap goes through put_leb. */
+ * passes hi < c, and the last gap goes through gc__leb_put. */
 static uint8_t *put_gaps(uint8_t *p, const uint32_t *idx, size_t j, size_t hi)
 {
   for (; j < hi; j++) {
     uint32_t g = idx[j] - idx[j - 1] - 1;
     if (g >= 1u << 14) {
-      p = put_leb(p, g);
+      p = gc__leb_put(p, g);
       continue;
     }
     uint32_t two = g >= 128;   /* below 128 the high byte is 0 */
@@ -297,7 +277,7 @@ TARGET_AVX512 static uint8_t *put_gaps_avx512(uint8_t *p, const uint32_t *idx,
 #endif
 
 /* The codes of the gaps of idx[a, b) (1 <= a < b), exactly their bytes:
- * the last through put_leb, so nothing is written past them. */
+ * the last through gc__leb_put, so nothing is written past them. */
 static uint8_t *put_gap_range(uint8_t *p, const uint32_t *idx, size_t a, size_t b)
 {
 #ifdef HAVE_WIRE_PATHS
@@ -306,7 +286,7 @@ static uint8_t *put_gap_range(uint8_t *p, const uint32_t *idx, size_t a, size_t 
   else
 #endif
     p = put_gaps(p, idx, a, b - 1);
-  return put_leb(p, idx[b - 1] - idx[b - 2] - 1);
+  return gc__leb_put(p, idx[b - 1] - idx[b - 2] - 1);
 }
 
 /* The delta coding's bytes on one thread, written at p as they are
@@ -320,10 +300,10 @@ enum { GAP_CHUNK = 4096 };
 static size_t delta_write(uint8_t *p, const uint8_t *limit, const uint32_t *idx,
                           size_t c, int *written)
 {
-  size_t s = leb_len(idx[0]), room = limit > p ? (size_t) (limit - p) : 0;
+  size_t s = gc__leb_len(idx[0]), room = limit > p ? (size_t) (limit - p) : 0;
   int fits = room >= s;
   if (fits) {
-    p = put_leb(p, idx[0]);
+    p = gc__leb_put(p, idx[0]);
     room -= s;
   }
   for (size_t a = 1; a < c; a += GAP_CHUNK) {
@@ -351,7 +331,7 @@ static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
   case GC__IDX_DELTA: {
     if (!c)
       break;
-    p = put_leb(p, idx[0]);
+    p = gc__leb_put(p, idx[0]);
     if (c < 2)
       break;
     if (pl->T == 1) {

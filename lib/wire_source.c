@@ -133,7 +133,7 @@ static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *cons
     #pragma omp parallel for schedule(static) num_threads(P)
     for (int j = 0; j < P; j++)
       bytes[j] = !pc[j] ? 0
-                 : leb_len(before[j] == UINT32_MAX ? pi[j][0] : pi[j][0] - before[j] - 1)
+                 : gc__leb_len(before[j] == UINT32_MAX ? pi[j][0] : pi[j][0] - before[j] - 1)
                        + (pc[j] > 1 ? gap_bytes(pi[j], 1, pc[j]) : 0);
     delta = 0;
     for (int j = 0; j < P; j++)
@@ -163,7 +163,7 @@ static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *cons
     if (coding == GC__IDX_RAW) {
       memcpy(p + 4 * at[j], pi[j], 4 * pc[j]);
     } else if (coding == GC__IDX_DELTA) {
-      uint8_t *q = put_leb(code[j], before[j] == UINT32_MAX ? pi[j][0]
+      uint8_t *q = gc__leb_put(code[j], before[j] == UINT32_MAX ? pi[j][0]
                                                              : pi[j][0] - before[j] - 1);
       if (pc[j] > 1)
         put_gap_range(q, pi[j], 1, pc[j]);
@@ -302,7 +302,7 @@ int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
   size_t c = 0, delta = 0, last = 0;
   for (size_t i = 0; i < n; i++)
     if (x[i] != 0) {
-      delta += leb_len((uint32_t) (c ? i - last - 1 : i));
+      delta += gc__leb_len((uint32_t) (c ? i - last - 1 : i));
       last = i;
       c++;
     }
@@ -324,7 +324,7 @@ int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
       memcpy(p, &i32, 4);
       p += 4;
     } else if (coding == GC__IDX_DELTA) {
-      p = put_leb(p, (uint32_t) (j ? i - last - 1 : i));
+      p = gc__leb_put(p, (uint32_t) (j ? i - last - 1 : i));
     } else {
       p[i >> 3] |= (uint8_t) (1u << (i & 7));
     }
