@@ -1324,7 +1324,7 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
     {"threshold", PAR_N1, 0, 0, 1.96, 0, PAR_NORMAL, 0, 0, 0},
     {"threshold", PAR_N1, 0, 0, 1.96, 0, PAR_NORMAL, 0, 1, 0},
     /* half the entries, a buffer of the message + 5 * 2^14 values: bitmap
-     * coding of pieces, each staged piece moved in 2-4 rounds of >=
+     * coding of pieces, staged pieces j >= 1 moved in 2 rounds of >=
      * STAGE_ROUND_MIN values */
     {"threshold", PAR_N, 0, 0, 0.5, 0, PAR_EVERY2, 2, 0, 0},
     /* a buffer of the message alone: no room to stage, the scan's pieces
@@ -1341,10 +1341,10 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
      * their pieces: move_down_team */
     {"gaussk", PAR_N1, 0, 0.01, 0, 0, PAR_CROWDED, 0, 0, 0},
     /* outliers inflate sigma, the threshold halves below the candidates'
-     * t0 and the 4th and 5th evaluations select 80% of x: move_down_team
-     * in 4 rounds (T = 2, 3; T = 5 from piece 2) */
+     * t0 and the later evaluations scan x and select 80% of it:
+     * move_down_team in 3-4 rounds (T = 2, 3; T = 5 from piece 2) */
     {"gaussk", PAR_N1, 0, 0.5, 0, 0, PAR_OUTLIERS, 0, 0, 5},
-    /* ratio 0.25: 87404 samples on threads (SAMPLE_PAR_MIN) and
+    /* ratio 0.25: about 87400 samples on threads (SAMPLE_PAR_MIN) and
      * kth_largest_bucketed_par (BUCKETED_PAR_MIN); the scan's pieces,
      * staged, bitmap, move_down_par on threads for T <= 3 */
     {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 0, 0},
