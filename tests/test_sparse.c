@@ -1231,6 +1231,244 @@ Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
 #endif
 }
 
+/* ---- every threaded path at the smallest input that reaches it ----------- */
+
+/* Inputs of the threaded-paths test: what each entry is (rounded where
+ * ties matter, so float32 and float64 hold the same numbers). */
+enum { PAR_NORMAL, PAR_EIGHTHS, PAR_EVERY2, PAR_EVERY8, PAR_CLASSES, PAR_CROWDED,
+       PAR_OUTLIERS };
+
+static uint32_t par_hash(size_t i)
+{
+  uint32_t h = (uint32_t) i * 0x9E3779B1u;
+  h ^= h >> 15;
+  h *= 0x85EBCA77u;
+  return h ^ h >> 13;
+}
+
+static double par_value(int fill, size_t i, size_t n)
+{
+  double z = gc_rng_normal(84, 0, 0, i), s = par_hash(i) & 1 ? 1 : -1;
+  switch (fill) {
+  case PAR_EIGHTHS:   /* ties at every magnitude, signed zeros among them */
+    return round(8 * z) / 8;
+  case PAR_EVERY2:    /* every other entry above 0.5 */
+    return i % 2 ? 0.125 * (double) (i % 3) : s * (1 + (double) (i % 1000) / 1024);
+  case PAR_EVERY8:    /* every eighth: gaps of 7, delta ties the bitmap */
+    return i % 8 ? (double) (i % 8) / 32 : s * (1 + (double) (i % 977) / 1024);
+  case PAR_CLASSES: { /* 10% large, 30% exactly +-1, 60% eighths below 0.5 */
+    uint32_t h = par_hash(i) >> 8;
+    unsigned c = h % 10;
+    return c == 0 ? s * (2 + (double) (i % 1000) / 1024) : c <= 3 ? s : s * (double) (h / 10 % 4) / 8;
+  }
+  case PAR_CROWDED:   /* the large entries in the first tenth */
+    return i < n / 10 ? 8 * z : z;
+  case PAR_OUTLIERS:  /* 80% +-1, ten +-1000 that inflate sigma */
+    return i % 26000 == 13 ? 1000 * s : i % 5 ? s : 0;
+  default:
+    return z;
+  }
+}
+
+/* n = 263040 is a multiple of 64 T for T = 2, 3, 5 (the scan's pieces are
+ * exactly its shares), 262211 is not; both just exceed SCAN_PAR_MIN =
+ * KEEP_PAR_MIN = WIRE_PAR_MIN = RANDKU_PAR_MIN = 2^18. */
+enum { PAR_N = 263040, PAR_N1 = 262211 };
+
+struct par_case {
+  const char *name;
+  size_t n, k;          /* k == SIZE_MAX: the count of |x| >= 0.75 */
+  double density, threshold, ratio;
+  int fill, cap, nan;   /* cap: 0 the bound, 1 the message, 2 it + 5 * 2^14 values */
+  unsigned loops;       /* gauss_loops, 0: the default */
+};
+
+/* Every threaded path of the sparsifiers (sparse.c, sparse_source.c,
+ * wire.c, wire_source.c) writes the message of one thread on the SSE2
+ * path: topk (both tie rules), gaussk, dgc (both), threshold, randk and
+ * randk-unbiased, float32 and float64, on 1, 2, 3 and 5 threads at each
+ * instruction set the CPU has: the same length, bytes and
+ * gc_compress_info, or the same GC_EDOM message where NaNs lie in later
+ * threads' pieces, and nothing written past a tight buffer.  Each case is
+ * the smallest input found that reaches its paths (T: the thread count).
+ * Runs alternate between x and x rotated by one (each with its own
+ * reference), so that a path that leaves part of a workspace unwritten
+ * finds the other input's entries there, not the right ones. */
+Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test_quiet)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const struct par_case cases[] = {
+    /* n <= cand_cap: every entry a candidate, pieces that fit: kth_pieces_f32
+     * over 263040 band keys (KTH_PAR_MIN 2^16), keep_par_f32 with the ties
+     * split across pieces; f64: kth_largest_bucketed_par over 263040
+     * magnitudes (BUCKETED_PAR_MIN 2^16) */
+    {"topk", PAR_N, 131000, 0, 0, 0, PAR_EIGHTHS, 0, 0, 0},
+    /* the same with k ending a tie class (equal == q): the in-place filter
+     * per piece, gc__wire_encode_pieces with the bitmap coding */
+    {"topk", PAR_N, SIZE_MAX, 0, 0, 0, PAR_EIGHTHS, 0, 0, 0},
+    /* pieces that overflow: one scan, c = n >= KEEP_PAR_MIN split for
+     * keep_par_f32 (the zeros are the K-th magnitude's ties); K = 2^18 =
+     * WIRE_PAR_MIN: put_all_vals in WIRE_PIECE pieces */
+    {"topk", PAR_N1, 262144, 0, 0, 0, PAR_EIGHTHS, 0, 0, 0},
+    /* sampled threshold, 16388 samples >= SAMPLE_PAR_MIN on threads; the
+     * scan's pieces, a short band joined, keep_par_f32 (ties) */
+    {"topk", PAR_N1, 0, 0.05, 0, 0, PAR_EIGHTHS, 0, 0, 0},
+    /* distinct values: the in-place filter per piece, encode_pieces with
+     * the delta coding; NaNs in later pieces */
+    {"topk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 0, 0},
+    {"topk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 1, 0},
+    /* the scan's pieces where they lie: encode_scan_pieces, staged
+     * pieces, delta coding, move_down_par on threads for pieces j >= 1 */
+    {"threshold", PAR_N1, 0, 0, 1.96, 0, PAR_NORMAL, 0, 0, 0},
+    {"threshold", PAR_N1, 0, 0, 1.96, 0, PAR_NORMAL, 0, 1, 0},
+    /* half the entries, a buffer of the message + 5 * 2^14 values: bitmap
+     * coding of pieces, staged pieces j >= 1 moved in 2 rounds of >=
+     * STAGE_ROUND_MIN values */
+    {"threshold", PAR_N, 0, 0, 0.5, 0, PAR_EVERY2, 2, 0, 0},
+    /* a buffer of the message alone: no room to stage, the scan's pieces
+     * joined by move_down_team (one round of >= MOVE_ROUND_MIN bytes) */
+    {"threshold", PAR_N1, 0, 0, 2.576, 0, PAR_NORMAL, 1, 0, 0},
+    /* c = n/8 = 262208 >= WIRE_PAR_MIN with delta = bitmap (delta wins):
+     * f64 delta_plan and put_indices in T pieces; f32 encode_pieces */
+    {"threshold", 2097664, 0, 0, 0.5, 0, PAR_EVERY8, 0, 0, 0},
+    /* gauss_sums_par (n >= SCAN_PAR_MIN), gauss_filter_pieces_f32, pieces
+     * encoded where they lie; f64: join_pieces */
+    {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 0, 0},
+    {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 1, 0},
+    /* crowded: a run's share overflows, the evaluations scan x without
+     * their pieces: move_down_team */
+    {"gaussk", PAR_N1, 0, 0.01, 0, 0, PAR_CROWDED, 0, 0, 0},
+    /* outliers inflate sigma, the threshold halves below the candidates'
+     * t0 and the later evaluations scan x and select 80% of it:
+     * move_down_team in 3-4 rounds (T = 2, 3; T = 5 from piece 2) */
+    {"gaussk", PAR_N1, 0, 0.5, 0, 0, PAR_OUTLIERS, 0, 0, 5},
+    /* ratio 0.25: about 87400 samples on threads (SAMPLE_PAR_MIN) and
+     * kth_largest_bucketed_par (BUCKETED_PAR_MIN); the scan's pieces,
+     * staged, bitmap, move_down_par on threads for T <= 3 */
+    {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 0, 0},
+    {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 1, 0},
+    /* eighths: the threshold's tie class takes c = 1.18 ns, so the
+     * pieces are cut at the first ns entries (encode_scan_pieces) */
+    {"dgc", PAR_N1, 0, 0.1, 0, 0.25, PAR_EIGHTHS, 0, 0, 0},
+    /* 30% ties at the sampled threshold: c = 0.4 n > 1.3 ns outgrows the
+     * stage, a rescan without values (move_down_team), select_among
+     * over 105k candidates (kth_largest_bucketed_par), both tie rules */
+    {"dgc", PAR_N1, 0, 0.18, 0, 0.25, PAR_CLASSES, 0, 0, 0},
+    /* the same at density 0.25: c = 1.6 ns fits the stage, so the
+     * threads' pieces are joined for select_among */
+    {"dgc", PAR_N1, 0, 0.25, 0, 0.25, PAR_CLASSES, 0, 0, 0},
+    /* randk_dense in T pieces: delta coding, bitmap coding; NaNs drawn in
+     * later pieces */
+    {"randk", PAR_N1, 0, 0.1, 0, 0, PAR_NORMAL, 0, 0, 0},
+    {"randk", PAR_N1, 0, 0.1, 0, 0, PAR_NORMAL, 0, 1, 0},
+    {"randk", PAR_N1, 0, 0.5, 0, 0, PAR_NORMAL, 0, 0, 0},
+    /* K = 2^18 = RANDKU_PAR_MIN: floyd, then put_all_vals in WIRE_PIECE
+     * pieces on threads (on one, floyd_values) */
+    {"randk-unbiased", PAR_N1, 262144, 0, 0, 0, PAR_NORMAL, 0, 0, 0},
+    {"randk-unbiased", PAR_N1, 262144, 0, 0, 0, PAR_NORMAL, 0, 1, 0},
+  };
+  static const int threads[] = {1, 2, 3, 5};
+  int saved_T = omp_get_max_threads(), top = gc__isa_cpu(), saved_isa = gc__isa_force(GC__ISA_SSE2);
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const struct par_case *pc = &cases[ci];
+    size_t n = pc->n, k = pc->k;
+    double *xd[2];
+    float *xf[2];
+    for (int u = 0; u < 2; u++) {
+      xd[u] = malloc(n * sizeof *xd[u]);
+      xf[u] = malloc(n * sizeof *xf[u]);
+    }
+    for (size_t i = 0; i < n; i++)
+      xd[0][i] = par_value(pc->fill, i, n);
+    if (pc->nan)   /* NaNs past the first piece for every T (randk: drawn ones) */
+      for (size_t i = n / 2 + n / 20; i < n; i += strncmp(pc->name, "randk", 5) ? n / 3 : 97)
+        xd[0][i] = NAN;
+    if (k == SIZE_MAX)
+      for (size_t i = k = 0; i < n; i++)
+        k += fabs(xd[0][i]) >= 0.75;
+    for (size_t i = 0; i < n; i++) {
+      xd[1][i] = xd[0][(i + 1) % n];
+      for (int u = 0; u < 2; u++)
+        xf[u][i] = (float) xd[u][i];
+    }
+    int ties_max = !strcmp(pc->name, "topk") || !strcmp(pc->name, "dgc") ? GC_TIES_HIGH : GC_TIES_LOW;
+    for (int ties = GC_TIES_LOW; ties <= ties_max; ties++)
+      for (int f64 = 0; f64 < 2; f64++) {
+        gc_compressor_params p;
+        gc_compressor_params_default(&p);
+        p.k = k;
+        p.density = pc->density;
+        p.threshold = pc->threshold;
+        p.ties = ties;
+        if (pc->ratio > 0)
+          p.sample_ratio = pc->ratio;
+        if (pc->loops)
+          p.gauss_loops = pc->loops;
+        gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(pc->name), n, &p);
+        cr_assert(c != NULL, "%s: %s", pc->name, gc_last_error());
+        size_t bound = gc_compressor_max_bytes(c), vb = f64 ? 8 : 4, ref_len[2] = {0}, len, cap[2];
+        uint8_t *ref[2] = {malloc(bound), malloc(bound)}, *buf = malloc(bound + 64);
+        gc_compress_info ref_info[2] = {{0}, {0}}, info;
+        char err[2][256];
+        int ref_rc[2];
+        /* the references: one thread, SSE2, the whole bound */
+        omp_set_num_threads(1);
+        gc__isa_force(GC__ISA_SSE2);
+        for (int u = 0; u < 2; u++) {
+          ref_rc[u] = f64 ? gc_compress_f64(c, xd[u], 7, ref[u], bound, &ref_len[u], &ref_info[u])
+                          : gc_compress_f32(c, xf[u], 7, ref[u], bound, &ref_len[u], &ref_info[u]);
+          cr_assert(eq(int, ref_rc[u], pc->nan ? GC_EDOM : GC_SUCCESS), "case %zu %s: %s", ci,
+                    pc->name, gc_last_error());
+          snprintf(err[u], sizeof err[u], "%s", ref_rc[u] ? gc_last_error() : "");
+          cap[u] = pc->cap == 1 ? ref_len[u] : pc->cap == 2 ? ref_len[u] + 5 * 16384 * vb : bound;
+        }
+        for (int isa = GC__ISA_SSE2; isa <= top; isa++)
+          for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+            int T = threads[ti], u = (isa + (int) ti) % 2;
+            omp_set_num_threads(T);
+            gc__isa_force(isa);
+            /* a new byte each run: a value a path fails to write is never
+             * the last run's */
+            uint8_t poison = (uint8_t) (0xA5 ^ (16 * isa + (int) ti));
+            memset(buf, poison, bound + 64);
+            int rc = f64 ? gc_compress_f64(c, xd[u], 7, buf, cap[u], &len, &info)
+                         : gc_compress_f32(c, xf[u], 7, buf, cap[u], &len, &info);
+            const char *at = gc__isa_name(isa);
+            cr_assert(eq(int, rc, ref_rc[u]), "case %zu %s ties %d f%d %s T=%d: rc", ci, pc->name,
+                      ties, f64 ? 64 : 32, at, T);
+            for (size_t b = cap[u]; b < cap[u] + 64; b++)
+              cr_assert(eq(u8, buf[b], poison), "case %zu %s f%d %s T=%d: byte %zu past cap", ci,
+                        pc->name, f64 ? 64 : 32, at, T, b - cap[u]);
+            if (rc != GC_SUCCESS) {
+              cr_assert(eq(str, (char *) gc_last_error(), err[u]), "case %zu %s f%d %s T=%d: "
+                        "error", ci, pc->name, f64 ? 64 : 32, at, T);
+              continue;
+            }
+            cr_assert(eq(sz, len, ref_len[u]), "case %zu %s ties %d f%d %s T=%d: length", ci,
+                      pc->name, ties, f64 ? 64 : 32, at, T);
+            cr_assert(eq(int, memcmp(buf, ref[u], len), 0), "case %zu %s ties %d f%d %s T=%d: "
+                      "bytes", ci, pc->name, ties, f64 ? 64 : 32, at, T);
+            cr_assert(info.nnz == ref_info[u].nnz && info.selected == ref_info[u].selected
+                      && info.loops == ref_info[u].loops, "case %zu %s ties %d f%d %s T=%d: "
+                      "info", ci, pc->name, ties, f64 ? 64 : 32, at, T);
+          }
+        free(ref[0]);
+        free(ref[1]);
+        free(buf);
+        gc_compressor_free(c);
+      }
+    for (int u = 0; u < 2; u++) {
+      free(xd[u]);
+      free(xf[u]);
+    }
+  }
+  omp_set_num_threads(saved_T);
+  gc__isa_force(saved_isa);
+#endif
+}
+
 /* ---- recorded messages ---------------------------------------------------- */
 
 static uint64_t fnv1a_add(uint64_t h, const uint8_t *p, size_t len)
