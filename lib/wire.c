@@ -54,7 +54,6 @@
 #error "the wire format is written with memcpy and assumes a little-endian host"
 #endif
 
-
 /* Bytes of the LEB128 gaps of the ascending indices idx[a, b) (a >= 1,
  * each against the one before it): a sum of integers, the same in any
  * order, so the loop is compiled for each instruction set (gc__isa) and
