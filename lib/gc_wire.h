@@ -91,6 +91,10 @@ static inline uint8_t *gc__leb_put(uint8_t *p, uint32_t g)
   return p;
 }
 
+/* The threads the encoders use for a message of c values (1 below 2^18
+ * values: small messages are many, and a parallel region costs). */
+int gc__wire_threads(size_t c);
+
 /* The most pieces the pieces encoders take (their stack arrays). */
 enum { GC__WIRE_PIECES_MAX = 16 };
 

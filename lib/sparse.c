@@ -105,8 +105,31 @@ typedef struct sparse_state {
  * one needs. */
 enum { FLOYD_AHEAD = 24 };
 
-/* Floyd's targets t[c] = gc_rng_below(word c, J_c + 1), J_c = n - K + c,
- * with the bitmap made ready for the loop that tests them. */
+/* Dense draws, K >= n/16: the bitmap is swept rather than touched at K
+ * places, and random-K's message comes straight from it. */
+static int floyd_dense(const sparse_state *s) { return s->k * 16 >= s->n; }
+
+/* Before dense draws: rewriting the zero bitmap whole brings it into
+ * cache, owned, without reading memory (a pass over x has evicted it), so
+ * the random tests do not miss to DRAM on first touch (0.8 ms at
+ * n = 2.5e7, rho = 0.1). */
+static void floyd_warm_bits(sparse_state *s)
+{
+  if (floyd_dense(s))
+    memset(s->bits, 0, (s->n + 63) / 64 * sizeof *s->bits);
+}
+
+/* Floyd's rule for one draw: target t unless already drawn, then J,
+ * marked in bits; returns the index drawn. */
+static inline uint32_t floyd_one(uint64_t *bits, uint32_t t, uint32_t J)
+{
+  uint32_t v = t;
+  if (bits[v >> 6] >> (v & 63) & 1)
+    v = J;
+  bits[v >> 6] |= (uint64_t) 1 << (v & 63);
+  return v;
+}
+
 static size_t floyd_below_isa(uint32_t *t, size_t m, uint32_t base);
 
 /* t[i] = gc_rng_below(t[i], base + i) for i < m. */
@@ -116,17 +139,14 @@ static void floyd_below(uint32_t *t, size_t m, uint32_t base)
     t[i] = gc_rng_below(t[i], base + (uint32_t) i);
 }
 
+/* Floyd's targets t[c] = gc_rng_below(word c, J_c + 1), J_c = n - K + c,
+ * with the bitmap made ready for the loop that tests them. */
 static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
 {
   size_t n = s->n, k = s->k;
   gc__rng_words(s->p.seed, s->p.stream, step, 0, k, t);
   floyd_below(t, k, (uint32_t) (n - k + 1));
-  /* dense draws: rewriting the zero bitmap whole brings it into cache,
-   * owned, without reading memory (a pass over x has evicted it), so the
-   * random tests do not miss to DRAM on first touch (0.8 ms at
-   * n = 2.5e7, rho = 0.1) */
-  if (k * 16 >= n)
-    memset(s->bits, 0, (n + 63) / 64 * sizeof *s->bits);
+  floyd_warm_bits(s);
 }
 
 /* Floyd's rule on m draws whose targets are t[0, m) and whose J's are
@@ -146,10 +166,7 @@ static void floyd_draws(uint64_t *bits, uint32_t *t, size_t m, uint32_t jlow, in
   for (; c < m; c++) {
     if (c + FLOYD_AHEAD < m)
       __builtin_prefetch(bits + (t[c + FLOYD_AHEAD] >> 6), 1);
-    uint32_t v = t[c];
-    if (bits[v >> 6] >> (v & 63) & 1)
-      v = jlow + (uint32_t) c;
-    bits[v >> 6] |= (uint64_t) 1 << (v & 63);
+    uint32_t v = floyd_one(bits, t[c], jlow + (uint32_t) c);
     if (order)
       order[c] = v;
   }
@@ -163,9 +180,9 @@ enum { FLOYD_STRETCH = 4096 };
 static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
 {
   size_t n = s->n, k = s->k;
-  int dense = k * 16 >= n;
+  int dense = floyd_dense(s);
   if (dense && !order) {
-    memset(s->bits, 0, (n + 63) / 64 * sizeof *s->bits);   /* as floyd_targets */
+    floyd_warm_bits(s);
     for (size_t c0 = 0; c0 < k; c0 += FLOYD_STRETCH) {
       size_t m = k - c0 < FLOYD_STRETCH ? k - c0 : FLOYD_STRETCH;
       gc__rng_words(s->p.seed, s->p.stream, step, c0, m, s->tmp);
@@ -182,16 +199,9 @@ static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
   floyd_draws(s->bits, t, k, (uint32_t) (n - k), dense, order);
 }
 
-/* Random-K-unbiased's messages of this many values or more are gathered
- * on the OpenMP threads where there are several (in pieces after the
- * draws, where wire.c's put_all_vals takes threads); else the draws bring
- * the values (FN(floyd_values); on two threads that took 11 ms against 9
- * at K = 2.5e6, n = 2.5e7). */
-enum { RANDKU_PAR_MIN = 1 << 18 };
-
 static void floyd_clear(sparse_state *s)
 {
-  if (s->k * 16 >= s->n) {   /* dense draw: a sweep beats K scattered writes */
+  if (floyd_dense(s)) {   /* a sweep beats K scattered writes */
     memset(s->bits, 0, (s->n + 63) / 64 * sizeof *s->bits);
     return;
   }
@@ -203,7 +213,7 @@ static void floyd_clear(sparse_state *s)
 static void floyd_sort(sparse_state *s)
 {
   size_t n = s->n, k = s->k;
-  if (k * 16 >= n) {   /* dense draw: walking the bitmap beats sorting */
+  if (floyd_dense(s)) {   /* walking the bitmap beats sorting */
     size_t c = 0;
     for (size_t w = 0; w < (n + 63) / 64; w++) {
       for (uint64_t b = s->bits[w]; b; b &= b - 1)
@@ -433,13 +443,8 @@ static size_t floyd_avx512(uint64_t *bits, uint32_t *t, size_t c, size_t hi, uin
     __mmask16 own_j = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(v, _mm512_set1_epi32((int) j0)),
                                               _mm512_set1_epi32(16));
     if (_mm512_test_epi32_mask(conf, conf) | own_j) {
-      for (size_t d = c; d < c + 16; d++) {
-        uint32_t u = t[d];
-        if (bits[u >> 6] >> (u & 63) & 1)
-          u = jlow + (uint32_t) d;
-        bits[u >> 6] |= (uint64_t) 1 << (u & 63);
-        t[d] = u;
-      }
+      for (size_t d = c; d < c + 16; d++)
+        t[d] = floyd_one(bits, t[d], jlow + (uint32_t) d);
       continue;
     }
     __m256i v0 = _mm512_castsi512_si256(v), v1 = _mm512_extracti64x4_epi64(v, 1);

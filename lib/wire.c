@@ -109,7 +109,7 @@ typedef struct {
   size_t bytes[WIRE_PAR_MAX];     /* their delta bytes                   */
 } wire_plan;
 
-static int wire_threads(size_t c)
+int gc__wire_threads(size_t c)
 {
   return gc__threads_for(c, WIRE_PAR_MIN, WIRE_PAR_MAX);
 }
@@ -117,7 +117,7 @@ static int wire_threads(size_t c)
 /* Bytes of the delta coding of c ascending indices, piece by piece. */
 static size_t delta_plan(const uint32_t *idx, size_t c, wire_plan *pl)
 {
-  int T = pl->T = wire_threads(c);
+  int T = pl->T = gc__wire_threads(c);
   if (!c)
     return 0;
   size_t m = c - 1, piece = (m + (size_t) T - 1) / (size_t) T;

@@ -32,7 +32,7 @@ static size_t FN(put_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
 static size_t FN(put_all_vals)(uint8_t *v, const uint32_t *idx, const REAL *x,
                                REAL factor, size_t c)
 {
-  int T = wire_threads(c);
+  int T = gc__wire_threads(c);
   if (T == 1)   /* no parallel region at all: small messages are many */
     return FN(put_vals)(v, idx, x, factor, 0, c);
   size_t np = (c + WIRE_PIECE - 1) / WIRE_PIECE, nz = 0;
@@ -56,7 +56,7 @@ static int FN(put_head)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
   int coding, written = 0;
   if (implicit)
     coding = GC__IDX_IMPLICIT;
-  else if (c && (n + 7) / 8 >= c && wire_threads(c) == 1)   /* choose_plan's test */
+  else if (c && (n + 7) / 8 >= c && gc__wire_threads(c) == 1)   /* choose_plan's test */
     coding = pick_coding(n, c, delta_write(buf + GC__WIRE_HDR, limit, idx, c, &written),
                          &isec);
   else
@@ -238,7 +238,7 @@ int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
 {
   uint8_t *v;
   GC_TRY(FN(put_head)(type, n, idx, c, 0, buf, cap, (const uint8_t *) val, len, &v));
-  *nnz = FN(move_down_par)(v, val, c, wire_threads(c));
+  *nnz = FN(move_down_par)(v, val, c, gc__wire_threads(c));
   return GC_SUCCESS;
 }
 
