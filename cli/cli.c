@@ -254,6 +254,18 @@ int gc_cli_size(const char *cmd, const char *opt, const char *text, size_t *out)
   return 0;
 }
 
+int gc_cli_size_in(const char *cmd, const char *opt, const char *text, size_t lo, size_t hi,
+                   size_t *out)
+{
+  if (gc_cli_size(cmd, opt, text, out))
+    return 1;
+  if (*out < lo || *out > hi) {
+    gc_cli_usage_error(cmd, "%s: %zu is outside [%zu, %zu]", opt, *out, lo, hi);
+    return 1;
+  }
+  return 0;
+}
+
 int gc_cli_u64(const char *cmd, const char *opt, const char *text, uint64_t *out)
 {
   char *end;

@@ -29,6 +29,10 @@ int gc_cli_usage_error(const char *cmd, const char *fmt, ...)
  * and return non-zero.  Integers are decimal ("010" is ten); gc_cli_size
  * also takes an integral float such as 2.5e7. */
 int gc_cli_size(const char *cmd, const char *opt, const char *text, size_t *out);
+/* gc_cli_size of a value that must lie in [lo, hi] ("--opt: N is outside
+ * [lo, hi]" otherwise). */
+int gc_cli_size_in(const char *cmd, const char *opt, const char *text, size_t lo, size_t hi,
+                   size_t *out);
 int gc_cli_u64(const char *cmd, const char *opt, const char *text, uint64_t *out);
 int gc_cli_double(const char *cmd, const char *opt, const char *text, double *out);
 /* Comma lists "a,b,c" of at most max entries: numbers, compressor names or

@@ -217,27 +217,21 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
         return 2;
     } else if (!strcmp(a, "--threads")) {
       size_t th;
-      if (gc_cli_size(cmd, a, v, &th))
+      if (gc_cli_size_in(cmd, a, v, 1, 256, &th))
         return 2;
-      if (th < 1 || th > 256)
-        return gc_cli_usage_error(cmd, "--threads: %zu is outside [1, 256]", th);
       o->threads = (int) th;
     } else if (!strcmp(a, "--levels")) {
       size_t lv;
-      if (gc_cli_size(cmd, a, v, &lv))
+      if (gc_cli_size_in(cmd, a, v, 1, 65535, &lv))
         return 2;
-      if (lv < 1 || lv > 65535)
-        return gc_cli_usage_error(cmd, "--levels: %zu is outside [1, 65535]", lv);
       o->levels = (unsigned) lv;
     } else if (!strcmp(a, "--bucket")) {
       if (gc_cli_size(cmd, a, v, &o->bucket))
         return 2;
     } else if (!strcmp(a, "--repeat")) {
       size_t r;
-      if (gc_cli_size(cmd, a, v, &r))
+      if (gc_cli_size_in(cmd, a, v, 1, 1000, &r))
         return 2;
-      if (r < 1 || r > 1000)
-        return gc_cli_usage_error(cmd, "--repeat: %zu is outside [1, 1000]", r);
       o->repeat = (int) r;
     } else {
       return gc_cli_unknown(&args, a);

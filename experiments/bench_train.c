@@ -121,10 +121,8 @@ int gc_bench_train(int argc, char **argv)
       only = v;
     else if (!strcmp(o, "--threads")) {
       size_t t;
-      if (gc_cli_size("bench train", o, v, &t))
+      if (gc_cli_size_in("bench train", o, v, 1, 256, &t))
         return 2;
-      if (t < 1 || t > 256)
-        return gc_cli_usage_error("bench train", "--threads: %zu is outside [1, 256]", t);
       threads = (int) t;
     }
     else if (!strcmp(o, "--seconds")) {

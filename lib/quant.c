@@ -310,6 +310,17 @@ enum { SUM_BLOCK = 1024 };
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #endif
 
+/* The kernel for the instruction set in use among the hand-written
+ * name_avx512 and name_avx2 and the generic `plain` (DISPATCH below
+ * instead compiles one body for each). */
+#ifdef HAVE_ISA_PATHS
+#define ISA_KERNEL(name, plain)                                         \
+  (gc__isa() >= GC__ISA_AVX512 ? GC__CAT(name, avx512)                  \
+   : gc__isa() >= GC__ISA_AVX2 ? GC__CAT(name, avx2) : (plain))
+#else
+#define ISA_KERNEL(name, plain) (plain)
+#endif
+
 /* Elements per chunk of the encoders: the uniforms of a chunk (2 KiB)
  * and its codes stay in L1 between the two loops that use them. */
 enum { CHUNK = 1024 };
@@ -472,14 +483,7 @@ TARGET_AVX2 static unsigned sign_words_avx2(const float *x, size_t nw, uint8_t *
 static unsigned sign_words_isa(const float *x, size_t nw, uint8_t *out, double *ws,
                                double *run)
 {
-#ifdef HAVE_ISA_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512)
-    return sign_words_avx512(x, nw, out, ws, run);
-  if (isa >= GC__ISA_AVX2)
-    return sign_words_avx2(x, nw, out, ws, run);
-#endif
-  return sign_words_sse2(x, nw, out, ws, run);
+  return ISA_KERNEL(sign_words, sign_words_sse2)(x, nw, out, ws, run);
 }
 
 /* The words on the OpenMP threads.  Without l1, SIGN_PIECE words a
@@ -735,14 +739,7 @@ TARGET_AVX2 static uint32_t absmax_avx2(const float *x, size_t n)
 
 static uint32_t absmax_piece(const float *x, size_t n)
 {
-#ifdef HAVE_ISA_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512)
-    return absmax_avx512(x, n);
-  if (isa >= GC__ISA_AVX2)
-    return absmax_avx2(x, n);
-#endif
-  return absmax_run(x, n);
+  return ISA_KERNEL(absmax, absmax_run)(x, n);
 }
 
 DISPATCH(size_t, copy_count_piece, copy_count_body,
@@ -1118,14 +1115,7 @@ TARGET_AVX2 static size_t sumsq_blocks_avx2(const float *x, size_t n, size_t blk
 
 static size_t sumsq_blocks(const float *x, size_t n, size_t blk, double *part, uint32_t *amax)
 {
-#ifdef HAVE_ISA_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512)
-    return sumsq_blocks_avx512(x, n, blk, part, amax);
-  if (isa >= GC__ISA_AVX2)
-    return sumsq_blocks_avx2(x, n, blk, part, amax);
-#endif
-  return sumsq_blocks_body(x, n, blk, part, amax);
+  return ISA_KERNEL(sumsq_blocks, sumsq_blocks_body)(x, n, blk, part, amax);
 }
 
 /* The squared L2 norm of a float32 bucket: the block sums of SUM_BLOCK

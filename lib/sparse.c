@@ -1801,12 +1801,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
     above += over;
   } else {
     if (T > 1) {   /* rare (the sample's bound below the K-th): together */
-      size_t at = pc[0];
-      for (int j = 1; j < T; j++) {
-        memmove(s->cand + at, pi[j], pc[j] * sizeof *s->cand);
-        memmove(v + at, pv[j], pc[j] * sizeof *v);
-        at += pc[j];
-      }
+      join_pieces_f32(s->cand, v, &L);
       T = 1;
       pc[0] = c;
     }

@@ -687,16 +687,19 @@ static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
 #endif
 }
 
-/* The pieces *L describes moved together at the front of cand and cval. */
+/* The pieces *L describes moved together at the front of cand and, unless
+ * it is NULL, cval; *L then describes one piece. */
 static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
 {
   size_t at = L->cnt[0];
   for (int j = 1; j < L->T; j++) {
     memmove(cand + at, cand + (size_t) j * L->share, L->cnt[j] * sizeof *cand);
-    memmove(cval + at, cval + (size_t) j * L->share, L->cnt[j] * sizeof *cval);
+    if (cval)
+      memmove(cval + at, cval + (size_t) j * L->share, L->cnt[j] * sizeof *cval);
     at += L->cnt[j];
   }
   L->T = 1;
+  L->cnt[0] = at;
 }
 
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
@@ -849,14 +852,8 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
          * (or the staged values cut it short) */
         if (*val && c > room)
           c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
-        if (L->T > 1) {   /* the threads' pieces together (rare; they fit, c <= room) */
-          size_t at = L->cnt[0];
-          for (int j = 1; j < L->T; j++) {
-            memmove(s->idx + at, s->idx + (size_t) j * L->share, L->cnt[j] * sizeof *s->idx);
-            at += L->cnt[j];
-          }
-          L->T = 1;
-        }
+        if (L->T > 1)   /* the threads' pieces together (rare; they fit, c <= room) */
+          FN(join_pieces)(s->idx, NULL, L);
         if (c <= s->cand_cap)
           FN(select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
                            s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);

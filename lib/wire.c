@@ -138,7 +138,7 @@ static size_t delta_plan(const uint32_t *idx, size_t c, wire_plan *pl)
 
 /* The smallest index coding for c indices whose delta coding takes `delta`
  * bytes (SIZE_MAX: not measured); ties go raw, delta, bitmap. */
-static int pick_coding(size_t n, size_t c, size_t delta, size_t *index_bytes)
+int gc__wire_pick(size_t n, size_t c, size_t delta, size_t *index_bytes)
 {
   size_t best = 4 * c, bitmap = (n + 7) / 8;
   int coding = GC__IDX_RAW;
@@ -154,16 +154,22 @@ static int pick_coding(size_t n, size_t c, size_t delta, size_t *index_bytes)
   return coding;
 }
 
+/* Whether c indices of [0, n) need their delta coding measured: it is
+ * never smaller than c bytes, so the O(c) walk is skipped where it can
+ * neither beat nor tie the bitmap (on a tie delta wins; cuda/wire.cu
+ * mirrors this test). */
+static int delta_may_win(size_t n, size_t c)
+{
+  return c && (n + 7) / 8 >= c;
+}
+
 /* gc__wire_choose, keeping the delta coding's pieces for put_indices. */
 static int choose_plan(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes,
                        wire_plan *pl)
 {
-  /* delta is never smaller than c: skip the O(c) walk when it can neither
-   * beat nor tie the bitmap (on a tie delta wins; cuda/wire.cu mirrors
-   * this test) */
   pl->T = 1;
-  size_t delta = c && (n + 7) / 8 >= c ? delta_plan(idx, c, pl) : SIZE_MAX;
-  return pick_coding(n, c, delta, index_bytes);
+  size_t delta = delta_may_win(n, c) ? delta_plan(idx, c, pl) : SIZE_MAX;
+  return gc__wire_pick(n, c, delta, index_bytes);
 }
 
 int gc__wire_choose(size_t n, const uint32_t *idx, size_t c, size_t *index_bytes)
@@ -201,8 +207,7 @@ static uint32_t get_u32(const uint8_t *p)
   return v;
 }
 
-static void put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding,
-                       size_t c)
+void gc__wire_put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding, size_t c)
 {
   uint32_t c32 = (uint32_t) c;
   buf[0] = type;
@@ -211,25 +216,24 @@ static void put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding,
   memcpy(buf + 3, &c32, 4);
 }
 
-int gc__wire_pick(size_t n, size_t c, size_t delta, size_t *index_bytes)
+/* The header of a message of c values of vbytes bytes behind an index
+ * section of isec bytes, and its length in *len; GC_ENOSPACE where it
+ * does not fit in cap. */
+static int start_message(uint8_t *buf, size_t cap, uint8_t type, size_t vbytes, int coding,
+                         size_t c, size_t isec, size_t *len)
 {
-  return pick_coding(n, c, delta, index_bytes);
-}
-
-void gc__wire_put_header(uint8_t *buf, uint8_t type, size_t vbytes, int coding, size_t c)
-{
-  put_header(buf, type, vbytes, coding, c);
+  size_t total = GC__WIRE_HDR + isec + c * vbytes;
+  if (total > cap)
+    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
+  gc__wire_put_header(buf, type, vbytes, coding, c);
+  *len = total;
+  return GC_SUCCESS;
 }
 
 int gc__wire_implicit_head(uint8_t type, size_t c, size_t vbytes, uint8_t *buf, size_t cap,
                            size_t *len)
 {
-  size_t total = GC__WIRE_HDR + c * vbytes;
-  if (total > cap)
-    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  put_header(buf, type, vbytes, GC__IDX_IMPLICIT, c);
-  *len = total;
-  return GC_SUCCESS;
+  return start_message(buf, cap, type, vbytes, GC__IDX_IMPLICIT, c, 0, len);
 }
 
 /* The LEB128 codes of the gaps of idx[j, hi) (j >= 1) from p; returns
@@ -318,6 +322,13 @@ static size_t delta_write(uint8_t *p, const uint8_t *limit, const uint32_t *idx,
   return s;
 }
 
+/* The bits of indices idx[0, c) set in the bitmap p. */
+static void set_bits(uint8_t *p, const uint32_t *idx, size_t c)
+{
+  for (size_t j = 0; j < c; j++)
+    p[idx[j] >> 3] |= (uint8_t) (1u << (idx[j] & 7));
+}
+
 /* Index section writers; the caller has chosen the coding (the delta
  * coding with its plan, choose_plan's). */
 static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
@@ -349,8 +360,7 @@ static void put_indices(uint8_t *p, int coding, size_t n, const uint32_t *idx,
   }
   case GC__IDX_BITMAP:
     memset(p, 0, (n + 7) / 8);
-    for (size_t j = 0; j < c; j++)
-      p[idx[j] >> 3] |= (uint8_t) (1u << (idx[j] & 7));
+    set_bits(p, idx, c);
     break;
   default:
     break;

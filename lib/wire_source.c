@@ -56,19 +56,15 @@ static int FN(put_head)(uint8_t type, size_t n, const uint32_t *idx, size_t c,
   int coding, written = 0;
   if (implicit)
     coding = GC__IDX_IMPLICIT;
-  else if (c && (n + 7) / 8 >= c && gc__wire_threads(c) == 1)   /* choose_plan's test */
-    coding = pick_coding(n, c, delta_write(buf + GC__WIRE_HDR, limit, idx, c, &written),
-                         &isec);
+  else if (delta_may_win(n, c) && gc__wire_threads(c) == 1)
+    coding = gc__wire_pick(n, c, delta_write(buf + GC__WIRE_HDR, limit, idx, c, &written),
+                           &isec);
   else
     coding = choose_plan(n, idx, c, &isec, &pl);
-  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
-  if (total > cap)
-    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  put_header(buf, type, sizeof(REAL), coding, c);
+  GC_TRY(start_message(buf, cap, type, sizeof(REAL), coding, c, isec, len));
   if (!(coding == GC__IDX_DELTA && written))
     put_indices(buf + GC__WIRE_HDR, coding, n, idx, c, &pl);
   *v = buf + GC__WIRE_HDR + isec;
-  *len = total;
   return GC_SUCCESS;
 }
 
@@ -129,7 +125,7 @@ static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *cons
       last = pi[j][pc[j] - 1];
   }
   size_t delta = SIZE_MAX, isec;
-  if ((n + 7) / 8 >= c) {   /* choose_plan's test */
+  if (delta_may_win(n, c)) {
     #pragma omp parallel for schedule(static) num_threads(P)
     for (int j = 0; j < P; j++)
       bytes[j] = !pc[j] ? 0
@@ -139,11 +135,8 @@ static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *cons
     for (int j = 0; j < P; j++)
       delta += bytes[j];
   }
-  int coding = pick_coding(n, c, delta, &isec);
-  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
-  if (total > cap)
-    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  put_header(buf, type, sizeof(REAL), coding, c);
+  int coding = gc__wire_pick(n, c, delta, &isec);
+  GC_TRY(start_message(buf, cap, type, sizeof(REAL), coding, c, isec, len));
   uint8_t *p = buf + GC__WIRE_HDR, *v = p + isec, *code[WIRE_PAR_MAX];
   if (coding == GC__IDX_DELTA) {
     code[0] = p;
@@ -152,8 +145,7 @@ static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *cons
   } else if (coding == GC__IDX_BITMAP) {   /* pieces may share a byte: one thread */
     memset(p, 0, (n + 7) / 8);
     for (int j = 0; j < P; j++)
-      for (size_t e = 0; e < pc[j]; e++)
-        p[pi[j][e] >> 3] |= (uint8_t) (1u << (pi[j][e] & 7));
+      set_bits(p, pi[j], pc[j]);
   }
   size_t nz = 0;
   #pragma omp parallel for schedule(static) num_threads(P) reduction(+ : nz)
@@ -173,7 +165,6 @@ static int FN(encode_pieces)(uint8_t type, size_t n, int P, const uint32_t *cons
   }
   for (int j = 0; staged && j < P; j++)
     nz += FN(move_down_par)(v + at[j] * sizeof(REAL), pv[j], pc[j], P);
-  *len = total;
   *nnz = nz;
   return GC_SUCCESS;
 }
@@ -307,11 +298,8 @@ int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
       c++;
     }
   size_t isec;
-  int coding = pick_coding(n, c, delta, &isec);
-  size_t total = GC__WIRE_HDR + isec + c * sizeof(REAL);
-  if (total > cap)
-    GC_ERRORF(GC_ENOSPACE, "message needs %zu bytes, buffer has %zu", total, cap);
-  put_header(buf, GC__WIRE_SPARSE, sizeof(REAL), coding, c);
+  int coding = gc__wire_pick(n, c, delta, &isec);
+  GC_TRY(start_message(buf, cap, GC__WIRE_SPARSE, sizeof(REAL), coding, c, isec, len));
   uint8_t *p = buf + GC__WIRE_HDR, *v = p + isec;
   if (coding == GC__IDX_BITMAP)
     memset(p, 0, isec);
@@ -332,7 +320,6 @@ int FN(gc_sparse_encode_dense)(const REAL *x, size_t n, uint8_t *buf,
     last = i;
     j++;
   }
-  *len = total;
   if (nnz)
     *nnz = c;
   return GC_SUCCESS;
