@@ -91,49 +91,16 @@ static REAL FN(strict_t)(double v)
   return t;
 }
 
-/* smp[j] = |x[start + j stride]| for j in [lo, hi) (of m), clamped to
- * REAL_MAX: a NaN or Inf must not poison the selection (the scan that
- * follows reports it). */
-static void FN(sample_abs_run)(const REAL *x, size_t start, size_t stride,
-                               size_t lo, size_t hi, size_t m, REAL *smp)
+/* The sampled entry j of the samplers below: x[start + j stride], or
+ * with jitter one entry of the stride [j stride, (j + 1) stride) at an
+ * offset a fixed hash of j picks.  A plain stride can fall in step with
+ * the layout of a gradient (rows, channels, layers), and then the sample
+ * misses where the large entries are (top-K then admitted twenty times K
+ * candidates on a CNN's gradients and fell back to the radix select). */
+static size_t FN(sample_at)(size_t j, size_t start, size_t stride, int jitter)
 {
-  for (size_t j = lo; j < hi; j++) {
-    /* one cache line per sample, and the hardware prefetcher stops at
-     * page boundaries: ask for lines well ahead (SAMPLE_AHEAD) */
-    if (j + SAMPLE_AHEAD < m)
-      __builtin_prefetch(x + start + (j + SAMPLE_AHEAD) * stride);
-    REAL a = FABS(x[start + j * stride]);
-    smp[j] = a <= REAL_MAX ? a : REAL_MAX;
-  }
-}
-
-/* The samplers on the OpenMP threads, each a contiguous run of the m
- * samples (the same samples): one cache-line miss each, and they ran
- * alone while the other threads waited for the scan. */
-static void FN(sample_abs)(const REAL *x, size_t start, size_t stride,
-                           size_t m, REAL *smp)
-{
-  int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
-  if (T == 1) {
-    FN(sample_abs_run)(x, start, stride, 0, m, m, smp);
-    return;
-  }
-  size_t run = (m + (size_t) T - 1) / (size_t) T;
-  #pragma omp parallel for schedule(static) num_threads(T)
-  for (int j = 0; j < T; j++) {
-    size_t lo = (size_t) j * run < m ? (size_t) j * run : m;
-    FN(sample_abs_run)(x, start, stride, lo, m - lo < run ? m : lo + run, m, smp);
-  }
-}
-
-/* smp[j] = |x_i| (clamped as above) for one i in each of the m strides
- * [j stride, (j + 1) stride), at an offset a fixed hash of j picks: a
- * plain stride can fall in step with the layout of a gradient (rows,
- * channels, layers), and then the sample misses where the large entries
- * are (top-K then admitted twenty times K candidates on a CNN's
- * gradients and fell back to the radix select). */
-static size_t FN(jitter_at)(size_t j, size_t stride)
-{
+  if (!jitter)
+    return start + j * stride;
   uint32_t h = (uint32_t) j * 0x9E3779B1u;
   h ^= h >> 15;
   h *= 0x85EBCA77u;
@@ -141,30 +108,38 @@ static size_t FN(jitter_at)(size_t j, size_t stride)
   return j * stride + (size_t) (((uint64_t) h * stride) >> 32);
 }
 
-static void FN(sample_jittered_run)(const REAL *x, size_t stride, size_t lo, size_t hi,
-                                    size_t m, REAL *smp)
+/* smp[j] = |x| at sample j for j in [lo, hi) (of m), clamped to REAL_MAX:
+ * a NaN or Inf must not poison the selection (the scan that follows
+ * reports it). */
+static void FN(sample_run)(const REAL *x, size_t start, size_t stride, int jitter,
+                           size_t lo, size_t hi, size_t m, REAL *smp)
 {
   for (size_t j = lo; j < hi; j++) {
-    if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
-      __builtin_prefetch(x + FN(jitter_at)(j + SAMPLE_AHEAD, stride));
-    REAL a = FABS(x[FN(jitter_at)(j, stride)]);
+    /* one cache line per sample, and the hardware prefetcher stops at
+     * page boundaries: ask for lines well ahead (SAMPLE_AHEAD) */
+    if (j + SAMPLE_AHEAD < m)
+      __builtin_prefetch(x + FN(sample_at)(j + SAMPLE_AHEAD, start, stride, jitter));
+    REAL a = FABS(x[FN(sample_at)(j, start, stride, jitter)]);
     smp[j] = a <= REAL_MAX ? a : REAL_MAX;
   }
 }
 
-/* On the threads as sample_abs is. */
-static void FN(sample_jittered)(const REAL *x, size_t stride, size_t m, REAL *smp)
+/* The m samples on the OpenMP threads, each a contiguous run of them (the
+ * same samples): one cache-line miss each, and they ran alone while the
+ * other threads waited for the scan. */
+static void FN(sample)(const REAL *x, size_t start, size_t stride, int jitter, size_t m,
+                       REAL *smp)
 {
   int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
   if (T == 1) {
-    FN(sample_jittered_run)(x, stride, 0, m, m, smp);
+    FN(sample_run)(x, start, stride, jitter, 0, m, m, smp);
     return;
   }
   size_t run = (m + (size_t) T - 1) / (size_t) T;
   #pragma omp parallel for schedule(static) num_threads(T)
   for (int j = 0; j < T; j++) {
     size_t lo = (size_t) j * run < m ? (size_t) j * run : m;
-    FN(sample_jittered_run)(x, stride, lo, m - lo < run ? m : lo + run, m, smp);
+    FN(sample_run)(x, start, stride, jitter, lo, m - lo < run ? m : lo + run, m, smp);
   }
 }
 
@@ -370,7 +345,7 @@ static REAL FN(topk_threshold)(sparse_state *s, const REAL *x, size_t k,
   m = m < s->sample_cap ? m : s->sample_cap;
   m = m < TOPK_SAMPLES ? m : TOPK_SAMPLES;
   REAL *smp = (REAL *) s->sample;
-  FN(sample_jittered)(x, n / m, m, smp);
+  FN(sample)(x, 0, n / m, 1, m, smp);
   double e = (double) k / (double) n * (double) m;
   double r = ceil(1.05 * e + 4 * sqrt(e) + 4);
   size_t rank = r >= (double) m ? m : (size_t) r;
@@ -718,7 +693,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     size_t m = TOPK_SAMPLES, stride = n / m;
     double m1 = 0, m2 = 0, s0 = (double) x[0];
     for (size_t j = 0; j < m; j++) {
-      if (j + SAMPLE_AHEAD < m)   /* as in sample_abs: lines well ahead */
+      if (j + SAMPLE_AHEAD < m)   /* as in FN(sample_run): lines well ahead */
         __builtin_prefetch(x + (j + SAMPLE_AHEAD) * stride);
       double v = (double) x[j * stride] - s0;
       m1 += v;
@@ -828,7 +803,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
     m = (n - start + stride - 1) / stride;
   }
   REAL *smp = (REAL *) s->sample;
-  FN(sample_abs)(x, start, stride, m, smp);
+  FN(sample)(x, start, stride, 0, m, smp);
   size_t top = (size_t) ceil(s->rho * (double) m);
   if (top < 1)
     top = 1;
