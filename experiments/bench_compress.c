@@ -28,15 +28,18 @@ static void usage(FILE *out)
   fprintf(out,
           "usage: gradcomp bench compress [--device cpu] [--csv FILE] [--d N[,N]]\n"
           "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
-          "                [--threads T] [--levels S] [--bucket B]\n"
-          "Median single-thread time of compress+encode on N(0,1) float32 input,\n"
+          "                [--threads T[,T]] [--levels S] [--bucket B]\n"
+          "Median time of compress+encode on N(0,1) float32 input,\n"
           "with input GB/s and ratios to the fastest streaming read and copy of the\n"
           "same array (vector loops of the CPU's widest instruction set; GC_ISA=\n"
           "sse2|avx2|avx512 caps it) measured in the same run, whose rows also\n"
           "give the read bandwidth of all cores.  x_stream is the median ratio of\n"
           "each run to a read just before it.  Defaults: d = 1e6,2.5e7; density =\n"
           "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats;\n"
-          "--threads T: the compressors run their loops on T OpenMP threads (1);\n"
+          "--threads T[,T]: the compressors run their loops on T OpenMP threads\n"
+          "(1), each row once per T; x_1thr is a row's speedup over the same row\n"
+          "on one thread when 1 is listed (1,2: both cores), and the all-core\n"
+          "read's is what memory allows a compressor bound by reading x;\n"
           "--levels S, --bucket B: qsgd's levels (4) and bucket length (0: one\n"
           "bucket of d entries).\n");
 }
@@ -216,10 +219,15 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
       if (!(o->ndensity = gc_cli_doubles(cmd, a, v, o->density, GC_BENCH_MAXL)))
         return 2;
     } else if (!strcmp(a, "--threads")) {
-      size_t th;
-      if (gc_cli_size_in(cmd, a, v, 1, 256, &th))
+      double th[GC_BENCH_MAXL];
+      if (!(o->nthreads = gc_cli_doubles(cmd, a, v, th, GC_BENCH_MAXL)))
         return 2;
-      o->threads = (int) th;
+      for (size_t j = 0; j < o->nthreads; j++) {
+        if (!(th[j] >= 1 && th[j] <= 256 && th[j] == floor(th[j])))
+          return gc_cli_usage_error(cmd, "--threads: %g is not a thread count in [1, 256]",
+                                    th[j]);
+        o->threads[j] = (int) th[j];
+      }
     } else if (!strcmp(a, "--levels")) {
       size_t lv;
       if (gc_cli_size_in(cmd, a, v, 1, 65535, &lv))
@@ -315,10 +323,42 @@ static double time_copy(void (*copy)(float *, const float *, size_t), float *dst
   return gc_bench_median(t, repeat);
 }
 
+/* Median seconds of `repeat` compressions of x on th threads (*tm), and
+ * the median ratio of each to a read just before it (*xs): on a shared
+ * machine the load drifts between a baseline measured once and a
+ * compressor measured later, so each run is paired with its own read. */
+static int time_compressor(gc_compressor *c, const float *x, size_t n, int th, uint8_t *buf,
+                           size_t cap, double *t, double *pair, int repeat, double *tm,
+                           double *xs)
+{
+#ifdef _OPENMP
+  omp_set_num_threads(th);
+#else
+  (void) th;
+#endif
+  int st = GC_SUCCESS;
+  size_t len;
+  for (int r = 0; r < repeat && st == GC_SUCCESS; r++) {
+    volatile float sink = stream_read(x, n);
+    (void) sink;
+    double t0 = gc_cli_now();
+    sink = stream_read(x, n);
+    double t1 = gc_cli_now();
+    st = gc_compress_f32(c, x, (uint32_t) r, buf, cap, &len, NULL);
+    t[r] = gc_cli_now() - t1;
+    pair[r] = (t1 - t0) / t[r];
+  }
+  if (st == GC_SUCCESS) {
+    *tm = gc_bench_median(t, repeat);
+    *xs = gc_bench_median(pair, repeat);
+  }
+  return st;
+}
+
 int gc_bench_compress(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
-                      .ndensity = 3, .repeat = 7, .threads = 1, .torch = -1,
+                      .ndensity = 3, .repeat = 7, .threads = {1}, .nthreads = 1, .torch = -1,
                       .levels = 4 };
   int done = gc_bench_parse(CMD, usage, argc, argv, &o);
   if (done >= 0)
@@ -329,16 +369,16 @@ int gc_bench_compress(int argc, char **argv)
   if (csv && !(out = fopen(csv, "w")))
     return gc_cli_fail(CMD, 0, "cannot write %s", csv);
   if (out)
-    fprintf(out, "compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy\n");
+    fprintf(out, "compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy,"
+            "speedup_1thread\n");
   machine();
-#ifdef _OPENMP
-  omp_set_num_threads(o.threads);
-#else
-  if (o.threads > 1)
-    return gc_cli_usage_error(CMD, "--threads %d: built without OpenMP", o.threads);
+#ifndef _OPENMP
+  for (size_t j = 0; j < o.nthreads; j++)
+    if (o.threads[j] > 1)
+      return gc_cli_usage_error(CMD, "--threads %d: built without OpenMP", o.threads[j]);
 #endif
-  printf("%-16s %10s %8s %3s %12s %8s %9s %9s\n", "compressor", "d", "density", "thr",
-         "median_s", "GB/s", "x_stream", "x_memcpy");
+  printf("%-16s %10s %8s %3s %12s %8s %9s %9s %7s\n", "compressor", "d", "density", "thr",
+         "median_s", "GB/s", "x_stream", "x_memcpy", "x_1thr");
   double *t = malloc((size_t) repeat * sizeof *t), *pair = malloc((size_t) repeat * sizeof *pair);
   int rc = 0;
   for (size_t di = 0; di < o.nd; di++) {
@@ -370,18 +410,17 @@ int gc_bench_compress(int argc, char **argv)
     printf("# d = %zu: read %.2f GB/s on 1 core, %.2f GB/s on %d; copy %.2f GB/s "
            "(%s; libc memcpy %.2f)\n", n, bytes / t_stream * 1e-9, bytes / t_all * 1e-9, ncores,
            bytes / t_memcpy * 1e-9, copy_name, bytes / t_libc * 1e-9);
-    char bn[3][40];
-    snprintf(bn[0], sizeof bn[0], "stream-read");
-    snprintf(bn[1], sizeof bn[1], "memcpy");
-    snprintf(bn[2], sizeof bn[2], "stream-read");
-    double bt[3] = {t_stream, t_memcpy, t_all};
+    /* The all-core read's x_1thr is the speedup that memory allows a
+     * compressor bound by its reads of x. */
+    static const char *const bname[3] = {"stream-read", "memcpy", "stream-read"};
+    double bt[3] = {t_stream, t_memcpy, t_all}, b_one[3] = {t_stream, t_memcpy, t_stream};
     int bthr[3] = {1, 1, ncores};
     for (int b = 0; b < (ncores > 1 ? 3 : 2); b++) {
-      printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", bn[b], n, "-", bthr[b], bt[b],
-             bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b]);
+      printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f %7.3f\n", bname[b], n, "-", bthr[b],
+             bt[b], bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b], b_one[b] / bt[b]);
       if (out)
-        fprintf(out, "%s,%zu,0,%d,%.9f,%.4f,%.4f,%.4f\n", bn[b], n, bthr[b], bt[b],
-                bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b]);
+        fprintf(out, "%s,%zu,0,%d,%.9f,%.4f,%.4f,%.4f,%.4f\n", bname[b], n, bthr[b], bt[b],
+                bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b], b_one[b] / bt[b]);
     }
     for (size_t ri = 0; ri < o.ndensity; ri++) {
       for (size_t ti = 0; ti < o.ntypes; ti++) {
@@ -406,35 +445,33 @@ int gc_bench_compress(int argc, char **argv)
           fprintf(stderr, "gradcomp %s: %s: %s (skipped)\n", CMD, T->name, gc_last_error());
           continue;
         }
-        size_t cap = gc_compressor_max_bytes(c), len;
+        size_t cap = gc_compressor_max_bytes(c);
         uint8_t *buf = malloc(cap);
         int st = buf ? GC_SUCCESS : GC_ENOMEM;
-        /* Each run follows a read of the same array, and x_stream is the
-         * median of the pairs' ratios: on a shared machine the load drifts
-         * between a baseline measured once and a compressor measured later. */
-        for (int r = 0; r < repeat && st == GC_SUCCESS; r++) {
-          volatile float sink = stream_read(x, n);
-          (void) sink;
-          double t0 = gc_cli_now();
-          sink = stream_read(x, n);
-          double t1 = gc_cli_now();
-          st = gc_compress_f32(c, x, (uint32_t) r, buf, cap, &len, NULL);
-          t[r] = gc_cli_now() - t1;
-          pair[r] = (t1 - t0) / t[r];
-        }
-        if (st) {
-          fprintf(stderr, "gradcomp %s: %s failed: %s\n", CMD, T->name, gc_last_error());
-        } else {
-          double tm = gc_bench_median(t, repeat), xs = gc_bench_median(pair, repeat);
-          char dens[32];
-          snprintf(dens, sizeof dens, "%g", T->flags & GC_COMP_SPARSE ? o.density[ri] : 0.0);
-          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f\n", T->name, n, dens,
-                 o.threads, tm, bytes / tm * 1e-9, xs, t_memcpy / tm);
+        char dens[32];
+        snprintf(dens, sizeof dens, "%g", T->flags & GC_COMP_SPARSE ? o.density[ri] : 0.0);
+        double t_one = 0;   /* this row's median on one thread, when listed */
+        for (size_t hi = 0; hi < o.nthreads && st == GC_SUCCESS; hi++) {
+          int th = o.threads[hi];
+          double tm, xs;
+          if ((st = time_compressor(c, x, n, th, buf, cap, t, pair, repeat, &tm, &xs))) {
+            fprintf(stderr, "gradcomp %s: %s failed: %s\n", CMD, T->name, gc_last_error());
+            break;
+          }
+          if (th == 1)
+            t_one = tm;
+          char speedup[32] = "-", speedup_csv[32] = "";
+          if (t_one > 0) {
+            snprintf(speedup, sizeof speedup, "%.3f", t_one / tm);
+            snprintf(speedup_csv, sizeof speedup_csv, "%.4f", t_one / tm);
+          }
+          printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f %7s\n", T->name, n, dens, th,
+                 tm, bytes / tm * 1e-9, xs, t_memcpy / tm, speedup);
           if (out)
-            fprintf(out, "%s,%zu,%s,%d,%.9f,%.4f,%.4f,%.4f\n", T->name, n, dens, o.threads, tm,
-                    bytes / tm * 1e-9, xs, t_memcpy / tm);
+            fprintf(out, "%s,%zu,%s,%d,%.9f,%.4f,%.4f,%.4f,%s\n", T->name, n, dens, th, tm,
+                    bytes / tm * 1e-9, xs, t_memcpy / tm, speedup_csv);
+          fflush(stdout);
         }
-        fflush(stdout);
         free(buf);
         gc_compressor_free(c);
       }

@@ -12,7 +12,7 @@
  * CPU and the GPU target so both take the same command line:
  *   --csv FILE  --d N[,N]  --density R[,R]  --compressors a,b  --repeat R
  *   --quick (d = 1e6, 3 repeats)  --no-torch (only where torch >= 0)
- *   --threads T (the CPU compressors' OpenMP threads, default 1)
+ *   --threads T[,T] (the CPU compressors' OpenMP threads, default 1)
  * The caller fills the defaults first.  --device is consumed by
  * cmd_bench.c before either target sees the arguments. */
 enum { GC_BENCH_MAXL = 8, GC_BENCH_MAXC = 64 };
@@ -21,7 +21,8 @@ typedef struct gc_bench_opts {
   double d[GC_BENCH_MAXL], density[GC_BENCH_MAXL];
   size_t nd, ndensity;
   int repeat;
-  int threads;
+  int threads[GC_BENCH_MAXL];   /* --threads: each row's OpenMP threads */
+  size_t nthreads;
   const gc_compressor_type *types[GC_BENCH_MAXC];  /* --compressors, else */
   size_t ntypes;                                  /* every registered one */
   int named;                                      /* --compressors given  */

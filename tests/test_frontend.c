@@ -247,6 +247,52 @@ Test(frontend, bench_compress_device_and_dense_rows)
   cr_assert(st == 2 && strstr(out, "--levels"), "exit %d\n%s", st, out);
 }
 
+/* bench compress --threads 1,2: each row once per thread count, its
+ * speedup over the one-thread row in the last column (1 on that row, empty
+ * when 1 is not listed); a count that is not a whole number in [1, 256]
+ * is a usage error. */
+Test(frontend, bench_compress_thread_list_rows)
+{
+  char out[8192], csv[512];
+  snprintf(csv, sizeof csv, "%s", gc_test_tmp("fe-bench-thr.csv"));
+  for (int listed = 0; listed < 2; listed++) {
+    int st = run(out, sizeof out, "%s bench compress --d 5000 --density 0.1 --compressors "
+                 "topk --repeat 1 --threads %s --csv %s", gradcomp, listed ? "1,2" : "2", csv);
+    cr_assert(st == 0, "exit %d\n%s", st, out);
+    FILE *f = fopen(csv, "r");
+    cr_assert(f != NULL);
+    char line[512];
+    cr_assert(fgets(line, sizeof line, f) && strstr(line, ",ratio_memcpy,speedup_1thread\n"),
+              "header %s", line);
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "topk,", 5))
+        continue;
+      int thr;
+      char speedup[64] = "";
+      cr_assert(sscanf(line, "topk,5000,0.1,%d,%*[^,],%*[^,],%*[^,],%*[^,],%63s", &thr,
+                       speedup) >= 1, "row %s", line);
+      cr_assert(thr == (listed ? rows + 1 : 2), "row %d: threads %d", rows, thr);
+      if (!listed)
+        cr_assert(speedup[0] == '\0', "no one-thread row, yet speedup '%s'", speedup);
+      else if (thr == 1)
+        cr_assert(strcmp(speedup, "1.0000") == 0, "one-thread row's speedup '%s'", speedup);
+      else
+        cr_assert(atof(speedup) > 0, "two-thread row's speedup '%s'", speedup);
+      rows++;
+    }
+    fclose(f);
+    cr_assert(rows == (listed ? 2 : 1), "%d topk rows", rows);
+  }
+  remove(csv);
+  for (int i = 0; i < 3; i++) {
+    static const char *const bad[3] = {"0", "1.5", "1,300"};
+    int st = run(out, sizeof out, "%s bench compress --d 1000 --threads %s", gradcomp, bad[i]);
+    cr_assert(st == 2 && strstr(out, "--threads"), "--threads %s: exit %d\n%s", bad[i], st,
+              out);
+  }
+}
+
 /* --resume before the first checkpoint exists (a run killed in epoch 1)
  * starts the run from the beginning instead of refusing; it says so, and
  * the run then leaves a checkpoint to resume from. */
