@@ -701,6 +701,29 @@ static void logsoftmax_rows(const float *in, float *out, size_t B, size_t n)
   }
 }
 
+/* Dropout: entry i is kept, scaled by 1/(1-p), when the uniform of
+ * gc_rng_u32(seed, worker, step, salt + i) is >= p (the GPU twin draws the
+ * same words), and mask holds what out was multiplied by.  The words come
+ * in bulk (gc__rng_words: four a Philox call, in vector lanes); a call per
+ * entry took a tenth of MNIST-CNN's training step. */
+static void dropout_fwd(const gc_nn_layer *y, const float *in, float *out, float *mask,
+                        size_t n, int train, uint64_t seed, uint32_t worker, uint32_t step,
+                        uint64_t salt)
+{
+  enum { WORDS = 1024 };   /* a chunk of words stays in L1 */
+  float keep = (float) (1.0 / (1.0 - y->p)), p = (float) y->p;
+  uint32_t u[WORDS];
+  for (size_t i0 = 0; i0 < n; i0 += WORDS) {
+    size_t m = n - i0 < WORDS ? n - i0 : WORDS;
+    if (train)
+      gc__rng_words(seed, worker, step, salt + i0, m, u);
+    for (size_t i = 0; i < m; i++) {
+      mask[i0 + i] = !train ? 1.0f : gc_rng_to_f32(u[i]) >= p ? keep : 0.0f;
+      out[i0 + i] = in[i0 + i] * mask[i0 + i];
+    }
+  }
+}
+
 const float *gc_nn_forward(gc_nn *nn, const float *w, float *stats,
                            const float *x, size_t B, int train,
                            uint64_t seed, uint32_t worker, uint32_t step)
@@ -729,18 +752,9 @@ const float *gc_nn_forward(gc_nn *nn, const float *w, float *stats,
       for (size_t i = 0; i < n; i++)
         out[i] = in[i] > 0 ? in[i] : 0.0f;
       break;
-    case GC_NN_DROPOUT: {
-      float *mask = nn->aux[l];
-      float keep = (float) (1.0 / (1.0 - y->p)), p = (float) y->p;
-      uint64_t salt = (uint64_t) l << 40;
-      for (size_t i = 0; i < n; i++) {
-        mask[i] = !train ? 1.0f
-                  : (gc_rng_to_f32(gc_rng_u32(seed, worker, step, salt + i)) >= p
-                         ? keep : 0.0f);
-        out[i] = in[i] * mask[i];
-      }
+    case GC_NN_DROPOUT:
+      dropout_fwd(y, in, out, nn->aux[l], n, train, seed, worker, step, (uint64_t) l << 40);
       break;
-    }
     case GC_NN_BATCHNORM:
       bn_fwd(nn, l, w, stats, in, out, B, train);
       break;

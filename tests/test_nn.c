@@ -260,6 +260,40 @@ Test(nn, dropout_grad)
   fd_check(a, 1, 3, 1.0, 0, "dropout");
 }
 
+/* Dropout's mask is the one the GPU twin draws entry by entry: entry i of
+ * layer l keeps x_i / (1 - p) when the float of gc_rng_u32(seed, worker,
+ * step, (l << 40) + i) is >= p, else 0; over several chunks of the bulk
+ * draws and a ragged last Philox block (n = 2 x 1251), in training only. */
+Test(nn, dropout_mask_is_the_per_entry_draw)
+{
+  gc_nn_layer a[] = { { .kind = GC_NN_RELU, .in_c = 1251, .in_h = 1, .in_w = 1 },
+                      { .kind = GC_NN_DROPOUT, .in_c = 1251, .in_h = 1, .in_w = 1, .p = 0.3 } };
+  size_t B = 2, n = B * 1251;
+  gc_nn *nn = gc_nn_alloc(a, 2, GC_LOSS_NLL, B);
+  cr_assert(nn != NULL);
+  float *x = malloc(n * sizeof *x);
+  fill_uniform(x, n, 1.0, 9);
+  for (int train = 0; train < 2; train++) {
+    const float *out = gc_nn_forward(nn, NULL, NULL, x, B, train, 77, 5, 12);
+    cr_assert(out != NULL);
+    size_t kept = 0;
+    float keep = (float) (1.0 / (1.0 - 0.3)), p = 0.3f;
+    for (size_t i = 0; i < n; i++) {
+      float relu = x[i] > 0 ? x[i] : 0.0f;
+      float m = !train ? 1.0f
+                : gc_rng_to_f32(gc_rng_u32(77, 5, 12, ((uint64_t) 1 << 40) + i)) >= p ? keep
+                                                                                       : 0.0f;
+      kept += m != 0;
+      cr_assert(out[i] == relu * m, "train %d, entry %zu: %g, want %g", train, i,
+                (double) out[i], (double) (relu * m));
+    }
+    if (train)   /* p = 0.3: about 1750 of 2502 kept */
+      cr_assert(kept > 1600 && kept < 1900, "%zu of %zu kept", kept, n);
+  }
+  free(x);
+  gc_nn_free(nn);
+}
+
 Test(nn, batchnorm_grad)
 {
   gc_nn_layer a[] = { { .kind = GC_NN_BATCHNORM, .in_c = 3, .in_h = 2, .in_w = 3 } };
