@@ -3,11 +3,12 @@
  * 0.001) of each reference model at batch 10 and 64, on T threads (1 by
  * default).  Ours uses threads as training does: T workers step in
  * parallel, each on its own thread, and a step's time is the wall time
- * over the steps done.  When a Python with torch is found
- * ($GRADCOMP_PYTHON, else python3 on the PATH, else /usr/bin/python3,
- * where Debian's python3-torch lives), the same models run in PyTorch
- * with torch.set_num_threads(T) in the same invocation and the ratio
- * ours/torch is printed; it is an optional peer, never a dependency.
+ * over the steps done (the median of BLOCKS timed blocks).  When a Python
+ * with torch is found ($GRADCOMP_PYTHON, else python3 on the PATH, else
+ * /usr/bin/python3, where Debian's python3-torch lives), the same models
+ * run in PyTorch with torch.set_num_threads(T), timed the same way in the
+ * same invocation, and the ratio ours/torch is printed; it is an optional
+ * peer, never a dependency.
  * Reports the OpenBLAS kernel of both sides. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -23,9 +24,18 @@
 #include "gc_nn.h"
 #include "gc_rng.h"
 
+/* Each side times BLOCKS blocks of reps steps after one warm-up step and
+ * reports the median block: a single block let one slow stretch of the
+ * machine (or of torch's allocator) decide a row; on one thread torch's
+ * MNIST-CNN batch-64 step ranged 46-70 ms from run to run. */
+#define BLOCKS 3
+#define STR(x) #x
+#define XSTR(x) STR(x)
+
 /* PyTorch twins of the models (same shapes), timed like ours. */
 static const char torch_script[] =
   "import sys, time, torch, torch.nn as nn, torch.nn.functional as F\n"
+  "BLOCKS = " XSTR(BLOCKS) "\n"
   "torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 1)\n"
   GC_BENCH_TORCH_MODELS
   "name, B, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
@@ -42,9 +52,12 @@ static const char torch_script[] =
   "  l = F.nll_loss(o,y) if name!='cifar-vgg19' else F.cross_entropy(o,y)\n"
   "  l.backward(); g = torch.cat([p.grad.reshape(-1) for p in ps]); torch.topk(g.abs(), k)\n"
   "step()\n"
-  "t = time.perf_counter()\n"
-  "for _ in range(reps): step()\n"
-  "print((time.perf_counter()-t)/reps*1e3)\n";
+  "ms = []\n"
+  "for _ in range(BLOCKS):\n"
+  "  t = time.perf_counter()\n"
+  "  for _ in range(reps): step()\n"
+  "  ms.append((time.perf_counter()-t)/reps*1e3)\n"
+  "print(sorted(ms)[len(ms)//2])\n";
 
 /* Run the torch script; its first output line, or "" on failure. */
 static void torch_run(const char *py, const char *script, const char *args,
@@ -88,18 +101,18 @@ static void step(gc_nn *nn, const float *w, float *st, const float *x,
 
 static void usage(FILE *out)
 {
-  fprintf(out, "usage: gradcomp bench train [--csv FILE] [--model NAME]"
-          " [--seconds S] [--threads T]\n                           [--no-peer]\n"
-          "Milliseconds per worker step (forward + backward + top-K at"
-          " density 0.001) of\neach reference model at batch 10 and 64,"
-          " about S seconds each (default 1).\nWith --threads T (default 1)"
-          " T workers step in parallel, one per thread, and\na step takes"
-          " the wall time over the steps done.  When a Python with torch"
-          " is\nfound ($GRADCOMP_PYTHON, python3, /usr/bin/python3) the same"
-          " models run there\n(torch.set_num_threads(T)) in the same"
-          " invocation and the ratio ours/torch is\nprinted; --no-peer"
-          " skips them.  CSV columns:\nmodel,batch,ms_per_step,"
-          "torch_ms_per_step,ratio\n");
+  fprintf(out,
+          "usage: gradcomp bench train [--csv FILE] [--model NAME] [--seconds S] [--threads T]\n"
+          "                           [--no-peer]\n"
+          "Milliseconds per worker step (forward + backward + top-K at density 0.001) of\n"
+          "each reference model at batch 10 and 64, about S seconds each (default 1):\n"
+          "the median of three timed blocks after a warm-up step.  With --threads T\n"
+          "(default 1) T workers step in parallel, one per thread, and a step takes the\n"
+          "wall time over the steps done.  When a Python with torch is found\n"
+          "($GRADCOMP_PYTHON, python3, /usr/bin/python3) the same models run there\n"
+          "(torch.set_num_threads(T)), timed the same way in the same invocation, and\n"
+          "the ratio ours/torch is printed; --no-peer skips them.  CSV columns:\n"
+          "model,batch,ms_per_step,torch_ms_per_step,ratio\n");
 }
 
 int gc_bench_train(int argc, char **argv)
@@ -221,14 +234,19 @@ int gc_bench_train(int argc, char **argv)
       double t0 = gc_cli_now();
       step(nn[0], w, st[0], x, y, B, g[0], c[0], buf[0], cap, 0);   /* warm-up, sizes reps */
       double one = gc_cli_now() - t0;
-      int reps = one > 0 ? (int) (budget / one) : 100;
+      int reps = one > 0 ? (int) (budget / BLOCKS / one) : 100;
       reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
-      t0 = gc_cli_now();
-      #pragma omp parallel for schedule(static) num_threads(threads)
-      for (int t = 0; t < threads; t++)
-        for (int r = 0; r < reps; r++)
-          step(nn[t], w, st[t], x, y, B, g[t], c[t], buf[t], cap, (uint32_t) r + 1);
-      double ms = (gc_cli_now() - t0) / ((double) reps * threads) * 1e3;
+      double block_ms[BLOCKS];
+      for (int b = 0; b < BLOCKS; b++) {
+        t0 = gc_cli_now();
+        #pragma omp parallel for schedule(static) num_threads(threads)
+        for (int t = 0; t < threads; t++)
+          for (int r = 0; r < reps; r++)
+            step(nn[t], w, st[t], x, y, B, g[t], c[t], buf[t], cap,
+                 (uint32_t) (b * reps + r) + 1);
+        block_ms[b] = (gc_cli_now() - t0) / ((double) reps * threads) * 1e3;
+      }
+      double ms = gc_bench_median(block_ms, BLOCKS);
       double tms = torch ? torch_ms(py, script, names[m], B, reps, threads) : NAN;
       char line[256];
       snprintf(line, sizeof line, "%s,%zu,%.3f,%.3f,%.3f\n", names[m], B, ms,
