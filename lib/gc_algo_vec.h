@@ -9,9 +9,10 @@
 #include "gc_compressor.h"
 
 /* dtype is GC_F32 or GC_F64 (the element size in bytes).  The passes up
- * to gc__vmean_finish split vectors of 2^16 entries or more over the
- * caller's OpenMP threads (one inside a parallel region); each entry is
- * its own computation, so the results are those of one thread. */
+ * to gc__vmean_finish split vectors of GC__VEC_PAR_MIN (gc_internal.h)
+ * entries or more over the caller's OpenMP threads (one inside a parallel
+ * region); each entry is its own computation, so the results are those of
+ * one thread. */
 void gc__vzero(int dt, void *y, size_t n);
 void gc__vcopy(int dt, void *y, const void *x, size_t n);
 /* y = a*x + b*y, element by element. */
