@@ -1,6 +1,7 @@
 /* algo_vec.c -- the dtype-dispatching vector helpers of gc_algo_vec.h. */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,12 +41,31 @@ typedef struct {
 typedef int (*vkernel)(const vargs *v, size_t lo, size_t hi, size_t *cnt);
 
 
+int gc__vec_threads(size_t n)
+{
+#ifdef _OPENMP
+  static atomic_int procs;   /* 0: not asked yet */
+  int T = gc__threads_for(n, GC__VEC_PAR_MIN, 0);
+  if (T == 1 || n >= GC__VEC_PAR_OVER_MIN)
+    return T;
+  int np = atomic_load_explicit(&procs, memory_order_relaxed);
+  if (!np) {
+    np = omp_get_num_procs();
+    atomic_store_explicit(&procs, np, memory_order_relaxed);
+  }
+  return T <= np ? T : 1;
+#else
+  (void) n;
+  return 1;
+#endif
+}
+
 static inline __attribute__((always_inline)) int
 vrun(vkernel k, const vargs *v, size_t n, size_t *cnt)
 {
   size_t c = 0;
   int bad = 0;
-  int T = gc__threads_for(n, GC__VEC_PAR_MIN, 0);
+  int T = gc__vec_threads(n);
   if (T == 1) {
     bad = k(v, 0, n, &c);
   } else {
