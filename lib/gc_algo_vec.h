@@ -47,6 +47,11 @@ int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
 size_t gc__exact_max_bytes(size_t n, int dt);
 int gc__exact_encode(int dt, const void *x, size_t n, uint8_t *buf,
                      size_t cap, size_t *len, size_t *nnz);
+/* gc__exact_encode's bytes and *nnz, the nonzeros gathered on the
+ * caller's OpenMP threads (as the passes above) into idx and val, a
+ * workspace of n entries each (val of the dtype). */
+int gc__exact_encode_ws(int dt, const void *x, size_t n, uint32_t *idx, void *val,
+                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 int gc__exact_decode(int dt, const uint8_t *buf, size_t len, size_t n,
                      double scale, void *y);
 

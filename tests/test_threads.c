@@ -107,11 +107,11 @@ typedef struct {
   float *agg;
 } server_run;
 
-static void run_server_sized(size_t threads, server_run *o)
+static void run_server_sized(gc_algo_kind kind, size_t threads, server_run *o)
 {
   gc_algo_config c;
   gc_algo_config_default(&c);
-  c.kind = GC_ALGO_BI;
+  c.kind = kind;
   c.workers = P;
   c.n = SN;
   c.dtype = GC_F32;
@@ -148,21 +148,100 @@ static void run_server_sized(size_t threads, server_run *o)
 
 Test(threads, sim_server_passes_bit_identical)
 {
-  server_run one, many;
-  run_server_sized(1, &one);
-  cr_assert(gt(sz, one.support, 0));
-  for (size_t T = 2; T <= 3; T++) {
-    run_server_sized(T, &many);
-    cr_assert(eq(sz, many.len, one.len));
-    cr_assert(eq(int, memcmp(many.state, one.state, one.len), 0),
-              "state after %d steps differs between 1 and %zu threads", STEPS, T);
-    cr_assert(eq(int, memcmp(many.agg, one.agg, SN * sizeof *one.agg), 0), "%zu threads", T);
-    cr_assert(eq(sz, many.support, one.support), "%zu threads", T);
-    free(many.state);
-    free(many.agg);
+  static const gc_algo_kind kinds[] = { GC_ALGO_BI, GC_ALGO_UNI };
+  for (size_t j = 0; j < 2; j++) {
+    server_run one, many;
+    run_server_sized(kinds[j], 1, &one);
+    cr_assert(gt(sz, one.support, 0));
+    for (size_t T = 2; T <= 3; T++) {
+      run_server_sized(kinds[j], T, &many);
+      cr_assert(eq(sz, many.len, one.len));
+      cr_assert(eq(int, memcmp(many.state, one.state, one.len), 0),
+                "%s: state after %d steps differs between 1 and %zu threads",
+                gc_algo_name(kinds[j]), STEPS, T);
+      cr_assert(eq(int, memcmp(many.agg, one.agg, SN * sizeof *one.agg), 0), "%s, %zu threads",
+                gc_algo_name(kinds[j]), T);
+      cr_assert(eq(sz, many.support, one.support), "%s, %zu threads", gc_algo_name(kinds[j]), T);
+      free(many.state);
+      free(many.agg);
+    }
+    free(one.state);
+    free(one.agg);
   }
-  free(one.state);
-  free(one.agg);
+}
+
+/* The exact downlink's message from the nonzeros gathered on 1-3 threads
+ * (gc__exact_encode_ws) is gc__exact_encode's, byte for byte: every index
+ * coding (raw, delta, bitmap) and the dense form, no nonzero at all, -0.0
+ * entries (zeros), lengths below one gathering block, not a multiple of
+ * it, and above the threads' threshold. */
+static void exact_case(int dt, size_t n, size_t every, size_t first, int negzero)
+{
+  size_t e = (size_t) dt, cap = gc__exact_max_bytes(n, dt);
+  uint8_t *x = calloc(n, e), *ref = malloc(cap), *got = malloc(cap), *val = malloc(n * e);
+  uint32_t *idx = malloc(n * sizeof *idx);
+  for (size_t i = first; every && i < n; i += every) {
+    double v = (i % 3 ? 2.385 : -0.75) * (double) (i + 1);
+    if (dt == GC_F32)
+      ((float *) x)[i] = (float) v;
+    else
+      ((double *) x)[i] = v;
+  }
+  for (size_t i = 1; negzero && i < n; i += 7)
+    if (dt == GC_F32 ? ((float *) x)[i] == 0 : ((double *) x)[i] == 0) {
+      if (dt == GC_F32)
+        ((float *) x)[i] = -0.0f;
+      else
+        ((double *) x)[i] = -0.0;
+    }
+  size_t lr, nr, lg, ng;
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  int rr = gc__exact_encode(dt, x, n, ref, cap, &lr, &nr);
+  cr_assert(eq(int, rr, GC_SUCCESS), "%s", gc_last_error());
+  for (int T = 1; T <= 3; T++) {
+#ifdef _OPENMP
+    omp_set_num_threads(T);
+#endif
+    memset(got, 0xa5, cap);
+    cr_assert(eq(int, gc__exact_encode_ws(dt, x, n, idx, val, got, cap, &lg, &ng), GC_SUCCESS));
+    cr_assert(eq(sz, lg, lr), "dtype %d n %zu every %zu: %d threads", dt, n, every, T);
+    cr_assert(eq(sz, ng, nr), "dtype %d n %zu every %zu: %d threads", dt, n, every, T);
+    cr_assert(eq(int, memcmp(got, ref, lr), 0), "dtype %d n %zu every %zu: %d threads", dt, n,
+              every, T);
+  }
+  free(x);
+  free(ref);
+  free(got);
+  free(val);
+  free(idx);
+}
+
+Test(threads, exact_encode_gathered_bit_identical)
+{
+#ifdef _OPENMP
+  int saved = omp_get_max_threads();
+#endif
+  enum { BIG = GC__VEC_PAR_MIN + 1001, BIGGER = (1 << 16) * 3 + 777, RAW = (1 << 22) + 40 };
+  for (int dt = GC_F32; dt <= GC_F64; dt += GC_F64 - GC_F32) {
+    static const size_t ns[] = { 5, 16, 17, 1000, BIG, BIGGER };
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+      size_t n = ns[a];
+      exact_case(dt, n, 0, 0, 0);          /* no nonzero */
+      exact_case(dt, n, 0, 0, 1);          /* -0.0 only */
+      exact_case(dt, n, n, 0, 0);          /* entry 0 */
+      exact_case(dt, n, n, n - 1, 1);      /* the last entry */
+      exact_case(dt, n, 97, 3, 1);         /* delta */
+      exact_case(dt, n, 3, 1, 1);          /* bitmap */
+      exact_case(dt, n, 1, 0, 0);          /* dense */
+    }
+    /* raw: two gaps of four LEB128 bytes tie with it, and ties go raw */
+    exact_case(dt, RAW, (1 << 21) + 2, (1 << 21) + 1, 0);
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
 }
 
 /* Worker 3 (the second thread's share) gets a NaN: the step fails with
