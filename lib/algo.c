@@ -333,6 +333,8 @@ struct gc_server {
                             x, sending C_s(x - w)                    */
   void *agg;             /* (1/P) sum of the decoded uplinks         */
   void *h, *x;           /* EF21 h; EF21-BC model x                  */
+  uint32_t *nzidx;       /* exact downlinks: the average's nonzeros, */
+  void *nzval;           /* gathered for the message (n each)        */
   size_t support;
   int started;
 };
@@ -351,6 +353,8 @@ void gc_server_free(gc_server *s)
   free(s->agg);
   free(s->h);
   free(s->x);
+  free(s->nzidx);
+  free(s->nzval);
   free(s);
 }
 
@@ -371,6 +375,9 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
     ok = (s->h = calloc(1, bytes)) != NULL;
   if (ok && k == GC_ALGO_EF21_BC)
     ok = (s->x = calloc(1, bytes)) != NULL;
+  if (ok && gc__algo_down_coding(k) == GC__DOWN_EXACT)
+    ok = (s->nzidx = malloc(cfg->n * sizeof *s->nzidx)) &&
+         (s->nzval = malloc(bytes));
   if (!ok) {
     gc_server_free(s);
     GC_ERROR_NULL("server: out of memory", GC_ENOMEM);
@@ -433,7 +440,7 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
     break;
   case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK: {
     size_t nnz;
-    rc = gc__exact_encode(dt, s->agg, n, down, cap, len, &nnz);
+    rc = gc__exact_encode_ws(dt, s->agg, n, s->nzidx, s->nzval, down, cap, len, &nnz);
     break;
   }
   case GC_ALGO_BI:                 /* u = delta + m, q = C_d(u) */

@@ -9,9 +9,10 @@
 #include "gc_compressor.h"
 
 /* dtype is GC_F32 or GC_F64 (the element size in bytes).  The passes up
- * to gc__vmean_finish split vectors of 2^16 entries or more over the
- * caller's OpenMP threads (one inside a parallel region); each entry is
- * its own computation, so the results are those of one thread. */
+ * to gc__vmean_finish split vectors of GC__VEC_PAR_MIN (gc_internal.h)
+ * entries or more over the caller's OpenMP threads (one inside a parallel
+ * region); each entry is its own computation, so the results are those of
+ * one thread. */
 void gc__vzero(int dt, void *y, size_t n);
 void gc__vcopy(int dt, void *y, const void *x, size_t n);
 /* y = a*x + b*y, element by element. */
@@ -46,6 +47,11 @@ int gc__dense_decode(int dt, const uint8_t *buf, size_t len, size_t n,
 size_t gc__exact_max_bytes(size_t n, int dt);
 int gc__exact_encode(int dt, const void *x, size_t n, uint8_t *buf,
                      size_t cap, size_t *len, size_t *nnz);
+/* gc__exact_encode's bytes and *nnz, the nonzeros gathered on the
+ * caller's OpenMP threads (as the passes above) into idx and val, a
+ * workspace of n entries each (val of the dtype). */
+int gc__exact_encode_ws(int dt, const void *x, size_t n, uint32_t *idx, void *val,
+                        uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
 int gc__exact_decode(int dt, const uint8_t *buf, size_t len, size_t n,
                      double scale, void *y);
 

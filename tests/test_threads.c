@@ -17,6 +17,7 @@
 #include "gc_algo_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
+#include "gc_internal.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
 #include "gc_test.h"
@@ -90,6 +91,157 @@ Test(threads, sim_workers_bit_identical)
     }
     free(a);
   }
+}
+
+/* A model just above the vector passes' thread threshold (gc_internal.h)
+ * and not a multiple of their 16-entry piece alignment: the server's
+ * passes (the average, its memory, the residual) and the model's check
+ * run in two or three pieces of unequal length.  The state, the average
+ * and its support after some steps of bi on 2 and 3 threads are those of
+ * one thread. */
+enum { SN = GC__VEC_PAR_MIN + 1001 };
+
+typedef struct {
+  uint8_t *state;
+  size_t len, support;
+  float *agg;
+} server_run;
+
+static void run_server_sized(gc_algo_kind kind, size_t threads, server_run *o)
+{
+  gc_algo_config c;
+  gc_algo_config_default(&c);
+  c.kind = kind;
+  c.workers = P;
+  c.n = SN;
+  c.dtype = GC_F32;
+  c.up = c.down = gc_compressor_type_by_name("topk");
+  gc_compressor_params_default(&c.up_params);
+  gc_compressor_params_default(&c.down_params);
+  c.up_params.density = c.down_params.density = 0.003;
+  float *x0 = malloc(SN * sizeof *x0), *g = malloc(P * (size_t) SN * sizeof *g);
+  const void *gp[P];
+  for (size_t i = 0; i < SN; i++)
+    x0[i] = (float) cos(0.1 * (double) i);
+  gc_sim *s = gc_sim_alloc(&c, x0);
+  cr_assert(not(eq(ptr, s, NULL)), "%s", gc_last_error());
+  gc_sim_set_threads(s, threads);
+  for (uint32_t t = 0; t < STEPS; t++) {
+    const float *x = gc_sim_point(s);
+    for (size_t p = 0; p < P; p++) {
+      gp[p] = g + p * SN;
+      for (size_t i = 0; i < SN; i++)
+        g[p * SN + i] = x[i] + (float) sin(0.37 * (double) (i + 1) * (double) (p + 1) + t);
+    }
+    cr_assert(eq(int, gc_sim_step(s, gp, 0.05), GC_SUCCESS), "%s", gc_last_error());
+  }
+  o->len = gc_sim_state_bytes(s);
+  o->state = malloc(o->len);
+  gc_sim_state_save(s, o->state);
+  o->support = gc_server_support_union(gc_sim_server(s));
+  o->agg = malloc(SN * sizeof *o->agg);
+  memcpy(o->agg, gc_server_aggregate(gc_sim_server(s)), SN * sizeof *o->agg);
+  gc_sim_free(s);
+  free(x0);
+  free(g);
+}
+
+Test(threads, sim_server_passes_bit_identical)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_BI, GC_ALGO_UNI };
+  for (size_t j = 0; j < 2; j++) {
+    server_run one, many;
+    run_server_sized(kinds[j], 1, &one);
+    cr_assert(gt(sz, one.support, 0));
+    for (size_t T = 2; T <= 3; T++) {
+      run_server_sized(kinds[j], T, &many);
+      cr_assert(eq(sz, many.len, one.len));
+      cr_assert(eq(int, memcmp(many.state, one.state, one.len), 0),
+                "%s: state after %d steps differs between 1 and %zu threads",
+                gc_algo_name(kinds[j]), STEPS, T);
+      cr_assert(eq(int, memcmp(many.agg, one.agg, SN * sizeof *one.agg), 0), "%s, %zu threads",
+                gc_algo_name(kinds[j]), T);
+      cr_assert(eq(sz, many.support, one.support), "%s, %zu threads", gc_algo_name(kinds[j]), T);
+      free(many.state);
+      free(many.agg);
+    }
+    free(one.state);
+    free(one.agg);
+  }
+}
+
+/* The exact downlink's message from the nonzeros gathered on 1-3 threads
+ * (gc__exact_encode_ws) is gc__exact_encode's, byte for byte: every index
+ * coding (raw, delta, bitmap) and the dense form, no nonzero at all, -0.0
+ * entries (zeros), lengths below one gathering block, not a multiple of
+ * it, and above the threads' threshold. */
+static void exact_case(int dt, size_t n, size_t every, size_t first, int negzero)
+{
+  size_t e = (size_t) dt, cap = gc__exact_max_bytes(n, dt);
+  uint8_t *x = calloc(n, e), *ref = malloc(cap), *got = malloc(cap), *val = malloc(n * e);
+  uint32_t *idx = malloc(n * sizeof *idx);
+  for (size_t i = first; every && i < n; i += every) {
+    double v = (i % 3 ? 2.385 : -0.75) * (double) (i + 1);
+    if (dt == GC_F32)
+      ((float *) x)[i] = (float) v;
+    else
+      ((double *) x)[i] = v;
+  }
+  for (size_t i = 1; negzero && i < n; i += 7)
+    if (dt == GC_F32 ? ((float *) x)[i] == 0 : ((double *) x)[i] == 0) {
+      if (dt == GC_F32)
+        ((float *) x)[i] = -0.0f;
+      else
+        ((double *) x)[i] = -0.0;
+    }
+  size_t lr, nr, lg, ng;
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  int rr = gc__exact_encode(dt, x, n, ref, cap, &lr, &nr);
+  cr_assert(eq(int, rr, GC_SUCCESS), "%s", gc_last_error());
+  for (int T = 1; T <= 3; T++) {
+#ifdef _OPENMP
+    omp_set_num_threads(T);
+#endif
+    memset(got, 0xa5, cap);
+    cr_assert(eq(int, gc__exact_encode_ws(dt, x, n, idx, val, got, cap, &lg, &ng), GC_SUCCESS));
+    cr_assert(eq(sz, lg, lr), "dtype %d n %zu every %zu: %d threads", dt, n, every, T);
+    cr_assert(eq(sz, ng, nr), "dtype %d n %zu every %zu: %d threads", dt, n, every, T);
+    cr_assert(eq(int, memcmp(got, ref, lr), 0), "dtype %d n %zu every %zu: %d threads", dt, n,
+              every, T);
+  }
+  free(x);
+  free(ref);
+  free(got);
+  free(val);
+  free(idx);
+}
+
+Test(threads, exact_encode_gathered_bit_identical)
+{
+#ifdef _OPENMP
+  int saved = omp_get_max_threads();
+#endif
+  enum { BIG = GC__VEC_PAR_MIN + 1001, BIGGER = (1 << 16) * 3 + 777, RAW = (1 << 22) + 40 };
+  for (int dt = GC_F32; dt <= GC_F64; dt += GC_F64 - GC_F32) {
+    static const size_t ns[] = { 5, 16, 17, 1000, BIG, BIGGER };
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+      size_t n = ns[a];
+      exact_case(dt, n, 0, 0, 0);          /* no nonzero */
+      exact_case(dt, n, 0, 0, 1);          /* -0.0 only */
+      exact_case(dt, n, n, 0, 0);          /* entry 0 */
+      exact_case(dt, n, n, n - 1, 1);      /* the last entry */
+      exact_case(dt, n, 97, 3, 1);         /* delta */
+      exact_case(dt, n, 3, 1, 1);          /* bitmap */
+      exact_case(dt, n, 1, 0, 0);          /* dense */
+    }
+    /* raw: two gaps of four LEB128 bytes tie with it, and ties go raw */
+    exact_case(dt, RAW, (1 << 21) + 2, (1 << 21) + 1, 0);
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
 }
 
 /* Worker 3 (the second thread's share) gets a NaN: the step fails with
@@ -252,35 +404,39 @@ Test(threads, qsgd_small_buckets_first_bad_bucket, .init = gc_test_quiet)
 
 /* One run of every threaded vector pass (gc_algo_vec.h) on T threads, both
  * dtypes, over a vector with two non-finite entries in later pieces: the
- * outputs, the first bad index and the nonzero count of one thread. */
-enum { VN = (1 << 16) * 3 + 777, VOPS = 8 };
+ * outputs, the first bad index and the nonzero count of one thread.  Two
+ * lengths: several 2^16-entry spans, and one just above the threads'
+ * threshold whose pieces are short and ragged (their bounds are multiples
+ * of 16 entries, the length is not). */
+enum { VOPS = 8 };
 
 typedef struct {
   uint8_t *y[VOPS];
   size_t r[VOPS];
 } vec_run;
 
-static void vec_passes(int dt, size_t T, const uint8_t *x, const uint8_t *z, vec_run *o)
+static void vec_passes(int dt, size_t T, size_t n, const uint8_t *x, const uint8_t *z,
+                       vec_run *o)
 {
 #ifdef _OPENMP
   omp_set_num_threads((int) T);
 #else
   (void) T;
 #endif
-  size_t b = VN * (size_t) dt;
+  size_t b = n * (size_t) dt;
   for (int j = 0; j < VOPS; j++) {
     o->y[j] = malloc(b);
     memcpy(o->y[j], z, b);
     o->r[j] = 0;
   }
-  gc__vzero(dt, o->y[0], VN);
-  gc__vcopy(dt, o->y[1], x, VN);
-  gc__vaxpby(dt, o->y[2], 0.3, x, 1.0, VN);
-  gc__vaxpby(dt, o->y[3], -0.7, x, 1.9, VN);
-  gc__vscale(dt, o->y[4], 2.385, x, VN);
-  o->r[5] = gc__vadd_scaled(dt, o->y[5], z, 0.11, x, VN);
-  o->r[6] = gc__vfirst_nonfinite(dt, x, VN);
-  o->r[7] = gc__vmean_finish(dt, o->y[7], 3.0, VN, &o->r[0]);
+  gc__vzero(dt, o->y[0], n);
+  gc__vcopy(dt, o->y[1], x, n);
+  gc__vaxpby(dt, o->y[2], 0.3, x, 1.0, n);
+  gc__vaxpby(dt, o->y[3], -0.7, x, 1.9, n);
+  gc__vscale(dt, o->y[4], 2.385, x, n);
+  o->r[5] = gc__vadd_scaled(dt, o->y[5], z, 0.11, x, n);
+  o->r[6] = gc__vfirst_nonfinite(dt, x, n);
+  o->r[7] = gc__vmean_finish(dt, o->y[7], 3.0, n, &o->r[0]);
 }
 
 static void vec_free(vec_run *o)
@@ -289,21 +445,17 @@ static void vec_free(vec_run *o)
     free(o->y[j]);
 }
 
-Test(threads, vector_passes_bit_identical)
+static void vector_passes_at(size_t n, size_t nan_at, size_t inf_at)
 {
-#ifndef _OPENMP
-  cr_skip_test("built without OpenMP");
-#else
-  int saved = omp_get_max_threads();
   for (int dt = GC_F32; dt <= GC_F64; dt += GC_F64 - GC_F32) {
-    size_t b = VN * (size_t) dt;
+    size_t b = n * (size_t) dt;
     uint8_t *x = malloc(b), *z = malloc(b);
-    for (size_t i = 0; i < VN; i++) {
+    for (size_t i = 0; i < n; i++) {
       double xv = sin(0.001 * (double) i * (double) (i % 7 + 1));
       double zv = (i % 5 == 0) ? 0.0 : cos(0.37 * (double) i);
-      if (i == 2 * (1 << 16) + 5)
-        xv = NAN;   /* the third piece on 3 threads: the first bad index */
-      if (i == 3 * (1 << 16) + 9)
+      if (i == nan_at)
+        xv = NAN;
+      if (i == inf_at)
         xv = INFINITY;
       if (dt == GC_F32) {
         ((float *) x)[i] = (float) xv;
@@ -314,15 +466,16 @@ Test(threads, vector_passes_bit_identical)
       }
     }
     vec_run one, many;
-    vec_passes(dt, 1, x, z, &one);
-    cr_assert(eq(sz, one.r[6], 2 * (1 << 16) + 5));
-    cr_assert(eq(sz, one.r[5], 2 * (1 << 16) + 5));
+    vec_passes(dt, 1, n, x, z, &one);
+    cr_assert(eq(sz, one.r[6], nan_at));
+    cr_assert(eq(sz, one.r[5], nan_at));
     for (size_t T = 2; T <= 3; T++) {
-      vec_passes(dt, T, x, z, &many);
+      vec_passes(dt, T, n, x, z, &many);
       for (int j = 0; j < VOPS; j++) {
-        cr_assert(eq(sz, many.r[j], one.r[j]), "dtype %d, pass %d, %zu threads", dt, j, T);
-        cr_assert(eq(int, memcmp(many.y[j], one.y[j], b), 0), "dtype %d, pass %d, %zu threads",
-                  dt, j, T);
+        cr_assert(eq(sz, many.r[j], one.r[j]), "n %zu, dtype %d, pass %d, %zu threads", n, dt,
+                  j, T);
+        cr_assert(eq(int, memcmp(many.y[j], one.y[j], b), 0),
+                  "n %zu, dtype %d, pass %d, %zu threads", n, dt, j, T);
       }
       vec_free(&many);
     }
@@ -330,6 +483,17 @@ Test(threads, vector_passes_bit_identical)
     free(x);
     free(z);
   }
+}
+
+Test(threads, vector_passes_bit_identical)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  int saved = omp_get_max_threads();
+  /* a NaN inside (the first bad index), an Inf in the last piece */
+  vector_passes_at((1 << 16) * 3 + 777, 2 * (1 << 16) + 5, 3 * (1 << 16) + 9);
+  vector_passes_at(GC__VEC_PAR_MIN + 1001, GC__VEC_PAR_MIN / 2 + 3, GC__VEC_PAR_MIN + 999);
   omp_set_num_threads(saved);
 #endif
 }
