@@ -34,10 +34,12 @@ enum { WINO_COLS = 1024 };
 
 int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
 {
-  /* Below 64 channels the GEMMs' inner dimension is too short to pay for
-   * the transforms: MNIST-CNN's 32 -> 64 layer ran 10% slower than with
-   * im2col, VGG-19's 64 -> 64 layers ran faster. */
-  return ksize == 3 && pad <= 2 && in_c >= 64 && out_c >= 64;
+  /* Below 32 channels the GEMMs' inner dimension is too short to pay for
+   * the transforms.  MNIST-CNN's 32 -> 64 layer at batch 64 ran 10% slower
+   * than with im2col when its passes were as wide as VGG-19's, and 18%
+   * faster (40.5 -> 33.4 ms forward and backward) with the one-image
+   * passes of wino3_chunk. */
+  return ksize == 3 && pad <= 2 && in_c >= 32 && out_c >= 32;
 }
 
 int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
@@ -49,11 +51,19 @@ int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
   return B * ((Ho + 1) / 2) * ((Wo + 1) / 2) >= 64;
 }
 
-/* Images per pass: enough for WINO_COLS tiles, at most the batch. */
-static size_t wino3_chunk(size_t Ho, size_t Wo, size_t max_batch)
+/* Images per pass: enough for WINO_COLS tiles, at most the batch; one
+ * image when either side has fewer than 64 channels.  Such GEMMs (inner
+ * dimension 32 or 64, a few hundred rows) already run near the kernel's
+ * peak, and one image keeps V and M in L2 (0.9 MB for MNIST-CNN's
+ * 32 -> 64 layer), where eight images' 7 MB made the transforms run at
+ * the speed of L3: that layer's forward took 13.3 ms at batch 64 with 8
+ * images a pass, 9.7 ms with one.  The wider layers keep their passes
+ * (and so their sums). */
+static size_t wino3_chunk(size_t C, size_t O, size_t Ho, size_t Wo,
+                          size_t max_batch)
 {
   size_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
-  size_t b = (WINO_COLS + tiles - 1) / tiles;
+  size_t b = C < 64 || O < 64 ? 1 : (WINO_COLS + tiles - 1) / tiles;
   return b > max_batch ? max_batch : b;
 }
 
@@ -232,7 +242,7 @@ void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
   size_t Cp = round4(C), Op = round4(O);
-  size_t chunk = wino3_chunk(Ho, Wo, B);
+  size_t chunk = wino3_chunk(C, O, Ho, Wo, B);
   memset(s->bias, 0, Op * sizeof *s->bias);
   if (bias)
     memcpy(s->bias, bias, O * sizeof *bias);
@@ -321,7 +331,7 @@ void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
   size_t Cp = round4(C), Op = round4(O);
-  size_t chunk = wino3_chunk(Ho, Wo, B);
+  size_t chunk = wino3_chunk(C, O, Ho, Wo, B);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
     input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
@@ -348,7 +358,7 @@ void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
 {
   size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2;
-  size_t nb = wino3_chunk(Ho, Wo, max_batch), T = nb * th * tw;
+  size_t nb = wino3_chunk(C, O, Ho, Wo, max_batch), T = nb * th * tw;
   size_t xp = nb * (2 * th + 2) * (2 * tw + 2) * round4(C), y = 4 * T * round4(O);
   *nV = 16 * round4(C) * T;
   *nM = 16 * round4(O) * T;

@@ -122,7 +122,7 @@ Test(nn, conv_grad)
   fd_check(c, 1, 2, 1.0, 0, "conv3x3 no pad");
 }
 
-/* 3x3 convolutions with 64 or more channels on each side take Winograd's
+/* 3x3 convolutions with 32 or more channels on each side take Winograd's
  * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
  * weight gradient (lib/winograd.c).  All three are compared with the direct sums in
  * double, within a few float roundings of the sum of |terms|, for odd and
@@ -235,6 +235,18 @@ Test(nn, winograd_conv_matches_direct_sums)
   direct_conv_check(64, 64, 8, 8, 1, 70);   /* several passes of tiles */
 }
 
+/* Layers with fewer than 64 channels on a side (MNIST-CNN's 32 -> 64) run
+ * their Winograd passes one image at a time, and so does their input
+ * gradient (64 -> 32): the weight gradient adds up a pass per image. */
+Test(nn, winograd_narrow_layers_match_direct_sums)
+{
+  cr_assert(gc__wino3_applies(3, 0, 32, 64), "MNIST-CNN's 32 -> 64 layer");
+  cr_assert(!gc__wino3_applies(3, 0, 16, 64));
+  for (size_t pad = 0; pad <= 2; pad++)
+    direct_conv_check(32, 64, 7, 6, pad, 2);
+  direct_conv_check(33, 32, 6, 7, 0, 0);
+}
+
 Test(nn, winograd_conv_grad)
 {
   gc_nn_layer a[] = { { .kind = GC_NN_CONV, .in_c = 64, .in_h = 5, .in_w = 4,
@@ -243,6 +255,9 @@ Test(nn, winograd_conv_grad)
   gc_nn_layer b[] = { { .kind = GC_NN_CONV, .in_c = 64, .in_h = 6, .in_w = 5,
                         .out_c = 66, .ksize = 3, .pad = 0 } };
   fd_check(b, 1, wino_batch(6, 5, 0, 0), 1.0, 0, "winograd conv3x3 no pad");
+  gc_nn_layer c[] = { { .kind = GC_NN_CONV, .in_c = 32, .in_h = 6, .in_w = 5,
+                        .out_c = 64, .ksize = 3, .pad = 0 } };
+  fd_check(c, 1, wino_batch(6, 5, 0, 1), 1.0, 0, "winograd conv3x3 32 -> 64");
 }
 
 Test(nn, pool_relu_grad)
