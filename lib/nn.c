@@ -609,6 +609,27 @@ static void maxpool_bwd(const gc_nn_layer *y, const float *dout, float *din,
       din[n * isz + amax[n * osz + i]] += dout[n * osz + i];
 }
 
+/* Max-pool backward and the ReLU's below it in one pass: the gradient
+ * reaches only each window's argmax, and passes there where the ReLU's
+ * output is positive.  This saves the ReLU's pass over the whole map;
+ * entry for entry it is what the two layers compute apart (0.0f + g
+ * where the ReLU passes it, 0.0f elsewhere). */
+static void maxpool_relu_bwd(const gc_nn_layer *y, const float *dout,
+                             const float *relu_out, float *din,
+                             const uint32_t *amax, size_t B)
+{
+  size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * y->out_h * y->out_w;
+  memset(din, 0, B * isz * sizeof *din);
+  for (size_t n = 0; n < B; n++) {
+    const float *o = relu_out + n * isz;
+    float *d = din + n * isz;
+    for (size_t i = 0; i < osz; i++) {
+      uint32_t a = amax[n * osz + i];
+      d[a] += o[a] > 0 ? dout[n * osz + i] : 0.0f;
+    }
+  }
+}
+
 static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
                    const float *in, float *out, size_t B, int train)
 {
@@ -818,7 +839,11 @@ int gc_nn_backward(gc_nn *nn, const float *w, const float *dout, float *grad,
       conv_bwd(nn, y, w, in, g, din, grad, B);
       break;
     case GC_NN_MAXPOOL:
-      if (din)
+      if (din && l > 1 && nn->ly[l - 1].kind == GC_NN_RELU) {
+        /* the ReLU below (not the first layer, whose din is dx) too */
+        maxpool_relu_bwd(y, g, in, din, nn->amax[l], B);
+        l--;
+      } else if (din)
         maxpool_bwd(y, g, din, nn->amax[l], B);
       break;
     case GC_NN_RELU:

@@ -328,6 +328,13 @@ Test(nn, small_cnn_chain_grad)
     { .kind = GC_NN_BATCHNORM }, { .kind = GC_NN_RELU }, { .kind = GC_NN_MAXPOOL },
     { .kind = GC_NN_LINEAR, .out_c = 4 }, { .kind = GC_NN_LOGSOFTMAX } };
   fd_check(a, 6, 3, 1.0, 0, "conv-bn-relu-pool-linear-logsoftmax");
+  /* ReLU then max-pool backward run as one pass (maxpool_relu_bwd), here
+   * over an odd 5x3 map whose last row and column no window covers */
+  gc_nn_layer b[] = {
+    { .kind = GC_NN_CONV, .in_c = 1, .in_h = 7, .in_w = 5, .out_c = 2, .ksize = 3, .pad = 0 },
+    { .kind = GC_NN_BATCHNORM }, { .kind = GC_NN_RELU }, { .kind = GC_NN_MAXPOOL },
+    { .kind = GC_NN_LINEAR, .out_c = 4 }, { .kind = GC_NN_LOGSOFTMAX } };
+  fd_check(b, 6, 3, 1.0, 0, "conv-bn-relu-pool(odd)-linear-logsoftmax");
 }
 
 /* The losses: NLL on log-softmax and cross-entropy on logits agree, and
