@@ -152,10 +152,11 @@ static int plan(gc_nn *nn)
  * `gradcomp bench train`: VGG-19 at batch 64 went from 2.6 s to 2.2 s. */
 enum { COL_BUDGET = 1 << 16, CHUNK_COLS = 2048 };
 
-/* 3x3 convolutions with enough channels go through Winograd (winograd.c):
- * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
- * weight gradient, 2.25x fewer multiplies each.  VGG-19 at batch 64 on
- * `gradcomp bench train`: 1.97 -> 1.30 s per step. */
+/* 3x3 and 5x5 convolutions with enough channels go through Winograd
+ * (winograd.c): F(2x2, 3x3) for the output and the input gradient,
+ * F(3x3, 2x2) for the weight gradient, 2.25x fewer multiplies each (5x5:
+ * 1.56x).  VGG-19 at batch 64 on `gradcomp bench train`: 1.97 -> 1.30 s
+ * per step. */
 static int wino_applies(const gc_nn_layer *y)
 {
   return gc__wino3_applies(y->ksize, y->pad, y->in_c, y->out_c);
@@ -236,11 +237,12 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
       if (!wino_applies(y))
         continue;
       /* forward, and the input gradient: a convolution of dout */
-      size_t U = 16 * y->in_c * y->out_c, v[2], m[2], k[2];
-      gc__wino3_sizes(y->in_c, y->in_h, y->in_w, y->pad, y->out_c, max_batch,
-                      v, m, k);
-      gc__wino3_sizes(y->out_c, y->out_h, y->out_w, 2 - y->pad, y->in_c,
-                      max_batch, v + 1, m + 1, k + 1);
+      size_t ks = y->ksize, sub = ks == 5 ? 4 : 1;
+      size_t U = 16 * sub * y->in_c * y->out_c, v[2], m[2], k[2];
+      gc__wino3_sizes(y->in_c, y->in_h, y->in_w, y->pad, ks, y->out_c,
+                      max_batch, v, m, k);
+      gc__wino3_sizes(y->out_c, y->out_h, y->out_w, ks - 1 - y->pad, ks,
+                      y->in_c, max_batch, v + 1, m + 1, k + 1);
       for (size_t i = 0; i < 2; i++) {
         maxV = v[i] > maxV ? v[i] : maxV;
         maxM = m[i] > maxM ? m[i] : maxM;
@@ -476,9 +478,12 @@ static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   size_t chunk = conv_chunk(y, nn->maxB);
   const float *W = w + y->woff, *b = w + y->boff;
   if (wino_pays(y, B)) {
-    gc__wino3_filter(W, y->out_c, y->in_c, nn->wino_U);
-    gc__wino3_conv(in, B, y->in_c, y->in_h, y->in_w, y->pad, nn->wino_U, 0,
-                   y->out_c, b, out, &nn->wino);
+    if (y->ksize == 5)
+      gc__wino5_filter(W, y->out_c, y->in_c, 0, nn->wino.work, nn->wino_U);
+    else
+      gc__wino3_filter(W, y->out_c, y->in_c, nn->wino_U);
+    gc__wino3_conv(in, B, y->in_c, y->in_h, y->in_w, y->pad, y->ksize,
+                   nn->wino_U, 0, y->out_c, b, out, &nn->wino);
     return;
   }
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
@@ -523,12 +528,17 @@ static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   memset(db, 0, y->nb * sizeof *db);
   if (wino_pays(y, B)) {
     conv_bias_grad(y, dout, 0, B, db);
-    gc__wino3_wgrad(in, dout, B, y->in_c, y->in_h, y->in_w, y->pad, y->out_c,
-                    dW, nn->wino_U, &nn->wino);
+    gc__wino3_wgrad(in, dout, B, y->in_c, y->in_h, y->in_w, y->pad,
+                    y->ksize, y->out_c, dW, nn->wino_U, &nn->wino);
     if (din) {   /* din = dout correlated with the turned kernel */
-      gc__wino3_filter(w + y->woff, y->out_c, y->in_c, nn->wino_U);
-      gc__wino3_conv(dout, B, y->out_c, y->out_h, y->out_w, 2 - y->pad,
-                     nn->wino_U, 1, y->in_c, NULL, din, &nn->wino);
+      size_t ks = y->ksize;
+      if (ks == 5)
+        gc__wino5_filter(w + y->woff, y->out_c, y->in_c, 1, nn->wino.work,
+                         nn->wino_U);
+      else
+        gc__wino3_filter(w + y->woff, y->out_c, y->in_c, nn->wino_U);
+      gc__wino3_conv(dout, B, y->out_c, y->out_h, y->out_w, ks - 1 - y->pad,
+                     ks, nn->wino_U, ks == 3, y->in_c, NULL, din, &nn->wino);
     }
     return;
   }

@@ -1,6 +1,6 @@
-/* winograd.c -- 3x3 stride-1 convolutions by Winograd's minimal filtering
- * F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural
- * Networks", 2016).  Each 2x2 output tile of each (out, in) channel pair
+/* winograd.c -- 3x3 and 5x5 stride-1 convolutions by Winograd's minimal
+ * filtering F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional
+ * Neural Networks", 2016; 5x5 kernels as four 3x3 ones, see nsub).  Each 2x2 output tile of each (out, in) channel pair
  * costs 16 multiplies instead of the 36 of im2col + GEMM, and those 16
  * are 16 GEMMs of (tiles x C) by (C x O): BLAS still does the work.
  *
@@ -30,7 +30,7 @@
 
 /* Columns of the 16 GEMMs per pass: wide enough that BLAS runs near its
  * peak, small enough that V and M stay a few MB. */
-enum { WINO_COLS = 1024 };
+enum { WINO_COLS = 1024, WINO_NARROW = 128 };
 
 int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
 {
@@ -39,7 +39,15 @@ int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
    * than with im2col when its passes were as wide as VGG-19's, and 18%
    * faster (40.5 -> 33.4 ms forward and backward) with the one-image
    * passes of wino3_chunk. */
-  return ksize == 3 && pad <= 2 && in_c >= 32 && out_c >= 32;
+  if (ksize == 3)
+    return pad <= 2 && in_c >= 32 && out_c >= 32;
+  /* 5x5 (nsub): the four sets of V must line up with the filter's
+   * channels, so no padding channels (multiples of 4).  FMNIST-CNN's
+   * 16 -> 32 layer: its training step at batch 64 went from 16.4 to
+   * 13.5 ms, 2.2 to 1.8 ms at batch 10; its first layer (1 -> 16) keeps
+   * im2col. */
+  return ksize == 5 && pad <= 4 && in_c >= 16 && out_c >= 16 &&
+         in_c % 4 == 0 && out_c % 4 == 0;
 }
 
 int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
@@ -51,19 +59,21 @@ int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
   return B * ((Ho + 1) / 2) * ((Wo + 1) / 2) >= 64;
 }
 
-/* Images per pass: enough for WINO_COLS tiles, at most the batch; one
- * image when either side has fewer than 64 channels.  Such GEMMs (inner
- * dimension 32 or 64, a few hundred rows) already run near the kernel's
- * peak, and one image keeps V and M in L2 (0.9 MB for MNIST-CNN's
- * 32 -> 64 layer), where eight images' 7 MB made the transforms run at
- * the speed of L3: that layer's forward took 13.3 ms at batch 64 with 8
- * images a pass, 9.7 ms with one.  The wider layers keep their passes
- * (and so their sums). */
+/* Images per pass: enough for WINO_COLS tiles, at most the batch; for
+ * WINO_NARROW tiles when either side has fewer than 64 channels.  Such
+ * GEMMs (inner dimension 32 to 128, a few hundred rows) already run near
+ * the kernel's peak, and few tiles keep V and M in L2 (one image, 0.9 MB,
+ * for MNIST-CNN's 32 -> 64 layer), where eight images' 7 MB made the
+ * transforms run at the speed of L3: that layer's forward took 13.3 ms at
+ * batch 64 with 8 images a pass, 9.7 ms with one.  FMNIST-CNN's 5x5
+ * layer (7x7 tiles) takes 3 images: 1 was 4% slower, 2 and 3 even.  The
+ * wider layers keep their passes (and so their sums). */
 static size_t wino3_chunk(size_t C, size_t O, size_t Ho, size_t Wo,
                           size_t max_batch)
 {
   size_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
-  size_t b = C < 64 || O < 64 ? 1 : (WINO_COLS + tiles - 1) / tiles;
+  size_t cols = C < 64 || O < 64 ? WINO_NARROW : WINO_COLS;
+  size_t b = (cols + tiles - 1) / tiles;
   return b > max_batch ? max_batch : b;
 }
 
@@ -105,6 +115,17 @@ static inline void transpose4(vf r[4])
  * spreads them.  Block xi of n floats starts at xi * blk(n). */
 static size_t blk(size_t n) { return n + 16; }
 
+/* 5x5 kernels: zero-extended to 6x6, a kernel is four 3x3 sub-kernels at
+ * offsets (0,0), (0,3), (3,0) and (3,3), and the convolution the sum of
+ * the four 3x3 ones on inputs shifted by those offsets.  Each takes
+ * F(2x2, 3x3) on its own 4x4 patches; their V sit side by side along the
+ * channels (4C of them), so that one GEMM per xi sums over all four: 64
+ * multiplies instead of 100 per 2x2 tile and channel pair, and the GEMMs
+ * are those of a 3x3 layer with 4C inputs.  nsub: sub-kernels of a k x k
+ * kernel. */
+static size_t nsub(size_t k) { return k == 5 ? 4 : 1; }
+static const size_t sub_at[4][2] = { { 0, 0 }, { 0, 3 }, { 3, 0 }, { 3, 3 } };
+
 void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
 {
   size_t OC = O * C;
@@ -141,6 +162,29 @@ void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
           memcpy(dst + xi * OC, &u[xi], n * sizeof(float));
       }
     }
+}
+
+void gc__wino5_filter(const float *w, size_t O, size_t C, int turned,
+                      float *tmp, float *U)
+{
+  /* the layer computed: O2 outputs from C2 inputs; its filter (o2, c2) is
+   * w's (o2, c2), or turned, w's (c2, o2) turned 180 degrees */
+  size_t O2 = turned ? C : O, C2 = turned ? O : C;
+  for (size_t o2 = 0; o2 < O2; o2++)
+    for (size_t q = 0; q < 4; q++)
+      for (size_t c2 = 0; c2 < C2; c2++) {
+        float *t = tmp + ((o2 * 4 + q) * C2 + c2) * 9;
+        for (size_t ri = 0; ri < 3; ri++)
+          for (size_t rj = 0; rj < 3; rj++) {
+            size_t ki = sub_at[q][0] + ri, kj = sub_at[q][1] + rj;
+            float v = 0.0f;   /* the extension to 6x6 */
+            if (ki < 5 && kj < 5)
+              v = turned ? w[((c2 * C + o2) * 5 + 4 - ki) * 5 + 4 - kj]
+                         : w[((o2 * C + c2) * 5 + ki) * 5 + kj];
+            t[ri * 3 + rj] = v;
+          }
+      }
+  gc__wino3_filter(tmp, O2, 4 * C2, U);
 }
 
 /* Input chunk (nb images, C x H x W each) -> xp, nb x Hp x Wp x Cp with a
@@ -216,19 +260,25 @@ static void input_tile(const float *x, size_t row, size_t Cp, float *V,
   }
 }
 
-/* V (16 blocks of T x Cp, T = nb th tw) for a chunk of nb images, through the
- * padded channel-last copy in s->work. */
+/* V (16 blocks of T x S Cp, T = nb th tw, S = nsub(k)) for a chunk of nb
+ * images, through the padded channel-last copy in s->work; entry
+ * [t][q Cp + c] is sub-kernel q's. */
 static void input_tiles(const float *in, size_t nb, size_t C, size_t H,
-                        size_t W, size_t pad, size_t th, size_t tw,
+                        size_t W, size_t pad, size_t k, size_t th, size_t tw,
                         const gc__wino3_scratch *s)
 {
-  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), T = nb * th * tw;
+  size_t S = nsub(k), e = k == 5 ? 3 : 0, Cp = round4(C), T = nb * th * tw;
+  size_t Hp = 2 * th + 2 + e, Wp = 2 * tw + 2 + e;
   to_padded_channel_last(in, nb, C, H, W, pad, Hp, Wp, s->work);
   for (size_t j = 0; j < nb; j++)
     for (size_t ti = 0; ti < th; ti++)
       for (size_t tj = 0; tj < tw; tj++)
-        input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
-                   Cp, s->V + ((j * th + ti) * tw + tj) * Cp, blk(T * Cp));
+        for (size_t q = 0; q < S; q++)
+          input_tile(s->work + ((j * Hp + 2 * ti + sub_at[q][0]) * Wp + 2 * tj +
+                                sub_at[q][1]) * Cp,
+                     Wp * Cp, Cp,
+                     s->V + ((j * th + ti) * tw + tj) * S * Cp + q * Cp,
+                     blk(T * S * Cp));
 }
 
 /* The 2x2 outputs (A^T m A)[r][s] + bias of one tile, from M[xi][t][0..Op),
@@ -296,27 +346,28 @@ static const size_t turn[16] = { 15, 13, 14, 12, 7, 5, 6, 4,
                                  11, 9, 10, 8, 3, 1, 2, 0 };
 
 void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
-                    size_t pad, const float *U, int turned, size_t O,
+                    size_t pad, size_t k, const float *U, int turned, size_t O,
                     const float *bias, float *out, const gc__wino3_scratch *s)
 {
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
-  size_t Cp = round4(C), Op = round4(O);
+  size_t S = nsub(k), Cp = round4(C), Op = round4(O), K = S * C;
   size_t chunk = wino3_chunk(C, O, Ho, Wo, B);
   memset(s->bias, 0, Op * sizeof *s->bias);
   if (bias)
     memcpy(s->bias, bias, O * sizeof *bias);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
-    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
-    /* M[xi] (T x O) = V[xi] (T x C) times U[xi] transposed (O x C); what
+    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, k, th, tw, s);
+    /* M[xi] (T x O) = V[xi] (T x K) times U[xi] transposed (O x K); what
      * the padding columns of M hold lands in padding channels of the
      * output buffer, which are never copied out */
     for (size_t xi = 0; xi < 16; xi++)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, turned ? CblasNoTrans : CblasTrans,
-                  (int) T, (int) O, (int) C, 1.0f, s->V + xi * blk(T * Cp), (int) Cp,
-                  U + (turned ? turn[xi] : xi) * O * C, turned ? (int) O : (int) C,
-                  0.0f, s->M + xi * blk(T * Op), (int) Op);
+                  (int) T, (int) O, (int) K, 1.0f, s->V + xi * blk(T * S * Cp),
+                  (int) (S * Cp), U + (turned ? turn[xi] : xi) * O * K,
+                  turned ? (int) O : (int) K, 0.0f, s->M + xi * blk(T * Op),
+                  (int) Op);
     for (size_t j = 0; j < nb; j++)
       for (size_t ti = 0; ti < th; ti++)
         for (size_t tj = 0; tj < tw; tj++)
@@ -385,16 +436,16 @@ static void grad_untransform(const float *Mw, size_t O, size_t C, float *dW)
 }
 
 void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
-                     size_t H, size_t W, size_t pad, size_t O, float *dW,
-                     float *Mw, const gc__wino3_scratch *s)
+                     size_t H, size_t W, size_t pad, size_t k, size_t O,
+                     float *dW, float *Mw, const gc__wino3_scratch *s)
 {
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
-  size_t Cp = round4(C), Op = round4(O);
+  size_t S = nsub(k), Cp = round4(C), Op = round4(O), K = S * C;
   size_t chunk = wino3_chunk(C, O, Ho, Wo, B);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
-    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
+    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, k, th, tw, s);
     /* dout, zero-completed to 2 th x 2 tw, channel-last */
     to_padded_channel_last(dout + n0 * O * Ho * Wo, nb, O, Ho, Wo, 0, 2 * th,
                            2 * tw, s->work);
@@ -405,22 +456,39 @@ void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
                     2 * tw * Op, Op, s->M + ((j * th + ti) * tw + tj) * Op,
                     blk(T * Op));
     for (size_t xi = 0; xi < 16; xi++)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) O, (int) C,
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) O, (int) K,
                   (int) T, 1.0f, s->M + xi * blk(T * Op), (int) Op,
-                  s->V + xi * blk(T * Cp), (int) Cp, n0 ? 1.0f : 0.0f,
-                  Mw + xi * O * C, (int) C);
+                  s->V + xi * blk(T * S * Cp), (int) (S * Cp), n0 ? 1.0f : 0.0f,
+                  Mw + xi * O * K, (int) K);
   }
-  grad_untransform(Mw, O, C, dW);
+  if (k == 3) {
+    grad_untransform(Mw, O, C, dW);
+    return;
+  }
+  /* the four 3x3 sub-kernels' gradients, then the 5x5 entries of each */
+  grad_untransform(Mw, O, K, s->work);
+  for (size_t o = 0; o < O; o++)
+    for (size_t c = 0; c < C; c++)
+      for (size_t ki = 0; ki < 5; ki++)
+        for (size_t kj = 0; kj < 5; kj++) {
+          size_t q = (ki / 3) * 2 + kj / 3;
+          dW[((o * C + c) * 5 + ki) * 5 + kj] =
+              s->work[((o * K + q * C + c) * 3 + ki % 3) * 3 + kj % 3];
+        }
 }
 
-void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
-                     size_t max_batch, size_t *nV, size_t *nM, size_t *nwork)
+void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t k,
+                     size_t O, size_t max_batch, size_t *nV, size_t *nM,
+                     size_t *nwork)
 {
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
-  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2;
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
+  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, S = nsub(k), e = k == 5 ? 3 : 0;
   size_t nb = wino3_chunk(C, O, Ho, Wo, max_batch), T = nb * th * tw;
-  size_t xp = nb * (2 * th + 2) * (2 * tw + 2) * round4(C), y = 4 * T * round4(O);
-  *nV = 16 * blk(round4(C) * T);
+  size_t xp = nb * (2 * th + 2 + e) * (2 * tw + 2 + e) * round4(C);
+  size_t y = 4 * T * round4(O), f = k == 5 ? 36 * C * O : 0;
+  *nV = 16 * blk(S * round4(C) * T);
   *nM = 16 * blk(round4(O) * T);
-  *nwork = xp > y ? xp : y;   /* the padded input, then the outputs */
+  /* the padded input, then the outputs; for 5x5 also the sub-kernels */
+  *nwork = xp > y ? xp : y;
+  *nwork = f > *nwork ? f : *nwork;
 }
