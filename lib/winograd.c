@@ -1,8 +1,9 @@
 /* winograd.c -- 3x3 and 5x5 stride-1 convolutions by Winograd's minimal
  * filtering F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional
- * Neural Networks", 2016; 5x5 kernels as four 3x3 ones, see nsub).  Each 2x2 output tile of each (out, in) channel pair
- * costs 16 multiplies instead of the 36 of im2col + GEMM, and those 16
- * are 16 GEMMs of (tiles x C) by (C x O): BLAS still does the work.
+ * Neural Networks", 2016; 5x5 kernels as four 3x3 ones, see nsub).  Each
+ * 2x2 output tile of each (out, in) channel pair costs 16 multiplies
+ * instead of the 36 of im2col + GEMM, and those 16 are 16 GEMMs of
+ * (tiles x C) by (C x O): BLAS still does the work.
  *
  *   V = B^T d B   (4x4 input tile d, tiles 2 apart, so they overlap)
  *   U = G g G^T   (3x3 filter g)
