@@ -35,6 +35,7 @@ struct gc_nn {
   float *g0, *g1;       /* ping-pong gradient buffers                    */
   float *col, *dcol;    /* conv scratch: im2col of a chunk of images     */
   float *ochunk;        /* conv scratch: a chunk's outputs or gradients  */
+  float *padded;        /* conv scratch: one image with its zero border  */
   float *wino_U;        /* Winograd layers: the transformed filter       */
   gc__wino3_scratch wino;
   float *dloss;         /* d loss / d output from gc_nn_loss             */
@@ -68,6 +69,7 @@ void gc_nn_free(gc_nn *nn)
   free(nn->act); free(nn->aux); free(nn->bninv); free(nn->amax);
   free(nn->asz); free(nn->ly);
   free(nn->g0); free(nn->g1); free(nn->col); free(nn->dcol); free(nn->ochunk); free(nn->dloss);
+  free(nn->padded);
   free(nn->wino_U); free(nn->wino.V); free(nn->wino.M); free(nn->wino.work);
   free(nn->wino.bias);
   for (int t = 0; t < NN_EVAL_PEERS; t++)
@@ -150,10 +152,11 @@ static int plan(gc_nn *nn)
  * `gradcomp bench train`: VGG-19 at batch 64 went from 2.6 s to 2.2 s. */
 enum { COL_BUDGET = 1 << 16, CHUNK_COLS = 2048 };
 
-/* 3x3 convolutions with enough channels go through Winograd (winograd.c):
- * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
- * weight gradient, 2.25x fewer multiplies each.  VGG-19 at batch 64 on
- * `gradcomp bench train`: 1.97 -> 1.30 s per step. */
+/* 3x3 and 5x5 convolutions with enough channels go through Winograd
+ * (winograd.c): F(2x2, 3x3) for the output and the input gradient,
+ * F(3x3, 2x2) for the weight gradient, 2.25x fewer multiplies each (5x5:
+ * 1.56x).  VGG-19 at batch 64 on `gradcomp bench train`: 1.97 -> 1.30 s
+ * per step. */
 static int wino_applies(const gc_nn_layer *y)
 {
   return gc__wino3_applies(y->ksize, y->pad, y->in_c, y->out_c);
@@ -199,7 +202,7 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
     gc_nn_free(nn);
     return NULL;
   }
-  size_t maxa, maxcol = 0, maxo = 0;
+  size_t maxa, maxcol = 0, maxo = 0, maxpad = 0;
   size_t maxU = 0, maxV = 0, maxM = 0, maxwork = 0, maxchan = 0;
   nn->asz[0] = nn->ly[0].in_c * nn->ly[0].in_h * nn->ly[0].in_w;
   maxa = nn->asz[0];
@@ -228,15 +231,18 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
       size_t b = conv_chunk(y, max_batch), HW = y->out_h * y->out_w;
       size_t c = y->in_c * y->ksize * y->ksize * HW * b, o = y->out_c * HW * b;
       maxcol = c > maxcol ? c : maxcol;
+      size_t pd = y->in_c * (y->in_h + 2 * y->pad) * (y->in_w + 2 * y->pad);
+      maxpad = y->pad && pd > maxpad ? pd : maxpad;
       maxo = o > maxo ? o : maxo;
       if (!wino_applies(y))
         continue;
       /* forward, and the input gradient: a convolution of dout */
-      size_t U = 16 * y->in_c * y->out_c, v[2], m[2], k[2];
-      gc__wino3_sizes(y->in_c, y->in_h, y->in_w, y->pad, y->out_c, max_batch,
-                      v, m, k);
-      gc__wino3_sizes(y->out_c, y->out_h, y->out_w, 2 - y->pad, y->in_c,
-                      max_batch, v + 1, m + 1, k + 1);
+      size_t ks = y->ksize, sub = ks == 5 ? 4 : 1;
+      size_t U = 16 * sub * y->in_c * y->out_c, v[2], m[2], k[2];
+      gc__wino3_sizes(y->in_c, y->in_h, y->in_w, y->pad, ks, y->out_c,
+                      max_batch, v, m, k);
+      gc__wino3_sizes(y->out_c, y->out_h, y->out_w, ks - 1 - y->pad, ks,
+                      y->in_c, max_batch, v + 1, m + 1, k + 1);
       for (size_t i = 0; i < 2; i++) {
         maxV = v[i] > maxV ? v[i] : maxV;
         maxM = m[i] > maxM ? m[i] : maxM;
@@ -254,7 +260,8 @@ gc_nn *gc_nn_alloc(const gc_nn_layer *spec, size_t L, int loss,
     nn->col = malloc(maxcol * sizeof(float));
     nn->dcol = malloc(maxcol * sizeof(float));
     nn->ochunk = malloc(maxo * sizeof(float));
-    ok &= nn->col && nn->dcol && nn->ochunk;
+    nn->padded = malloc((maxpad ? maxpad : 1) * sizeof(float));
+    ok &= nn->col && nn->dcol && nn->ochunk && nn->padded;
   }
   if (maxU) {
     nn->wino_U = malloc(maxU * sizeof(float));
@@ -362,75 +369,106 @@ static double lanes_total(const double acc[LANES])
   return t;
 }
 
-/* The output columns ow whose input column ow + kj - pad lies inside
- * [0, W): [*lo, *hi).  Splitting the row there leaves contiguous runs that
- * copy and add without per-element bounds tests. */
-static void valid_cols(long kj, long pad, size_t W, size_t Wo, size_t *lo,
-                       size_t *hi)
+/* im2col and col2im go through a copy of the image with its zero border
+ * (pad > 0), so that each run of an im2col row is a plain copy of Wo
+ * floats, Wp apart in the source, and each col2im row a plain sum: no
+ * bounds, no padding runs of 0 to 2 floats.  Row runs are 14 to 32
+ * floats in the reference models; the tests and calls per run took 13% of
+ * FMNIST-CNN's step. */
+#if defined(__GNUC__) && !defined(__clang__)
+/* and keeps GCC from turning the copy loops back into memcpy calls */
+#pragma GCC push_options
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+typedef float vf4 __attribute__((vector_size(16)));
+static inline vf4 load4(const float *p) { vf4 v; memcpy(&v, p, sizeof v); return v; }
+static inline void store4(float *p, vf4 v) { memcpy(p, &v, sizeof v); }
+
+/* d[0..n) = s[0..n); from n = 4 on the last 4 floats are stored again
+ * (the same values) rather than in a tail loop. */
+static inline void copy_run(float *restrict d, const float *restrict s,
+                            size_t n)
 {
-  long a = pad - kj, b = (long) W + pad - kj;   /* ow in [a, b) */
-  *lo = a < 0 ? 0 : (size_t) a > Wo ? Wo : (size_t) a;
-  *hi = b < 0 ? 0 : (size_t) b > Wo ? Wo : (size_t) b;
-  if (*hi < *lo)
-    *hi = *lo;
+  if (n < 4) {
+    for (size_t j = 0; j < n; j++)
+      d[j] = s[j];
+    return;
+  }
+  for (size_t j = 0; j + 4 < n; j += 4)
+    store4(d + j, load4(s + j));
+  store4(d + n - 4, load4(s + n - 4));
+}
+
+/* Image in (C x H x W) -> out (C x Hp x Wp) with a zero border of p. */
+static void pad_image(const float *in, size_t C, size_t H, size_t W, size_t p,
+                      float *out)
+{
+  size_t Hp = H + 2 * p, Wp = W + 2 * p;
+  for (size_t c = 0; c < C; c++) {
+    float *o = out + c * Hp * Wp;
+    memset(o, 0, p * Wp * sizeof *o);
+    for (size_t h = 0; h < H; h++) {
+      float *r = o + (h + p) * Wp;
+      memset(r, 0, p * sizeof *r);
+      copy_run(r + p, in + (c * H + h) * W, W);
+      memset(r + p + W, 0, p * sizeof *r);
+    }
+    memset(o + (H + p) * Wp, 0, p * Wp * sizeof *o);
+  }
 }
 
 /* Rows of the im2col matrix are ld floats apart (ld >= Ho Wo), so that
- * the images of a chunk sit side by side. */
+ * the images of a chunk sit side by side.  padded: scratch for one
+ * padded image. */
 static void im2col(const float *in, const gc_nn_layer *y, float *col,
-                   size_t ld)
+                   size_t ld, float *padded)
 {
-  size_t k = y->ksize, H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
-  long pad = (long) y->pad;
+  size_t k = y->ksize, p = y->pad, Ho = y->out_h, Wo = y->out_w;
+  size_t Hp = y->in_h + 2 * p, Wp = y->in_w + 2 * p;
+  if (p) {
+    pad_image(in, y->in_c, y->in_h, y->in_w, p, padded);
+    in = padded;
+  }
   for (size_t c = 0; c < y->in_c; c++)
     for (size_t ki = 0; ki < k; ki++)
       for (size_t kj = 0; kj < k; kj++) {
         float *row = col + ((c * k + ki) * k + kj) * ld;
-        size_t lo, hi;
-        valid_cols((long) kj, pad, W, Wo, &lo, &hi);
-        for (size_t oh = 0; oh < Ho; oh++) {
-          long ih = (long) (oh + ki) - pad;
-          float *r = row + oh * Wo;
-          if (ih < 0 || ih >= (long) H) {
-            memset(r, 0, Wo * sizeof *r);
-            continue;
-          }
-          /* input column of ow = lo is lo + kj - pad >= 0 */
-          const float *src = in + (c * H + (size_t) ih) * W + (lo + kj - (size_t) pad);
-          /* the padding runs are 0 or 1 entries for most kj: skip the
-           * calls rather than pay for empty ones */
-          if (lo)
-            memset(r, 0, lo * sizeof *r);
-          memcpy(r + lo, src, (hi - lo) * sizeof *r);
-          if (hi < Wo)
-            memset(r + hi, 0, (Wo - hi) * sizeof *r);
-        }
+        const float *src = in + (c * Hp + ki) * Wp + kj;
+        for (size_t oh = 0; oh < Ho; oh++)
+          copy_run(row + oh * Wo, src + oh * Wp, Wo);
       }
 }
 
+/* The transpose of im2col: in += the columns' entries, summed into the
+ * padded image in the order (c, ki, kj, oh) of the unpadded sums (the
+ * border's sums are dropped), so the bits are those of adding in place. */
 static void col2im(const float *col, const gc_nn_layer *y, float *in,
-                   size_t ld)
+                   size_t ld, float *padded)
 {
-  size_t k = y->ksize, H = y->in_h, W = y->in_w, Ho = y->out_h, Wo = y->out_w;
-  long pad = (long) y->pad;
-  memset(in, 0, y->in_c * H * W * sizeof *in);
+  size_t k = y->ksize, p = y->pad, H = y->in_h, W = y->in_w;
+  size_t Ho = y->out_h, Wo = y->out_w, Hp = H + 2 * p, Wp = W + 2 * p;
+  float *acc = p ? padded : in;
+  memset(acc, 0, y->in_c * Hp * Wp * sizeof *acc);
   for (size_t c = 0; c < y->in_c; c++)
     for (size_t ki = 0; ki < k; ki++)
       for (size_t kj = 0; kj < k; kj++) {
         const float *row = col + ((c * k + ki) * k + kj) * ld;
-        size_t lo, hi;
-        valid_cols((long) kj, pad, W, Wo, &lo, &hi);
+        float *dst = acc + (c * Hp + ki) * Wp + kj;
         for (size_t oh = 0; oh < Ho; oh++) {
-          long ih = (long) (oh + ki) - pad;
-          if (ih < 0 || ih >= (long) H)
-            continue;
-          float *dst = in + (c * H + (size_t) ih) * W + (lo + kj - (size_t) pad);
-          const float *r = row + oh * Wo + lo;
-          for (size_t j = 0; j < hi - lo; j++)
-            dst[j] += r[j];
+          float *restrict d = dst + oh * Wp;
+          const float *restrict r = row + oh * Wo;
+          for (size_t j = 0; j < Wo; j++)
+            d[j] += r[j];
         }
       }
+  if (p)
+    for (size_t c = 0; c < y->in_c; c++)
+      for (size_t h = 0; h < H; h++)
+        copy_run(in + (c * H + h) * W, acc + (c * Hp + h + p) * Wp + p, W);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
                      const float *in, float *out, size_t B)
@@ -440,15 +478,18 @@ static void conv_fwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   size_t chunk = conv_chunk(y, nn->maxB);
   const float *W = w + y->woff, *b = w + y->boff;
   if (wino_pays(y, B)) {
-    gc__wino3_filter(W, y->out_c, y->in_c, nn->wino_U);
-    gc__wino3_conv(in, B, y->in_c, y->in_h, y->in_w, y->pad, nn->wino_U, 0,
-                   y->out_c, b, out, &nn->wino);
+    if (y->ksize == 5)
+      gc__wino5_filter(W, y->out_c, y->in_c, 0, nn->wino.work, nn->wino_U);
+    else
+      gc__wino3_filter(W, y->out_c, y->in_c, nn->wino_U);
+    gc__wino3_conv(in, B, y->in_c, y->in_h, y->in_w, y->pad, y->ksize,
+                   nn->wino_U, 0, y->out_c, b, out, &nn->wino);
     return;
   }
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, ld = nb * HW;
     for (size_t j = 0; j < nb; j++)
-      im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld);
+      im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld, nn->padded);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int) y->out_c,
                 (int) ld, (int) K, 1.0f, W, (int) K, nn->col, (int) ld, 0.0f,
                 nn->ochunk, (int) ld);
@@ -487,12 +528,17 @@ static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
   memset(db, 0, y->nb * sizeof *db);
   if (wino_pays(y, B)) {
     conv_bias_grad(y, dout, 0, B, db);
-    gc__wino3_wgrad(in, dout, B, y->in_c, y->in_h, y->in_w, y->pad, y->out_c,
-                    dW, nn->wino_U, &nn->wino);
+    gc__wino3_wgrad(in, dout, B, y->in_c, y->in_h, y->in_w, y->pad,
+                    y->ksize, y->out_c, dW, nn->wino_U, &nn->wino);
     if (din) {   /* din = dout correlated with the turned kernel */
-      gc__wino3_filter(w + y->woff, y->out_c, y->in_c, nn->wino_U);
-      gc__wino3_conv(dout, B, y->out_c, y->out_h, y->out_w, 2 - y->pad,
-                     nn->wino_U, 1, y->in_c, NULL, din, &nn->wino);
+      size_t ks = y->ksize;
+      if (ks == 5)
+        gc__wino5_filter(w + y->woff, y->out_c, y->in_c, 1, nn->wino.work,
+                         nn->wino_U);
+      else
+        gc__wino3_filter(w + y->woff, y->out_c, y->in_c, nn->wino_U);
+      gc__wino3_conv(dout, B, y->out_c, y->out_h, y->out_w, ks - 1 - y->pad,
+                     ks, nn->wino_U, ks == 3, y->in_c, NULL, din, &nn->wino);
     }
     return;
   }
@@ -506,7 +552,7 @@ static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
         memcpy(nn->ochunk + c * ld + j * HW, dout + (n0 + j) * osz + c * HW,
                HW * sizeof *dout);
     for (size_t j = 0; j < nb; j++)
-      im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld);
+      im2col(in + (n0 + j) * isz, y, nn->col + j * HW, ld, nn->padded);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) y->out_c,
                 (int) K, (int) ld, 1.0f, nn->ochunk, (int) ld, nn->col,
                 (int) ld, 1.0f, dW, (int) K);
@@ -515,7 +561,7 @@ static void conv_bwd(gc_nn *nn, const gc_nn_layer *y, const float *w,
                   (int) y->out_c, 1.0f, w + y->woff, (int) K, nn->ochunk,
                   (int) ld, 0.0f, nn->dcol, (int) ld);
       for (size_t j = 0; j < nb; j++)
-        col2im(nn->dcol + j * HW, y, din + (n0 + j) * isz, ld);
+        col2im(nn->dcol + j * HW, y, din + (n0 + j) * isz, ld, nn->padded);
     }
   }
 }
@@ -596,6 +642,27 @@ static void maxpool_bwd(const gc_nn_layer *y, const float *dout, float *din,
   for (size_t n = 0; n < B; n++)
     for (size_t i = 0; i < osz; i++)
       din[n * isz + amax[n * osz + i]] += dout[n * osz + i];
+}
+
+/* Max-pool backward and the ReLU's below it in one pass: the gradient
+ * reaches only each window's argmax, and passes there where the ReLU's
+ * output is positive.  This saves the ReLU's pass over the whole map;
+ * entry for entry it is what the two layers compute apart (0.0f + g
+ * where the ReLU passes it, 0.0f elsewhere). */
+static void maxpool_relu_bwd(const gc_nn_layer *y, const float *dout,
+                             const float *relu_out, float *din,
+                             const uint32_t *amax, size_t B)
+{
+  size_t isz = y->in_c * y->in_h * y->in_w, osz = y->out_c * y->out_h * y->out_w;
+  memset(din, 0, B * isz * sizeof *din);
+  for (size_t n = 0; n < B; n++) {
+    const float *o = relu_out + n * isz;
+    float *d = din + n * isz;
+    for (size_t i = 0; i < osz; i++) {
+      uint32_t a = amax[n * osz + i];
+      d[a] += o[a] > 0 ? dout[n * osz + i] : 0.0f;
+    }
+  }
 }
 
 static void bn_fwd(gc_nn *nn, size_t l, const float *w, float *stats,
@@ -807,7 +874,11 @@ int gc_nn_backward(gc_nn *nn, const float *w, const float *dout, float *grad,
       conv_bwd(nn, y, w, in, g, din, grad, B);
       break;
     case GC_NN_MAXPOOL:
-      if (din)
+      if (din && l > 1 && nn->ly[l - 1].kind == GC_NN_RELU) {
+        /* the ReLU below (not the first layer, whose din is dx) too */
+        maxpool_relu_bwd(y, g, in, din, nn->amax[l], B);
+        l--;
+      } else if (din)
         maxpool_bwd(y, g, din, nn->amax[l], B);
       break;
     case GC_NN_RELU:

@@ -1,8 +1,9 @@
-/* winograd.c -- 3x3 stride-1 convolutions by Winograd's minimal filtering
- * F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural
- * Networks", 2016).  Each 2x2 output tile of each (out, in) channel pair
- * costs 16 multiplies instead of the 36 of im2col + GEMM, and those 16
- * are 16 GEMMs of (tiles x C) by (C x O): BLAS still does the work.
+/* winograd.c -- 3x3 and 5x5 stride-1 convolutions by Winograd's minimal
+ * filtering F(2x2, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional
+ * Neural Networks", 2016; 5x5 kernels as four 3x3 ones, see nsub).  Each
+ * 2x2 output tile of each (out, in) channel pair costs 16 multiplies
+ * instead of the 36 of im2col + GEMM, and those 16 are 16 GEMMs of
+ * (tiles x C) by (C x O): BLAS still does the work.
  *
  *   V = B^T d B   (4x4 input tile d, tiles 2 apart, so they overlap)
  *   U = G g G^T   (3x3 filter g)
@@ -30,14 +31,24 @@
 
 /* Columns of the 16 GEMMs per pass: wide enough that BLAS runs near its
  * peak, small enough that V and M stay a few MB. */
-enum { WINO_COLS = 1024 };
+enum { WINO_COLS = 1024, WINO_NARROW = 128 };
 
 int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
 {
-  /* Below 64 channels the GEMMs' inner dimension is too short to pay for
-   * the transforms: MNIST-CNN's 32 -> 64 layer ran 10% slower than with
-   * im2col, VGG-19's 64 -> 64 layers ran faster. */
-  return ksize == 3 && pad <= 2 && in_c >= 64 && out_c >= 64;
+  /* Below 32 channels the GEMMs' inner dimension is too short to pay for
+   * the transforms.  MNIST-CNN's 32 -> 64 layer at batch 64 ran 10% slower
+   * than with im2col when its passes were as wide as VGG-19's, and 18%
+   * faster (40.5 -> 33.4 ms forward and backward) with the one-image
+   * passes of wino3_chunk. */
+  if (ksize == 3)
+    return pad <= 2 && in_c >= 32 && out_c >= 32;
+  /* 5x5 (nsub): the four sets of V must line up with the filter's
+   * channels, so no padding channels (multiples of 4).  FMNIST-CNN's
+   * 16 -> 32 layer: its training step at batch 64 went from 16.4 to
+   * 13.5 ms, 2.2 to 1.8 ms at batch 10; its first layer (1 -> 16) keeps
+   * im2col. */
+  return ksize == 5 && pad <= 4 && in_c >= 16 && out_c >= 16 &&
+         in_c % 4 == 0 && out_c % 4 == 0;
 }
 
 int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
@@ -49,11 +60,21 @@ int gc__wino3_pays(size_t B, size_t Ho, size_t Wo)
   return B * ((Ho + 1) / 2) * ((Wo + 1) / 2) >= 64;
 }
 
-/* Images per pass: enough for WINO_COLS tiles, at most the batch. */
-static size_t wino3_chunk(size_t Ho, size_t Wo, size_t max_batch)
+/* Images per pass: enough for WINO_COLS tiles, at most the batch; for
+ * WINO_NARROW tiles when either side has fewer than 64 channels.  Such
+ * GEMMs (inner dimension 32 to 128, a few hundred rows) already run near
+ * the kernel's peak, and few tiles keep V and M in L2 (one image, 0.9 MB,
+ * for MNIST-CNN's 32 -> 64 layer), where eight images' 7 MB made the
+ * transforms run at the speed of L3: that layer's forward took 13.3 ms at
+ * batch 64 with 8 images a pass, 9.7 ms with one.  FMNIST-CNN's 5x5
+ * layer (7x7 tiles) takes 3 images: 1 was 4% slower, 2 and 3 even.  The
+ * wider layers keep their passes (and so their sums). */
+static size_t wino3_chunk(size_t C, size_t O, size_t Ho, size_t Wo,
+                          size_t max_batch)
 {
   size_t tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
-  size_t b = (WINO_COLS + tiles - 1) / tiles;
+  size_t cols = C < 64 || O < 64 ? WINO_NARROW : WINO_COLS;
+  size_t b = (cols + tiles - 1) / tiles;
   return b > max_batch ? max_batch : b;
 }
 
@@ -66,6 +87,45 @@ typedef float vf __attribute__((vector_size(16)));
 static inline vf load4(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
 static inline void store4(float *p, vf v) { memcpy(p, &v, sizeof v); }
 static size_t round4(size_t n) { return (n + 3) & ~(size_t) 3; }
+
+/* Lanes i, j, k, l of the 8 in (a, b). */
+#if defined(__clang__) || __GNUC__ >= 12
+#define SHUF(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#else
+typedef int vi __attribute__((vector_size(16)));
+#define SHUF(a, b, i, j, k, l) __builtin_shuffle(a, b, (vi) { i, j, k, l })
+#endif
+
+/* r[i][k] <-> r[k][i].  Both layout changes below are 4x4 transposes of
+ * this kind; a float at a time they cost more than the tile transforms
+ * (MNIST-CNN's 32 -> 64 layer: 12% of the training step). */
+static inline void transpose4(vf r[4])
+{
+  vf t0 = SHUF(r[0], r[1], 0, 4, 1, 5), t1 = SHUF(r[0], r[1], 2, 6, 3, 7);
+  vf t2 = SHUF(r[2], r[3], 0, 4, 1, 5), t3 = SHUF(r[2], r[3], 2, 6, 3, 7);
+  r[0] = SHUF(t0, t2, 0, 1, 4, 5);
+  r[1] = SHUF(t0, t2, 2, 3, 6, 7);
+  r[2] = SHUF(t1, t3, 0, 1, 4, 5);
+  r[3] = SHUF(t1, t3, 2, 3, 6, 7);
+}
+
+/* V and M hold 16 blocks, one a GEMM operand, and a tile's transform
+ * reads or writes all 16.  With blocks a multiple of 4 KB apart (MNIST-CNN:
+ * 144 tiles x 64 channels x 4 bytes = 9 x 4 KB) those 16 streams fall in
+ * the same L1 sets and evict each other; a cache line between blocks
+ * spreads them.  Block xi of n floats starts at xi * blk(n). */
+static size_t blk(size_t n) { return n + 16; }
+
+/* 5x5 kernels: zero-extended to 6x6, a kernel is four 3x3 sub-kernels at
+ * offsets (0,0), (0,3), (3,0) and (3,3), and the convolution the sum of
+ * the four 3x3 ones on inputs shifted by those offsets.  Each takes
+ * F(2x2, 3x3) on its own 4x4 patches; their V sit side by side along the
+ * channels (4C of them), so that one GEMM per xi sums over all four: 64
+ * multiplies instead of 100 per 2x2 tile and channel pair, and the GEMMs
+ * are those of a 3x3 layer with 4C inputs.  nsub: sub-kernels of a k x k
+ * kernel. */
+static size_t nsub(size_t k) { return k == 5 ? 4 : 1; }
+static const size_t sub_at[4][2] = { { 0, 0 }, { 0, 3 }, { 3, 0 }, { 3, 3 } };
 
 void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
 {
@@ -105,6 +165,29 @@ void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
     }
 }
 
+void gc__wino5_filter(const float *w, size_t O, size_t C, int turned,
+                      float *tmp, float *U)
+{
+  /* the layer computed: O2 outputs from C2 inputs; its filter (o2, c2) is
+   * w's (o2, c2), or turned, w's (c2, o2) turned 180 degrees */
+  size_t O2 = turned ? C : O, C2 = turned ? O : C;
+  for (size_t o2 = 0; o2 < O2; o2++)
+    for (size_t q = 0; q < 4; q++)
+      for (size_t c2 = 0; c2 < C2; c2++) {
+        float *t = tmp + ((o2 * 4 + q) * C2 + c2) * 9;
+        for (size_t ri = 0; ri < 3; ri++)
+          for (size_t rj = 0; rj < 3; rj++) {
+            size_t ki = sub_at[q][0] + ri, kj = sub_at[q][1] + rj;
+            float v = 0.0f;   /* the extension to 6x6 */
+            if (ki < 5 && kj < 5)
+              v = turned ? w[((c2 * C + o2) * 5 + 4 - ki) * 5 + 4 - kj]
+                         : w[((o2 * C + c2) * 5 + ki) * 5 + kj];
+            t[ri * 3 + rj] = v;
+          }
+      }
+  gc__wino3_filter(tmp, O2, 4 * C2, U);
+}
+
 /* Input chunk (nb images, C x H x W each) -> xp, nb x Hp x Wp x Cp with a
  * zero border of pad (and the rows and columns that complete the last
  * tiles).  Only the border is cleared: the interior is written once.  The
@@ -127,7 +210,23 @@ static void to_padded_channel_last(const float *in, size_t nb, size_t C,
         memset(r, 0, pad * Cp * sizeof *r);
         memset(dst + W * Cp, 0, (Wp - pad - W) * Cp * sizeof *r);
       }
-      for (size_t c = 0; c < C; c++) {
+      size_t c = 0;
+      for (; c + 4 <= C; c += 4) {   /* 4 channels x 4 columns at a time */
+        const float *src = in + ((j * C + c) * H + h) * W;
+        size_t w = 0;
+        for (; w + 4 <= W; w += 4) {
+          vf q[4];
+          for (size_t k = 0; k < 4; k++)
+            q[k] = load4(src + k * H * W + w);
+          transpose4(q);
+          for (size_t k = 0; k < 4; k++)
+            store4(dst + (w + k) * Cp + c, q[k]);
+        }
+        for (; w < W; w++)
+          for (size_t k = 0; k < 4; k++)
+            dst[w * Cp + c + k] = src[k * H * W + w];
+      }
+      for (; c < C; c++) {
         const float *src = in + ((j * C + c) * H + h) * W;
         for (size_t w = 0; w < W; w++)
           dst[w * Cp + c] = src[w];
@@ -162,19 +261,25 @@ static void input_tile(const float *x, size_t row, size_t Cp, float *V,
   }
 }
 
-/* V (16 x T x Cp, T = nb th tw) for a chunk of nb images, through the
- * padded channel-last copy in s->work. */
+/* V (16 blocks of T x S Cp, T = nb th tw, S = nsub(k)) for a chunk of nb
+ * images, through the padded channel-last copy in s->work; entry
+ * [t][q Cp + c] is sub-kernel q's. */
 static void input_tiles(const float *in, size_t nb, size_t C, size_t H,
-                        size_t W, size_t pad, size_t th, size_t tw,
+                        size_t W, size_t pad, size_t k, size_t th, size_t tw,
                         const gc__wino3_scratch *s)
 {
-  size_t Hp = 2 * th + 2, Wp = 2 * tw + 2, Cp = round4(C), T = nb * th * tw;
+  size_t S = nsub(k), e = k == 5 ? 3 : 0, Cp = round4(C), T = nb * th * tw;
+  size_t Hp = 2 * th + 2 + e, Wp = 2 * tw + 2 + e;
   to_padded_channel_last(in, nb, C, H, W, pad, Hp, Wp, s->work);
   for (size_t j = 0; j < nb; j++)
     for (size_t ti = 0; ti < th; ti++)
       for (size_t tj = 0; tj < tw; tj++)
-        input_tile(s->work + ((j * Hp + 2 * ti) * Wp + 2 * tj) * Cp, Wp * Cp,
-                   Cp, s->V + ((j * th + ti) * tw + tj) * Cp, T * Cp);
+        for (size_t q = 0; q < S; q++)
+          input_tile(s->work + ((j * Hp + 2 * ti + sub_at[q][0]) * Wp + 2 * tj +
+                                sub_at[q][1]) * Cp,
+                     Wp * Cp, Cp,
+                     s->V + ((j * th + ti) * tw + tj) * S * Cp + q * Cp,
+                     blk(T * S * Cp));
 }
 
 /* The 2x2 outputs (A^T m A)[r][s] + bias of one tile, from M[xi][t][0..Op),
@@ -210,7 +315,23 @@ static void from_channel_last(const float *restrict y, size_t nb, size_t O,
   for (size_t j = 0; j < nb; j++)
     for (size_t h = 0; h < Ho; h++) {
       const float *src = y + (j * Hy + h) * Wy * Op;
-      for (size_t o = 0; o < O; o++) {
+      size_t o = 0;
+      for (; o + 4 <= O; o += 4) {   /* 4 channels x 4 columns at a time */
+        float *dst = out + ((j * O + o) * Ho + h) * Wo;
+        size_t w = 0;
+        for (; w + 4 <= Wo; w += 4) {
+          vf q[4];
+          for (size_t k = 0; k < 4; k++)
+            q[k] = load4(src + (w + k) * Op + o);
+          transpose4(q);
+          for (size_t k = 0; k < 4; k++)
+            store4(dst + k * Ho * Wo + w, q[k]);
+        }
+        for (; w < Wo; w++)
+          for (size_t k = 0; k < 4; k++)
+            dst[k * Ho * Wo + w] = src[w * Op + o + k];
+      }
+      for (; o < O; o++) {
         float *dst = out + ((j * O + o) * Ho + h) * Wo;
         for (size_t w = 0; w < Wo; w++)
           dst[w] = src[w * Op + o];
@@ -226,31 +347,32 @@ static const size_t turn[16] = { 15, 13, 14, 12, 7, 5, 6, 4,
                                  11, 9, 10, 8, 3, 1, 2, 0 };
 
 void gc__wino3_conv(const float *in, size_t B, size_t C, size_t H, size_t W,
-                    size_t pad, const float *U, int turned, size_t O,
+                    size_t pad, size_t k, const float *U, int turned, size_t O,
                     const float *bias, float *out, const gc__wino3_scratch *s)
 {
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
-  size_t Cp = round4(C), Op = round4(O);
-  size_t chunk = wino3_chunk(Ho, Wo, B);
+  size_t S = nsub(k), Cp = round4(C), Op = round4(O), K = S * C;
+  size_t chunk = wino3_chunk(C, O, Ho, Wo, B);
   memset(s->bias, 0, Op * sizeof *s->bias);
   if (bias)
     memcpy(s->bias, bias, O * sizeof *bias);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
-    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
-    /* M[xi] (T x O) = V[xi] (T x C) times U[xi] transposed (O x C); what
+    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, k, th, tw, s);
+    /* M[xi] (T x O) = V[xi] (T x K) times U[xi] transposed (O x K); what
      * the padding columns of M hold lands in padding channels of the
      * output buffer, which are never copied out */
     for (size_t xi = 0; xi < 16; xi++)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, turned ? CblasNoTrans : CblasTrans,
-                  (int) T, (int) O, (int) C, 1.0f, s->V + xi * T * Cp, (int) Cp,
-                  U + (turned ? turn[xi] : xi) * O * C, turned ? (int) O : (int) C,
-                  0.0f, s->M + xi * T * Op, (int) Op);
+                  (int) T, (int) O, (int) K, 1.0f, s->V + xi * blk(T * S * Cp),
+                  (int) (S * Cp), U + (turned ? turn[xi] : xi) * O * K,
+                  turned ? (int) O : (int) K, 0.0f, s->M + xi * blk(T * Op),
+                  (int) Op);
     for (size_t j = 0; j < nb; j++)
       for (size_t ti = 0; ti < th; ti++)
         for (size_t tj = 0; tj < tw; tj++)
-          output_tile(s->M + ((j * th + ti) * tw + tj) * Op, T * Op, Op, s->bias,
+          output_tile(s->M + ((j * th + ti) * tw + tj) * Op, blk(T * Op), Op, s->bias,
                       s->work + ((j * 2 * th + 2 * ti) * 2 * tw + 2 * tj) * Op,
                       2 * tw * Op);
     from_channel_last(s->work, nb, O, 2 * th, 2 * tw, Ho, Wo,
@@ -315,16 +437,16 @@ static void grad_untransform(const float *Mw, size_t O, size_t C, float *dW)
 }
 
 void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
-                     size_t H, size_t W, size_t pad, size_t O, float *dW,
-                     float *Mw, const gc__wino3_scratch *s)
+                     size_t H, size_t W, size_t pad, size_t k, size_t O,
+                     float *dW, float *Mw, const gc__wino3_scratch *s)
 {
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
   size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, tiles = th * tw;
-  size_t Cp = round4(C), Op = round4(O);
-  size_t chunk = wino3_chunk(Ho, Wo, B);
+  size_t S = nsub(k), Cp = round4(C), Op = round4(O), K = S * C;
+  size_t chunk = wino3_chunk(C, O, Ho, Wo, B);
   for (size_t n0 = 0; n0 < B; n0 += chunk) {
     size_t nb = B - n0 < chunk ? B - n0 : chunk, T = nb * tiles;
-    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, th, tw, s);
+    input_tiles(in + n0 * C * H * W, nb, C, H, W, pad, k, th, tw, s);
     /* dout, zero-completed to 2 th x 2 tw, channel-last */
     to_padded_channel_last(dout + n0 * O * Ho * Wo, nb, O, Ho, Wo, 0, 2 * th,
                            2 * tw, s->work);
@@ -333,24 +455,41 @@ void gc__wino3_wgrad(const float *in, const float *dout, size_t B, size_t C,
         for (size_t tj = 0; tj < tw; tj++)
           grad_tile(s->work + ((j * 2 * th + 2 * ti) * 2 * tw + 2 * tj) * Op,
                     2 * tw * Op, Op, s->M + ((j * th + ti) * tw + tj) * Op,
-                    T * Op);
+                    blk(T * Op));
     for (size_t xi = 0; xi < 16; xi++)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) O, (int) C,
-                  (int) T, 1.0f, s->M + xi * T * Op, (int) Op,
-                  s->V + xi * T * Cp, (int) Cp, n0 ? 1.0f : 0.0f,
-                  Mw + xi * O * C, (int) C);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int) O, (int) K,
+                  (int) T, 1.0f, s->M + xi * blk(T * Op), (int) Op,
+                  s->V + xi * blk(T * S * Cp), (int) (S * Cp), n0 ? 1.0f : 0.0f,
+                  Mw + xi * O * K, (int) K);
   }
-  grad_untransform(Mw, O, C, dW);
+  if (k == 3) {
+    grad_untransform(Mw, O, C, dW);
+    return;
+  }
+  /* the four 3x3 sub-kernels' gradients, then the 5x5 entries of each */
+  grad_untransform(Mw, O, K, s->work);
+  for (size_t o = 0; o < O; o++)
+    for (size_t c = 0; c < C; c++)
+      for (size_t ki = 0; ki < 5; ki++)
+        for (size_t kj = 0; kj < 5; kj++) {
+          size_t q = (ki / 3) * 2 + kj / 3;
+          dW[((o * C + c) * 5 + ki) * 5 + kj] =
+              s->work[((o * K + q * C + c) * 3 + ki % 3) * 3 + kj % 3];
+        }
 }
 
-void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t O,
-                     size_t max_batch, size_t *nV, size_t *nM, size_t *nwork)
+void gc__wino3_sizes(size_t C, size_t H, size_t W, size_t pad, size_t k,
+                     size_t O, size_t max_batch, size_t *nV, size_t *nM,
+                     size_t *nwork)
 {
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
-  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2;
-  size_t nb = wino3_chunk(Ho, Wo, max_batch), T = nb * th * tw;
-  size_t xp = nb * (2 * th + 2) * (2 * tw + 2) * round4(C), y = 4 * T * round4(O);
-  *nV = 16 * round4(C) * T;
-  *nM = 16 * round4(O) * T;
-  *nwork = xp > y ? xp : y;   /* the padded input, then the outputs */
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
+  size_t th = (Ho + 1) / 2, tw = (Wo + 1) / 2, S = nsub(k), e = k == 5 ? 3 : 0;
+  size_t nb = wino3_chunk(C, O, Ho, Wo, max_batch), T = nb * th * tw;
+  size_t xp = nb * (2 * th + 2 + e) * (2 * tw + 2 + e) * round4(C);
+  size_t y = 4 * T * round4(O), f = k == 5 ? 36 * C * O : 0;
+  *nV = 16 * blk(S * round4(C) * T);
+  *nM = 16 * blk(round4(O) * T);
+  /* the padded input, then the outputs; for 5x5 also the sub-kernels */
+  *nwork = xp > y ? xp : y;
+  *nwork = f > *nwork ? f : *nwork;
 }

@@ -122,30 +122,37 @@ Test(nn, conv_grad)
   fd_check(c, 1, 2, 1.0, 0, "conv3x3 no pad");
 }
 
-/* 3x3 convolutions with 64 or more channels on each side take Winograd's
+/* 3x3 convolutions with 32 or more channels on each side take Winograd's
  * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
  * weight gradient (lib/winograd.c).  All three are compared with the direct sums in
  * double, within a few float roundings of the sum of |terms|, for odd and
  * even output sizes and every padding it takes; then the usual finite
  * differences.  Winograd is taken only where the batch has enough tiles
  * (gc__wino3_pays): each check uses the smallest such batch, plus extra. */
-static size_t wino_batch(size_t H, size_t W, size_t pad, size_t extra)
+static size_t wino_batch_k(size_t k, size_t H, size_t W, size_t pad,
+                           size_t extra)
 {
-  size_t B = 1, Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2;
+  size_t B = 1, Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
   while (!gc__wino3_pays(B, Ho, Wo))
     cr_assert(++B < 1000, "Winograd never pays for %zux%zu", Ho, Wo);
   return B + extra;
 }
 
-static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
-                              size_t pad, size_t extra)
+static size_t wino_batch(size_t H, size_t W, size_t pad, size_t extra)
 {
-  size_t B = wino_batch(H, W, pad, extra);
+  return wino_batch_k(3, H, W, pad, extra);
+}
+
+static void direct_conv_check_k(size_t k, size_t C, size_t O, size_t H,
+                                size_t W, size_t pad, size_t extra)
+{
+  size_t B = wino_batch_k(k, H, W, pad, extra);
   gc_nn_layer s[] = { { .kind = GC_NN_CONV, .in_c = C, .in_h = H, .in_w = W,
-                        .out_c = O, .ksize = 3, .pad = pad } };
+                        .out_c = O, .ksize = k, .pad = pad } };
   gc_nn *nn = gc_nn_alloc(s, 1, GC_LOSS_NLL, B);
   cr_assert(nn != NULL);
-  size_t Ho = H + 2 * pad - 2, Wo = W + 2 * pad - 2, d = gc_nn_nparams(nn);
+  size_t Ho = H + 2 * pad - (k - 1), Wo = W + 2 * pad - (k - 1);
+  size_t d = gc_nn_nparams(nn);
   size_t nin = B * C * H * W, nout = B * O * Ho * Wo;
   float *w = malloc(d * sizeof *w), *g = malloc(d * sizeof *g);
   float *x = malloc(nin * sizeof *x), *dx = malloc(nin * sizeof *dx);
@@ -163,12 +170,12 @@ static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
         for (size_t j = 0; j < Wo; j++) {
           double sum = bias[o], mag = fabs(bias[o]);
           for (size_t c = 0; c < C; c++)
-            for (size_t a = 0; a < 3; a++)
-              for (size_t b = 0; b < 3; b++) {
+            for (size_t a = 0; a < k; a++)
+              for (size_t b = 0; b < k; b++) {
                 long ii = (long) (i + a) - (long) pad, jj = (long) (j + b) - (long) pad;
                 if (ii < 0 || jj < 0 || ii >= (long) H || jj >= (long) W)
                   continue;
-                double t = (double) K[((o * C + c) * 3 + a) * 3 + b] *
+                double t = (double) K[((o * C + c) * k + a) * k + b] *
                            x[((n * C + c) * H + (size_t) ii) * W + (size_t) jj];
                 sum += t;
                 mag += fabs(t);
@@ -185,12 +192,12 @@ static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
         for (size_t j = 0; j < W; j++) {
           double sum = 0, mag = 0;
           for (size_t o = 0; o < O; o++)
-            for (size_t a = 0; a < 3; a++)
-              for (size_t b = 0; b < 3; b++) {
+            for (size_t a = 0; a < k; a++)
+              for (size_t b = 0; b < k; b++) {
                 long oi = (long) (i + pad) - (long) a, oj = (long) (j + pad) - (long) b;
                 if (oi < 0 || oj < 0 || oi >= (long) Ho || oj >= (long) Wo)
                   continue;
-                double t = (double) K[((o * C + c) * 3 + a) * 3 + b] *
+                double t = (double) K[((o * C + c) * k + a) * k + b] *
                            r[((n * O + o) * Ho + (size_t) oi) * Wo + (size_t) oj];
                 sum += t;
                 mag += fabs(t);
@@ -203,8 +210,8 @@ static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
   const float *dK = g + gc_nn_layer_at(nn, 0)->woff;
   for (size_t o = 0; o < O; o++)
     for (size_t c = 0; c < C; c++)
-      for (size_t a = 0; a < 3; a++)
-        for (size_t b = 0; b < 3; b++) {
+      for (size_t a = 0; a < k; a++)
+        for (size_t b = 0; b < k; b++) {
           double sum = 0, mag = 0;
           for (size_t n = 0; n < B; n++)
             for (size_t i = 0; i < Ho; i++)
@@ -217,13 +224,19 @@ static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
                 sum += t;
                 mag += fabs(t);
               }
-          float got = dK[((o * C + c) * 3 + a) * 3 + b];
+          float got = dK[((o * C + c) * k + a) * k + b];
           cr_assert(fabs(got - sum) <= 8 * FLT_EPSILON * mag,
                     "C %zu O %zu %zux%zu pad %zu: dW[%zu][%zu][%zu][%zu] = %.9g, "
                     "direct %.9g", C, O, H, W, pad, o, c, a, b, (double) got, sum);
         }
   free(w); free(g); free(x); free(dx); free(r);
   gc_nn_free(nn);
+}
+
+static void direct_conv_check(size_t C, size_t O, size_t H, size_t W,
+                              size_t pad, size_t extra)
+{
+  direct_conv_check_k(3, C, O, H, W, pad, extra);
 }
 
 Test(nn, winograd_conv_matches_direct_sums)
@@ -235,6 +248,35 @@ Test(nn, winograd_conv_matches_direct_sums)
   direct_conv_check(64, 64, 8, 8, 1, 70);   /* several passes of tiles */
 }
 
+/* Layers with fewer than 64 channels on a side (MNIST-CNN's 32 -> 64) run
+ * their Winograd passes one image at a time, and so does their input
+ * gradient (64 -> 32): the weight gradient adds up a pass per image. */
+Test(nn, winograd_narrow_layers_match_direct_sums)
+{
+  cr_assert(gc__wino3_applies(3, 0, 32, 64), "MNIST-CNN's 32 -> 64 layer");
+  cr_assert(!gc__wino3_applies(3, 0, 16, 64));
+  for (size_t pad = 0; pad <= 2; pad++)
+    direct_conv_check(32, 64, 7, 6, pad, 2);
+  direct_conv_check(33, 32, 6, 7, 0, 0);
+}
+
+/* 5x5 convolutions (FMNIST-CNN's 16 -> 32) take F(2x2, 3x3) on four 3x3
+ * sub-kernels, channel counts a multiple of 4; the input gradient (32 ->
+ * 16) turns the kernel itself.  Every padding it takes, odd and even
+ * outputs, one and several passes of images, and the weight gradient
+ * reassembled from the sub-kernels' (the error model of the 3x3 checks:
+ * each sub-kernel's sum is one F(2x2, 3x3) sum). */
+Test(nn, winograd_5x5_matches_direct_sums)
+{
+  cr_assert(gc__wino3_applies(5, 2, 16, 32), "FMNIST-CNN's 16 -> 32 layer");
+  cr_assert(!gc__wino3_applies(5, 2, 1, 16), "FMNIST-CNN's first layer");
+  cr_assert(!gc__wino3_applies(5, 2, 18, 32), "channels not a multiple of 4");
+  for (size_t pad = 0; pad <= 4; pad++)
+    direct_conv_check_k(5, 16, 20, 7, 6, pad, 0);
+  direct_conv_check_k(5, 20, 16, 8, 9, 2, 8);   /* several passes */
+  direct_conv_check_k(5, 16, 32, 14, 14, 2, 0);   /* FMNIST-CNN's shape */
+}
+
 Test(nn, winograd_conv_grad)
 {
   gc_nn_layer a[] = { { .kind = GC_NN_CONV, .in_c = 64, .in_h = 5, .in_w = 4,
@@ -243,6 +285,12 @@ Test(nn, winograd_conv_grad)
   gc_nn_layer b[] = { { .kind = GC_NN_CONV, .in_c = 64, .in_h = 6, .in_w = 5,
                         .out_c = 66, .ksize = 3, .pad = 0 } };
   fd_check(b, 1, wino_batch(6, 5, 0, 0), 1.0, 0, "winograd conv3x3 no pad");
+  gc_nn_layer c[] = { { .kind = GC_NN_CONV, .in_c = 32, .in_h = 6, .in_w = 5,
+                        .out_c = 64, .ksize = 3, .pad = 0 } };
+  fd_check(c, 1, wino_batch(6, 5, 0, 1), 1.0, 0, "winograd conv3x3 32 -> 64");
+  gc_nn_layer e[] = { { .kind = GC_NN_CONV, .in_c = 16, .in_h = 6, .in_w = 5,
+                        .out_c = 16, .ksize = 5, .pad = 2 } };
+  fd_check(e, 1, wino_batch_k(5, 6, 5, 2, 0), 1.0, 0, "winograd conv5x5 pad 2");
 }
 
 Test(nn, pool_relu_grad)
@@ -313,6 +361,13 @@ Test(nn, small_cnn_chain_grad)
     { .kind = GC_NN_BATCHNORM }, { .kind = GC_NN_RELU }, { .kind = GC_NN_MAXPOOL },
     { .kind = GC_NN_LINEAR, .out_c = 4 }, { .kind = GC_NN_LOGSOFTMAX } };
   fd_check(a, 6, 3, 1.0, 0, "conv-bn-relu-pool-linear-logsoftmax");
+  /* ReLU then max-pool backward run as one pass (maxpool_relu_bwd), here
+   * over an odd 5x3 map whose last row and column no window covers */
+  gc_nn_layer b[] = {
+    { .kind = GC_NN_CONV, .in_c = 1, .in_h = 7, .in_w = 5, .out_c = 2, .ksize = 3, .pad = 0 },
+    { .kind = GC_NN_BATCHNORM }, { .kind = GC_NN_RELU }, { .kind = GC_NN_MAXPOOL },
+    { .kind = GC_NN_LINEAR, .out_c = 4 }, { .kind = GC_NN_LOGSOFTMAX } };
+  fd_check(b, 6, 3, 1.0, 0, "conv-bn-relu-pool(odd)-linear-logsoftmax");
 }
 
 /* The losses: NLL on log-softmax and cross-entropy on logits agree, and
