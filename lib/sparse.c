@@ -1003,19 +1003,21 @@ static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
   return keep_sse2_f32(idx, val, c, tk, skip, q);
 }
 
-/* The filter keep_isa_f32 is, in place and with the same result, that
- * also writes the delta codes of the kept indices at codes while they fit
- * in limit bytes (*bytes: their length, SIZE_MAX where they did not): the
- * encoder then writes the header and copies the values behind them.
- * Coded after the filter, the kept indices were read back from memory
- * (0.55 ms of top-K's 6.3 at density 0.1 on one thread). */
+/* The filter keep_isa_f32 is, in place, that also writes the delta codes
+ * of the kept indices at codes (*bytes of them) and leaves the indices
+ * themselves where they were: the encoder writes the header and copies
+ * the values behind the codes, or, where another coding wins, takes the
+ * indices back from the codes (codes_to_idx).  Written in place and coded
+ * after, the kept indices were stored and read back again (0.55 ms of
+ * top-K's 6.3 at density 0.1 on one thread).  The codes of c entries take
+ * at most 5c bytes: limit holds them. */
 /* (inlined: called from the AVX-512 loop, it left the vector registers'
  * upper halves dirty, and the encoder's SSE2 copy after it ran at a
  * quarter of its speed) */
 static inline __attribute__((always_inline)) size_t
-keep_codes_run_f32(uint32_t *idx, float *val, size_t j, size_t hi, uint32_t tk,
-                                 size_t skip, size_t q, size_t *seen, size_t o, uint8_t *codes,
-                                 size_t limit, size_t *pos, int *fits, uint32_t *last)
+keep_codes_run_f32(const uint32_t *idx, float *val, size_t j, size_t hi, uint32_t tk,
+                   size_t skip, size_t q, size_t *seen, size_t o, uint8_t *codes, size_t *pos,
+                   uint32_t *last)
 {
   for (; j < hi; j++) {
     uint32_t key;
@@ -1028,13 +1030,8 @@ keep_codes_run_f32(uint32_t *idx, float *val, size_t j, size_t hi, uint32_t tk,
     }
     if (!keep)
       continue;
-    uint32_t g = idx[j] - *last - 1;
-    if (*fits && *pos + gc__leb_len(g) <= limit)
-      *pos = (size_t) (gc__leb_put(codes + *pos, g) - codes);
-    else
-      *fits = 0;
+    *pos = (size_t) (gc__leb_put(codes + *pos, idx[j] - *last - 1) - codes);
     *last = idx[j];
-    idx[o] = idx[j];
     val[o++] = val[j];
   }
   return o;
@@ -1045,65 +1042,59 @@ keep_codes_run_f32(uint32_t *idx, float *val, size_t j, size_t hi, uint32_t tk,
  * gaps (each against the lane before, lane 0 against the last kept) one
  * byte each where all are below 128; ties, and groups with a longer gap,
  * one entry at a time. */
-TARGET_AVX512 static size_t keep_codes_avx512_f32(uint32_t *idx, float *val, size_t c,
+TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *val, size_t c,
                                                   uint32_t tk, size_t skip, size_t q,
-                                                  uint8_t *codes, size_t limit, size_t *bytes)
+                                                  uint8_t *codes, size_t *bytes)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
   const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(127);
   const __m512i before = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
   size_t seen = 0, o = 0, j = 0, pos = 0;
   uint32_t last = UINT32_MAX;   /* the first gap is the first index */
-  int fits = 1;
   for (; j + 16 <= c; j += 16) {
     __m512i v = _mm512_loadu_si512((const void *) (val + j));
     __m512i key = _mm512_and_si512(v, absmask);
     if (_mm512_cmpeq_epu32_mask(key, t)) {
-      o = keep_codes_run_f32(idx, val, j, j + 16, tk, skip, q, &seen, o, codes, limit, &pos,
-                             &fits, &last);
+      o = keep_codes_run_f32(idx, val, j, j + 16, tk, skip, q, &seen, o, codes, &pos, &last);
       continue;
     }
     __mmask16 m = _mm512_cmpgt_epu32_mask(key, t);
     unsigned cnt = (unsigned) __builtin_popcount(m);
     uint32_t top = m ? idx[j + 31 - (size_t) __builtin_clz(m)] : last;
     __m512i kept = _mm512_maskz_compress_epi32(m, _mm512_loadu_si512((const void *) (idx + j)));
-    _mm512_storeu_si512((void *) (idx + o), kept);
     _mm512_storeu_si512((void *) (val + o), _mm512_maskz_compress_epi32(m, v));
     __m512i prev = _mm512_mask_permutexvar_epi32(_mm512_set1_epi32((int) last), 0xfffe,
                                                  before, kept);
     __m512i g = _mm512_sub_epi32(_mm512_sub_epi32(kept, prev), one);
     __mmask16 in = (__mmask16) ((1u << cnt) - 1);
-    if (fits && pos + 16 <= limit && !_mm512_mask_cmpgt_epu32_mask(in, g, small)) {
+    if (!_mm512_mask_cmpgt_epu32_mask(in, g, small)) {
       _mm_storeu_si128((__m128i *) (codes + pos), _mm512_cvtepi32_epi8(g));
       pos += cnt;
-    } else if (fits) {
+    } else {
       uint32_t gs[16];
       _mm512_storeu_si512((void *) gs, g);
-      for (unsigned l = 0; l < cnt && fits; l++) {
-        if (pos + gc__leb_len(gs[l]) <= limit)
-          pos = (size_t) (gc__leb_put(codes + pos, gs[l]) - codes);
-        else
-          fits = 0;
-      }
+      for (unsigned l = 0; l < cnt; l++)
+        pos = (size_t) (gc__leb_put(codes + pos, gs[l]) - codes);
     }
     last = top;
     o += cnt;
   }
-  o = keep_codes_run_f32(idx, val, j, c, tk, skip, q, &seen, o, codes, limit, &pos, &fits,
-                         &last);
-  *bytes = fits ? pos : SIZE_MAX;
+  o = keep_codes_run_f32(idx, val, j, c, tk, skip, q, &seen, o, codes, &pos, &last);
+  *bytes = pos;
   return o;
 }
 #endif
 
-/* keep_isa_f32, with the codes where the instruction set has them (*bytes
- * SIZE_MAX elsewhere: the encoder codes the indices). */
+/* keep_isa_f32, with the codes (and the indices left as they were) where
+ * the instruction set has them and limit holds them; else *bytes =
+ * SIZE_MAX and the indices kept as keep_isa_f32 keeps them. */
 static size_t keep_codes_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk, size_t skip,
                                  size_t q, uint8_t *codes, size_t limit, size_t *bytes)
 {
 #ifdef HAVE_SCAN_PATHS
-  if (codes && gc__isa() >= GC__ISA_AVX512)
-    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, limit, bytes);
+  /* 5 bytes a code at most, and the last vector store's 16 */
+  if (codes && limit >= 16 && c <= (limit - 16) / 5 && gc__isa() >= GC__ISA_AVX512)
+    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes);
 #endif
   (void) codes; (void) limit;
   *bytes = SIZE_MAX;
@@ -1824,6 +1815,23 @@ static void walk_codes_isa_f32(uint64_t *bits, size_t w0, size_t w1, size_t n, c
 #endif
   (void) n; (void) cend;
   walk_codes_f32(bits, w0, w1, x, ws);
+}
+
+/* The c indices whose delta codes are at codes, into idx. */
+static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx)
+{
+  uint32_t i = UINT32_MAX;   /* the first gap is the first index */
+  for (size_t j = 0; j < c; j++) {
+    uint32_t g = 0;
+    for (int sh = 0;; sh += 7) {
+      uint8_t b = *codes++;
+      g |= (uint32_t) (b & 0x7f) << sh;
+      if (!(b & 0x80))
+        break;
+    }
+    i += g + 1;
+    idx[j] = i;
+  }
 }
 
 /* The indices of the first m entries marked in bits (n bits) into idx, in

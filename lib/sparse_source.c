@@ -790,12 +790,15 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
       c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad, NULL);
     }
     ev++;
-    if ((double) c < 2.0 * (double) k / 3.0)
-      thr *= 0.5;
-    else if ((double) c > 4.0 * (double) k / 3.0)
-      thr *= 1.5;
-    else
+    if ((double) c >= 2.0 * (double) k / 3.0 && (double) c <= 4.0 * (double) k / 3.0)
       break;
+    thr *= (double) c < 2.0 * (double) k / 3.0 ? 0.5 : 1.5;
+    if (sel->coded && ev < s->p.gauss_loops) {
+      /* the filter left the indices in place: those it kept to the front,
+       * as the list the next evaluation filters */
+      codes_to_idx(sel->codes, c, s->cand);
+      sel->coded = 0;
+    }
   }
   *val = v;
   *count = c;
@@ -909,14 +912,18 @@ static sparse_pieces FN(pieces_coded_into)(uint8_t *buf, size_t cap)
  * codes (sel->coded), where that coding is the smallest (*written): the
  * header and the values behind the codes.  Else nothing: the pieces
  * encoder codes them again, as ever. */
-static int FN(encode_coded_pieces)(const sparse_state *s, const sparse_pieces *sel,
+static int FN(encode_coded_pieces)(sparse_state *s, const sparse_pieces *sel,
                                    uint8_t *buf, size_t cap, size_t *len, size_t *nnz,
                                    int *written)
 {
   size_t isec;
-  if (!sel->coded || sel->P != 1
-      || gc__wire_pick(s->n, sel->cnt[0], sel->bytes, &isec) != GC__IDX_DELTA)
+  if (!sel->coded)
     return GC_SUCCESS;
+  if (gc__wire_pick(s->n, sel->cnt[0], sel->bytes, &isec) != GC__IDX_DELTA) {
+    /* the kept indices from their codes, for the pieces encoder */
+    codes_to_idx(sel->codes, sel->cnt[0], s->cand);
+    return GC_SUCCESS;
+  }
   GC_TRY(FN(gc__wire_encode_coded)(s->wire, s->n, sel->cnt[0], isec, sel->val[0], 0, buf, cap,
                                    len, nnz));
   *written = 1;
