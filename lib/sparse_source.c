@@ -895,12 +895,12 @@ static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L
 }
 
 /* A selection's pieces whose filter may write the delta codes into the
- * message (the float32 filters, keep_codes_isa_f32): all of buf past the
- * header is theirs until the encoder writes the values. */
-static sparse_pieces FN(pieces_coded_into)(uint8_t *buf, size_t cap)
+ * message (the float32 filters, keep_codes_isa_f32, where they pay): all
+ * of buf past the header is theirs until the encoder writes the values. */
+static sparse_pieces FN(pieces_coded_into)(const sparse_state *s, uint8_t *buf, size_t cap)
 {
   sparse_pieces sel = { .P = 0 };
-  if (cap > GC__WIRE_HDR) {
+  if (cap > GC__WIRE_HDR && codes_pay(s->k, s->n)) {
     sel.codes = buf + GC__WIRE_HDR;
     sel.limit = cap - GC__WIRE_HDR;
   }
@@ -976,7 +976,9 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
                             &room);
   /* threshold's and DGC's scans may write the delta codes in place */
   scan_layout L = { .T = 1 };
-  if (staged && (s->kind == KIND_THRESHOLD || s->kind == KIND_DGC)) {
+  /* (threshold's density shows only after its scan: the last one's decides) */
+  if (staged && ((s->kind == KIND_THRESHOLD && codes_pay(s->last_count, s->n))
+                 || (s->kind == KIND_DGC && codes_pay(s->k, s->n)))) {
     L.codes = buf + GC__WIRE_HDR;
     L.limit = (size_t) ((uint8_t *) staged - L.codes);
     L.bits = s->scan_bits;
@@ -984,7 +986,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
-    sparse_pieces sel = FN(pieces_coded_into)(buf, cap);
+    sparse_pieces sel = FN(pieces_coded_into)(s, buf, cap);
     GC_TRY(TOPK_VALS(s, x, s->k, &sel));
     GC_TRY(FN(encode_coded_pieces)(s, &sel, buf, cap, len, &info->nnz, &written));
     if (sel.P && !written) {
@@ -1035,10 +1037,11 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
                         &bad, &L);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
+    s->last_count = c;
     break;
   }
   case KIND_GAUSSK: {
-    sparse_pieces sel = FN(pieces_coded_into)(buf, cap);
+    sparse_pieces sel = FN(pieces_coded_into)(s, buf, cap);
     GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals, &sel));
 #ifdef GAUSS_FILTER_PIECES
     GC_TRY(FN(encode_coded_pieces)(s, &sel, buf, cap, len, &info->nnz, &written));
