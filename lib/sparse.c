@@ -65,11 +65,6 @@ enum { SAMPLE_PAR_MIN = 8192 };
 /* Magnitudes worth the threads in the sampled selections (DGC's). */
 enum { BUCKETED_PAR_MIN = 1 << 16 };
 
-/* Gaussian-k's samples for its pre-threshold: each is a cache miss (32768
- * took 0.45 ms of 6 at n = 2.5e7), and 8192 estimate sigma to about 0.8%,
- * well inside the margin below. */
-enum { GAUSS_SAMPLES = 8192 };
-
 /* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
  * threshold: a sampled sigma is off by well under 1%, so 5% below still
  * admits every entry above the exact threshold while keeping the

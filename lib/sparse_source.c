@@ -702,7 +702,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
    * strided sample; t0 = REAL_MAX collects only non-finite entries. */
   REAL t0 = REAL_MAX;
   if (n >= 4 * TOPK_SAMPLES) {
-    size_t m = GAUSS_SAMPLES, stride = n / m;
+    size_t m = TOPK_SAMPLES, stride = n / m;
     double m1 = 0, m2 = 0, s0 = (double) x[0];
     for (size_t j = 0; j < m; j++) {
       if (j + SAMPLE_AHEAD < m)   /* as in FN(sample_run): lines well ahead */
