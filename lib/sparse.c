@@ -21,6 +21,14 @@
  *   their candidates, whose pieces (one per thread) the encoder takes
  *   where they lie (gc__wire_encode_pieces), as it takes the threads'
  *   staged pieces of threshold and DGC.
+ * - On one thread at densities of 1/32 and up, the float32 selections
+ *   write the message's delta codes themselves (AVX-512): threshold's and
+ *   DGC's scans code each block's word of selected entries and write no
+ *   indices (scan_codes_f32), top-K's and Gaussian-k's filters code what
+ *   they keep and leave the indices where they were (keep_codes_isa_f32);
+ *   the encoder then writes only the header and the values
+ *   (gc__wire_encode_coded), and where another coding wins it takes the
+ *   indices back from the scan's bits or from the codes.
  * - Random-K draws K distinct indices with Floyd's algorithm from the
  *   counter RNG keyed by (seed, stream, step, draw number), so the decoder
  *   of randk-unbiased rebuilds them from the step and they are not sent.
