@@ -330,6 +330,28 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
   __mmask16 masks[GAUSS_BLOCK / 16];
   uint64_t nonempty = 0;
   size_t i = lo;
+  if (*c * 16 > lo && *c + (hi - lo) <= cap) {
+    /* where the candidates so far are dense (more than one in sixteen
+     * entries: most groups have one) the appends go with the sums, with
+     * no branch and no second pass (a quarter fewer instructions, and
+     * this pass is bound by them at density 0.1) */
+    for (; i + 16 <= hi; i += 16) {
+      _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
+      __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
+      a1 = _mm512_add_ps(a1, d);
+      a2 = _mm512_add_ps(a2, _mm512_mul_ps(d, d));
+      __mmask16 over = _mm512_cmp_ps_mask(
+          _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absmask)), limit,
+          _CMP_NLE_UQ);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) i), lane);
+      _mm512_storeu_si512((void *) (cand + *c), _mm512_maskz_compress_epi32(over, iv));
+      _mm512_storeu_ps(cval + *c, _mm512_maskz_compress_ps(over, xv));
+      *c += (size_t) __builtin_popcount(over);
+    }
+    _mm512_storeu_ps(l1, a1);
+    _mm512_storeu_ps(l2, a2);
+    return i;
+  }
   for (unsigned g = 0; i + 16 <= hi; i += 16, g++) {
     /* a hint (never faults), computed as an integer: past x's end near it */
     _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
