@@ -138,6 +138,18 @@ int gc__wire_encode_staged_f64(uint8_t type, size_t n, const uint32_t *idx,
                                size_t c, const double *val, uint8_t *buf,
                                size_t cap, size_t *len, size_t *nnz);
 
+/* The message of c entries whose delta codes the caller has written at
+ * buf + GC__WIRE_HDR, delta bytes, where gc__wire_pick chose that coding:
+ * the header, and the values val[j] = x[idx[j]] behind the codes, moved
+ * down (staged: val lies in buf, as gc__wire_stage places it) or copied.
+ * The bytes of gc__wire_encode_staged / gc__wire_encode_vals. */
+int gc__wire_encode_coded_f32(uint8_t type, size_t n, size_t c, size_t delta,
+                              const float *val, int staged, uint8_t *buf, size_t cap,
+                              size_t *len, size_t *nnz);
+int gc__wire_encode_coded_f64(uint8_t type, size_t n, size_t c, size_t delta,
+                              const double *val, int staged, uint8_t *buf, size_t cap,
+                              size_t *len, size_t *nnz);
+
 /* Validate a whole explicit-index message of `type` (0: any explicit sparse
  * type) for vectors of length n, then y += scale * values.  y is untouched
  * unless GC_SUCCESS.  Returns GC_SUCCESS or GC_ECORRUPT. */

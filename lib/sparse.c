@@ -21,6 +21,14 @@
  *   their candidates, whose pieces (one per thread) the encoder takes
  *   where they lie (gc__wire_encode_pieces), as it takes the threads'
  *   staged pieces of threshold and DGC.
+ * - On one thread at densities of 1/32 and up, the float32 selections
+ *   write the message's delta codes themselves (AVX-512): threshold's and
+ *   DGC's scans code each block's word of selected entries and write no
+ *   indices (scan_codes_f32), top-K's and Gaussian-k's filters code what
+ *   they keep and leave the indices where they were (keep_codes_isa_f32);
+ *   the encoder then writes only the header and the values
+ *   (gc__wire_encode_coded), and where another coding wins it takes the
+ *   indices back from the scan's bits or from the codes.
  * - Random-K draws K distinct indices with Floyd's algorithm from the
  *   counter RNG keyed by (seed, stream, step, draw number), so the decoder
  *   of randk-unbiased rebuilds them from the step and they are not sent.
@@ -89,7 +97,17 @@ typedef struct sparse_state {
   double gauss_z;          /* |Phi^{-1}(rho/2)|                          */
   double *block_sums;      /* Gaussian-k on threads: two per block       */
   size_t dgc_stride;       /* DGC sampling stride (1: every entry)       */
+  uint64_t *scan_bits;     /* threshold, DGC: the scan's word per 64 entries */
+  size_t last_count;       /* threshold: the last message's entries (speed only) */
 } sparse_state;
+
+/* Where the selections write their delta codes themselves (one in
+ * CODES_MIN_DENSITY of the entries sent, or more): below it the codes
+ * are mostly two bytes and the blocks often empty, and the scans' and
+ * filters' extra work cost more than the encoder's pass over the indices
+ * saves (DGC 3.9 -> 4.9 ms at density 0.01, n = 2.5e7). */
+enum { CODES_MIN_DENSITY = 32 };
+static int codes_pay(size_t c, size_t n) { return c * CODES_MIN_DENSITY >= n; }
 
 /* ---- type-independent helpers ------------------------------------------ */
 
@@ -312,6 +330,28 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
   __mmask16 masks[GAUSS_BLOCK / 16];
   uint64_t nonempty = 0;
   size_t i = lo;
+  if (*c * 16 > lo && *c + (hi - lo) <= cap) {
+    /* where the candidates so far are dense (more than one in sixteen
+     * entries: most groups have one) the appends go with the sums, with
+     * no branch and no second pass (a quarter fewer instructions, and
+     * this pass is bound by them at density 0.1) */
+    for (; i + 16 <= hi; i += 16) {
+      _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
+      __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
+      a1 = _mm512_add_ps(a1, d);
+      a2 = _mm512_add_ps(a2, _mm512_mul_ps(d, d));
+      __mmask16 over = _mm512_cmp_ps_mask(
+          _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), absmask)), limit,
+          _CMP_NLE_UQ);
+      __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int) i), lane);
+      _mm512_storeu_si512((void *) (cand + *c), _mm512_maskz_compress_epi32(over, iv));
+      _mm512_storeu_ps(cval + *c, _mm512_maskz_compress_ps(over, xv));
+      *c += (size_t) __builtin_popcount(over);
+    }
+    _mm512_storeu_ps(l1, a1);
+    _mm512_storeu_ps(l2, a2);
+    return i;
+  }
   for (unsigned g = 0; i + 16 <= hi; i += 16, g++) {
     /* a hint (never faults), computed as an integer: past x's end near it */
     _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
@@ -693,10 +733,13 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
   return c;
 }
 
-/* x is prefetched 4 KiB ahead: with the stores of indices and values in
+/* x is prefetched 8 KiB ahead: with the stores of indices and values in
  * flight the hardware prefetcher fell behind, and the scan took twice a
- * streaming read of x at density 0.1 (one and a half at 0.01). */
-enum { SCAN_AHEAD = 1024 };
+ * streaming read of x at density 0.1 (one and a half at 0.01).  4 KiB
+ * ahead left top-K at 6.0 ms and threshold at 4.5 at density 0.1, n =
+ * 2.5e7 on one thread; 8 KiB took them to 5.1 and 3.9 (16 KiB: no
+ * better). */
+enum { SCAN_AHEAD = 2048 };
 /* The compress instructions write to a register and a full store follows
  * (to memory they are microcoded on some CPUs): 16 entries of room. */
 TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
@@ -785,19 +828,34 @@ enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
 _Static_assert((int) SCAN_PAR_MAX <= (int) GC__WIRE_PIECES_MAX, "scan pieces fit the encoders");
 
 /* Where scan_pieces_f32 left the candidates: T == 1, together from 0;
- * else piece j's cnt[j] at j * share. */
+ * else piece j's cnt[j] at j * share.  T == 0: no indices at all, the
+ * scan wrote the message's delta codes itself (scan_codes_f32): the
+ * caller sets codes, limit and bits, the scan the rest. */
 typedef struct {
   int T;
   size_t share, cnt[SCAN_PAR_MAX];
+  uint8_t *codes;   /* where the index section starts (buf + header), or NULL */
+  size_t limit;     /* bytes the codes may take: up to the staged values */
+  uint64_t *bits;   /* a word per 64 entries: the selected ones, where whole */
+  int whole;        /* every word of bits written (else the scan skipped some) */
+  size_t bytes;     /* code bytes of the entries coded; SIZE_MAX: they overflowed */
+  double t;         /* the scan's threshold, for a scan again */
 } scan_layout;
 
 /* A selection with its values in P pieces, in index order, where the
- * threads left them (P == 0: none, the indices are in s->idx). */
+ * threads left them (P == 0: none, the indices are in s->idx).  Where the
+ * caller gives codes (the message's index section, limit bytes of room)
+ * and one piece's filter wrote the delta codes there
+ * (keep_codes_isa_f32), coded says so and bytes how many. */
 typedef struct {
   int P;
   const uint32_t *idx[SCAN_PAR_MAX];
   const float *val[SCAN_PAR_MAX];
   size_t cnt[SCAN_PAR_MAX];
+  uint8_t *codes;   /* in, or NULL */
+  size_t limit;
+  int coded;        /* out */
+  size_t bytes;
 } sparse_pieces;
 
 static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
@@ -985,6 +1043,104 @@ static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
     return keep_avx2_f32(idx, val, c, tk, skip, q);
 #endif
   return keep_sse2_f32(idx, val, c, tk, skip, q);
+}
+
+/* The filter keep_isa_f32 is, in place, that also writes the delta codes
+ * of the kept indices at codes (*bytes of them) and leaves the indices
+ * themselves where they were: the encoder writes the header and copies
+ * the values behind the codes, or, where another coding wins, takes the
+ * indices back from the codes (codes_to_idx).  Written in place and coded
+ * after, the kept indices were stored and read back again (0.55 ms of
+ * top-K's 6.3 at density 0.1 on one thread).  The codes of c entries take
+ * at most 5c bytes: limit holds them. */
+/* (inlined: called from the AVX-512 loop, it left the vector registers'
+ * upper halves dirty, and the encoder's SSE2 copy after it ran at a
+ * quarter of its speed) */
+static inline __attribute__((always_inline)) size_t
+keep_codes_run_f32(const uint32_t *idx, float *val, size_t j, size_t hi, uint32_t tk,
+                   size_t skip, size_t q, size_t *seen, size_t o, uint8_t *codes, size_t *pos,
+                   uint32_t *last)
+{
+  for (; j < hi; j++) {
+    uint32_t key;
+    memcpy(&key, val + j, sizeof key);
+    key &= 0x7fffffffu;
+    int keep = key > tk;
+    if (key == tk) {
+      keep = *seen >= skip && *seen < skip + q;
+      (*seen)++;
+    }
+    if (!keep)
+      continue;
+    *pos = (size_t) (gc__leb_put(codes + *pos, idx[j] - *last - 1) - codes);
+    *last = idx[j];
+    val[o++] = val[j];
+  }
+  return o;
+}
+
+#ifdef HAVE_SCAN_PATHS
+/* keep_avx512_f32's groups of sixteen with the codes: the kept indices'
+ * gaps (each against the lane before, lane 0 against the last kept) one
+ * byte each where all are below 128; ties, and groups with a longer gap,
+ * one entry at a time. */
+TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *val, size_t c,
+                                                  uint32_t tk, size_t skip, size_t q,
+                                                  uint8_t *codes, size_t *bytes)
+{
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
+  const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(127);
+  const __m512i before = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
+  size_t seen = 0, o = 0, j = 0, pos = 0;
+  uint32_t last = UINT32_MAX;   /* the first gap is the first index */
+  for (; j + 16 <= c; j += 16) {
+    __m512i v = _mm512_loadu_si512((const void *) (val + j));
+    __m512i key = _mm512_and_si512(v, absmask);
+    if (_mm512_cmpeq_epu32_mask(key, t)) {
+      o = keep_codes_run_f32(idx, val, j, j + 16, tk, skip, q, &seen, o, codes, &pos, &last);
+      continue;
+    }
+    __mmask16 m = _mm512_cmpgt_epu32_mask(key, t);
+    unsigned cnt = (unsigned) __builtin_popcount(m);
+    uint32_t top = m ? idx[j + 31 - (size_t) __builtin_clz(m)] : last;
+    __m512i kept = _mm512_maskz_compress_epi32(m, _mm512_loadu_si512((const void *) (idx + j)));
+    _mm512_storeu_si512((void *) (val + o), _mm512_maskz_compress_epi32(m, v));
+    __m512i prev = _mm512_mask_permutexvar_epi32(_mm512_set1_epi32((int) last), 0xfffe,
+                                                 before, kept);
+    __m512i g = _mm512_sub_epi32(_mm512_sub_epi32(kept, prev), one);
+    __mmask16 in = (__mmask16) ((1u << cnt) - 1);
+    if (!_mm512_mask_cmpgt_epu32_mask(in, g, small)) {
+      _mm_storeu_si128((__m128i *) (codes + pos), _mm512_cvtepi32_epi8(g));
+      pos += cnt;
+    } else {
+      uint32_t gs[16];
+      _mm512_storeu_si512((void *) gs, g);
+      for (unsigned l = 0; l < cnt; l++)
+        pos = (size_t) (gc__leb_put(codes + pos, gs[l]) - codes);
+    }
+    last = top;
+    o += cnt;
+  }
+  o = keep_codes_run_f32(idx, val, j, c, tk, skip, q, &seen, o, codes, &pos, &last);
+  *bytes = pos;
+  return o;
+}
+#endif
+
+/* keep_isa_f32, with the codes (and the indices left as they were) where
+ * the instruction set has them and limit holds them; else *bytes =
+ * SIZE_MAX and the indices kept as keep_isa_f32 keeps them. */
+static size_t keep_codes_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk, size_t skip,
+                                 size_t q, uint8_t *codes, size_t limit, size_t *bytes)
+{
+#ifdef HAVE_SCAN_PATHS
+  /* 5 bytes a code at most, and the last vector store's 16 */
+  if (codes && limit >= 16 && c <= (limit - 16) / 5 && gc__isa() >= GC__ISA_AVX512)
+    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes);
+#endif
+  (void) codes; (void) limit;
+  *bytes = SIZE_MAX;
+  return keep_isa_f32(idx, val, c, tk, skip, q);
 }
 
 /* The filter on T threads, out of place (a piece's output may lie in the
@@ -1423,8 +1579,11 @@ static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *
   float at = fabsf(t);
   uint32_t tk;
   memcpy(&tk, &at, sizeof tk);
-  if (L->T == 1) {
-    L->cnt[0] = keep_isa_f32(cand, cval, L->cnt[0], tk, 0, 0);
+  sel->coded = 0;
+  if (L->T == 1) {   /* with the codes, where the caller gave room (sel->codes) */
+    L->cnt[0] = keep_codes_isa_f32(cand, cval, L->cnt[0], tk, 0, 0, sel->codes, sel->limit,
+                                   &sel->bytes);
+    sel->coded = sel->bytes != SIZE_MAX;
   } else {
     #pragma omp parallel for schedule(static) num_threads(L->T)
     for (int j = 0; j < L->T; j++)
@@ -1709,6 +1868,200 @@ static void walk_codes_isa_f32(uint64_t *bits, size_t w0, size_t w1, size_t n, c
   walk_codes_f32(bits, w0, w1, x, ws);
 }
 
+/* The c indices whose delta codes are at codes, into idx. */
+static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx)
+{
+  uint32_t i = UINT32_MAX;   /* the first gap is the first index */
+  for (size_t j = 0; j < c; j++) {
+    uint32_t g = 0;
+    for (int sh = 0;; sh += 7) {
+      uint8_t b = *codes++;
+      g |= (uint32_t) (b & 0x7f) << sh;
+      if (!(b & 0x80))
+        break;
+    }
+    i += g + 1;
+    idx[j] = i;
+  }
+}
+
+/* The indices of the first m entries marked in bits (n bits) into idx, in
+ * order. */
+static void bits_to_idx(const uint64_t *bits, size_t n, size_t m, uint32_t *idx)
+{
+  size_t c = 0;
+  for (size_t w = 0; w < (n + 63) / 64 && c < m; w++)
+    for (uint64_t b = bits[w]; b && c < m; b &= b - 1)
+      idx[c++] = (uint32_t) (64 * w + (size_t) __builtin_ctzll(b));
+}
+
+#ifdef HAVE_SCAN_PATHS
+/* The codes of the marked entries of b (the word of entries w0 ..
+ * w0 + 63), one at a time, at codes + *pos while they fit below limit, the
+ * first *left entries at most; returns 0 once one did not fit. */
+static inline __attribute__((always_inline)) int
+put_word_codes(uint8_t *codes, size_t *pos, size_t limit, uint32_t *last, uint64_t b,
+               size_t w0, size_t *left)
+{
+  for (; b && *left; b &= b - 1, --*left) {
+    uint32_t i = (uint32_t) w0 + (uint32_t) __builtin_ctzll(b), g = i - *last - 1;
+    if (*pos + gc__leb_len(g) > limit)
+      return 0;
+    *pos = leb_put(codes, *pos, g);
+    *last = i;
+  }
+  return 1;
+}
+
+/* Threshold's and DGC's scan on one thread with the message's delta codes
+ * (the selection scans' contract, scan_avx512_f32's blocks of 64): each
+ * block's word of selected entries gives its codes as random-K's walk
+ * makes them (walk_codes_vbmi2_f32), written at L->codes for the first
+ * ccap entries while they fit in L->limit bytes, and the values go to
+ * val (the first vcap); the word itself goes to L->bits.  No index is
+ * written: at density 0.1 the scan's 10 MB of indices, and the encoder's
+ * pass reading them back to code them, took a fifth of the time.  Where
+ * the codes do not fit, the delta coding is not the smallest (L->limit
+ * holds the smaller of raw and bitmap sections for ccap entries), and the
+ * encoder takes the indices from the bits.  An empty block is skipped
+ * while they are the rule (as scan_avx512_f32 does), its word unwritten
+ * (L->whole = 0); elsewhere a block's codes are branch-free whether it is
+ * empty or not (a branch on it was mispredicted half of the time at
+ * density 0.01). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt,"
+                      "bmi,lzcnt")))
+static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val,
+                                   size_t vcap, size_t ccap, size_t *bad, scan_layout *L)
+{
+  const __m512i limit = _mm512_set1_epi32(scan_key_f32(t));
+  const __m512i big = _mm512_set1_epi32(0x7f7fffff), absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i iota = _mm512_set_epi8(63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50,
+                                       49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36,
+                                       35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                       21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7,
+                                       6, 5, 4, 3, 2, 1, 0);
+  const __m512i next = _mm512_add_epi8(iota, _mm512_set1_epi8(1)), one = _mm512_set1_epi8(1);
+  uint8_t *codes = L->codes;
+  uint64_t *bits = L->bits;
+  size_t lim = L->limit, pos = 0, c = 0, i = 0;
+  uint32_t last = UINT32_MAX;   /* the first gap is the first index */
+  int fits = 1, whole = 1;
+  unsigned full = 0, dense = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512i xv[4], a[4];
+    if (i + SCAN_AHEAD + 64 <= n)
+      for (int v = 0; v < 4; v++)
+        _mm_prefetch((const char *) (x + i + SCAN_AHEAD + 16 * v), _MM_HINT_T0);
+    uint64_t b = 0;
+    for (int v = 0; v < 4; v++) {
+      xv[v] = _mm512_loadu_si512((const void *) (x + i + 16 * v));
+      a[v] = _mm512_and_si512(xv[v], absmask);
+      b |= (uint64_t) _mm512_cmpgt_epi32_mask(a[v], limit) << (16 * v);
+    }
+    if ((i & 2047) == 0) {
+      dense = full > 8;
+      full = 0;
+    }
+    full += b != 0;
+    if (!dense && !b) {
+      whole = 0;
+      continue;
+    }
+    bits[i / 64] = b;
+    /* (no test of b first: a non-finite entry is selected, and a branch on
+     * b was mispredicted at moderate densities) */
+    if (_mm512_cmpgt_epi32_mask(_mm512_max_epi32(_mm512_max_epi32(a[0], a[1]),
+                                                 _mm512_max_epi32(a[2], a[3])), big)) {
+      for (size_t j = i;; j++)   /* a non-finite entry is selected: the first */
+        if (!(fabsf(x[j]) <= FLT_MAX)) {
+          *bad = j;
+          return c;
+        }
+    }
+    size_t cnt = (size_t) __builtin_popcountll(b);
+    size_t o = c;
+    if (c + 64 <= vcap) {
+      for (int v = 0; v < 4; v++) {
+        __mmask16 m = (__mmask16) (b >> (16 * v));
+        _mm512_storeu_si512((void *) (val + o), _mm512_maskz_compress_epi32(m, xv[v]));
+        o += (size_t) __builtin_popcount(m);
+      }
+    } else {
+      for (uint64_t r = b; r && o < vcap; r &= r - 1)
+        val[o++] = x[i + (size_t) __builtin_ctzll(r)];
+    }
+    if (fits && c + 64 <= ccap && pos + 5 + 64 <= lim) {
+      /* the first gap (below 2^14: two bytes, branch-free), then the
+       * word's own gaps, each below 64; an empty word moves nothing */
+      uint32_t first = (uint32_t) i + (uint32_t) _tzcnt_u64(b), g = first - last - 1;
+      size_t len;
+      if (__builtin_expect(g >= 1u << 14, 0)) {
+        len = b ? (size_t) (gc__leb_put(codes + pos, g) - (codes + pos)) : 0;
+      } else {
+        uint32_t two = g >= 128;
+        uint16_t w2 = (uint16_t) ((g & 0x7f) | two << 7 | (g >> 7) << 8);
+        memcpy(codes + pos, &w2, 2);
+        len = 1 + two;
+      }
+      __m512i at = _mm512_maskz_compress_epi8(b, iota);
+      __m512i gaps = _mm512_sub_epi8(_mm512_sub_epi8(_mm512_permutexvar_epi8(next, at), at), one);
+      _mm512_storeu_si512((void *) (codes + pos + len), gaps);
+      pos += b ? len + cnt - 1 : 0;
+      last = b ? (uint32_t) i + 63u - (uint32_t) __builtin_clzll(b | 1) : last;
+    } else if (fits && c < ccap) {
+      size_t left = ccap - c;
+      fits = put_word_codes(codes, &pos, lim, &last, b, i, &left);
+    }
+    c += cnt;
+  }
+  if (i < n) {   /* the tail, an entry at a time */
+    uint64_t b = 0;
+    for (size_t j = i; j < n; j++) {
+      float a = fabsf(x[j]);
+      if (a <= t)
+        continue;
+      if (!(a <= FLT_MAX)) {
+        *bad = j;
+        return c;
+      }
+      b |= (uint64_t) 1 << (j - i);
+    }
+    bits[i / 64] = b;
+    size_t o = c;
+    for (uint64_t r = b; r && o < vcap; r &= r - 1)
+      val[o++] = x[i + (size_t) __builtin_ctzll(r)];
+    if (fits && c < ccap) {
+      size_t left = ccap - c;
+      fits = put_word_codes(codes, &pos, lim, &last, b, i, &left);
+    }
+    c += (size_t) __builtin_popcountll(b);
+  }
+  L->whole = whole;
+  L->bytes = fits ? pos : SIZE_MAX;
+  *bad = SIZE_MAX;
+  return c;
+}
+#endif
+
+/* The scan with codes (scan_codes_vbmi2_f32) where it runs: one thread,
+ * AVX-512 with VBMI2 (the threads' scans write their pieces; elsewhere
+ * the indices are written and coded after).  SIZE_MAX where it does not,
+ * having done nothing. */
+static size_t scan_codes_f32(const float *x, size_t n, float t, float *val, size_t vcap,
+                             size_t ccap, size_t *bad, scan_layout *L)
+{
+#ifdef HAVE_SCAN_PATHS
+  if (L->codes && gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX) == 1
+      && gc__isa() >= GC__ISA_AVX512 && gc__sparse_vbmi2
+      && __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("avx512vbmi")) {
+    L->t = (double) t;
+    return scan_codes_vbmi2_f32(x, n, t, val, vcap, ccap, bad, L);
+  }
+#endif
+  (void) x; (void) n; (void) t; (void) val; (void) vcap; (void) ccap; (void) bad; (void) L;
+  return SIZE_MAX;
+}
+
 /* The float32 top-K with its values (below the templates). */
 static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_pieces *out);
 
@@ -1725,6 +2078,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
 #define TOPK_VALS topk_vals_f32
 #define WALK_CODES_ISA walk_codes_isa_f32
 #define GAUSS_FILTER_PIECES gauss_filter_pieces_f32
+#define SCAN_CODES scan_codes_f32
 #include "sparse_source.c"
 
 #define REAL double
@@ -1848,7 +2202,9 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
     out->val[0] = (const float *) scr;
     out->cnt[0] = k;
   } else {
-    out->cnt[0] = keep_isa_f32(s->cand, v, c, tk, skip, q);
+    out->cnt[0] = keep_codes_isa_f32(s->cand, v, c, tk, skip, q, out->codes, out->limit,
+                                     &out->bytes);
+    out->coded = out->bytes != SIZE_MAX;
     out->idx[0] = s->cand;
     out->val[0] = v;
   }
@@ -1867,7 +2223,9 @@ static void sparse_release(void *state)
   free(s->bits);
   free(s->tmp);
   free(s->block_sums);
+  free(s->scan_bits);
   s->block_sums = NULL;
+  s->scan_bits = NULL;
   s->idx = s->cand = s->tmp = NULL;
   s->mag = s->sample = NULL;
   s->bits = NULL;
@@ -1939,6 +2297,8 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
                              sizeof *s->block_sums);
     break;
   }
+  if (kind == KIND_THRESHOLD || kind == KIND_DGC)
+    s->scan_bits = malloc(((n + 63) / 64 + 1) * sizeof *s->scan_bits);   /* never malloc(0) */
   if (kind == KIND_GAUSSK)   /* z from the density asked for (theory.md 2.5) */
     s->gauss_z = fabs(gsl_cdf_ugaussian_Pinv((p->k ? s->rho : p->density) / 2));
   s->idx = malloc((s->idx_cap ? s->idx_cap : 1) * sizeof *s->idx);
@@ -1949,6 +2309,8 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
     fail |= !s->cand || !s->mag || (n >= SCAN_PAR_MIN && !s->block_sums);
+  if (kind == KIND_THRESHOLD || kind == KIND_DGC)
+    fail |= !s->scan_bits;
   if (fail) {
     sparse_release(s);
     GC_ERRORF(GC_ENOMEM, "out of memory sizing the workspaces for n = %zu", n);

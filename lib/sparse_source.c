@@ -56,7 +56,10 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * hold the first room of them, enough if only the first `need` are used;
  * else the scan runs again without values and *val becomes NULL.  With L
  * (and SCAN_PIECES, and *val), the threads' pieces may be left where they
- * lie, as L says (L->T > 1), for gc__wire_encode_staged_pieces. */
+ * lie, as L says (L->T > 1), for gc__wire_encode_staged_pieces; with
+ * L->codes (and SCAN_CODES, and *val holding need), the first need
+ * entries' delta codes instead of any index (L->T == 0: FN(encode_codes)
+ * writes the message). */
 static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
                               REAL **val, size_t room, size_t need, size_t *bad,
                               scan_layout *L)
@@ -64,6 +67,15 @@ static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
   size_t cap = *val && room < n ? room : n, c;
   if (L)
     L->T = 1;
+#ifdef SCAN_CODES
+  if (L && *val && room >= need) {   /* the codes of the first need, and their values */
+    c = SCAN_CODES(x, n, t, *val, need, need, bad, L);
+    if (c != SIZE_MAX) {
+      L->T = 0;
+      return c;
+    }
+  }
+#endif
 #ifdef SCAN_PIECES
   if (L && *val) {
     c = SCAN_PIECES(x, n, t, out, *val, cap, bad, L);
@@ -709,8 +721,26 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   size_t nc = 0;
   /* the candidate list is complete when nc <= cand_cap and this holds */
   scan_layout L = { .T = 1 };
-  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc, &L);
-  for (size_t lo = 0; listed < 0 && lo < n; lo += GAUSS_BLOCK) {
+  int listed = FN(gauss_sums_par)(s, x, c0, t0, cval, &sum1, &sum2, &nc, &L), summed = 0;
+  if (listed < 0 && s->block_sums) {
+    /* one thread, the threads' way: every block's sums first, pushed
+     * after, so that a block's fold into double (two chains of sixteen
+     * dependent adds) overlaps the next block's pass instead of holding
+     * it up (0.3 ms at n = 2.5e7, in the push right after each) */
+    double *bs = s->block_sums;
+    size_t nb = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
+    for (size_t b = 0; b < nb; b++) {
+      size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
+      FN(gauss_block_sums)(x, lo, hi, c0, t0, &bs[2 * b], &bs[2 * b + 1], s->cand, cval,
+                           s->cand_cap, &nc);
+    }
+    for (size_t b = 0; b < nb; b++) {
+      gc__pairwise_push(&sum1, bs[2 * b]);
+      gc__pairwise_push(&sum2, bs[2 * b + 1]);
+    }
+    summed = 1;
+  }
+  for (size_t lo = 0; listed < 0 && !summed && lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
     FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, cval, s->cand_cap, &nc);
@@ -739,6 +769,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     REAL t = FN(strict_t)(thr);
     v = stage;
     sel->P = 0;
+    sel->coded = 0;
     /* every |x_i| > t >= t0 is among the candidates: a branch-free filter
      * of their values (about one in six fails at density 0.1) */
     int listed_ok = listed != 0 && nc <= s->cand_cap && t >= t0, in_place = 0;
@@ -777,12 +808,15 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
       c = FN(scan_staged)(x, n, t, s->idx, &v, room, n, &bad, NULL);
     }
     ev++;
-    if ((double) c < 2.0 * (double) k / 3.0)
-      thr *= 0.5;
-    else if ((double) c > 4.0 * (double) k / 3.0)
-      thr *= 1.5;
-    else
+    if ((double) c >= 2.0 * (double) k / 3.0 && (double) c <= 4.0 * (double) k / 3.0)
       break;
+    thr *= (double) c < 2.0 * (double) k / 3.0 ? 0.5 : 1.5;
+    if (sel->coded && ev < s->p.gauss_loops) {
+      /* the filter left the indices in place: those it kept to the front,
+       * as the list the next evaluation filters */
+      codes_to_idx(sel->codes, c, s->cand);
+      sel->coded = 0;
+    }
   }
   *val = v;
   *count = c;
@@ -825,8 +859,13 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
          * top-ns is the global top-ns (same tie rule): select among I in
          * place rather than scan x again, unless it outgrows the workspace
          * (or the staged values cut it short) */
-        if (*val && c > room)
+        if (L->T == 0 && L->whole) {   /* the scan wrote codes: the indices from its bits */
+          bits_to_idx(L->bits, n, c, s->idx);
+          L->T = 1;
+        } else if (L->T == 0 || (*val && c > room)) {
           c = FN(scan)(x, n, NEXTDOWN(thr), s->idx, NULL, n, &bad);
+          L->T = 1;
+        }
         if (L->T > 1)   /* the threads' pieces together (rare; they fit, c <= room) */
           FN(join_pieces)(s->idx, NULL, L);
         if (c <= s->cand_cap)
@@ -853,6 +892,62 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
   *evals = ev;
   return GC_SUCCESS;
 }
+
+/* The message of the first c entries of a scan that wrote their delta
+ * codes (L->T == 0), the values staged at staged: where the delta coding
+ * is the smallest, the header in front of the codes and the values moved
+ * down behind them; else the indices from the scan's bits (or, where it
+ * skipped some words, a scan again) and the staged encoder. */
+static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L,
+                            const REAL *staged, size_t c, uint8_t *buf, size_t cap,
+                            size_t *len, size_t *nnz)
+{
+  size_t isec, bad;
+  if (gc__wire_pick(s->n, c, L->bytes, &isec) == GC__IDX_DELTA)
+    return FN(gc__wire_encode_coded)(s->wire, s->n, c, isec, staged, 1, buf, cap, len, nnz);
+  if (L->whole)
+    bits_to_idx(L->bits, s->n, c, s->idx);
+  else
+    FN(scan)(x, s->n, (REAL) L->t, s->idx, NULL, c, &bad);
+  return FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len, nnz);
+}
+
+/* A selection's pieces whose filter may write the delta codes into the
+ * message (the float32 filters, keep_codes_isa_f32, where they pay): all
+ * of buf past the header is theirs until the encoder writes the values. */
+static sparse_pieces FN(pieces_coded_into)(const sparse_state *s, uint8_t *buf, size_t cap)
+{
+  sparse_pieces sel = { .P = 0 };
+  if (cap > GC__WIRE_HDR && codes_pay(s->k, s->n)) {
+    sel.codes = buf + GC__WIRE_HDR;
+    sel.limit = cap - GC__WIRE_HDR;
+  }
+  return sel;
+}
+
+#if defined(TOPK_VALS) || defined(GAUSS_FILTER_PIECES)
+/* The message of a selection whose one piece's filter wrote the delta
+ * codes (sel->coded), where that coding is the smallest (*written): the
+ * header and the values behind the codes.  Else nothing: the pieces
+ * encoder codes them again, as ever. */
+static int FN(encode_coded_pieces)(sparse_state *s, const sparse_pieces *sel,
+                                   uint8_t *buf, size_t cap, size_t *len, size_t *nnz,
+                                   int *written)
+{
+  size_t isec;
+  if (!sel->coded)
+    return GC_SUCCESS;
+  if (gc__wire_pick(s->n, sel->cnt[0], sel->bytes, &isec) != GC__IDX_DELTA) {
+    /* the kept indices from their codes, for the pieces encoder */
+    codes_to_idx(sel->codes, sel->cnt[0], s->cand);
+    return GC_SUCCESS;
+  }
+  GC_TRY(FN(gc__wire_encode_coded)(s->wire, s->n, sel->cnt[0], isec, sel->val[0], 0, buf, cap,
+                                   len, nnz));
+  *written = 1;
+  return GC_SUCCESS;
+}
+#endif
 
 /* The message of the first c entries of a scan left in the threads'
  * pieces (L), the indices in s->idx and the values staged at staged:
@@ -897,12 +992,22 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   if (s->kind == KIND_THRESHOLD || s->kind == KIND_GAUSSK || s->kind == KIND_DGC)
     staged = gc__wire_stage(s->n, s->kind == KIND_DGC ? s->k : s->n, sizeof(REAL), buf, cap,
                             &room);
+  /* threshold's and DGC's scans may write the delta codes in place */
+  scan_layout L = { .T = 1 };
+  /* (threshold's density shows only after its scan: the last one's decides) */
+  if (staged && ((s->kind == KIND_THRESHOLD && codes_pay(s->last_count, s->n))
+                 || (s->kind == KIND_DGC && codes_pay(s->k, s->n)))) {
+    L.codes = buf + GC__WIRE_HDR;
+    L.limit = (size_t) ((uint8_t *) staged - L.codes);
+    L.bits = s->scan_bits;
+  }
   switch (s->kind) {
   case KIND_TOPK: {
 #ifdef TOPK_VALS
-    sparse_pieces sel;
+    sparse_pieces sel = FN(pieces_coded_into)(s, buf, cap);
     GC_TRY(TOPK_VALS(s, x, s->k, &sel));
-    if (sel.P) {
+    GC_TRY(FN(encode_coded_pieces)(s, &sel, buf, cap, len, &info->nnz, &written));
+    if (sel.P && !written) {
       GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
                                         cap, len, &info->nnz));
       written = 1;
@@ -946,22 +1051,19 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   case KIND_THRESHOLD: {
     size_t bad;
-    scan_layout L;
     c = FN(scan_staged)(x, s->n, FN(strict_t)(s->p.threshold), s->idx, &staged, room, s->n,
                         &bad, &L);
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
-    if (L.T > 1) {
-      GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
-      written = 1;
-    }
+    s->last_count = c;
     break;
   }
   case KIND_GAUSSK: {
-    sparse_pieces sel;
+    sparse_pieces sel = FN(pieces_coded_into)(s, buf, cap);
     GC_TRY(FN(gaussk)(s, x, &staged, room, &c, &evals, &sel));
 #ifdef GAUSS_FILTER_PIECES
-    if (sel.P) {
+    GC_TRY(FN(encode_coded_pieces)(s, &sel, buf, cap, len, &info->nnz, &written));
+    if (sel.P && !written) {
       GC_TRY(FN(gc__wire_encode_pieces)(s->wire, s->n, sel.P, sel.idx, sel.val, sel.cnt, buf,
                                         cap, len, &info->nnz));
       written = 1;
@@ -969,15 +1071,16 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
 #endif
     break;
   }
-  case KIND_DGC: {
-    scan_layout L;
+  case KIND_DGC:
     GC_TRY(FN(dgc)(s, x, step, &staged, room, &c, &evals, &L));
-    if (L.T > 1) {
-      GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
-      written = 1;
-    }
     break;
   }
+  if (L.T > 1) {   /* threshold's and DGC's scans in the threads' pieces */
+    GC_TRY(FN(encode_scan_pieces)(s, &L, staged, c, buf, cap, len, &info->nnz));
+    written = 1;
+  } else if (L.T == 0) {   /* ... or with their codes */
+    GC_TRY(FN(encode_codes)(s, x, &L, staged, c, buf, cap, len, &info->nnz));
+    written = 1;
   }
   if (check_sent && !written && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
     GC_TRY(FN(check_finite_at)(x, s->idx, c));
@@ -1033,3 +1136,4 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef TOPK_VALS
 #undef WALK_CODES_ISA
 #undef GAUSS_FILTER_PIECES
+#undef SCAN_CODES

@@ -233,6 +233,18 @@ int FN(gc__wire_encode_staged)(uint8_t type, size_t n, const uint32_t *idx,
   return GC_SUCCESS;
 }
 
+int FN(gc__wire_encode_coded)(uint8_t type, size_t n, size_t c, size_t delta,
+                              const REAL *val, int staged, uint8_t *buf, size_t cap,
+                              size_t *len, size_t *nnz)
+{
+  (void) n;
+  GC_TRY(start_message(buf, cap, type, sizeof(REAL), GC__IDX_DELTA, c, delta, len));
+  uint8_t *v = buf + GC__WIRE_HDR + delta;
+  *nnz = staged ? FN(move_down_par)(v, val, c, gc__wire_threads(c))
+                : FN(put_all_vals)(v, NULL, val, 1, c);
+  return GC_SUCCESS;
+}
+
 int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
                             size_t n, REAL scale, REAL *y)
 {

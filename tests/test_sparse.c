@@ -967,7 +967,7 @@ Test(dispatch, sparse_paths_bit_identical)
   static const char *const names[] = {"topk", "threshold", "gaussk", "dgc"};
   int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2);
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 5; kind++) {
       size_t n = ns[a];
       double *xd = malloc(n * sizeof *xd), *yd = malloc(n * sizeof *yd);
       float *xf = malloc(n * sizeof *xf), *yf = malloc(n * sizeof *yf);
@@ -1053,6 +1053,81 @@ Test(threads, gaussk_f64_same_for_any_thread_count, .init = gc_test_quiet)
   omp_set_num_threads(saved);
   free(x);
 #endif
+}
+
+/* On one thread the float32 selections write the delta codes of their
+ * message themselves (AVX-512): threshold's and DGC's scans from each
+ * block's word (VBMI2), top-K's and Gaussian-k's filters as they keep
+ * entries; the encoder then writes only the header and the values.  Their
+ * messages equal the SSE2 path's and the AVX-512 path's without VBMI2
+ * byte for byte: densities where the delta coding wins, where the bitmap
+ * does (the indices from the scan's bits, or from the codes), a stretch of
+ * tiny entries (empty blocks the scan skips without writing their words),
+ * heavy tails, Pareto tails (Gaussian-k's evaluations that reject a
+ * count and filter again, the list taken back from the codes), DGC counts
+ * past K (codes cut at K) and a DGC sample that admits far more than K
+ * (the candidates' indices from the scan's bits). */
+Test(dispatch, coded_selections_same_bytes)
+{
+  static const size_t ns[] = {70001, (1 << 20) + 5};
+  static const double dens[] = {0.001, 0.01, 0.1, 0.124, 0.13, 0.3};
+  static const char *const names[] = {"topk", "threshold", "gaussk", "dgc"};
+  int top = gc__isa_cpu(), saved = gc__isa_force(GC__ISA_SSE2), saved_T = threads_now();
+  threads_set(1);
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int kind = 0; kind < 5; kind++) {
+      size_t n = ns[a];
+      float *x = malloc(n * sizeof *x);
+      for (size_t i = 0; i < n; i++) {
+        double v = gc_rng_normal(41 + (uint64_t) kind, a, 0, i);
+        if (kind == 1 && i > n / 3 && i < n / 2)
+          v *= 1e-3;                      /* a quiet stretch: empty blocks */
+        if (kind == 2)
+          v = v / (fabs(gc_rng_normal(43, a, 0, i)) + 0.05);   /* heavy tails */
+        if (kind == 3)   /* Pareto tails (alpha 2.5): Gaussian-k's first counts too high */
+          v = (v < 0 ? -1 : 1) * pow(fmax(2 * gsl_cdf_ugaussian_Q(fabs(v)), 1e-12), -0.4);
+        if (kind == 4)   /* scales by i mod DGC's stride: its sample can mislead */
+          v *= (double) (1 + i % 99);
+        x[i] = (float) v;
+      }
+      for (size_t dj = 0; dj < sizeof dens / sizeof dens[0]; dj++)
+        for (size_t nj = 0; nj < sizeof names / sizeof names[0]; nj++)
+          for (int ties = GC_TIES_LOW; ties <= GC_TIES_HIGH; ties++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            p.density = dens[dj];
+            p.threshold = -gsl_cdf_ugaussian_Pinv(dens[dj] / 2);
+            p.ties = ties;
+            gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(names[nj]), n, &p);
+            cr_assert(c != NULL, "%s: %s", names[nj], gc_last_error());
+            size_t cap = gc_compressor_max_bytes(c), len, ref_len;
+            uint8_t *ref = malloc(cap), *buf = malloc(cap);
+            /* DGC: steps whose samples start at other entries of the stride */
+            for (uint32_t step = 9; step < (nj == 3 ? 13u : 10u); step++) {
+            gc__isa_force(GC__ISA_SSE2);
+            cr_assert(eq(int, gc_compress_f32(c, x, step, ref, cap, &ref_len, NULL), GC_SUCCESS));
+            for (int vbmi2 = 1; vbmi2 >= 0 && top >= GC__ISA_AVX512; vbmi2--) {
+              gc__isa_force(GC__ISA_AVX512);
+              gc__sparse_vbmi2 = vbmi2;
+              memset(buf, 0xA5, cap);
+              int rc = gc_compress_f32(c, x, step, buf, cap, &len, NULL);
+              gc__sparse_vbmi2 = 1;
+              cr_assert(eq(int, rc, GC_SUCCESS), "%s", gc_last_error());
+              cr_assert(eq(sz, len, ref_len), "%s n=%zu kind %d density %g vbmi2 %d: length",
+                        names[nj], n, kind, dens[dj], vbmi2);
+              cr_assert(eq(int, memcmp(buf, ref, len), 0), "%s n=%zu kind %d density %g ties %d "
+                        "step %u vbmi2 %d: bytes", names[nj], n, kind, dens[dj], ties, step,
+                        vbmi2);
+            }
+            }
+            free(ref);
+            free(buf);
+            gc_compressor_free(c);
+          }
+      free(x);
+    }
+  threads_set(saved_T);
+  gc__isa_force(saved);
 }
 
 /* A NaN or Inf anywhere (in a block that also holds selected entries, in
@@ -1561,7 +1636,7 @@ Test(sparse, staged_values_same_bytes_as_gathered, .init = gc_test_quiet)
   static const double dens[] = {0.001, 0.1, 0.5, 1.0};
   static const char *const names[] = {"threshold", "gaussk", "dgc"};
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 5; kind++) {
       size_t n = ns[a];
       double *xd = malloc(n * sizeof *xd);
       float *xf = malloc(n * sizeof *xf);
