@@ -912,6 +912,7 @@ static size_t fp16_count_avx512(const float *x, size_t n, uint8_t *out, uint32_t
     nnz += (size_t) __builtin_popcount(_mm256_test_epi16_mask(h, mag));
   }
   *amax = _mm512_reduce_max_epu32(m);
+  _mm256_zeroupper();   /* GCC leaves the upper halves dirty before the SSE2 tail */
   return nnz + fp16_count_scalar(x + i, n - i, out + 2 * i, amax);
 }
 
@@ -935,6 +936,7 @@ static size_t fp16_count_avx2(const float *x, size_t n, uint8_t *out, uint32_t *
   *amax = 0;
   for (int j = 0; j < 8; j++)
     *amax = t[j] > *amax ? t[j] : *amax;
+  _mm256_zeroupper();   /* as in fp16_count_avx512 */
   return i - zeros / 2 + fp16_count_scalar(x + i, n - i, out + 2 * i, amax);
 }
 #endif

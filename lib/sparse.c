@@ -1764,6 +1764,7 @@ TARGET_AVX512 static void walk_codes_avx512_f32(uint64_t *bits, size_t w, size_t
   ws->nz = nz;
   ws->bad = bad;
   ws->last = last;
+  _mm256_zeroupper();   /* GCC does not clear the upper halves before this tail call */
   walk_codes_f32(bits, w, w1, x, ws);
 }
 #endif
@@ -1845,6 +1846,7 @@ static void walk_codes_vbmi2_f32(uint64_t *bits, size_t w, size_t w1, size_t n,
   ws->nz += c - c0 - zeros;
   ws->bad = bad;
   ws->last = last;
+  _mm256_zeroupper();   /* GCC does not clear the upper halves before this tail call */
   walk_codes_f32(bits, w, w1, x, ws);
 }
 #endif
