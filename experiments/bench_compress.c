@@ -44,6 +44,12 @@ static void usage(FILE *out)
           "bucket of d entries).\n");
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+  int x = *(const int *) a, y = *(const int *) b;
+  return (x > y) - (x < y);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *) a, y = *(const double *) b;
@@ -228,6 +234,9 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
                                     th[j]);
         o->threads[j] = (int) th[j];
       }
+      /* ascending, so that a row's one-thread time is known when its other
+       * rows are printed */
+      qsort(o->threads, o->nthreads, sizeof *o->threads, cmp_int);
     } else if (!strcmp(a, "--levels")) {
       size_t lv;
       if (gc_cli_size_in(cmd, a, v, 1, 65535, &lv))

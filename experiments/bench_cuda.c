@@ -5,7 +5,7 @@
  * densities, --compressors, --repeat, --quick, plus --no-torch.
  *
  * Columns: compressor,d,density,threads,median_s,gbps,ratio_stream,ratio_memcpy
- *   threads       0 (one GPU; the column keeps the CPU table's shape)
+ *   threads       0 (one GPU; the columns are the CPU table's first eight)
  *   gbps          input bytes 4d / median_s / 1e9
  *   ratio_stream  median of a read-only streaming pass over x (the
  *                 deterministic norm kernel) / median_s

@@ -34,14 +34,11 @@ static inline int gc__threads_for(size_t n, size_t min, int cap)
  * on one thread and 1.8 on two (y = z + a x, Zen 4): the region's cost
  * is paid back from about there. */
 enum { GC__VEC_PAR_MIN = 1 << 14 };
-static inline int gc__vec_par(size_t n)
-{
-  return gc__threads_for(n, GC__VEC_PAR_MIN, 0) > 1;
-}
 
-/* The threads of one such pass: gc__vec_par's, except that with more
- * threads than processors (omp_get_num_procs, asked once) a pass shorter
- * than GC__VEC_PAR_OVER_MIN (the threshold before 2^14) runs on one.  The
+/* The threads of one such pass: all from GC__VEC_PAR_MIN entries, except
+ * that with more threads than processors (omp_get_num_procs, asked once) a
+ * pass shorter than GC__VEC_PAR_OVER_MIN (the threshold before 2^14) runs
+ * on one.  The
  * team then spins only briefly, so each pass of microseconds waits for
  * sleeping threads to wake: MNIST-MLP's server (six passes a step) took
  * 0.15-0.19 s an epoch on 3 threads of 2 cores, 0.05 on 2 of the 3 and
@@ -145,7 +142,9 @@ static inline double gc__pairwise_total(const gc__pairwise *t)
  * a 5x5 kernel as four 3x3 sub-kernels), for the layers of nn.c where it
  * applies: out[n][o] (B x O x Ho x Wo, Ho = H + 2 pad - (k - 1)) = sum
  * over c of the zero-padded in[n][c] (B x C x H x W) correlated with
- * filter (o, c), plus bias[o] (bias may be NULL).  U is the transformed
+ * filter (o, c), plus bias[o] (bias may be NULL), for the shapes that
+ * gc__wino3_applies accepts (5x5: C and O multiples of 4, or the four
+ * sub-kernels' channels would not line up).  U is the transformed
  * filter, 16 x O x C (3x3, from gc__wino3_filter) or 16 x O x 4C (5x5,
  * from gc__wino5_filter).  With turned != 0 (3x3 only), U is the
  * transform of a layer with O inputs and C outputs and the convolution

@@ -9,6 +9,7 @@
 #include "gc_internal.h"
 #include "gc_nn.h"
 #include "gc_rng.h"
+#include "gc_vf4.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -380,9 +381,6 @@ static double lanes_total(const double acc[LANES])
 #pragma GCC push_options
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif
-typedef float vf4 __attribute__((vector_size(16)));
-static inline vf4 load4(const float *p) { vf4 v; memcpy(&v, p, sizeof v); return v; }
-static inline void store4(float *p, vf4 v) { memcpy(p, &v, sizeof v); }
 
 /* d[0..n) = s[0..n); from n = 4 on the last 4 floats are stored again
  * (the same values) rather than in a tail loop. */
@@ -395,8 +393,8 @@ static inline void copy_run(float *restrict d, const float *restrict s,
     return;
   }
   for (size_t j = 0; j + 4 < n; j += 4)
-    store4(d + j, load4(s + j));
-  store4(d + n - 4, load4(s + n - 4));
+    gc__store4(d + j, gc__load4(s + j));
+  gc__store4(d + n - 4, gc__load4(s + n - 4));
 }
 
 /* Image in (C x H x W) -> out (C x Hp x Wp) with a zero border of p. */

@@ -121,7 +121,7 @@ void gc_xi_probe_before(gc_xi_probe *w, gc_sim *sim)
   const void *sm = gc_server_memory(gc_sim_server(sim));
   size_t n = w->n;
   if (sm && w->server_memory) {
-    #pragma omp parallel for schedule(static) if (gc__vec_par(n))
+    #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
     for (size_t i = 0; i < n; i++)
       w->dprev[i] = at(w, sm, i);
   }
@@ -153,7 +153,7 @@ static double dist2(const double *x, const double *y, size_t n)
 void gc_xi_probe_sums_begin(gc_xi_probe *w)
 {
   size_t n = w->n;
-  #pragma omp parallel for schedule(static) if (gc__vec_par(n))
+  #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++)
     w->t1[i] = w->macc[i] = w->msent[i] = 0;
 }
@@ -166,7 +166,7 @@ void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
   if (!sent)
     sent = acc;
   size_t n = w->n;
-  #pragma omp parallel for schedule(static) if (gc__vec_par(n))
+  #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++) {
     w->t1[i] += at(w, grad, i);
     w->macc[i] += at(w, acc, i);
@@ -177,7 +177,7 @@ void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
 int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
 {
   size_t n = w->n, P = w->P;
-  #pragma omp parallel for schedule(static) if (gc__vec_par(n))
+  #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++) {
     w->t1[i] /= (double) P;
     w->macc[i] /= (double) P;
@@ -196,7 +196,7 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
   out->num = c * sqrt(dist2(w->t1, w->msent, n));
   out->xi = out->num / denom;
   /* the means are not needed again */
-  #pragma omp parallel for schedule(static) if (gc__vec_par(n))
+  #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++) {
     w->macc[i] += w->dprev[i];
     w->msent[i] += w->dprev[i];

@@ -24,6 +24,7 @@
 #include <cblas.h>
 
 #include "gc_internal.h"
+#include "gc_vf4.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")   /* inlines the per-tile transform helpers */
@@ -78,14 +79,12 @@ static size_t wino3_chunk(size_t C, size_t O, size_t Ho, size_t Wo,
   return b > max_batch ? max_batch : b;
 }
 
-/* Four floats as one value (GCC and Clang vector extension): the
+/* Four floats as one value (gc_vf4.h): the
  * transforms below are adds and subtracts along the channels, 4 at a
  * time.  Channel counts are rounded up to a multiple of 4 in the
  * channel-last buffers (the extra channels never reach the output), so no
  * loop has a tail. */
-typedef float vf __attribute__((vector_size(16)));
-static inline vf load4(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
-static inline void store4(float *p, vf v) { memcpy(p, &v, sizeof v); }
+typedef gc__vf4 vf;
 static size_t round4(size_t n) { return (n + 3) & ~(size_t) 3; }
 
 /* Lanes i, j, k, l of the 8 in (a, b). */
@@ -140,7 +139,7 @@ void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
           tap[i][k] = w[(o * C + c + k) * 9 + i];
       vf f[9], t[4][3], u[16];
       for (size_t i = 0; i < 9; i++)
-        f[i] = load4(tap[i]);
+        f[i] = gc__load4(tap[i]);
       for (size_t j = 0; j < 3; j++) {   /* t = G f */
         vf a = f[j], b = f[3 + j], e = f[6 + j];
         t[0][j] = a;
@@ -158,7 +157,7 @@ void gc__wino3_filter(const float *w, size_t O, size_t C, float *U)
       float *dst = U + o * C + c;
       for (size_t xi = 0; xi < 16; xi++) {
         if (n == 4)
-          store4(dst + xi * OC, u[xi]);
+          gc__store4(dst + xi * OC, u[xi]);
         else
           memcpy(dst + xi * OC, &u[xi], n * sizeof(float));
       }
@@ -217,10 +216,10 @@ static void to_padded_channel_last(const float *in, size_t nb, size_t C,
         for (; w + 4 <= W; w += 4) {
           vf q[4];
           for (size_t k = 0; k < 4; k++)
-            q[k] = load4(src + k * H * W + w);
+            q[k] = gc__load4(src + k * H * W + w);
           transpose4(q);
           for (size_t k = 0; k < 4; k++)
-            store4(dst + (w + k) * Cp + c, q[k]);
+            gc__store4(dst + (w + k) * Cp + c, q[k]);
         }
         for (; w < W; w++)
           for (size_t k = 0; k < 4; k++)
@@ -244,8 +243,8 @@ static void input_tile(const float *x, size_t row, size_t Cp, float *V,
     vf u[4][4];
     for (size_t q = 0; q < 4; q++) {   /* u = B^T d, column by column */
       const float *p = x + q * Cp + c;
-      vf d0 = load4(p), d1 = load4(p + row), d2 = load4(p + 2 * row),
-         d3 = load4(p + 3 * row);
+      vf d0 = gc__load4(p), d1 = gc__load4(p + row), d2 = gc__load4(p + 2 * row),
+         d3 = gc__load4(p + 3 * row);
       u[0][q] = d0 - d2;
       u[1][q] = d1 + d2;
       u[2][q] = d2 - d1;
@@ -253,10 +252,10 @@ static void input_tile(const float *x, size_t row, size_t Cp, float *V,
     }
     for (size_t i = 0; i < 4; i++) {   /* V = u B */
       float *v = V + 4 * i * xi_stride + c;
-      store4(v, u[i][0] - u[i][2]);
-      store4(v + xi_stride, u[i][1] + u[i][2]);
-      store4(v + 2 * xi_stride, u[i][2] - u[i][1]);
-      store4(v + 3 * xi_stride, u[i][1] - u[i][3]);
+      gc__store4(v, u[i][0] - u[i][2]);
+      gc__store4(v + xi_stride, u[i][1] + u[i][2]);
+      gc__store4(v + 2 * xi_stride, u[i][2] - u[i][1]);
+      gc__store4(v + 3 * xi_stride, u[i][1] - u[i][3]);
     }
   }
 }
@@ -292,16 +291,16 @@ static void output_tile(const float *m, size_t xi_stride, size_t Op,
     vf s0[4], s1[4];   /* A^T m, column by column */
     for (size_t k = 0; k < 4; k++) {
       const float *p = m + k * xi_stride + o;
-      vf a = load4(p), b = load4(p + 4 * xi_stride),
-         e = load4(p + 8 * xi_stride), f = load4(p + 12 * xi_stride);
+      vf a = gc__load4(p), b = gc__load4(p + 4 * xi_stride),
+         e = gc__load4(p + 8 * xi_stride), f = gc__load4(p + 12 * xi_stride);
       s0[k] = a + b + e;
       s1[k] = b - e - f;
     }
-    vf b0 = load4(bias + o);
-    store4(y + o, s0[0] + s0[1] + s0[2] + b0);
-    store4(y + Op + o, s0[1] - s0[2] - s0[3] + b0);
-    store4(y + row + o, s1[0] + s1[1] + s1[2] + b0);
-    store4(y + row + Op + o, s1[1] - s1[2] - s1[3] + b0);
+    vf b0 = gc__load4(bias + o);
+    gc__store4(y + o, s0[0] + s0[1] + s0[2] + b0);
+    gc__store4(y + Op + o, s0[1] - s0[2] - s0[3] + b0);
+    gc__store4(y + row + o, s1[0] + s1[1] + s1[2] + b0);
+    gc__store4(y + row + Op + o, s1[1] - s1[2] - s1[3] + b0);
   }
 }
 
@@ -322,10 +321,10 @@ static void from_channel_last(const float *restrict y, size_t nb, size_t O,
         for (; w + 4 <= Wo; w += 4) {
           vf q[4];
           for (size_t k = 0; k < 4; k++)
-            q[k] = load4(src + (w + k) * Op + o);
+            q[k] = gc__load4(src + (w + k) * Op + o);
           transpose4(q);
           for (size_t k = 0; k < 4; k++)
-            store4(dst + k * Ho * Wo + w, q[k]);
+            gc__store4(dst + k * Ho * Wo + w, q[k]);
         }
         for (; w < Wo; w++)
           for (size_t k = 0; k < 4; k++)
@@ -390,16 +389,16 @@ static void grad_tile(const float *h, size_t row, size_t Op, float *H,
                       size_t xi_stride)
 {
   for (size_t o = 0; o < Op; o += 4) {
-    vf h00 = load4(h + o), h01 = load4(h + Op + o), h10 = load4(h + row + o),
-       h11 = load4(h + row + Op + o);
+    vf h00 = gc__load4(h + o), h01 = gc__load4(h + Op + o), h10 = gc__load4(h + row + o),
+       h11 = gc__load4(h + row + Op + o);
     vf r[4][2] = { { h00, h01 }, { h00 + h10, h01 + h11 },
                    { h00 - h10, h01 - h11 }, { -h10, -h11 } };   /* A h */
     for (size_t i = 0; i < 4; i++) {   /* (A h) A^T */
       float *p = H + 4 * i * xi_stride + o;
-      store4(p, r[i][0]);
-      store4(p + xi_stride, r[i][0] + r[i][1]);
-      store4(p + 2 * xi_stride, r[i][0] - r[i][1]);
-      store4(p + 3 * xi_stride, -r[i][1]);
+      gc__store4(p, r[i][0]);
+      gc__store4(p + xi_stride, r[i][0] + r[i][1]);
+      gc__store4(p + 2 * xi_stride, r[i][0] - r[i][1]);
+      gc__store4(p + 3 * xi_stride, -r[i][1]);
     }
   }
 }
@@ -415,7 +414,7 @@ static void grad_untransform(const float *Mw, size_t O, size_t C, float *dW)
       for (size_t xi = 0; xi < 16; xi++) {
         float lane[4] = {0};
         memcpy(lane, Mw + xi * OC + o * C + c, n * sizeof(float));
-        m[xi] = load4(lane);
+        m[xi] = gc__load4(lane);
       }
       for (size_t j = 0; j < 4; j++) {   /* t = G^T m */
         vf a = m[j], b = m[4 + j], e = m[8 + j], f = m[12 + j];
@@ -426,9 +425,9 @@ static void grad_untransform(const float *Mw, size_t O, size_t C, float *dW)
       float out[9][4];
       for (size_t i = 0; i < 3; i++) {   /* t G */
         vf a = t[i][0], b = t[i][1], e = t[i][2], f = t[i][3];
-        store4(out[3 * i], a + 0.5f * (b + e));
-        store4(out[3 * i + 1], 0.5f * (b - e));
-        store4(out[3 * i + 2], 0.5f * (b + e) + f);
+        gc__store4(out[3 * i], a + 0.5f * (b + e));
+        gc__store4(out[3 * i + 1], 0.5f * (b - e));
+        gc__store4(out[3 * i + 2], 0.5f * (b + e) + f);
       }
       for (size_t k = 0; k < n; k++)
         for (size_t i = 0; i < 9; i++)

@@ -253,6 +253,9 @@ Test(frontend, bench_compress_device_and_dense_rows)
  * is a usage error. */
 Test(frontend, bench_compress_thread_list_rows)
 {
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP: bench compress refuses more than one thread");
+#endif
   char out[8192], csv[512];
   snprintf(csv, sizeof csv, "%s", gc_test_tmp("fe-bench-thr.csv"));
   for (int listed = 0; listed < 2; listed++) {

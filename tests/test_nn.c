@@ -249,8 +249,9 @@ Test(nn, winograd_conv_matches_direct_sums)
 }
 
 /* Layers with fewer than 64 channels on a side (MNIST-CNN's 32 -> 64) run
- * their Winograd passes one image at a time, and so does their input
- * gradient (64 -> 32): the weight gradient adds up a pass per image. */
+ * their Winograd passes over few tiles (wino3_chunk: 128, 11 images of
+ * 7x6 at pad 1), and so does their input gradient (64 -> 32); 46 images
+ * make five passes, whose weight gradients add up. */
 Test(nn, winograd_narrow_layers_match_direct_sums)
 {
   cr_assert(gc__wino3_applies(3, 0, 32, 64), "MNIST-CNN's 32 -> 64 layer");
@@ -258,6 +259,7 @@ Test(nn, winograd_narrow_layers_match_direct_sums)
   for (size_t pad = 0; pad <= 2; pad++)
     direct_conv_check(32, 64, 7, 6, pad, 2);
   direct_conv_check(33, 32, 6, 7, 0, 0);
+  direct_conv_check(32, 64, 7, 6, 1, 40);   /* several narrow passes */
 }
 
 /* 5x5 convolutions (FMNIST-CNN's 16 -> 32) take F(2x2, 3x3) on four 3x3
