@@ -39,8 +39,8 @@ int gc__wino3_applies(size_t ksize, size_t pad, size_t in_c, size_t out_c)
   /* Below 32 channels the GEMMs' inner dimension is too short to pay for
    * the transforms.  MNIST-CNN's 32 -> 64 layer at batch 64 ran 10% slower
    * than with im2col when its passes were as wide as VGG-19's, and 18%
-   * faster (40.5 -> 33.4 ms forward and backward) with the one-image
-   * passes of wino3_chunk. */
+   * faster (40.5 -> 33.4 ms forward and backward) with wino3_chunk's
+   * narrow passes (one image of that layer). */
   if (ksize == 3)
     return pad <= 2 && in_c >= 32 && out_c >= 32;
   /* 5x5 (nsub): the four sets of V must line up with the filter's
