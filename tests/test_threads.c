@@ -25,18 +25,26 @@
 
 enum { P = 5, N = 3001, STEPS = 6 };
 
-static gc_sim *make_sim(const char *up, gc_algo_kind kind, const float *x0)
+/* A float32 simulator's configuration: kind, P workers, n entries, the
+ * uplink `up` and a top-K downlink, default parameters. */
+static gc_algo_config sim_config(gc_algo_kind kind, size_t workers, size_t n, const char *up)
 {
   gc_algo_config c;
   gc_algo_config_default(&c);
   c.kind = kind;
-  c.workers = P;
-  c.n = N;
+  c.workers = workers;
+  c.n = n;
   c.dtype = GC_F32;
   c.up = gc_compressor_type_by_name(up);
   c.down = gc_compressor_type_by_name("topk");
   gc_compressor_params_default(&c.up_params);
   gc_compressor_params_default(&c.down_params);
+  return c;
+}
+
+static gc_sim *make_sim(const char *up, gc_algo_kind kind, const float *x0)
+{
+  gc_algo_config c = sim_config(kind, P, N, up);
   c.up_params.levels = 4;
   c.up_params.seed = c.down_params.seed = 17;
   gc_sim *s = gc_sim_alloc(&c, x0);
@@ -109,15 +117,7 @@ typedef struct {
 
 static void run_server_sized(gc_algo_kind kind, size_t threads, server_run *o)
 {
-  gc_algo_config c;
-  gc_algo_config_default(&c);
-  c.kind = kind;
-  c.workers = P;
-  c.n = SN;
-  c.dtype = GC_F32;
-  c.up = c.down = gc_compressor_type_by_name("topk");
-  gc_compressor_params_default(&c.up_params);
-  gc_compressor_params_default(&c.down_params);
+  gc_algo_config c = sim_config(kind, P, SN, "topk");
   c.up_params.density = c.down_params.density = 0.003;
   float *x0 = malloc(SN * sizeof *x0), *g = malloc(P * (size_t) SN * sizeof *g);
   const void *gp[P];
@@ -504,15 +504,7 @@ Test(threads, vector_passes_bit_identical)
 static void probe_run(size_t T, gc_xi_sample out[3])
 {
   enum { PW = 3, PN = (1 << 16) * 3 + 123 };
-  gc_algo_config c;
-  gc_algo_config_default(&c);
-  c.kind = GC_ALGO_BI;
-  c.workers = PW;
-  c.n = PN;
-  c.dtype = GC_F32;
-  c.up = c.down = gc_compressor_type_by_name("topk");
-  gc_compressor_params_default(&c.up_params);
-  gc_compressor_params_default(&c.down_params);
+  gc_algo_config c = sim_config(GC_ALGO_BI, PW, PN, "topk");
   c.up_params.density = c.down_params.density = 0.01;
   float *x0 = calloc(PN, sizeof *x0), *g = malloc(PW * (size_t) PN * sizeof *g);
   const void *gp[PW];
