@@ -840,6 +840,8 @@ typedef struct {
   int whole;        /* every word of bits written (else the scan skipped some) */
   size_t bytes;     /* code bytes of the entries coded; SIZE_MAX: they overflowed */
   double t;         /* the scan's threshold, for a scan again */
+  uint32_t last;    /* the last entry coded (one thread's scan, for the threads' join) */
+  int vp;           /* T == 0: the values in vp pieces of cnt[j] at j * share (else 1) */
 } scan_layout;
 
 /* A selection with its values in P pieces, in index order, where the
@@ -2040,9 +2042,98 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
   }
   L->whole = whole;
   L->bytes = fits ? pos : SIZE_MAX;
+  L->last = last;
   *bad = SIZE_MAX;
   return c;
 }
+
+#ifdef _OPENMP
+/* scan_codes_vbmi2_f32 of every entry (ccap >= n: threshold's) on T
+ * threads.  Each thread scans its piece of x (a multiple of 64 entries)
+ * and codes it as if alone, its values at val + j * share and its codes
+ * in its own share of L->limit bytes (from the second on, 4 bytes in:
+ * its first gap, coded from the piece's start, grows by up to 4 bytes
+ * once the join knows the entry before it); the join then writes each
+ * piece's true first gap and moves the rest of its codes down behind the
+ * piece before (a piece never takes more than its share, so each lands
+ * at or below where it lies).  The values stay in their pieces, for the
+ * encoder to move down (gc__wire_encode_coded_pieces).  On two threads
+ * the pieces' indices, 10 MB at density 0.1, n = 2.5e7, and the encoder's
+ * two passes over them took what one thread's codes had saved.  Returns
+ * SIZE_MAX, with nothing else to keep, where a piece's values overflow
+ * its share, or its codes theirs while the delta coding may still win
+ * (uneven pieces): the caller scans again the threads' way. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt,"
+                      "bmi,lzcnt")))
+static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float *val,
+                                 size_t vcap, size_t *bad, scan_layout *L)
+{
+  enum { RESERVE = 4 };
+  size_t piece = (n / (size_t) T + 63) & ~(size_t) 63, share = vcap / (size_t) T;
+  size_t cshare = L->limit / (size_t) T;
+  size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], lo[SCAN_PAR_MAX + 1];
+  scan_layout part[SCAN_PAR_MAX];
+  if (cshare <= RESERVE + 64)
+    return SIZE_MAX;
+  for (int j = 0; j <= T; j++)
+    lo[j] = (size_t) j * piece < n ? (size_t) j * piece : n;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t off = j ? RESERVE : 0;
+    part[j] = (scan_layout) { .codes = L->codes + (size_t) j * cshare + off,
+                              .limit = cshare - off, .bits = L->bits + lo[j] / 64 };
+    cnt[j] = scan_codes_vbmi2_f32(x + lo[j], lo[j + 1] - lo[j], t, val + (size_t) j * share,
+                                  share, lo[j + 1] - lo[j], &bads[j], &part[j]);
+  }
+  size_t c = 0, low = 0;   /* low: at least the delta coding's bytes */
+  int whole = 1, fits = 1, over = 0;
+  for (int j = 0; j < T; j++) {
+    if (bads[j] != SIZE_MAX) {   /* the first non-finite entry: the first piece's */
+      *bad = lo[j] + bads[j];
+      return c;
+    }
+    c += cnt[j];
+    whole &= part[j].whole;
+    fits &= cnt[j] <= share;
+    over |= part[j].bytes == SIZE_MAX;
+    /* an overflowed piece's codes take more than its room, and a byte
+     * each at least; the others' at least what they took (the first gap
+     * only grows) */
+    low += part[j].bytes != SIZE_MAX ? part[j].bytes
+           : cnt[j] > part[j].limit ? cnt[j] : part[j].limit + 1;
+  }
+  if (!fits || (over && low <= L->limit))
+    return SIZE_MAX;
+  size_t pos = 0;
+  uint32_t last = UINT32_MAX;   /* the entry before the piece's first */
+  for (int j = 0; !over && j < T; j++) {
+    if (!cnt[j])
+      continue;
+    const uint8_t *src = part[j].codes;
+    uint32_t first = 0;   /* the piece's first gap, from its start: its first entry */
+    size_t old = 0;
+    for (int sh = 0;; sh += 7) {
+      uint8_t b = src[old++];
+      first |= (uint32_t) (b & 0x7f) << sh;
+      if (!(b & 0x80))
+        break;
+    }
+    first += (uint32_t) lo[j];
+    uint8_t *q = gc__leb_put(L->codes + pos, last == UINT32_MAX ? first : first - last - 1);
+    if (q != src + old)   /* (the first piece's stay) */
+      memmove(q, src + old, part[j].bytes - old);
+    pos = (size_t) (q - L->codes) + part[j].bytes - old;
+    last = (uint32_t) lo[j] + part[j].last;
+  }
+  L->whole = whole;
+  L->bytes = over ? SIZE_MAX : pos;
+  L->vp = T;
+  L->share = share;
+  memcpy(L->cnt, cnt, (size_t) T * sizeof *cnt);
+  *bad = SIZE_MAX;
+  return c;
+}
+#endif
 #endif
 
 /* The scan with codes (scan_codes_vbmi2_f32) where it runs: one thread,
@@ -2053,11 +2144,19 @@ static size_t scan_codes_f32(const float *x, size_t n, float t, float *val, size
                              size_t ccap, size_t *bad, scan_layout *L)
 {
 #ifdef HAVE_SCAN_PATHS
-  if (L->codes && gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX) == 1
-      && gc__isa() >= GC__ISA_AVX512 && gc__sparse_vbmi2
+  int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
+  if (L->codes && gc__isa() >= GC__ISA_AVX512 && gc__sparse_vbmi2
       && __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("avx512vbmi")) {
     L->t = (double) t;
-    return scan_codes_vbmi2_f32(x, n, t, val, vcap, ccap, bad, L);
+    L->vp = 1;
+    if (T == 1)
+      return scan_codes_vbmi2_f32(x, n, t, val, vcap, ccap, bad, L);
+#ifdef _OPENMP
+    /* (DGC codes only its first ccap < n entries, which the threads'
+     * pieces cannot tell apart: it scans the threads' way) */
+    if (ccap >= n)
+      return scan_codes_par_f32(T, x, n, t, val, vcap, bad, L);
+#endif
   }
 #endif
   (void) x; (void) n; (void) t; (void) val; (void) vcap; (void) ccap; (void) bad; (void) L;

@@ -903,13 +903,30 @@ static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L
                             size_t *len, size_t *nnz)
 {
   size_t isec, bad;
-  if (gc__wire_pick(s->n, c, L->bytes, &isec) == GC__IDX_DELTA)
+  int delta = gc__wire_pick(s->n, c, L->bytes, &isec) == GC__IDX_DELTA;
+  if (delta && L->vp <= 1)
     return FN(gc__wire_encode_coded)(s->wire, s->n, c, isec, staged, 1, buf, cap, len, nnz);
-  if (L->whole)
+  if (!delta && L->whole)
     bits_to_idx(L->bits, s->n, c, s->idx);
-  else
+  else if (!delta)
     FN(scan)(x, s->n, (REAL) L->t, s->idx, NULL, c, &bad);
-  return FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len, nnz);
+  if (L->vp <= 1)
+    return FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len, nnz);
+  /* the threads' scan (scan_codes_par_f32): the values in its pieces */
+  const uint32_t *pi[SCAN_PAR_MAX];
+  const REAL *pv[SCAN_PAR_MAX];
+  size_t pc[SCAN_PAR_MAX], at = 0;
+  for (int j = 0; j < L->vp; j++) {
+    pi[j] = s->idx + at;
+    pv[j] = staged + (size_t) j * L->share;
+    pc[j] = L->cnt[j] < c - at ? L->cnt[j] : c - at;
+    at += pc[j];
+  }
+  if (delta)
+    return FN(gc__wire_encode_coded_pieces)(s->wire, s->n, c, isec, L->vp, pv, pc, buf, cap,
+                                            len, nnz);
+  return FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L->vp, pi, pv, pc, buf, cap, len,
+                                           nnz);
 }
 
 /* A selection's pieces whose filter may write the delta codes into the

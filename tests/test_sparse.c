@@ -1408,6 +1408,19 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
     /* c = n/8 = 262208 >= WIRE_PAR_MIN with delta = bitmap (delta wins):
      * f64 delta_plan and put_indices in T pieces; f32 encode_pieces */
     {"threshold", 2097664, 0, 0, 0.5, 0, PAR_EVERY8, 0, 0, 0},
+    /* threshold's threads' scan with codes (scan_codes_par_f32, AVX-512
+     * with VBMI2; the cases above reach its join and the encoder's moves
+     * of its pieces): half the entries, every piece's codes overflow and
+     * the bitmap wins, the indices from the scan's words for the staged
+     * pieces encoder */
+    {"threshold", PAR_N1, 0, 0, 0.5, 0, PAR_EVERY2, 0, 0, 0},
+    /* the first tenth crowded: the first piece's codes overflow its share
+     * while the delta coding wins (0.097 n entries), so the threads scan
+     * again their usual way */
+    {"threshold", PAR_N1, 0, 0, 2.3, 0, PAR_CROWDED, 0, 0, 0},
+    /* every entry: a piece's values overflow their share (a piece is 64 T
+     * entries rounded up), a scan again */
+    {"threshold", PAR_N1, 0, 0, 0, 0, PAR_NORMAL, 0, 0, 0},
     /* gauss_sums_par (n >= SCAN_PAR_MIN), gauss_filter_pieces_f32, pieces
      * encoded where they lie; f64: join_pieces */
     {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 0, 0},
