@@ -21,11 +21,13 @@
  *   their candidates, whose pieces (one per thread) the encoder takes
  *   where they lie (gc__wire_encode_pieces), as it takes the threads'
  *   staged pieces of threshold and DGC.
- * - On one thread at densities of 1/32 and up, the float32 selections
- *   write the message's delta codes themselves (AVX-512): threshold's and
- *   DGC's scans code each block's word of selected entries and write no
- *   indices (scan_codes_f32), top-K's and Gaussian-k's filters code what
- *   they keep and leave the indices where they were (keep_codes_isa_f32);
+ * - At densities of 1/32 and up, the float32 selections write the
+ *   message's delta codes themselves (AVX-512): threshold's and DGC's
+ *   scans code each block's word of selected entries and write no
+ *   indices (scan_codes_f32; on threads each piece codes itself and a
+ *   join fixes the pieces' first gaps), on one thread top-K's and
+ *   Gaussian-k's filters code what they keep and leave the indices where
+ *   they were (keep_codes_isa_f32);
  *   the encoder then writes only the header and the values
  *   (gc__wire_encode_coded), and where another coding wins it takes the
  *   indices back from the scan's bits or from the codes.
@@ -841,6 +843,7 @@ typedef struct {
   size_t bytes;     /* code bytes of the entries coded; SIZE_MAX: they overflowed */
   double t;         /* the scan's threshold, for a scan again */
   uint32_t last;    /* the last entry coded (one thread's scan, for the threads' join) */
+  size_t coded;     /* the entries coded (fewer than ccap where they overflowed) */
   int vp;           /* T == 0: the values in vp pieces of cnt[j] at j * share (else 1) */
 } scan_layout;
 
@@ -1947,7 +1950,7 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
   const __m512i next = _mm512_add_epi8(iota, _mm512_set1_epi8(1)), one = _mm512_set1_epi8(1);
   uint8_t *codes = L->codes;
   uint64_t *bits = L->bits;
-  size_t lim = L->limit, pos = 0, c = 0, i = 0;
+  size_t lim = L->limit, pos = 0, c = 0, i = 0, coded = SIZE_MAX;
   uint32_t last = UINT32_MAX;   /* the first gap is the first index */
   int fits = 1, whole = 1;
   unsigned full = 0, dense = 0;
@@ -2015,6 +2018,7 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
     } else if (fits && c < ccap) {
       size_t left = ccap - c;
       fits = put_word_codes(codes, &pos, lim, &last, b, i, &left);
+      coded = fits ? coded : ccap - left;
     }
     c += cnt;
   }
@@ -2037,41 +2041,64 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
     if (fits && c < ccap) {
       size_t left = ccap - c;
       fits = put_word_codes(codes, &pos, lim, &last, b, i, &left);
+      coded = fits ? coded : ccap - left;
     }
     c += (size_t) __builtin_popcountll(b);
   }
   L->whole = whole;
   L->bytes = fits ? pos : SIZE_MAX;
+  L->coded = fits ? (c < ccap ? c : ccap) : coded;
   L->last = last;
   *bad = SIZE_MAX;
   return c;
 }
 
 #ifdef _OPENMP
-/* scan_codes_vbmi2_f32 of every entry (ccap >= n: threshold's) on T
- * threads.  Each thread scans its piece of x (a multiple of 64 entries)
- * and codes it as if alone, its values at val + j * share and its codes
- * in its own share of L->limit bytes (from the second on, 4 bytes in:
- * its first gap, coded from the piece's start, grows by up to 4 bytes
- * once the join knows the entry before it); the join then writes each
- * piece's true first gap and moves the rest of its codes down behind the
- * piece before (a piece never takes more than its share, so each lands
- * at or below where it lies).  The values stay in their pieces, for the
- * encoder to move down (gc__wire_encode_coded_pieces).  On two threads
- * the pieces' indices, 10 MB at density 0.1, n = 2.5e7, and the encoder's
- * two passes over them took what one thread's codes had saved.  Returns
- * SIZE_MAX, with nothing else to keep, where a piece's values overflow
- * its share, or its codes theirs while the delta coding may still win
- * (uneven pieces): the caller scans again the threads' way. */
+/* The bytes of the first m > 0 of the delta codes at p (bytes of them):
+ * codes end at bytes below 0x80, counted a word at a time. */
+static size_t codes_skip(const uint8_t *p, size_t bytes, size_t m)
+{
+  const uint64_t high = 0x8080808080808080ull;
+  size_t off = 0;
+  for (; off + 8 <= bytes; off += 8) {
+    uint64_t w;
+    memcpy(&w, p + off, 8);
+    size_t e = (size_t) __builtin_popcountll(~w & high);
+    if (e >= m)
+      break;
+    m -= e;
+  }
+  for (; m; off++)
+    m -= !(p[off] & 0x80);
+  return off;
+}
+
+/* scan_codes_vbmi2_f32 on T threads, the codes of the first need entries
+ * (threshold's: all of them; DGC's: its first ns).  Each thread scans its
+ * piece of x (a multiple of 64 entries) and codes all of it as if alone,
+ * its values at val + j * share (share: a T-th of the room) and its codes
+ * in its own T-th of L->limit bytes (from the second on, 4 bytes in: its
+ * first gap, coded from the piece's start, grows by up to 4 bytes once
+ * the join knows the entry before it).  The join cuts the codes after
+ * the first need entries, writes each piece's true first gap and moves
+ * the rest of its codes down behind the piece before (a piece never takes
+ * more than its T-th, so each lands at or below where it lies).  The
+ * values stay in their pieces, for the encoder to move down
+ * (gc__wire_encode_coded_pieces).  On two threads the pieces' indices,
+ * 10 MB at density 0.1, n = 2.5e7, and the encoder's two passes over them
+ * took what one thread's codes had saved.  Returns SIZE_MAX, with nothing
+ * else to keep, where a piece's values needed overflow its share, or its
+ * codes needed theirs while the delta coding may still win (uneven
+ * pieces): the caller scans again the threads' way. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt,"
                       "bmi,lzcnt")))
 static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float *val,
-                                 size_t vcap, size_t *bad, scan_layout *L)
+                                 size_t room, size_t need, size_t *bad, scan_layout *L)
 {
   enum { RESERVE = 4 };
-  size_t piece = (n / (size_t) T + 63) & ~(size_t) 63, share = vcap / (size_t) T;
+  size_t piece = (n / (size_t) T + 63) & ~(size_t) 63, share = room / (size_t) T;
   size_t cshare = L->limit / (size_t) T;
-  size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], lo[SCAN_PAR_MAX + 1];
+  size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], lo[SCAN_PAR_MAX + 1], keep[SCAN_PAR_MAX];
   scan_layout part[SCAN_PAR_MAX];
   if (cshare <= RESERVE + 64)
     return SIZE_MAX;
@@ -2092,22 +2119,30 @@ static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float
       *bad = lo[j] + bads[j];
       return c;
     }
+    /* the piece's entries among the first need, and their code bytes */
+    size_t m = need > c ? (need - c < cnt[j] ? need - c : cnt[j]) : 0;
     c += cnt[j];
     whole &= part[j].whole;
-    fits &= cnt[j] <= share;
-    over |= part[j].bytes == SIZE_MAX;
-    /* an overflowed piece's codes take more than its room, and a byte
-     * each at least; the others' at least what they took (the first gap
-     * only grows) */
-    low += part[j].bytes != SIZE_MAX ? part[j].bytes
-           : cnt[j] > part[j].limit ? cnt[j] : part[j].limit + 1;
+    fits &= m <= share;
+    keep[j] = m;
+    if (m && m > part[j].coded) {
+      /* they overflowed its room: more than it holds, and a byte each */
+      over = 1;
+      low += m > part[j].limit ? m : part[j].limit + 1;
+    } else if (m) {   /* (the first gap only grows) */
+      /* (where later entries overflowed, the first m's codes lie below
+       * its limit) */
+      size_t has = part[j].bytes != SIZE_MAX ? part[j].bytes : part[j].limit;
+      part[j].bytes = m == cnt[j] ? part[j].bytes : codes_skip(part[j].codes, has, m);
+      low += part[j].bytes;
+    }
   }
   if (!fits || (over && low <= L->limit))
     return SIZE_MAX;
   size_t pos = 0;
   uint32_t last = UINT32_MAX;   /* the entry before the piece's first */
   for (int j = 0; !over && j < T; j++) {
-    if (!cnt[j])
+    if (!keep[j])
       continue;
     const uint8_t *src = part[j].codes;
     uint32_t first = 0;   /* the piece's first gap, from its start: its first entry */
@@ -2136,12 +2171,13 @@ static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float
 #endif
 #endif
 
-/* The scan with codes (scan_codes_vbmi2_f32) where it runs: one thread,
- * AVX-512 with VBMI2 (the threads' scans write their pieces; elsewhere
- * the indices are written and coded after).  SIZE_MAX where it does not,
- * having done nothing. */
+/* The scan with codes where it runs, AVX-512 with VBMI2: on one thread
+ * scan_codes_vbmi2_f32 (the values of the first vcap), on several
+ * scan_codes_par_f32 (the values in the threads' pieces of the room;
+ * L->vp says how many); elsewhere the indices are written and coded
+ * after.  SIZE_MAX where it does not run, having done nothing. */
 static size_t scan_codes_f32(const float *x, size_t n, float t, float *val, size_t vcap,
-                             size_t ccap, size_t *bad, scan_layout *L)
+                             size_t room, size_t ccap, size_t *bad, scan_layout *L)
 {
 #ifdef HAVE_SCAN_PATHS
   int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
@@ -2152,14 +2188,12 @@ static size_t scan_codes_f32(const float *x, size_t n, float t, float *val, size
     if (T == 1)
       return scan_codes_vbmi2_f32(x, n, t, val, vcap, ccap, bad, L);
 #ifdef _OPENMP
-    /* (DGC codes only its first ccap < n entries, which the threads'
-     * pieces cannot tell apart: it scans the threads' way) */
-    if (ccap >= n)
-      return scan_codes_par_f32(T, x, n, t, val, vcap, bad, L);
+    return scan_codes_par_f32(T, x, n, t, val, room, ccap, bad, L);
 #endif
   }
 #endif
-  (void) x; (void) n; (void) t; (void) val; (void) vcap; (void) ccap; (void) bad; (void) L;
+  (void) x; (void) n; (void) t; (void) val; (void) vcap; (void) room; (void) ccap; (void) bad;
+  (void) L;
   return SIZE_MAX;
 }
 

@@ -59,7 +59,8 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * lie, as L says (L->T > 1), for gc__wire_encode_staged_pieces; with
  * L->codes (and SCAN_CODES, and *val holding need), the first need
  * entries' delta codes instead of any index (L->T == 0: FN(encode_codes)
- * writes the message). */
+ * writes the message; on threads the values in L->vp pieces of the
+ * room). */
 static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
                               REAL **val, size_t room, size_t need, size_t *bad,
                               scan_layout *L)
@@ -69,7 +70,7 @@ static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
     L->T = 1;
 #ifdef SCAN_CODES
   if (L && *val && room >= need) {   /* the codes of the first need, and their values */
-    c = SCAN_CODES(x, n, t, *val, need, need, bad, L);
+    c = SCAN_CODES(x, n, t, *val, need, room, need, bad, L);
     if (c != SIZE_MAX) {
       L->T = 0;
       return c;

@@ -1418,9 +1418,6 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
      * while the delta coding wins (0.097 n entries), so the threads scan
      * again their usual way */
     {"threshold", PAR_N1, 0, 0, 2.3, 0, PAR_CROWDED, 0, 0, 0},
-    /* every entry: a piece's values overflow their share (a piece is 64 T
-     * entries rounded up), a scan again */
-    {"threshold", PAR_N1, 0, 0, 0, 0, PAR_NORMAL, 0, 0, 0},
     /* gauss_sums_par (n >= SCAN_PAR_MIN), gauss_filter_pieces_f32, pieces
      * encoded where they lie; f64: join_pieces */
     {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 0, 0},
@@ -1438,7 +1435,8 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
     {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 0, 0},
     {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 1, 0},
     /* eighths: the threshold's tie class takes c = 1.18 ns, so the
-     * pieces are cut at the first ns entries (encode_scan_pieces) */
+     * pieces are cut at the first ns entries (encode_scan_pieces; with
+     * AVX-512 and VBMI2, scan_codes_par_f32 cuts its codes there) */
     {"dgc", PAR_N1, 0, 0.1, 0, 0.25, PAR_EIGHTHS, 0, 0, 0},
     /* 30% ties at the sampled threshold: c = 0.4 n > 1.3 ns outgrows the
      * stage, a rescan without values (move_down_team), select_among
