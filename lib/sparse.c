@@ -861,6 +861,7 @@ typedef struct {
   size_t limit;
   int coded;        /* out */
   size_t bytes;
+  size_t n;         /* in, for several pieces: the vector's length */
 } sparse_pieces;
 
 static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
@@ -1091,7 +1092,8 @@ keep_codes_run_f32(const uint32_t *idx, float *val, size_t j, size_t hi, uint32_
  * one entry at a time. */
 TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *val, size_t c,
                                                   uint32_t tk, size_t skip, size_t q,
-                                                  uint8_t *codes, size_t *bytes)
+                                                  uint8_t *codes, size_t *bytes,
+                                                  uint32_t *lastp)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
   const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(127);
@@ -1128,6 +1130,7 @@ TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *va
   }
   o = keep_codes_run_f32(idx, val, j, c, tk, skip, q, &seen, o, codes, &pos, &last);
   *bytes = pos;
+  *lastp = last;
   return o;
 }
 #endif
@@ -1136,13 +1139,15 @@ TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *va
  * the instruction set has them and limit holds them; else *bytes =
  * SIZE_MAX and the indices kept as keep_isa_f32 keeps them. */
 static size_t keep_codes_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk, size_t skip,
-                                 size_t q, uint8_t *codes, size_t limit, size_t *bytes)
+                                 size_t q, uint8_t *codes, size_t limit, size_t *bytes,
+                                 uint32_t *last)
 {
 #ifdef HAVE_SCAN_PATHS
   /* 5 bytes a code at most, and the last vector store's 16 */
   if (codes && limit >= 16 && c <= (limit - 16) / 5 && gc__isa() >= GC__ISA_AVX512)
-    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes);
+    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes, last);
 #endif
+  (void) last;
   (void) codes; (void) limit;
   *bytes = SIZE_MAX;
   return keep_isa_f32(idx, val, c, tk, skip, q);
@@ -1574,6 +1579,88 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
 }
 #endif
 
+/* The in-place filter of the P > 1 pieces sel->idx, sel->val, sel->cnt
+ * (keep_isa_f32 of each, skip 0: every tie of the pieces kept, q of
+ * them), each piece coding what it keeps as if alone where the caller
+ * gave room (sel->codes): the piece's codes in its P-th of sel->limit
+ * bytes.  Where every piece coded and the delta coding wins, the join
+ * writes each piece's true first gap (never longer than the one coded
+ * from index 0) and moves the rest of its codes down behind the piece
+ * before: sel->coded, sel->bytes for the message (gc__wire_encode_coded
+ * _pieces, the values copied from the pieces).  Else the coded pieces'
+ * kept indices come back from their codes, to the front of the piece as
+ * keep_isa_f32 leaves them.  On two threads the kept indices, written in
+ * place and read back twice by the pieces encoder (its sizes and its
+ * codes), held top-K and Gaussian-k near one thread's time at density
+ * 0.1. */
+static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx);
+
+static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t q)
+{
+  size_t bytes[SCAN_PAR_MAX], cshare = sel->codes ? sel->limit / (size_t) P : 0;
+  uint32_t last[SCAN_PAR_MAX];
+  int all = 1;
+  #pragma omp parallel for schedule(static) num_threads(P)
+  for (int j = 0; j < P; j++)
+    sel->cnt[j] = keep_codes_isa_f32((uint32_t *) sel->idx[j], (float *) sel->val[j],
+                                     sel->cnt[j], tk, 0, q,
+                                     sel->codes ? sel->codes + (size_t) j * cshare : NULL,
+                                     cshare, &bytes[j], &last[j]);
+  size_t c = 0, delta = 0, isec;
+  uint32_t prev = UINT32_MAX;
+  for (int j = 0; j < P; j++) {
+    all &= bytes[j] != SIZE_MAX;
+    c += sel->cnt[j];
+  }
+  sel->coded = 0;
+  if (all && c) {   /* the message's codes: each piece's first gap shrinks to the true one */
+    for (int j = 0; j < P; j++) {
+      if (!sel->cnt[j])
+        continue;
+      const uint8_t *src = sel->codes + (size_t) j * cshare;
+      uint32_t f = 0;
+      size_t old = 0;
+      for (int sh = 0;; sh += 7) {
+        uint8_t b = src[old++];
+        f |= (uint32_t) (b & 0x7f) << sh;
+        if (!(b & 0x80))
+          break;
+      }
+      delta += bytes[j] - old + gc__leb_len(prev == UINT32_MAX ? f : f - prev - 1);
+      prev = last[j];
+    }
+    if (gc__wire_pick(sel->n, c, delta, &isec) == GC__IDX_DELTA) {
+      size_t pos = 0;
+      prev = UINT32_MAX;
+      for (int j = 0; j < P; j++) {
+        if (!sel->cnt[j])
+          continue;
+        const uint8_t *src = sel->codes + (size_t) j * cshare;
+        uint32_t f = 0;
+        size_t old = 0;
+        for (int sh = 0;; sh += 7) {
+          uint8_t b = src[old++];
+          f |= (uint32_t) (b & 0x7f) << sh;
+          if (!(b & 0x80))
+            break;
+        }
+        uint8_t *dst = gc__leb_put(sel->codes + pos, prev == UINT32_MAX ? f : f - prev - 1);
+        if (dst != src + old)
+          memmove(dst, src + old, bytes[j] - old);
+        pos = (size_t) (dst - sel->codes) + bytes[j] - old;
+        prev = last[j];
+      }
+      sel->coded = 1;
+      sel->bytes = pos;
+      return;
+    }
+  }
+  #pragma omp parallel for schedule(static) num_threads(P)
+  for (int j = 0; j < P; j++)
+    if (bytes[j] != SIZE_MAX)
+      codes_to_idx(sel->codes + (size_t) j * cshare, sel->cnt[j], (uint32_t *) sel->idx[j]);
+}
+
 /* Gaussian-k's filter, in place: of the pieces of candidates L describes
  * (one, or the threads'), those with |v| > t (t >= 0), on the threads;
  * *sel and L get what is left.  That is top-K's keep with the key of t
@@ -1586,14 +1673,10 @@ static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *
   memcpy(&tk, &at, sizeof tk);
   sel->coded = 0;
   if (L->T == 1) {   /* with the codes, where the caller gave room (sel->codes) */
+    uint32_t last;
     L->cnt[0] = keep_codes_isa_f32(cand, cval, L->cnt[0], tk, 0, 0, sel->codes, sel->limit,
-                                   &sel->bytes);
+                                   &sel->bytes, &last);
     sel->coded = sel->bytes != SIZE_MAX;
-  } else {
-    #pragma omp parallel for schedule(static) num_threads(L->T)
-    for (int j = 0; j < L->T; j++)
-      L->cnt[j] = keep_isa_f32(cand + (size_t) j * L->share, cval + (size_t) j * L->share,
-                               L->cnt[j], tk, 0, 0);
   }
   size_t c = 0;
   sel->P = L->T;
@@ -1601,6 +1684,11 @@ static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *
     sel->idx[j] = cand + (size_t) j * L->share;
     sel->val[j] = cval + (size_t) j * L->share;
     sel->cnt[j] = L->cnt[j];
+  }
+  if (L->T > 1)
+    keep_codes_pieces_f32(L->T, sel, tk, 0);
+  for (int j = 0; j < L->T; j++) {
+    L->cnt[j] = sel->cnt[j];
     c += L->cnt[j];
   }
   return c;
@@ -1889,6 +1977,29 @@ static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx)
     }
     i += g + 1;
     idx[j] = i;
+  }
+}
+
+/* The kept indices of a selection whose pieces' codes lie joined at
+ * sel->codes (sel->coded) back into its pieces, each piece's to its
+ * front, as the in-place filter leaves them uncoded. */
+static void coded_pieces_to_idx(const sparse_pieces *sel)
+{
+  const uint8_t *p = sel->codes;
+  uint32_t i = UINT32_MAX;   /* the first gap is the first index */
+  for (int j = 0; j < sel->P; j++) {
+    uint32_t *idx = (uint32_t *) sel->idx[j];
+    for (size_t e = 0; e < sel->cnt[j]; e++) {
+      uint32_t g = 0;
+      for (int sh = 0;; sh += 7) {
+        uint8_t b = *p++;
+        g |= (uint32_t) (b & 0x7f) << sh;
+        if (!(b & 0x80))
+          break;
+      }
+      i += g + 1;
+      idx[e] = i;
+    }
   }
 }
 
@@ -2323,22 +2434,22 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
      * filtered in place and the encoder takes the pieces where they lie
      * (the count pass, the copy out of place and its read for ownership
      * took a millisecond at density 0.1 on two threads) */
-    #pragma omp parallel for schedule(static) num_threads(T)
-    for (int j = 0; j < T; j++)
-      out->cnt[j] = keep_isa_f32(pi[j], pv[j], pc[j], tk, 0, q);
     out->P = T;
     for (int j = 0; j < T; j++) {
       out->idx[j] = pi[j];
       out->val[j] = pv[j];
+      out->cnt[j] = pc[j];
     }
+    keep_codes_pieces_f32(T, out, tk, q);
   } else if (T > 1) {   /* into s->idx (k entries) and the scratch (cand_cap) */
     keep_par_f32(T, pi, pv, pc, tk, skip, q, s->idx, (float *) scr);
     out->idx[0] = s->idx;
     out->val[0] = (const float *) scr;
     out->cnt[0] = k;
   } else {
+    uint32_t last;
     out->cnt[0] = keep_codes_isa_f32(s->cand, v, c, tk, skip, q, out->codes, out->limit,
-                                     &out->bytes);
+                                     &out->bytes, &last);
     out->coded = out->bytes != SIZE_MAX;
     out->idx[0] = s->cand;
     out->val[0] = v;

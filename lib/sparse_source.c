@@ -815,7 +815,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     if (sel->coded && ev < s->p.gauss_loops) {
       /* the filter left the indices in place: those it kept to the front,
        * as the list the next evaluation filters */
-      codes_to_idx(sel->codes, c, s->cand);
+      coded_pieces_to_idx(sel);
       sel->coded = 0;
     }
   }
@@ -924,8 +924,8 @@ static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L
     at += pc[j];
   }
   if (delta)
-    return FN(gc__wire_encode_coded_pieces)(s->wire, s->n, c, isec, L->vp, pv, pc, buf, cap,
-                                            len, nnz);
+    return FN(gc__wire_encode_coded_pieces)(s->wire, s->n, c, isec, L->vp, pv, pc, 1, buf,
+                                            cap, len, nnz);
   return FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L->vp, pi, pv, pc, buf, cap, len,
                                            nnz);
 }
@@ -935,7 +935,7 @@ static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L
  * of buf past the header is theirs until the encoder writes the values. */
 static sparse_pieces FN(pieces_coded_into)(const sparse_state *s, uint8_t *buf, size_t cap)
 {
-  sparse_pieces sel = { .P = 0 };
+  sparse_pieces sel = { .P = 0, .n = s->n };
   if (cap > GC__WIRE_HDR && codes_pay(s->k, s->n)) {
     sel.codes = buf + GC__WIRE_HDR;
     sel.limit = cap - GC__WIRE_HDR;
@@ -955,6 +955,16 @@ static int FN(encode_coded_pieces)(sparse_state *s, const sparse_pieces *sel,
   size_t isec;
   if (!sel->coded)
     return GC_SUCCESS;
+  if (sel->P > 1) {   /* the pieces' codes joined, where delta wins (keep_codes_pieces_f32) */
+    size_t c = 0;
+    for (int j = 0; j < sel->P; j++)
+      c += sel->cnt[j];
+    gc__wire_pick(s->n, c, sel->bytes, &isec);
+    GC_TRY(FN(gc__wire_encode_coded_pieces)(s->wire, s->n, c, isec, sel->P, sel->val, sel->cnt,
+                                            0, buf, cap, len, nnz));
+    *written = 1;
+    return GC_SUCCESS;
+  }
   if (gc__wire_pick(s->n, sel->cnt[0], sel->bytes, &isec) != GC__IDX_DELTA) {
     /* the kept indices from their codes, for the pieces encoder */
     codes_to_idx(sel->codes, sel->cnt[0], s->cand);

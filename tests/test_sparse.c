@@ -1311,7 +1311,7 @@ Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
 /* Inputs of the threaded-paths test: what each entry is (rounded where
  * ties matter, so float32 and float64 hold the same numbers). */
 enum { PAR_NORMAL, PAR_EIGHTHS, PAR_EVERY2, PAR_EVERY8, PAR_CLASSES, PAR_CROWDED,
-       PAR_OUTLIERS };
+       PAR_OUTLIERS, PAR_STEPS };
 
 static uint32_t par_hash(size_t i)
 {
@@ -1340,6 +1340,12 @@ static double par_value(int fill, size_t i, size_t n)
     return i < n / 10 ? 8 * z : z;
   case PAR_OUTLIERS:  /* 80% +-1, ten +-1000 that inflate sigma */
     return i % 26000 == 13 ? 1000 * s : i % 5 ? s : 0;
+  case PAR_STEPS: {   /* 5% near +-3, 5% near +-1.7, the rest 0.3 z: at density
+                       * 0.05 Gaussian-k keeps both tenths, then the first */
+    unsigned h = (par_hash(i) >> 8) % 20;
+    double f = 1 + (double) (i % 1000) / 16384;
+    return h == 0 ? 3 * s * f : h == 1 ? 1.7 * s * f : 0.3 * z;
+  }
   default:
     return z;
   }
@@ -1422,6 +1428,10 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
      * encoded where they lie; f64: join_pieces */
     {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 0, 0},
     {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 1, 0},
+    /* steps: the first evaluation keeps too many, and the next filters
+     * what it kept at a higher threshold; with AVX-512 the kept indices
+     * come back from the pieces' joined codes (coded_pieces_to_idx) */
+    {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_STEPS, 0, 0, 0},
     /* crowded: a run's share overflows, the evaluations scan x without
      * their pieces: move_down_team */
     {"gaussk", PAR_N1, 0, 0.01, 0, 0, PAR_CROWDED, 0, 0, 0},
