@@ -1579,6 +1579,8 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
 }
 #endif
 
+static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx);
+
 /* The in-place filter of the P > 1 pieces sel->idx, sel->val, sel->cnt
  * (keep_isa_f32 of each, skip 0: every tie of the pieces kept, q of
  * them), each piece coding what it keeps as if alone where the caller
@@ -1586,15 +1588,13 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
  * bytes.  Where every piece coded and the delta coding wins, the join
  * writes each piece's true first gap (never longer than the one coded
  * from index 0) and moves the rest of its codes down behind the piece
- * before: sel->coded, sel->bytes for the message (gc__wire_encode_coded
- * _pieces, the values copied from the pieces).  Else the coded pieces'
+ * before: sel->coded, sel->bytes for the message (the values copied from
+ * the pieces by gc__wire_encode_coded_pieces).  Else the coded pieces'
  * kept indices come back from their codes, to the front of the piece as
  * keep_isa_f32 leaves them.  On two threads the kept indices, written in
  * place and read back twice by the pieces encoder (its sizes and its
  * codes), held top-K and Gaussian-k near one thread's time at density
  * 0.1. */
-static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx);
-
 static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t q)
 {
   size_t bytes[SCAN_PAR_MAX], cshare = sel->codes ? sel->limit / (size_t) P : 0;
