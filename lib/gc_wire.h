@@ -150,6 +150,17 @@ int gc__wire_encode_coded_f64(uint8_t type, size_t n, size_t c, size_t delta,
                               const double *val, int staged, uint8_t *buf, size_t cap,
                               size_t *len, size_t *nnz);
 
+/* gc__wire_encode_coded of values in P <= GC__WIRE_PIECES_MAX pieces, pc[j]
+ * at pv[j]: staged, placed as gc__wire_encode_staged_pieces takes them
+ * (each at or past where it goes) and moved down piece by piece, or
+ * copied; the same bytes, on P threads. */
+int gc__wire_encode_coded_pieces_f32(uint8_t type, size_t n, size_t c, size_t delta, int P,
+                                     const float *const *pv, const size_t *pc, int staged,
+                                     uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
+int gc__wire_encode_coded_pieces_f64(uint8_t type, size_t n, size_t c, size_t delta, int P,
+                                     const double *const *pv, const size_t *pc, int staged,
+                                     uint8_t *buf, size_t cap, size_t *len, size_t *nnz);
+
 /* Validate a whole explicit-index message of `type` (0: any explicit sparse
  * type) for vectors of length n, then y += scale * values.  y is untouched
  * unless GC_SUCCESS.  Returns GC_SUCCESS or GC_ECORRUPT. */

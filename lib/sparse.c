@@ -21,11 +21,13 @@
  *   their candidates, whose pieces (one per thread) the encoder takes
  *   where they lie (gc__wire_encode_pieces), as it takes the threads'
  *   staged pieces of threshold and DGC.
- * - On one thread at densities of 1/32 and up, the float32 selections
- *   write the message's delta codes themselves (AVX-512): threshold's and
- *   DGC's scans code each block's word of selected entries and write no
- *   indices (scan_codes_f32), top-K's and Gaussian-k's filters code what
- *   they keep and leave the indices where they were (keep_codes_isa_f32);
+ * - At densities of 1/32 and up, the float32 selections write the
+ *   message's delta codes themselves (AVX-512): threshold's and DGC's
+ *   scans code each block's word of selected entries and write no
+ *   indices (scan_codes_f32; on threads each piece codes itself and a
+ *   join fixes the pieces' first gaps), on one thread top-K's and
+ *   Gaussian-k's filters code what they keep and leave the indices where
+ *   they were (keep_codes_isa_f32);
  *   the encoder then writes only the header and the values
  *   (gc__wire_encode_coded), and where another coding wins it takes the
  *   indices back from the scan's bits or from the codes.
@@ -840,6 +842,9 @@ typedef struct {
   int whole;        /* every word of bits written (else the scan skipped some) */
   size_t bytes;     /* code bytes of the entries coded; SIZE_MAX: they overflowed */
   double t;         /* the scan's threshold, for a scan again */
+  uint32_t last;    /* the last entry coded (one thread's scan, for the threads' join) */
+  size_t coded;     /* the entries coded (fewer than ccap where they overflowed) */
+  int vp;           /* T == 0: the values in vp pieces of cnt[j] at j * share (else 1) */
 } scan_layout;
 
 /* A selection with its values in P pieces, in index order, where the
@@ -856,6 +861,7 @@ typedef struct {
   size_t limit;
   int coded;        /* out */
   size_t bytes;
+  size_t n;         /* in, for several pieces: the vector's length */
 } sparse_pieces;
 
 static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
@@ -1086,7 +1092,8 @@ keep_codes_run_f32(const uint32_t *idx, float *val, size_t j, size_t hi, uint32_
  * one entry at a time. */
 TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *val, size_t c,
                                                   uint32_t tk, size_t skip, size_t q,
-                                                  uint8_t *codes, size_t *bytes)
+                                                  uint8_t *codes, size_t *bytes,
+                                                  uint32_t *lastp)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
   const __m512i one = _mm512_set1_epi32(1), small = _mm512_set1_epi32(127);
@@ -1123,6 +1130,7 @@ TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *va
   }
   o = keep_codes_run_f32(idx, val, j, c, tk, skip, q, &seen, o, codes, &pos, &last);
   *bytes = pos;
+  *lastp = last;
   return o;
 }
 #endif
@@ -1131,13 +1139,15 @@ TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *va
  * the instruction set has them and limit holds them; else *bytes =
  * SIZE_MAX and the indices kept as keep_isa_f32 keeps them. */
 static size_t keep_codes_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk, size_t skip,
-                                 size_t q, uint8_t *codes, size_t limit, size_t *bytes)
+                                 size_t q, uint8_t *codes, size_t limit, size_t *bytes,
+                                 uint32_t *last)
 {
 #ifdef HAVE_SCAN_PATHS
   /* 5 bytes a code at most, and the last vector store's 16 */
   if (codes && limit >= 16 && c <= (limit - 16) / 5 && gc__isa() >= GC__ISA_AVX512)
-    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes);
+    return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes, last);
 #endif
+  (void) last;
   (void) codes; (void) limit;
   *bytes = SIZE_MAX;
   return keep_isa_f32(idx, val, c, tk, skip, q);
@@ -1569,6 +1579,88 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
 }
 #endif
 
+static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx);
+
+/* The in-place filter of the P > 1 pieces sel->idx, sel->val, sel->cnt
+ * (keep_isa_f32 of each, skip 0: every tie of the pieces kept, q of
+ * them), each piece coding what it keeps as if alone where the caller
+ * gave room (sel->codes): the piece's codes in its P-th of sel->limit
+ * bytes.  Where every piece coded and the delta coding wins, the join
+ * writes each piece's true first gap (never longer than the one coded
+ * from index 0) and moves the rest of its codes down behind the piece
+ * before: sel->coded, sel->bytes for the message (the values copied from
+ * the pieces by gc__wire_encode_coded_pieces).  Else the coded pieces'
+ * kept indices come back from their codes, to the front of the piece as
+ * keep_isa_f32 leaves them.  On two threads the kept indices, written in
+ * place and read back twice by the pieces encoder (its sizes and its
+ * codes), held top-K and Gaussian-k near one thread's time at density
+ * 0.1. */
+static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t q)
+{
+  size_t bytes[SCAN_PAR_MAX], cshare = sel->codes ? sel->limit / (size_t) P : 0;
+  uint32_t last[SCAN_PAR_MAX];
+  int all = 1;
+  #pragma omp parallel for schedule(static) num_threads(P)
+  for (int j = 0; j < P; j++)
+    sel->cnt[j] = keep_codes_isa_f32((uint32_t *) sel->idx[j], (float *) sel->val[j],
+                                     sel->cnt[j], tk, 0, q,
+                                     sel->codes ? sel->codes + (size_t) j * cshare : NULL,
+                                     cshare, &bytes[j], &last[j]);
+  size_t c = 0, delta = 0, isec;
+  uint32_t prev = UINT32_MAX;
+  for (int j = 0; j < P; j++) {
+    all &= bytes[j] != SIZE_MAX;
+    c += sel->cnt[j];
+  }
+  sel->coded = 0;
+  if (all && c) {   /* the message's codes: each piece's first gap shrinks to the true one */
+    for (int j = 0; j < P; j++) {
+      if (!sel->cnt[j])
+        continue;
+      const uint8_t *src = sel->codes + (size_t) j * cshare;
+      uint32_t f = 0;
+      size_t old = 0;
+      for (int sh = 0;; sh += 7) {
+        uint8_t b = src[old++];
+        f |= (uint32_t) (b & 0x7f) << sh;
+        if (!(b & 0x80))
+          break;
+      }
+      delta += bytes[j] - old + gc__leb_len(prev == UINT32_MAX ? f : f - prev - 1);
+      prev = last[j];
+    }
+    if (gc__wire_pick(sel->n, c, delta, &isec) == GC__IDX_DELTA) {
+      size_t pos = 0;
+      prev = UINT32_MAX;
+      for (int j = 0; j < P; j++) {
+        if (!sel->cnt[j])
+          continue;
+        const uint8_t *src = sel->codes + (size_t) j * cshare;
+        uint32_t f = 0;
+        size_t old = 0;
+        for (int sh = 0;; sh += 7) {
+          uint8_t b = src[old++];
+          f |= (uint32_t) (b & 0x7f) << sh;
+          if (!(b & 0x80))
+            break;
+        }
+        uint8_t *dst = gc__leb_put(sel->codes + pos, prev == UINT32_MAX ? f : f - prev - 1);
+        if (dst != src + old)
+          memmove(dst, src + old, bytes[j] - old);
+        pos = (size_t) (dst - sel->codes) + bytes[j] - old;
+        prev = last[j];
+      }
+      sel->coded = 1;
+      sel->bytes = pos;
+      return;
+    }
+  }
+  #pragma omp parallel for schedule(static) num_threads(P)
+  for (int j = 0; j < P; j++)
+    if (bytes[j] != SIZE_MAX)
+      codes_to_idx(sel->codes + (size_t) j * cshare, sel->cnt[j], (uint32_t *) sel->idx[j]);
+}
+
 /* Gaussian-k's filter, in place: of the pieces of candidates L describes
  * (one, or the threads'), those with |v| > t (t >= 0), on the threads;
  * *sel and L get what is left.  That is top-K's keep with the key of t
@@ -1581,14 +1673,10 @@ static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *
   memcpy(&tk, &at, sizeof tk);
   sel->coded = 0;
   if (L->T == 1) {   /* with the codes, where the caller gave room (sel->codes) */
+    uint32_t last;
     L->cnt[0] = keep_codes_isa_f32(cand, cval, L->cnt[0], tk, 0, 0, sel->codes, sel->limit,
-                                   &sel->bytes);
+                                   &sel->bytes, &last);
     sel->coded = sel->bytes != SIZE_MAX;
-  } else {
-    #pragma omp parallel for schedule(static) num_threads(L->T)
-    for (int j = 0; j < L->T; j++)
-      L->cnt[j] = keep_isa_f32(cand + (size_t) j * L->share, cval + (size_t) j * L->share,
-                               L->cnt[j], tk, 0, 0);
   }
   size_t c = 0;
   sel->P = L->T;
@@ -1596,6 +1684,11 @@ static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *
     sel->idx[j] = cand + (size_t) j * L->share;
     sel->val[j] = cval + (size_t) j * L->share;
     sel->cnt[j] = L->cnt[j];
+  }
+  if (L->T > 1)
+    keep_codes_pieces_f32(L->T, sel, tk, 0);
+  for (int j = 0; j < L->T; j++) {
+    L->cnt[j] = sel->cnt[j];
     c += L->cnt[j];
   }
   return c;
@@ -1887,6 +1980,29 @@ static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx)
   }
 }
 
+/* The kept indices of a selection whose pieces' codes lie joined at
+ * sel->codes (sel->coded) back into its pieces, each piece's to its
+ * front, as the in-place filter leaves them uncoded. */
+static void coded_pieces_to_idx(const sparse_pieces *sel)
+{
+  const uint8_t *p = sel->codes;
+  uint32_t i = UINT32_MAX;   /* the first gap is the first index */
+  for (int j = 0; j < sel->P; j++) {
+    uint32_t *idx = (uint32_t *) sel->idx[j];
+    for (size_t e = 0; e < sel->cnt[j]; e++) {
+      uint32_t g = 0;
+      for (int sh = 0;; sh += 7) {
+        uint8_t b = *p++;
+        g |= (uint32_t) (b & 0x7f) << sh;
+        if (!(b & 0x80))
+          break;
+      }
+      i += g + 1;
+      idx[e] = i;
+    }
+  }
+}
+
 /* The indices of the first m entries marked in bits (n bits) into idx, in
  * order. */
 static void bits_to_idx(const uint64_t *bits, size_t n, size_t m, uint32_t *idx)
@@ -1945,7 +2061,7 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
   const __m512i next = _mm512_add_epi8(iota, _mm512_set1_epi8(1)), one = _mm512_set1_epi8(1);
   uint8_t *codes = L->codes;
   uint64_t *bits = L->bits;
-  size_t lim = L->limit, pos = 0, c = 0, i = 0;
+  size_t lim = L->limit, pos = 0, c = 0, i = 0, coded = SIZE_MAX;
   uint32_t last = UINT32_MAX;   /* the first gap is the first index */
   int fits = 1, whole = 1;
   unsigned full = 0, dense = 0;
@@ -2013,6 +2129,7 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
     } else if (fits && c < ccap) {
       size_t left = ccap - c;
       fits = put_word_codes(codes, &pos, lim, &last, b, i, &left);
+      coded = fits ? coded : ccap - left;
     }
     c += cnt;
   }
@@ -2035,32 +2152,159 @@ static size_t scan_codes_vbmi2_f32(const float *x, size_t n, float t, float *val
     if (fits && c < ccap) {
       size_t left = ccap - c;
       fits = put_word_codes(codes, &pos, lim, &last, b, i, &left);
+      coded = fits ? coded : ccap - left;
     }
     c += (size_t) __builtin_popcountll(b);
   }
   L->whole = whole;
   L->bytes = fits ? pos : SIZE_MAX;
+  L->coded = fits ? (c < ccap ? c : ccap) : coded;
+  L->last = last;
+  *bad = SIZE_MAX;
+  return c;
+}
+
+#ifdef _OPENMP
+/* The bytes of the first m > 0 of the delta codes at p (bytes of them):
+ * codes end at bytes below 0x80, counted a word at a time. */
+static size_t codes_skip(const uint8_t *p, size_t bytes, size_t m)
+{
+  const uint64_t high = 0x8080808080808080ull;
+  size_t off = 0;
+  for (; off + 8 <= bytes; off += 8) {
+    uint64_t w;
+    memcpy(&w, p + off, 8);
+    size_t e = (size_t) __builtin_popcountll(~w & high);
+    if (e >= m)
+      break;
+    m -= e;
+  }
+  for (; m; off++)
+    m -= !(p[off] & 0x80);
+  return off;
+}
+
+/* scan_codes_vbmi2_f32 on T threads, the codes of the first need entries
+ * (threshold's: all of them; DGC's: its first ns).  Each thread scans its
+ * piece of x (a multiple of 64 entries) and codes all of it as if alone,
+ * its values at val + j * share (share: a T-th of the room) and its codes
+ * in its own T-th of L->limit bytes (from the second on, 4 bytes in: its
+ * first gap, coded from the piece's start, grows by up to 4 bytes once
+ * the join knows the entry before it).  The join cuts the codes after
+ * the first need entries, writes each piece's true first gap and moves
+ * the rest of its codes down behind the piece before (a piece never takes
+ * more than its T-th, so each lands at or below where it lies).  The
+ * values stay in their pieces, for the encoder to move down
+ * (gc__wire_encode_coded_pieces).  On two threads the pieces' indices,
+ * 10 MB at density 0.1, n = 2.5e7, and the encoder's two passes over them
+ * took what one thread's codes had saved.  Returns SIZE_MAX, with nothing
+ * else to keep, where a piece's values needed overflow its share, or its
+ * codes needed theirs while the delta coding may still win (uneven
+ * pieces): the caller scans again the threads' way. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt,"
+                      "bmi,lzcnt")))
+static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float *val,
+                                 size_t room, size_t need, size_t *bad, scan_layout *L)
+{
+  enum { RESERVE = 4 };
+  size_t piece = (n / (size_t) T + 63) & ~(size_t) 63, share = room / (size_t) T;
+  size_t cshare = L->limit / (size_t) T;
+  size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], lo[SCAN_PAR_MAX + 1], keep[SCAN_PAR_MAX];
+  scan_layout part[SCAN_PAR_MAX];
+  if (cshare <= RESERVE + 64)
+    return SIZE_MAX;
+  for (int j = 0; j <= T; j++)
+    lo[j] = (size_t) j * piece < n ? (size_t) j * piece : n;
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int j = 0; j < T; j++) {
+    size_t off = j ? RESERVE : 0;
+    part[j] = (scan_layout) { .codes = L->codes + (size_t) j * cshare + off,
+                              .limit = cshare - off, .bits = L->bits + lo[j] / 64 };
+    cnt[j] = scan_codes_vbmi2_f32(x + lo[j], lo[j + 1] - lo[j], t, val + (size_t) j * share,
+                                  share, lo[j + 1] - lo[j], &bads[j], &part[j]);
+  }
+  size_t c = 0, low = 0;   /* low: at least the delta coding's bytes */
+  int whole = 1, fits = 1, over = 0;
+  for (int j = 0; j < T; j++) {
+    if (bads[j] != SIZE_MAX) {   /* the first non-finite entry: the first piece's */
+      *bad = lo[j] + bads[j];
+      return c;
+    }
+    /* the piece's entries among the first need, and their code bytes */
+    size_t m = need > c ? (need - c < cnt[j] ? need - c : cnt[j]) : 0;
+    c += cnt[j];
+    whole &= part[j].whole;
+    fits &= m <= share;
+    keep[j] = m;
+    if (m && m > part[j].coded) {
+      /* they overflowed its room: more than it holds, and a byte each */
+      over = 1;
+      low += m > part[j].limit ? m : part[j].limit + 1;
+    } else if (m) {   /* (the first gap only grows) */
+      /* (where later entries overflowed, the first m's codes lie below
+       * its limit) */
+      size_t has = part[j].bytes != SIZE_MAX ? part[j].bytes : part[j].limit;
+      part[j].bytes = m == cnt[j] ? part[j].bytes : codes_skip(part[j].codes, has, m);
+      low += part[j].bytes;
+    }
+  }
+  if (!fits || (over && low <= L->limit))
+    return SIZE_MAX;
+  size_t pos = 0;
+  uint32_t last = UINT32_MAX;   /* the entry before the piece's first */
+  for (int j = 0; !over && j < T; j++) {
+    if (!keep[j])
+      continue;
+    const uint8_t *src = part[j].codes;
+    uint32_t first = 0;   /* the piece's first gap, from its start: its first entry */
+    size_t old = 0;
+    for (int sh = 0;; sh += 7) {
+      uint8_t b = src[old++];
+      first |= (uint32_t) (b & 0x7f) << sh;
+      if (!(b & 0x80))
+        break;
+    }
+    first += (uint32_t) lo[j];
+    uint8_t *q = gc__leb_put(L->codes + pos, last == UINT32_MAX ? first : first - last - 1);
+    if (q != src + old)   /* (the first piece's stay) */
+      memmove(q, src + old, part[j].bytes - old);
+    pos = (size_t) (q - L->codes) + part[j].bytes - old;
+    last = (uint32_t) lo[j] + part[j].last;
+  }
+  L->whole = whole;
+  L->bytes = over ? SIZE_MAX : pos;
+  L->vp = T;
+  L->share = share;
+  memcpy(L->cnt, cnt, (size_t) T * sizeof *cnt);
   *bad = SIZE_MAX;
   return c;
 }
 #endif
+#endif
 
-/* The scan with codes (scan_codes_vbmi2_f32) where it runs: one thread,
- * AVX-512 with VBMI2 (the threads' scans write their pieces; elsewhere
- * the indices are written and coded after).  SIZE_MAX where it does not,
- * having done nothing. */
+/* The scan with codes where it runs, AVX-512 with VBMI2: on one thread
+ * scan_codes_vbmi2_f32 (the values of the first vcap), on several
+ * scan_codes_par_f32 (the values in the threads' pieces of the room;
+ * L->vp says how many); elsewhere the indices are written and coded
+ * after.  SIZE_MAX where it does not run, having done nothing. */
 static size_t scan_codes_f32(const float *x, size_t n, float t, float *val, size_t vcap,
-                             size_t ccap, size_t *bad, scan_layout *L)
+                             size_t room, size_t ccap, size_t *bad, scan_layout *L)
 {
 #ifdef HAVE_SCAN_PATHS
-  if (L->codes && gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX) == 1
-      && gc__isa() >= GC__ISA_AVX512 && gc__sparse_vbmi2
+  int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
+  if (L->codes && gc__isa() >= GC__ISA_AVX512 && gc__sparse_vbmi2
       && __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("avx512vbmi")) {
     L->t = (double) t;
-    return scan_codes_vbmi2_f32(x, n, t, val, vcap, ccap, bad, L);
+    L->vp = 1;
+    if (T == 1)
+      return scan_codes_vbmi2_f32(x, n, t, val, vcap, ccap, bad, L);
+#ifdef _OPENMP
+    return scan_codes_par_f32(T, x, n, t, val, room, ccap, bad, L);
+#endif
   }
 #endif
-  (void) x; (void) n; (void) t; (void) val; (void) vcap; (void) ccap; (void) bad; (void) L;
+  (void) x; (void) n; (void) t; (void) val; (void) vcap; (void) room; (void) ccap; (void) bad;
+  (void) L;
   return SIZE_MAX;
 }
 
@@ -2190,22 +2434,22 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
      * filtered in place and the encoder takes the pieces where they lie
      * (the count pass, the copy out of place and its read for ownership
      * took a millisecond at density 0.1 on two threads) */
-    #pragma omp parallel for schedule(static) num_threads(T)
-    for (int j = 0; j < T; j++)
-      out->cnt[j] = keep_isa_f32(pi[j], pv[j], pc[j], tk, 0, q);
     out->P = T;
     for (int j = 0; j < T; j++) {
       out->idx[j] = pi[j];
       out->val[j] = pv[j];
+      out->cnt[j] = pc[j];
     }
+    keep_codes_pieces_f32(T, out, tk, q);
   } else if (T > 1) {   /* into s->idx (k entries) and the scratch (cand_cap) */
     keep_par_f32(T, pi, pv, pc, tk, skip, q, s->idx, (float *) scr);
     out->idx[0] = s->idx;
     out->val[0] = (const float *) scr;
     out->cnt[0] = k;
   } else {
+    uint32_t last;
     out->cnt[0] = keep_codes_isa_f32(s->cand, v, c, tk, skip, q, out->codes, out->limit,
-                                     &out->bytes);
+                                     &out->bytes, &last);
     out->coded = out->bytes != SIZE_MAX;
     out->idx[0] = s->cand;
     out->val[0] = v;

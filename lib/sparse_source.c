@@ -59,7 +59,8 @@ static size_t FN(scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * lie, as L says (L->T > 1), for gc__wire_encode_staged_pieces; with
  * L->codes (and SCAN_CODES, and *val holding need), the first need
  * entries' delta codes instead of any index (L->T == 0: FN(encode_codes)
- * writes the message). */
+ * writes the message; on threads the values in L->vp pieces of the
+ * room). */
 static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
                               REAL **val, size_t room, size_t need, size_t *bad,
                               scan_layout *L)
@@ -69,7 +70,7 @@ static size_t FN(scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
     L->T = 1;
 #ifdef SCAN_CODES
   if (L && *val && room >= need) {   /* the codes of the first need, and their values */
-    c = SCAN_CODES(x, n, t, *val, need, need, bad, L);
+    c = SCAN_CODES(x, n, t, *val, need, room, need, bad, L);
     if (c != SIZE_MAX) {
       L->T = 0;
       return c;
@@ -814,7 +815,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     if (sel->coded && ev < s->p.gauss_loops) {
       /* the filter left the indices in place: those it kept to the front,
        * as the list the next evaluation filters */
-      codes_to_idx(sel->codes, c, s->cand);
+      coded_pieces_to_idx(sel);
       sel->coded = 0;
     }
   }
@@ -903,13 +904,30 @@ static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L
                             size_t *len, size_t *nnz)
 {
   size_t isec, bad;
-  if (gc__wire_pick(s->n, c, L->bytes, &isec) == GC__IDX_DELTA)
+  int delta = gc__wire_pick(s->n, c, L->bytes, &isec) == GC__IDX_DELTA;
+  if (delta && L->vp <= 1)
     return FN(gc__wire_encode_coded)(s->wire, s->n, c, isec, staged, 1, buf, cap, len, nnz);
-  if (L->whole)
+  if (!delta && L->whole)
     bits_to_idx(L->bits, s->n, c, s->idx);
-  else
+  else if (!delta)
     FN(scan)(x, s->n, (REAL) L->t, s->idx, NULL, c, &bad);
-  return FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len, nnz);
+  if (L->vp <= 1)
+    return FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len, nnz);
+  /* the threads' scan (scan_codes_par_f32): the values in its pieces */
+  const uint32_t *pi[SCAN_PAR_MAX];
+  const REAL *pv[SCAN_PAR_MAX];
+  size_t pc[SCAN_PAR_MAX], at = 0;
+  for (int j = 0; j < L->vp; j++) {
+    pi[j] = s->idx + at;
+    pv[j] = staged + (size_t) j * L->share;
+    pc[j] = L->cnt[j] < c - at ? L->cnt[j] : c - at;
+    at += pc[j];
+  }
+  if (delta)
+    return FN(gc__wire_encode_coded_pieces)(s->wire, s->n, c, isec, L->vp, pv, pc, 1, buf,
+                                            cap, len, nnz);
+  return FN(gc__wire_encode_staged_pieces)(s->wire, s->n, L->vp, pi, pv, pc, buf, cap, len,
+                                           nnz);
 }
 
 /* A selection's pieces whose filter may write the delta codes into the
@@ -917,7 +935,7 @@ static int FN(encode_codes)(sparse_state *s, const REAL *x, const scan_layout *L
  * of buf past the header is theirs until the encoder writes the values. */
 static sparse_pieces FN(pieces_coded_into)(const sparse_state *s, uint8_t *buf, size_t cap)
 {
-  sparse_pieces sel = { .P = 0 };
+  sparse_pieces sel = { .P = 0, .n = s->n };
   if (cap > GC__WIRE_HDR && codes_pay(s->k, s->n)) {
     sel.codes = buf + GC__WIRE_HDR;
     sel.limit = cap - GC__WIRE_HDR;
@@ -937,6 +955,16 @@ static int FN(encode_coded_pieces)(sparse_state *s, const sparse_pieces *sel,
   size_t isec;
   if (!sel->coded)
     return GC_SUCCESS;
+  if (sel->P > 1) {   /* the pieces' codes joined, where delta wins (keep_codes_pieces_f32) */
+    size_t c = 0;
+    for (int j = 0; j < sel->P; j++)
+      c += sel->cnt[j];
+    gc__wire_pick(s->n, c, sel->bytes, &isec);
+    GC_TRY(FN(gc__wire_encode_coded_pieces)(s->wire, s->n, c, isec, sel->P, sel->val, sel->cnt,
+                                            0, buf, cap, len, nnz));
+    *written = 1;
+    return GC_SUCCESS;
+  }
   if (gc__wire_pick(s->n, sel->cnt[0], sel->bytes, &isec) != GC__IDX_DELTA) {
     /* the kept indices from their codes, for the pieces encoder */
     codes_to_idx(sel->codes, sel->cnt[0], s->cand);

@@ -245,6 +245,29 @@ int FN(gc__wire_encode_coded)(uint8_t type, size_t n, size_t c, size_t delta,
   return GC_SUCCESS;
 }
 
+int FN(gc__wire_encode_coded_pieces)(uint8_t type, size_t n, size_t c, size_t delta, int P,
+                                     const REAL *const *pv, const size_t *pc, int staged,
+                                     uint8_t *buf, size_t cap, size_t *len, size_t *nnz)
+{
+  (void) n;
+  GC_TRY(start_message(buf, cap, type, sizeof(REAL), GC__IDX_DELTA, c, delta, len));
+  uint8_t *v = buf + GC__WIRE_HDR + delta;
+  size_t nz = 0, at[WIRE_PAR_MAX + 1];
+  at[0] = 0;
+  for (int j = 0; j < P; j++)
+    at[j + 1] = at[j] + pc[j];
+  if (staged) {
+    for (int j = 0; j < P; j++)   /* in order: each lands on pieces already moved */
+      nz += FN(move_down_par)(v + at[j] * sizeof(REAL), pv[j], pc[j], P);
+  } else {
+    #pragma omp parallel for schedule(static) num_threads(P) reduction(+ : nz)
+    for (int j = 0; j < P; j++)
+      nz += FN(put_vals)(v + at[j] * sizeof(REAL), NULL, pv[j], 1, 0, pc[j]);
+  }
+  *nnz = nz;
+  return GC_SUCCESS;
+}
+
 int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
                             size_t n, REAL scale, REAL *y)
 {

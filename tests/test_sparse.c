@@ -1311,7 +1311,7 @@ Test(threads, sparse_scans_same_for_any_thread_count, .init = gc_test_quiet)
 /* Inputs of the threaded-paths test: what each entry is (rounded where
  * ties matter, so float32 and float64 hold the same numbers). */
 enum { PAR_NORMAL, PAR_EIGHTHS, PAR_EVERY2, PAR_EVERY8, PAR_CLASSES, PAR_CROWDED,
-       PAR_OUTLIERS };
+       PAR_OUTLIERS, PAR_STEPS };
 
 static uint32_t par_hash(size_t i)
 {
@@ -1340,6 +1340,12 @@ static double par_value(int fill, size_t i, size_t n)
     return i < n / 10 ? 8 * z : z;
   case PAR_OUTLIERS:  /* 80% +-1, ten +-1000 that inflate sigma */
     return i % 26000 == 13 ? 1000 * s : i % 5 ? s : 0;
+  case PAR_STEPS: {   /* 5% near +-3, 5% near +-1.7, the rest 0.3 z: at density
+                       * 0.05 Gaussian-k keeps both tenths, then the first */
+    unsigned h = (par_hash(i) >> 8) % 20;
+    double f = 1 + (double) (i % 1000) / 16384;
+    return h == 0 ? 3 * s * f : h == 1 ? 1.7 * s * f : 0.3 * z;
+  }
   default:
     return z;
   }
@@ -1408,10 +1414,24 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
     /* c = n/8 = 262208 >= WIRE_PAR_MIN with delta = bitmap (delta wins):
      * f64 delta_plan and put_indices in T pieces; f32 encode_pieces */
     {"threshold", 2097664, 0, 0, 0.5, 0, PAR_EVERY8, 0, 0, 0},
+    /* threshold's threads' scan with codes (scan_codes_par_f32, AVX-512
+     * with VBMI2; the cases above reach its join and the encoder's moves
+     * of its pieces): half the entries, every piece's codes overflow and
+     * the bitmap wins, the indices from the scan's words for the staged
+     * pieces encoder */
+    {"threshold", PAR_N1, 0, 0, 0.5, 0, PAR_EVERY2, 0, 0, 0},
+    /* the first tenth crowded: the first piece's codes overflow its share
+     * while the delta coding wins (0.097 n entries), so the threads scan
+     * again their usual way */
+    {"threshold", PAR_N1, 0, 0, 2.3, 0, PAR_CROWDED, 0, 0, 0},
     /* gauss_sums_par (n >= SCAN_PAR_MIN), gauss_filter_pieces_f32, pieces
      * encoded where they lie; f64: join_pieces */
     {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 0, 0},
     {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_NORMAL, 0, 1, 0},
+    /* steps: the first evaluation keeps too many, and the next filters
+     * what it kept at a higher threshold; with AVX-512 the kept indices
+     * come back from the pieces' joined codes (coded_pieces_to_idx) */
+    {"gaussk", PAR_N1, 0, 0.05, 0, 0, PAR_STEPS, 0, 0, 0},
     /* crowded: a run's share overflows, the evaluations scan x without
      * their pieces: move_down_team */
     {"gaussk", PAR_N1, 0, 0.01, 0, 0, PAR_CROWDED, 0, 0, 0},
@@ -1425,7 +1445,8 @@ Test(threads, every_threaded_path_writes_the_one_thread_message, .init = gc_test
     {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 0, 0},
     {"dgc", PAR_N1, 0, 0.2, 0, 0.25, PAR_NORMAL, 0, 1, 0},
     /* eighths: the threshold's tie class takes c = 1.18 ns, so the
-     * pieces are cut at the first ns entries (encode_scan_pieces) */
+     * pieces are cut at the first ns entries (encode_scan_pieces; with
+     * AVX-512 and VBMI2, scan_codes_par_f32 cuts its codes there) */
     {"dgc", PAR_N1, 0, 0.1, 0, 0.25, PAR_EIGHTHS, 0, 0, 0},
     /* 30% ties at the sampled threshold: c = 0.4 n > 1.3 ns outgrows the
      * stage, a rescan without values (move_down_team), select_among
