@@ -91,6 +91,21 @@ static inline uint8_t *gc__leb_put(uint8_t *p, uint32_t g)
   return p;
 }
 
+/* The code at p (written by gc__leb_put, or checked by the decoder's
+ * pass over a message) into *g; returns the byte after it. */
+static inline const uint8_t *gc__leb_get(const uint8_t *p, uint32_t *g)
+{
+  uint32_t v = 0;
+  for (int sh = 0;; sh += 7) {
+    uint8_t b = *p++;
+    v |= (uint32_t) (b & 0x7f) << sh;
+    if (!(b & 0x80))
+      break;
+  }
+  *g = v;
+  return p;
+}
+
 /* The threads the encoders use for a message of c values (1 below 2^18
  * values: small messages are many, and a parallel region costs). */
 int gc__wire_threads(size_t c);

@@ -316,9 +316,9 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
  * (AVX-512) or in mask order. */
 enum { GAUSS_AHEAD = 1024 };
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
-static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0,
-                                  float t0, float l1[16], float l2[16], uint32_t *cand,
-                                  float *cval, size_t cap, size_t *c)
+static size_t gauss_groups_avx512(const float *x, size_t from, size_t lo, size_t hi,
+                                  float c0, float t0, float l1[16], float l2[16],
+                                  uint32_t *cand, float *cval, size_t cap, size_t *c)
 {
   const __m512 shift = _mm512_set1_ps(c0), limit = _mm512_set1_ps(t0);
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
@@ -332,9 +332,9 @@ static size_t gauss_groups_avx512(const float *x, size_t lo, size_t hi, float c0
   __mmask16 masks[GAUSS_BLOCK / 16];
   uint64_t nonempty = 0;
   size_t i = lo;
-  if (*c * 16 > lo && *c + (hi - lo) <= cap) {
-    /* where the candidates so far are dense (more than one in sixteen
-     * entries: most groups have one) the appends go with the sums, with
+  if (*c * 16 > lo - from && *c + (hi - lo) <= cap) {
+    /* where the candidates so far in this run (from from) are dense (more
+     * than one in sixteen entries: most groups have one) the appends go with the sums, with
      * no branch and no second pass (a quarter fewer instructions, and
      * this pass is bound by them at density 0.1) */
     for (; i + 16 <= hi; i += 16) {
@@ -423,23 +423,24 @@ static size_t gauss_groups_avx2(const float *x, size_t lo, size_t hi, float c0,
 #endif
 
 /* Gaussian-k's groups on the chosen instruction set (sparse_source.c's
- * loop takes them where there is none). */
-static size_t gauss_groups_f32(const float *x, size_t lo, size_t hi, float c0, float t0,
-                               float l1[16], float l2[16], uint32_t *cand, float *cval,
-                               size_t cap, size_t *c)
+ * loop takes them where there is none); *c counts the candidates of the
+ * run of blocks that started at from. */
+static size_t gauss_groups_f32(const float *x, size_t from, size_t lo, size_t hi, float c0,
+                               float t0, float l1[16], float l2[16], uint32_t *cand,
+                               float *cval, size_t cap, size_t *c)
 {
 #ifdef HAVE_GAUSS_PATHS
   int isa = gc__isa();
   if (isa >= GC__ISA_AVX512)
-    return gauss_groups_avx512(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
+    return gauss_groups_avx512(x, from, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
   if (isa >= GC__ISA_AVX2)
     return gauss_groups_avx2(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
 #endif
 #if defined(__SSE2__)
   return gauss_groups_sse2(x, lo, hi, c0, t0, l1, l2, cand, cval, cap, c);
 #else
-  (void) x; (void) hi; (void) c0; (void) t0; (void) l1; (void) l2; (void) cand;
-  (void) cval; (void) cap; (void) c;
+  (void) x; (void) from; (void) hi; (void) c0; (void) t0; (void) l1; (void) l2;
+  (void) cand; (void) cval; (void) cap; (void) c;
   return lo;
 #endif
 }
@@ -1057,8 +1058,8 @@ static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
  * the values behind the codes, or, where another coding wins, takes the
  * indices back from the codes (codes_to_idx).  Written in place and coded
  * after, the kept indices were stored and read back again (0.55 ms of
- * top-K's 6.3 at density 0.1 on one thread).  The codes of c entries take
- * at most 5c bytes: limit holds them. */
+ * top-K's 6.3 at density 0.1 on one thread).  limit holds the codes
+ * (keep_codes_isa_f32's bound). */
 /* (inlined: called from the AVX-512 loop, it left the vector registers'
  * upper halves dirty, and the encoder's SSE2 copy after it ran at a
  * quarter of its speed) */
@@ -1143,8 +1144,11 @@ static size_t keep_codes_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t t
                                  uint32_t *last)
 {
 #ifdef HAVE_SCAN_PATHS
-  /* 5 bytes a code at most, and the last vector store's 16 */
-  if (codes && limit >= 16 && c <= (limit - 16) / 5 && gc__isa() >= GC__ISA_AVX512)
+  /* The indices ascend, so the gaps sum to at most the last, M: a byte
+   * a code, one more for each gap of 128 or more (at most M / 128 of
+   * them), one more again for each of 2^14 or more..., under c + M / 127
+   * bytes in all; and the last vector store's 16. */
+  if (codes && (c ? c + idx[c - 1] / 127 : 0) + 16 <= limit && gc__isa() >= GC__ISA_AVX512)
     return keep_codes_avx512_f32(idx, val, c, tk, skip, q, codes, bytes, last);
 #endif
   (void) last;
@@ -1618,14 +1622,8 @@ static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t
       if (!sel->cnt[j])
         continue;
       const uint8_t *src = sel->codes + (size_t) j * cshare;
-      uint32_t f = 0;
-      size_t old = 0;
-      for (int sh = 0;; sh += 7) {
-        uint8_t b = src[old++];
-        f |= (uint32_t) (b & 0x7f) << sh;
-        if (!(b & 0x80))
-          break;
-      }
+      uint32_t f;
+      size_t old = (size_t) (gc__leb_get(src, &f) - src);
       delta += bytes[j] - old + gc__leb_len(prev == UINT32_MAX ? f : f - prev - 1);
       prev = last[j];
     }
@@ -1636,14 +1634,8 @@ static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t
         if (!sel->cnt[j])
           continue;
         const uint8_t *src = sel->codes + (size_t) j * cshare;
-        uint32_t f = 0;
-        size_t old = 0;
-        for (int sh = 0;; sh += 7) {
-          uint8_t b = src[old++];
-          f |= (uint32_t) (b & 0x7f) << sh;
-          if (!(b & 0x80))
-            break;
-        }
+        uint32_t f;
+        size_t old = (size_t) (gc__leb_get(src, &f) - src);
         uint8_t *dst = gc__leb_put(sel->codes + pos, prev == UINT32_MAX ? f : f - prev - 1);
         if (dst != src + old)
           memmove(dst, src + old, bytes[j] - old);
@@ -1968,13 +1960,8 @@ static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx)
 {
   uint32_t i = UINT32_MAX;   /* the first gap is the first index */
   for (size_t j = 0; j < c; j++) {
-    uint32_t g = 0;
-    for (int sh = 0;; sh += 7) {
-      uint8_t b = *codes++;
-      g |= (uint32_t) (b & 0x7f) << sh;
-      if (!(b & 0x80))
-        break;
-    }
+    uint32_t g;
+    codes = gc__leb_get(codes, &g);
     i += g + 1;
     idx[j] = i;
   }
@@ -1990,13 +1977,8 @@ static void coded_pieces_to_idx(const sparse_pieces *sel)
   for (int j = 0; j < sel->P; j++) {
     uint32_t *idx = (uint32_t *) sel->idx[j];
     for (size_t e = 0; e < sel->cnt[j]; e++) {
-      uint32_t g = 0;
-      for (int sh = 0;; sh += 7) {
-        uint8_t b = *p++;
-        g |= (uint32_t) (b & 0x7f) << sh;
-        if (!(b & 0x80))
-          break;
-      }
+      uint32_t g;
+      p = gc__leb_get(p, &g);
       i += g + 1;
       idx[e] = i;
     }
@@ -2256,14 +2238,8 @@ static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float
     if (!keep[j])
       continue;
     const uint8_t *src = part[j].codes;
-    uint32_t first = 0;   /* the piece's first gap, from its start: its first entry */
-    size_t old = 0;
-    for (int sh = 0;; sh += 7) {
-      uint8_t b = src[old++];
-      first |= (uint32_t) (b & 0x7f) << sh;
-      if (!(b & 0x80))
-        break;
-    }
+    uint32_t first;   /* the piece's first gap, from its start: its first entry */
+    size_t old = (size_t) (gc__leb_get(src, &first) - src);
     first += (uint32_t) lo[j];
     uint8_t *q = gc__leb_put(L->codes + pos, last == UINT32_MAX ? first : first - last - 1);
     if (q != src + old)   /* (the first piece's stay) */

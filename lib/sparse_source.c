@@ -567,21 +567,24 @@ static size_t FN(first_nonfinite)(const uint8_t *v, size_t m)
   return m;
 }
 
-/* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK): 16 REAL
+/* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK) of the
+ * run of blocks that starts at from (*c counts the run's candidates): 16 REAL
  * lanes of shifted sums, lane j taking the entries lo + 16q + j and lane 0
  * the tail, folded into double in lane order.  The same pass appends the
  * indices with !(|x_i| <= t0) to cand and their values to cval (up to
  * cap; *c counts them all), so that the threshold evaluations rarely have
  * to read x again.  This order is the definition the GPU twin reproduces;
  * GAUSS_GROUPS, where a precision has one, takes the full groups of 16. */
-static void FN(gauss_block_sums)(const REAL *x, size_t lo, size_t hi, REAL c0,
-                                 REAL t0, double *p1, double *p2,
+static void FN(gauss_block_sums)(const REAL *x, size_t from, size_t lo, size_t hi,
+                                 REAL c0, REAL t0, double *p1, double *p2,
                                  uint32_t *cand, REAL *cval, size_t cap, size_t *c)
 {
   REAL a1[16] = {0}, a2[16] = {0};
   size_t i = lo;
 #ifdef GAUSS_GROUPS
-  i = GAUSS_GROUPS(x, lo, hi, c0, t0, a1, a2, cand, cval, cap, c);
+  i = GAUSS_GROUPS(x, from, lo, hi, c0, t0, a1, a2, cand, cval, cap, c);
+#else
+  (void) from;
 #endif
   for (; i + 16 <= hi; i += 16) {
     int any = 0;
@@ -645,8 +648,8 @@ static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
     size_t b1 = ((size_t) j + 1) * run < nb ? ((size_t) j + 1) * run : nb, c = 0;
     for (size_t b = (size_t) j * run; b < b1; b++) {
       size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
-      FN(gauss_block_sums)(x, lo, hi, c0, t0, &bs[2 * b], &bs[2 * b + 1],
-                           s->cand + (size_t) j * share, cval + (size_t) j * share, share,
+      FN(gauss_block_sums)(x, (size_t) j * run * GAUSS_BLOCK, lo, hi, c0, t0, &bs[2 * b],
+                           &bs[2 * b + 1], s->cand + (size_t) j * share, cval + (size_t) j * share, share,
                            &c);
     }
     cnt[j] = c;
@@ -693,7 +696,8 @@ static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
  * values into *val (room entries) unless it is or becomes NULL
  * (FN(scan_staged)); or, where sel->P > 0 (float32), both as the pieces
- * *sel, left in s->cand and s->mag. */
+ * *sel in s->cand and s->mag, their indices already coded where
+ * sel->coded says so. */
 static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
                       size_t *count, unsigned *evals, sparse_pieces *sel)
 {
@@ -732,7 +736,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     size_t nb = (n + GAUSS_BLOCK - 1) / GAUSS_BLOCK;
     for (size_t b = 0; b < nb; b++) {
       size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
-      FN(gauss_block_sums)(x, lo, hi, c0, t0, &bs[2 * b], &bs[2 * b + 1], s->cand, cval,
+      FN(gauss_block_sums)(x, 0, lo, hi, c0, t0, &bs[2 * b], &bs[2 * b + 1], s->cand, cval,
                            s->cand_cap, &nc);
     }
     for (size_t b = 0; b < nb; b++) {
@@ -744,7 +748,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
   for (size_t lo = 0; listed < 0 && !summed && lo < n; lo += GAUSS_BLOCK) {
     size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
     double p1, p2;
-    FN(gauss_block_sums)(x, lo, hi, c0, t0, &p1, &p2, s->cand, cval, s->cand_cap, &nc);
+    FN(gauss_block_sums)(x, 0, lo, hi, c0, t0, &p1, &p2, s->cand, cval, s->cand_cap, &nc);
     gc__pairwise_push(&sum1, p1);
     gc__pairwise_push(&sum2, p2);
   }

@@ -292,13 +292,8 @@ int FN(gc__wire_decode_add)(uint8_t type, const uint8_t *buf, size_t len,
   case GC__IDX_DELTA: {
     size_t i = 0;
     for (size_t j = 0; j < c; j++) {
-      uint32_t g = 0;
-      for (int sh = 0;; sh += 7) {
-        uint8_t byte = *p++;
-        g |= (uint32_t) (byte & 0x7f) << sh;
-        if (!(byte & 0x80))
-          break;
-      }
+      uint32_t g;
+      p = gc__leb_get(p, &g);
       i += g;
       memcpy(&val, v + j * sizeof(REAL), sizeof(REAL));
       y[i++] += scale * val;
