@@ -33,13 +33,14 @@ static void usage(FILE *out)
           "with input GB/s and ratios to the fastest streaming read and copy of the\n"
           "same array (vector loops of the CPU's widest instruction set; GC_ISA=\n"
           "sse2|avx2|avx512 caps it) measured in the same run, whose rows also\n"
-          "give the read bandwidth of all cores.  x_stream is the median ratio of\n"
-          "each run to a read just before it.  Defaults: d = 1e6,2.5e7; density =\n"
-          "0.001,0.01,0.1; every registered compressor; --quick: d = 1e6, 3 repeats;\n"
-          "--threads T[,T]: the compressors run their loops on T OpenMP threads\n"
-          "(1), each row once per T; x_1thr is a row's speedup over the same row\n"
-          "on one thread when 1 is listed (1,2: both cores), and the all-core\n"
-          "read's is what memory allows a compressor bound by reading x;\n"
+          "give the read and copy bandwidth of all cores.  x_stream is the median\n"
+          "ratio of each run to a read just before it.  Defaults: d = 1e6,2.5e7;\n"
+          "density = 0.001,0.01,0.1; every registered compressor; --quick: d = 1e6,\n"
+          "3 repeats; --threads T[,T]: the compressors run their loops on T OpenMP\n"
+          "threads (1), each row once per T; x_1thr is a row's speedup over the\n"
+          "same row on one thread when 1 is listed (1,2: both cores); the all-core\n"
+          "read's is what memory allows a compressor bound by reading x, the\n"
+          "all-core copy's one that also writes a message as long as x;\n"
           "--levels S, --bucket B: qsgd's levels (4) and bucket length (0: one\n"
           "bucket of d entries).\n");
 }
@@ -187,6 +188,17 @@ static float stream_read_threads(const float *x, size_t n, int T)
   return s;
 }
 
+/* A copy of the whole array by T threads, each a contiguous share. */
+static void copy_threads(void (*copy)(float *, const float *, size_t), float *dst,
+                         const float *x, size_t n, int T)
+{
+  #pragma omp parallel for schedule(static) num_threads(T)
+  for (int t = 0; t < T; t++) {
+    size_t lo = n / (size_t) T * (size_t) t, hi = t == T - 1 ? n : lo + n / (size_t) T;
+    copy(dst + lo, x + lo, hi - lo);
+  }
+}
+
 double gc_bench_median(double *t, int n)
 {
   qsort(t, (size_t) n, sizeof *t, cmp_double);
@@ -318,13 +330,16 @@ static double time_read(const float *x, size_t n, int T, double *t, int repeat)
   return gc_bench_median(t, repeat);
 }
 
-static double time_copy(void (*copy)(float *, const float *, size_t), float *dst,
+static double time_copy(void (*copy)(float *, const float *, size_t), int T, float *dst,
                         const float *x, size_t n, double *t, int repeat)
 {
   volatile float sink = 0;
   for (int r = 0; r < repeat; r++) {
     double t0 = gc_cli_now();
-    copy(dst, x, n);
+    if (T > 1)
+      copy_threads(copy, dst, x, n, T);
+    else
+      copy(dst, x, n);
     t[r] = gc_cli_now() - t0;
     sink += dst[(size_t) r % n];
   }
@@ -405,26 +420,32 @@ int gc_bench_compress(int argc, char **argv)
     double t_stream = time_read(x, n, 1, t, repeat);
     int ncores = cores();
     double t_all = ncores > 1 ? time_read(x, n, ncores, t, repeat) : t_stream;
-    double t_libc = time_copy(libc_copy, dst, x, n, t, repeat), t_memcpy = t_libc;
+    double t_libc = time_copy(libc_copy, 1, dst, x, n, t, repeat), t_memcpy = t_libc;
     const char *copy_name = "libc memcpy";
     if (vector_copy()) {
-      double tv = time_copy(vector_copy(), dst, x, n, t, repeat);
+      double tv = time_copy(vector_copy(), 1, dst, x, n, t, repeat);
       if (tv < t_memcpy) {
         t_memcpy = tv;
         copy_name = gc__isa() >= GC__ISA_AVX512 ? "avx512 streaming stores"
                                                 : "avx2 streaming stores";
       }
     }
+    double t_copy_all = ncores > 1 ? time_copy(t_memcpy < t_libc ? vector_copy() : libc_copy,
+                                               ncores, dst, x, n, t, repeat)
+                                   : t_memcpy;
     double bytes = 4.0 * (double) n;
     printf("# d = %zu: read %.2f GB/s on 1 core, %.2f GB/s on %d; copy %.2f GB/s "
-           "(%s; libc memcpy %.2f)\n", n, bytes / t_stream * 1e-9, bytes / t_all * 1e-9, ncores,
-           bytes / t_memcpy * 1e-9, copy_name, bytes / t_libc * 1e-9);
+           "(%s; libc memcpy %.2f), %.2f GB/s on %d\n", n, bytes / t_stream * 1e-9,
+           bytes / t_all * 1e-9, ncores, bytes / t_memcpy * 1e-9, copy_name,
+           bytes / t_libc * 1e-9, bytes / t_copy_all * 1e-9, ncores);
     /* The all-core read's x_1thr is the speedup that memory allows a
-     * compressor bound by its reads of x. */
-    static const char *const bname[3] = {"stream-read", "memcpy", "stream-read"};
-    double bt[3] = {t_stream, t_memcpy, t_all}, b_one[3] = {t_stream, t_memcpy, t_stream};
-    int bthr[3] = {1, 1, ncores};
-    for (int b = 0; b < (ncores > 1 ? 3 : 2); b++) {
+     * compressor bound by its reads of x; the all-core copy's, one that
+     * also writes a message as long as x (identity). */
+    static const char *const bname[4] = {"stream-read", "memcpy", "stream-read", "memcpy"};
+    double bt[4] = {t_stream, t_memcpy, t_all, t_copy_all};
+    double b_one[4] = {t_stream, t_memcpy, t_stream, t_memcpy};
+    int bthr[4] = {1, 1, ncores, ncores};
+    for (int b = 0; b < (ncores > 1 ? 4 : 2); b++) {
       printf("%-16s %10zu %8s %3d %12.6f %8.2f %9.3f %9.3f %7.3f\n", bname[b], n, "-", bthr[b],
              bt[b], bytes / bt[b] * 1e-9, t_stream / bt[b], t_memcpy / bt[b], b_one[b] / bt[b]);
       if (out)

@@ -267,8 +267,13 @@ Test(frontend, bench_compress_thread_list_rows)
     char line[512];
     cr_assert(fgets(line, sizeof line, f) && strstr(line, ",ratio_memcpy,speedup_1thread\n"),
               "header %s", line);
-    int rows = 0;
+    int rows = 0, reads = 0, copies = 0, read_thr = 0, copy_thr = 0;
     while (fgets(line, sizeof line, f)) {
+      int bt;   /* the baselines: one-core, and all-core where there are more */
+      if (sscanf(line, "stream-read,5000,0,%d,", &bt) == 1)
+        reads++, read_thr = bt;
+      if (sscanf(line, "memcpy,5000,0,%d,", &bt) == 1)
+        copies++, copy_thr = bt;
       if (strncmp(line, "topk,", 5))
         continue;
       int thr;
@@ -286,6 +291,9 @@ Test(frontend, bench_compress_thread_list_rows)
     }
     fclose(f);
     cr_assert(rows == (listed ? 2 : 1), "%d topk rows", rows);
+    cr_assert(reads >= 1 && reads == copies && read_thr == copy_thr,
+              "baselines: %d reads (last on %d threads), %d copies (last on %d)", reads,
+              read_thr, copies, copy_thr);
   }
   remove(csv);
   for (int i = 0; i < 3; i++) {
