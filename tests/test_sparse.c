@@ -361,12 +361,14 @@ static void reference_floyd(size_t n, size_t k, uint64_t seed, uint32_t step, ui
 /* The draws of random-K (the set it sends) and random-K-unbiased (the
  * order in which its receiver adds the values) are the reference's, on
  * sparse and dense draws and K up to n, where nearly every draw falls on a
- * taken index.  A message of values 1..K, decoded, names each draw. */
+ * taken index, and K over two stages of random-K's targets (whose dense
+ * draws take them from a second thread where there is one).  A message of
+ * values 1..K, decoded, names each draw. */
 Test(randk, draws_match_reference_floyd)
 {
   static const struct { size_t n, k; } nk[] = {
     {1, 1}, {64, 63}, {1000, 999}, {1000, 1000}, {70001, 50}, {70001, 4375},
-    {70001, 7000}, {70001, 69990}, {400003, 40000}};
+    {70001, 7000}, {70001, 69990}, {400003, 40000}, {1 << 20, 100003}};
   static const uint64_t seeds[] = {1, 77, 0x9E3779B97F4A7C15ull};
   for (size_t a = 0; a < sizeof nk / sizeof nk[0]; a++)
     for (size_t b = 0; b < sizeof seeds / sizeof seeds[0]; b++) {
@@ -1180,9 +1182,10 @@ Test(dispatch, sparse_nonfinite_same_index, .init = gc_test_quiet)
  * successor. */
 /* Random-K-unbiased on one thread gathers its values in the loop that
  * draws them, on several in pieces after the draws; random-K's dense
- * walk is one thread's either way: the same bytes, and the same entry
- * named where drawn ones are NaN.  n = 3e6 + 17 makes K >= 2^18 at
- * density 0.1, where the gather takes threads. */
+ * draws take their targets from a second thread, stage by stage, and its
+ * walk goes in pieces: the same bytes, and the same entry named where
+ * drawn ones are NaN.  n = 3e6 + 17 makes K >= 2^18 at density 0.1,
+ * where the gather takes threads (and ten stages of targets). */
 Test(threads, randk_same_for_any_thread_count, .init = gc_test_quiet)
 {
 #ifndef _OPENMP
