@@ -1624,6 +1624,17 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
 
 static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx);
 
+/* A piece's codes at src, its first gap coded from index 0: that code's
+ * length, and in *gap the true gap after prev (UINT32_MAX: no index
+ * before it). */
+static size_t first_code(const uint8_t *src, uint32_t prev, uint32_t *gap)
+{
+  uint32_t f;
+  size_t len = (size_t) (gc__leb_get(src, &f) - src);
+  *gap = prev == UINT32_MAX ? f : f - prev - 1;
+  return len;
+}
+
 /* The in-place filter of the P > 1 pieces sel->idx, sel->val, sel->cnt
  * (keep_isa_f32 of each, skip 0: every tie of the pieces kept, q of
  * them), each piece coding what it keeps as if alone where the caller
@@ -1660,10 +1671,9 @@ static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t
     for (int j = 0; j < P; j++) {
       if (!sel->cnt[j])
         continue;
-      const uint8_t *src = sel->codes + (size_t) j * cshare;
-      uint32_t f;
-      size_t old = (size_t) (gc__leb_get(src, &f) - src);
-      delta += bytes[j] - old + gc__leb_len(prev == UINT32_MAX ? f : f - prev - 1);
+      uint32_t gap;
+      size_t old = first_code(sel->codes + (size_t) j * cshare, prev, &gap);
+      delta += bytes[j] - old + gc__leb_len(gap);
       prev = last[j];
     }
     if (gc__wire_pick(sel->n, c, delta, &isec) == GC__IDX_DELTA) {
@@ -1673,9 +1683,9 @@ static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t
         if (!sel->cnt[j])
           continue;
         const uint8_t *src = sel->codes + (size_t) j * cshare;
-        uint32_t f;
-        size_t old = (size_t) (gc__leb_get(src, &f) - src);
-        uint8_t *dst = gc__leb_put(sel->codes + pos, prev == UINT32_MAX ? f : f - prev - 1);
+        uint32_t gap;
+        size_t old = first_code(src, prev, &gap);
+        uint8_t *dst = gc__leb_put(sel->codes + pos, gap);
         if (dst != src + old)
           memmove(dst, src + old, bytes[j] - old);
         pos = (size_t) (dst - sel->codes) + bytes[j] - old;
