@@ -1,5 +1,6 @@
 /* gc_test.c -- helpers shared by the Criterion suites. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700   /* nftw */
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,11 +80,40 @@ void gc_test_assert_close(const double *a, const double *b, size_t n,
             first < n ? b[first] : 0.0, maxdiff);
 }
 
+/* The test process's folder of temporary files, made on first use and
+ * removed with everything in it when the process exits (unless
+ * GC_TEST_KEEP is set): a run of the suites left some seventy training
+ * and probe folders in /tmp.  Criterion runs each test in a child
+ * process, which gets a folder of its own (the pid changes) and runs the
+ * exit handler, registered once, inherited or not. */
+static char tmp_root[400];
+static long tmp_pid;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void) st; (void) flag; (void) ftw;
+  remove(path);
+  return 0;
+}
+
+static void remove_tmp_root(void)
+{
+  if (tmp_pid == (long) getpid() && !getenv("GC_TEST_KEEP"))
+    nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *gc_test_tmp(const char *name)
 {
   static _Thread_local char path[512];
-  const char *dir = getenv("TMPDIR");
-  snprintf(path, sizeof path, "%s/gc-test-%ld-%s", dir ? dir : "/tmp", (long) getpid(), name);
+  if (tmp_pid != (long) getpid()) {
+    const char *dir = getenv("TMPDIR");
+    if (!tmp_pid)
+      atexit(remove_tmp_root);
+    tmp_pid = (long) getpid();
+    snprintf(tmp_root, sizeof tmp_root, "%s/gc-test-%ld", dir ? dir : "/tmp", tmp_pid);
+    mkdir(tmp_root, 0700);
+  }
+  snprintf(path, sizeof path, "%s/%s", tmp_root, name);
   return path;
 }
 

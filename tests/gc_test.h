@@ -17,8 +17,9 @@ void gc_test_fill_normal_f32(float *x, size_t n, uint64_t seed);
  * first failing index and the max difference (llm.c check_tensor style). */
 void gc_test_assert_close(const double *a, const double *b, size_t n,
                           double atol, double rtol, const char *what);
-/* A temporary path "<tmpdir>/gc-test-<pid>-<name>"; static buffer per call
- * site is not kept: copy it. */
+/* A temporary path "<tmpdir>/gc-test-<pid>/<name>", the folder removed
+ * when the process exits (kept where GC_TEST_KEEP is set); the buffer is
+ * reused by the next call: copy it. */
 const char *gc_test_tmp(const char *name);
 /* Path of a built program, e.g. gc_test_builddir("experiments/gradcomp"). */
 const char *gc_test_builddir(const char *rel);
