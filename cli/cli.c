@@ -1,10 +1,12 @@
 /* cli.c -- shared helpers of the front end. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -79,17 +81,80 @@ static void (*const gc_cli_preinit)(int, char **, char **) = blas_one_thread_und
  * they sleep.  A step of a small model opens a parallel region every few
  * hundred microseconds, and on a machine where other processes hold the
  * cores the spinning threads take the time the working ones need: an
- * MNIST-MLP epoch on 2 threads took 5.3 s against 0.66 s on one thread
- * with two busy processes beside it.  3000 rounds cost nothing measurable
- * on an idle machine (0.287 s against 0.288 s) and keep the loaded case at
- * the one-thread time.  libgomp reads the variable in its constructor, so
- * re-execute once with it set; a user's own setting (or wait policy)
- * stays. */
+ * MNIST-MLP epoch on 2 threads once took 5.3 s against 0.66 s on one
+ * thread with two busy processes beside it (0.71 s at 3000 rounds).  On
+ * an idle machine, though, 3000 rounds let the threads fall asleep
+ * between the regions, and half of the 2-thread MLP epochs then took
+ * 0.26-0.28 s instead of 0.24-0.25 (all 9 runs at 30000 or 300000 were
+ * fast).  So the rounds are cut to 3000 only where other threads are
+ * running when the program starts; libgomp reads the variable in its
+ * constructor, so that means re-executing once with it set.  A user's
+ * own setting (or wait policy) stays. */
+/* This process's running threads (OpenBLAS's pool spins for a while
+ * after its constructor starts it). */
+static long own_running(void)
+{
+  DIR *d = opendir("/proc/self/task");
+  if (!d)
+    return 1;
+  long running = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    char path[300], state = 0;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    /* pid (comm) state ...: the state follows the last ')' */
+    char line[512];
+    if (f && fgets(line, sizeof line, f)) {
+      const char *p = strrchr(line, ')');
+      if (p && p[1] == ' ')
+        state = p[2];
+    }
+    if (f)
+      fclose(f);
+    running += state == 'R';
+  }
+  closedir(d);
+  return running > 0 ? running : 1;
+}
+
+/* Threads of other processes running on the machine (/proc/stat's
+ * procs_running less this process's), the fewest of three looks a
+ * millisecond apart (a kernel thread is often caught running for a
+ * moment); -1 where unknown. */
+static long others_running(void)
+{
+  long fewest = -1;
+  for (int look = 0; look < 3; look++) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+      return -1;
+    char line[256];
+    long running = -1;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "procs_running %ld", &running) == 1)
+        break;
+    fclose(f);
+    if (running < 1)
+      return -1;
+    long others = running - own_running();
+    if (fewest < 0 || others < fewest)
+      fewest = others < 0 ? 0 : others;
+    if (fewest == 0)
+      break;
+    nanosleep(&(struct timespec) { 0, 1000000 }, NULL);
+  }
+  return fewest;
+}
+
 void gc_cli_short_omp_spin(void)
 {
 #if defined(_OPENMP) && !defined(__clang__)
   if (!saved_argv || getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY"))
     return;
+  if (others_running() == 0)
+    return;   /* an idle machine: libgomp's own spinning */
   if (setenv("GOMP_SPINCOUNT", "3000", 1) == 0)
     execv("/proc/self/exe", saved_argv);   /* returns only on failure: go on */
 #endif

@@ -101,10 +101,12 @@ int gc_cli_unknown(const gc_cli_args *a, const char *opt);
  * the program stops naming the limit: OpenBLAS would spin for ever on a
  * failed allocation in the middle of a run. */
 int gc_cli_start(const char *cmd);
-/* Re-execute once with libgomp's idle spinning cut short (GOMP_SPINCOUNT
- * 3000) unless the user set it or OMP_WAIT_POLICY: the parallel regions
- * of a training step then cost no more than one thread on a busy machine.
- * Call first in main; returns where there is nothing to do. */
+/* Where other threads are running at start (/proc/stat), re-execute once
+ * with libgomp's idle spinning cut short (GOMP_SPINCOUNT 3000) unless the
+ * user set it or OMP_WAIT_POLICY: the parallel regions of a training step
+ * then cost no more than one thread on a busy machine, while an idle one
+ * keeps libgomp's spinning.  Call first in main; returns where there is
+ * nothing to do. */
 void gc_cli_short_omp_spin(void);
 /* Replace this process by the program `name` found beside it (argv[0]'s
  * folder, then the executable's, then the PATH), with the same arguments.
