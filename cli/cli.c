@@ -77,19 +77,6 @@ static void blas_one_thread_under_memory_limit(int argc, char **argv, char **env
 __attribute__((section(".preinit_array"), used))
 static void (*const gc_cli_preinit)(int, char **, char **) = blas_one_thread_under_memory_limit;
 
-/* libgomp's idle threads spin for GOMP_SPINCOUNT (300000) rounds before
- * they sleep.  A step of a small model opens a parallel region every few
- * hundred microseconds, and on a machine where other processes hold the
- * cores the spinning threads take the time the working ones need: an
- * MNIST-MLP epoch on 2 threads once took 5.3 s against 0.66 s on one
- * thread with two busy processes beside it (0.71 s at 3000 rounds).  On
- * an idle machine, though, 3000 rounds let the threads fall asleep
- * between the regions, and half of the 2-thread MLP epochs then took
- * 0.26-0.28 s instead of 0.24-0.25 (all 9 runs at 30000 or 300000 were
- * fast).  So the rounds are cut to 3000 only where other threads are
- * running when the program starts; libgomp reads the variable in its
- * constructor, so that means re-executing once with it set.  A user's
- * own setting (or wait policy) stays. */
 /* This process's running threads (OpenBLAS's pool spins for a while
  * after its constructor starts it). */
 static long own_running(void)
@@ -148,6 +135,19 @@ static long others_running(void)
   return fewest;
 }
 
+/* libgomp's idle threads spin for GOMP_SPINCOUNT (300000) rounds before
+ * they sleep.  A step of a small model opens a parallel region every few
+ * hundred microseconds, and on a machine where other processes hold the
+ * cores the spinning threads take the time the working ones need: an
+ * MNIST-MLP epoch on 2 threads once took 5.3 s against 0.66 s on one
+ * thread with two busy processes beside it (0.71 s at 3000 rounds).  On
+ * an idle machine, though, 3000 rounds let the threads fall asleep
+ * between the regions, and half of the 2-thread MLP epochs then took
+ * 0.26-0.28 s instead of 0.24-0.25 (all 9 runs at 30000 or 300000 were
+ * fast).  So the rounds are cut to 3000 only where other threads are
+ * running when the program starts; libgomp reads the variable in its
+ * constructor, so that means re-executing once with it set.  A user's
+ * own setting (or wait policy) stays. */
 void gc_cli_short_omp_spin(void)
 {
 #if defined(_OPENMP) && !defined(__clang__)
