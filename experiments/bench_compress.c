@@ -176,13 +176,21 @@ static void (*vector_copy(void))(float *, const float *, size_t)
   return NULL;
 }
 
+/* Thread t's contiguous share [*lo, *hi) of n entries among T. */
+static void share_of(size_t n, int T, int t, size_t *lo, size_t *hi)
+{
+  *lo = n / (size_t) T * (size_t) t;
+  *hi = t == T - 1 ? n : *lo + n / (size_t) T;
+}
+
 /* Read of the whole array by T threads, each a contiguous share. */
 static float stream_read_threads(const float *x, size_t n, int T)
 {
   float s = 0;
   #pragma omp parallel for schedule(static) num_threads(T) reduction(+ : s)
   for (int t = 0; t < T; t++) {
-    size_t lo = n / (size_t) T * (size_t) t, hi = t == T - 1 ? n : lo + n / (size_t) T;
+    size_t lo, hi;
+    share_of(n, T, t, &lo, &hi);
     s += stream_read(x + lo, hi - lo);
   }
   return s;
@@ -194,7 +202,8 @@ static void copy_threads(void (*copy)(float *, const float *, size_t), float *ds
 {
   #pragma omp parallel for schedule(static) num_threads(T)
   for (int t = 0; t < T; t++) {
-    size_t lo = n / (size_t) T * (size_t) t, hi = t == T - 1 ? n : lo + n / (size_t) T;
+    size_t lo, hi;
+    share_of(n, T, t, &lo, &hi);
     copy(dst + lo, x + lo, hi - lo);
   }
 }

@@ -38,11 +38,10 @@ enum { GC__VEC_PAR_MIN = 1 << 14 };
 /* The threads of one such pass: all from GC__VEC_PAR_MIN entries, except
  * that with more threads than processors (omp_get_num_procs, asked once) a
  * pass shorter than GC__VEC_PAR_OVER_MIN (the threshold before 2^14) runs
- * on one.  The
- * team then spins only briefly, so each pass of microseconds waits for
- * sleeping threads to wake: MNIST-MLP's server (six passes a step) took
- * 0.15-0.19 s an epoch on 3 threads of 2 cores, 0.05 on 2 of the 3 and
- * 0.03 on one. */
+ * on one.  The team then spins only briefly, so each pass of microseconds
+ * waits for sleeping threads to wake: MNIST-MLP's server (six passes a
+ * step) took 0.15-0.19 s an epoch on 3 threads of 2 cores, 0.05 on 2 of
+ * the 3 and 0.03 on one. */
 enum { GC__VEC_PAR_OVER_MIN = 1 << 16 };
 int gc__vec_threads(size_t n);
 

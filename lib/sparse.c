@@ -159,13 +159,19 @@ static void floyd_below(uint32_t *t, size_t m, uint32_t base)
     t[i] = gc_rng_below(t[i], base + (uint32_t) i);
 }
 
-/* Floyd's targets t[c] = gc_rng_below(word c, J_c + 1), J_c = n - K + c,
- * with the bitmap made ready for the loop that tests them. */
+/* Floyd's targets of draws c0 .. c0 + m - 1 into t[0, m):
+ * t[i] = gc_rng_below(word c0 + i, J + 1), J = n - K + c0 + i. */
+static void floyd_targets_at(const sparse_state *s, uint32_t step, size_t c0, size_t m,
+                             uint32_t *t)
+{
+  gc__rng_words(s->p.seed, s->p.stream, step, c0, m, t);
+  floyd_below(t, m, (uint32_t) (s->n - s->k + c0 + 1));
+}
+
+/* All K targets, with the bitmap made ready for the loop that tests them. */
 static void floyd_targets(sparse_state *s, uint32_t step, uint32_t *t)
 {
-  size_t n = s->n, k = s->k;
-  gc__rng_words(s->p.seed, s->p.stream, step, 0, k, t);
-  floyd_below(t, k, (uint32_t) (n - k + 1));
+  floyd_targets_at(s, step, 0, s->k, t);
   floyd_warm_bits(s);
 }
 
@@ -204,48 +210,52 @@ enum { FLOYD_STRETCH = 4096 };
  * n = 2.5e7).  The same targets, so the same draws. */
 enum { FLOYD_STAGE = 1 << 15 };
 
+#ifdef _OPENMP
+/* The stage of FLOYD_STAGE draws from c0: its length. */
+static size_t floyd_stage_len(const sparse_state *s, size_t c0)
+{
+  return s->k - c0 < FLOYD_STAGE ? s->k - c0 : FLOYD_STAGE;
+}
+
 static void floyd_dense_staged(sparse_state *s, uint32_t step)
 {
-#ifdef _OPENMP
-  size_t n = s->n, k = s->k, stages = (k + FLOYD_STAGE - 1) / FLOYD_STAGE;
+  size_t jlow = s->n - s->k, stages = (s->k + FLOYD_STAGE - 1) / FLOYD_STAGE;
   #pragma omp parallel num_threads(2)
   {
     int me = omp_get_thread_num(), maker = omp_get_num_threads() - 1;
     for (size_t i = 0; i <= stages; i++) {
-      if (me == maker && i < stages) {
-        size_t c0 = i * FLOYD_STAGE, m = k - c0 < FLOYD_STAGE ? k - c0 : FLOYD_STAGE;
-        uint32_t *t = s->tmp + i % 2 * FLOYD_STAGE;
-        gc__rng_words(s->p.seed, s->p.stream, step, c0, m, t);
-        floyd_below(t, m, (uint32_t) (n - k + c0 + 1));
-      }
+      if (me == maker && i < stages)
+        floyd_targets_at(s, step, i * FLOYD_STAGE, floyd_stage_len(s, i * FLOYD_STAGE),
+                         s->tmp + i % 2 * FLOYD_STAGE);
       if (me == 0 && i > 0) {
-        size_t c0 = (i - 1) * FLOYD_STAGE, m = k - c0 < FLOYD_STAGE ? k - c0 : FLOYD_STAGE;
-        floyd_draws(s->bits, s->tmp + (i - 1) % 2 * FLOYD_STAGE, m, (uint32_t) (n - k + c0),
-                    1, NULL);
+        size_t c0 = (i - 1) * FLOYD_STAGE;
+        floyd_draws(s->bits, s->tmp + (i - 1) % 2 * FLOYD_STAGE, floyd_stage_len(s, c0),
+                    (uint32_t) (jlow + c0), 1, NULL);
       }
       #pragma omp barrier
     }
   }
-#else
-  (void) s; (void) step;
-#endif
 }
+#else   /* floyd() calls it only where there are threads */
+static void floyd_dense_staged(sparse_state *s, uint32_t step)
+{
+  (void) s; (void) step;
+}
+#endif
 
 static void floyd(sparse_state *s, uint32_t step, uint32_t *order)
 {
   size_t n = s->n, k = s->k;
   int dense = floyd_dense(s);
-  if (dense && !order && gc__threads_for(k, 2 * FLOYD_STAGE, 2) == 2) {
-    floyd_warm_bits(s);
-    floyd_dense_staged(s, step);
-    return;
-  }
   if (dense && !order) {
     floyd_warm_bits(s);
+    if (gc__threads_for(k, 2 * FLOYD_STAGE, 2) == 2) {
+      floyd_dense_staged(s, step);
+      return;
+    }
     for (size_t c0 = 0; c0 < k; c0 += FLOYD_STRETCH) {
       size_t m = k - c0 < FLOYD_STRETCH ? k - c0 : FLOYD_STRETCH;
-      gc__rng_words(s->p.seed, s->p.stream, step, c0, m, s->tmp);
-      floyd_below(s->tmp, m, (uint32_t) (n - k + c0 + 1));
+      floyd_targets_at(s, step, c0, m, s->tmp);
       floyd_draws(s->bits, s->tmp, m, (uint32_t) (n - k + c0), 1, NULL);
     }
     return;
@@ -372,10 +382,11 @@ static size_t gauss_groups_avx512(const float *x, size_t from, size_t lo, size_t
   uint64_t nonempty = 0;
   size_t i = lo;
   if (*c * 16 > lo - from && *c + (hi - lo) <= cap) {
-    /* where the candidates so far in this run (from from) are dense (more
-     * than one in sixteen entries: most groups have one) the appends go with the sums, with
-     * no branch and no second pass (a quarter fewer instructions, and
-     * this pass is bound by them at density 0.1) */
+    /* where the candidates so far in this run (from entry `from`) are
+     * dense (more than one in sixteen entries: most groups have one) the
+     * appends go with the sums, with no branch and no second pass (a
+     * quarter fewer instructions, and this pass is bound by them at
+     * density 0.1) */
     for (; i + 16 <= hi; i += 16) {
       _mm_prefetch((const char *) ((uintptr_t) (x + i) + 4 * GAUSS_AHEAD), _MM_HINT_T0);
       __m512 xv = _mm512_loadu_ps(x + i), d = _mm512_sub_ps(xv, shift);
@@ -1624,13 +1635,14 @@ static uint32_t kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, siz
 
 static void codes_to_idx(const uint8_t *codes, size_t c, uint32_t *idx);
 
-/* A piece's codes at src, its first gap coded from index 0: that code's
- * length, and in *gap the true gap after prev (UINT32_MAX: no index
- * before it). */
-static size_t first_code(const uint8_t *src, uint32_t prev, uint32_t *gap)
+/* A piece's codes at src, coded as if alone, its first gap counted from
+ * index base: that code's length, and in *gap the gap in the whole
+ * message after prev (UINT32_MAX: no index before the piece). */
+static size_t first_code(const uint8_t *src, size_t base, uint32_t prev, uint32_t *gap)
 {
   uint32_t f;
   size_t len = (size_t) (gc__leb_get(src, &f) - src);
+  f += (uint32_t) base;
   *gap = prev == UINT32_MAX ? f : f - prev - 1;
   return len;
 }
@@ -1672,7 +1684,7 @@ static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t
       if (!sel->cnt[j])
         continue;
       uint32_t gap;
-      size_t old = first_code(sel->codes + (size_t) j * cshare, prev, &gap);
+      size_t old = first_code(sel->codes + (size_t) j * cshare, 0, prev, &gap);
       delta += bytes[j] - old + gc__leb_len(gap);
       prev = last[j];
     }
@@ -1684,7 +1696,7 @@ static void keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, size_t
           continue;
         const uint8_t *src = sel->codes + (size_t) j * cshare;
         uint32_t gap;
-        size_t old = first_code(src, prev, &gap);
+        size_t old = first_code(src, 0, prev, &gap);
         uint8_t *dst = gc__leb_put(sel->codes + pos, gap);
         if (dst != src + old)
           memmove(dst, src + old, bytes[j] - old);
@@ -2287,10 +2299,9 @@ static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float
     if (!keep[j])
       continue;
     const uint8_t *src = part[j].codes;
-    uint32_t first;   /* the piece's first gap, from its start: its first entry */
-    size_t old = (size_t) (gc__leb_get(src, &first) - src);
-    first += (uint32_t) lo[j];
-    uint8_t *q = gc__leb_put(L->codes + pos, last == UINT32_MAX ? first : first - last - 1);
+    uint32_t gap;   /* the piece's codes count its first gap from its start */
+    size_t old = first_code(src, lo[j], last, &gap);
+    uint8_t *q = gc__leb_put(L->codes + pos, gap);
     if (q != src + old)   /* (the first piece's stay) */
       memmove(q, src + old, part[j].bytes - old);
     pos = (size_t) (q - L->codes) + part[j].bytes - old;

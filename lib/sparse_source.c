@@ -516,8 +516,7 @@ static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, RE
    * values LAG draws behind, and after the last draw the last LAG */
   for (size_t c0 = 0; c0 < k; c0 += FLOYD_STRETCH) {
     size_t m = k - c0 < FLOYD_STRETCH ? k - c0 : FLOYD_STRETCH;
-    gc__rng_words(s->p.seed, s->p.stream, step, c0, m, t);
-    floyd_below(t, m, (uint32_t) (n - k + c0 + 1));
+    floyd_targets_at(s, step, c0, m, t);
     for (size_t i = 0; i < m; i++, c++) {
       if (i + FLOYD_AHEAD < m)
         __builtin_prefetch(bits + (t[i + FLOYD_AHEAD] >> 6), 1);
@@ -568,8 +567,9 @@ static size_t FN(first_nonfinite)(const uint8_t *v, size_t m)
 }
 
 /* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK) of the
- * run of blocks that starts at from (*c counts the run's candidates): 16 REAL
- * lanes of shifted sums, lane j taking the entries lo + 16q + j and lane 0
+ * run of blocks that starts at entry `from` (*c counts the run's
+ * candidates): 16 REAL lanes of shifted sums, lane j taking the entries
+ * lo + 16q + j and lane 0
  * the tail, folded into double in lane order.  The same pass appends the
  * indices with !(|x_i| <= t0) to cand and their values to cval (up to
  * cap; *c counts them all), so that the threshold evaluations rarely have
@@ -649,8 +649,8 @@ static int FN(gauss_sums_par)(sparse_state *s, const REAL *x, REAL c0, REAL t0,
     for (size_t b = (size_t) j * run; b < b1; b++) {
       size_t lo = b * GAUSS_BLOCK, hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK;
       FN(gauss_block_sums)(x, (size_t) j * run * GAUSS_BLOCK, lo, hi, c0, t0, &bs[2 * b],
-                           &bs[2 * b + 1], s->cand + (size_t) j * share, cval + (size_t) j * share, share,
-                           &c);
+                           &bs[2 * b + 1], s->cand + (size_t) j * share,
+                           cval + (size_t) j * share, share, &c);
     }
     cnt[j] = c;
   }

@@ -79,11 +79,10 @@ static size_t wino3_chunk(size_t C, size_t O, size_t Ho, size_t Wo,
   return b > max_batch ? max_batch : b;
 }
 
-/* Four floats as one value (gc_vf4.h): the
- * transforms below are adds and subtracts along the channels, 4 at a
- * time.  Channel counts are rounded up to a multiple of 4 in the
- * channel-last buffers (the extra channels never reach the output), so no
- * loop has a tail. */
+/* Four floats as one value (gc_vf4.h): the transforms below are adds and
+ * subtracts along the channels, 4 at a time.  Channel counts are rounded
+ * up to a multiple of 4 in the channel-last buffers (the extra channels
+ * never reach the output), so no loop has a tail. */
 typedef gc__vf4 vf;
 static size_t round4(size_t n) { return (n + 3) & ~(size_t) 3; }
 
