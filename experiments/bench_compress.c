@@ -23,10 +23,10 @@
 
 static const char *CMD = "bench compress";
 
-static void usage(FILE *out)
+void gc_bench_compress_usage(FILE *out)
 {
   fprintf(out,
-          "usage: gradcomp bench compress [--device cpu] [--csv FILE] [--d N[,N]]\n"
+          "usage: gradcomp bench compress [--device cpu|cuda] [--csv FILE] [--d N[,N]]\n"
           "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
           "                [--threads T[,T]] [--levels S] [--bucket B]\n"
           "Median time of compress+encode on N(0,1) float32 input,\n"
@@ -43,6 +43,7 @@ static void usage(FILE *out)
           "all-core copy's one that also writes a message as long as x;\n"
           "--levels S, --bucket B: qsgd's levels (4) and bucket length (0: one\n"
           "bucket of d entries).\n");
+  gc_bench_usage_device(out, 0);
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -393,7 +394,7 @@ int gc_bench_compress(int argc, char **argv)
   gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
                       .ndensity = 3, .repeat = 7, .threads = {1}, .nthreads = 1, .torch = -1,
                       .levels = 4 };
-  int done = gc_bench_parse(CMD, usage, argc, argv, &o);
+  int done = gc_bench_parse(CMD, gc_bench_compress_usage, argc, argv, &o);
   if (done >= 0)
     return done;
   const char *csv = o.csv;

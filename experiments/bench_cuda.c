@@ -44,15 +44,6 @@
     }                                                                        \
   } while (0)
 
-static void usage(FILE *out)
-{
-  fprintf(out, "usage: gradcomp bench compress --device cuda [--csv FILE] [--d N[,N]]\n"
-               "       [--density R[,R]] [--compressors a,b] [--repeat R] [--quick] [--no-torch]\n"
-               "Times every compressor with a GPU encoder (default d = 25000000, density\n"
-               "0.001, 20 repeats; --quick: d = 1e6, 3 repeats); ratios are against a\n"
-               "device-to-device copy and a streaming read measured in the same run.\n");
-}
-
 /* torch.topk on the same vector (written to a raw file): median seconds,
  * or a negative value when PyTorch with CUDA is not usable. */
 static double torch_topk(const float *h_x, size_t d, size_t k, int reps)
@@ -217,7 +208,7 @@ int gc_bench_compress_cuda(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {25e6}, .nd = 1, .density = {0.001}, .ndensity = 1,
                       .repeat = 20, .torch = 1, .levels = 4 };
-  int status = gc_bench_parse(CMD, usage, argc, argv, &o);
+  int status = gc_bench_parse(CMD, gc_bench_compress_usage, argc, argv, &o);
   if (status >= 0)
     return status;
   char why[256];

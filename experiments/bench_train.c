@@ -109,29 +109,40 @@ static void step(gc_nn *nn, const float *w, float *st, const float *x,
   gc_compress_f32(c, g, t, buf, cap, &len, NULL);
 }
 
-static void usage(FILE *out)
+void gc_bench_train_usage(FILE *out)
 {
   fprintf(out,
-          "usage: gradcomp bench train [--csv FILE] [--model NAME] [--seconds S] [--threads T]\n"
-          "                           [--no-peer]\n"
+          "usage: gradcomp bench train [--device cpu|cuda] [--csv FILE] [--models a,b]\n"
+          "                           [--seconds S] [--threads T] [--no-peer]\n"
           "Milliseconds per worker step (forward + backward + top-K at density 0.001) of\n"
-          "each reference model at batch 10 and 64, about S seconds each (default 1):\n"
-          "the median of three timed blocks after a warm-up step.  With --threads T\n"
-          "(default 1) T workers step in parallel, one per thread, and a step takes the\n"
-          "wall time over the steps done.  When a Python with torch is found\n"
-          "($GRADCOMP_PYTHON, python3, /usr/bin/python3) the same models run there\n"
-          "(torch.set_num_threads(T)), timed the same way in the same invocation, and\n"
-          "the ratio ours/torch is printed; --no-peer skips them.  CSV columns:\n"
-          "model,batch,ms_per_step,torch_ms_per_step,ratio\n");
+          "each reference model (--models a,b, or --model NAME; default all five) at\n"
+          "batch 10 and 64, about S seconds each (default 1): the median of three timed\n"
+          "blocks after a warm-up step.  With --threads T (default 1) T workers step in\n"
+          "parallel, one per thread, and a step takes the wall time over the steps done.\n"
+          "When a Python with torch is found ($GRADCOMP_PYTHON, python3, /usr/bin/python3)\n"
+          "the same models run there (torch.set_num_threads(T)), timed the same way in\n"
+          "the same invocation, and the ratio ours/torch is printed; --no-peer skips\n"
+          "them.  CSV columns: model,batch,ms_per_step,torch_ms_per_step,ratio\n");
+  gc_bench_usage_device(out, 1);
+}
+
+/* Whether model is in the comma-separated list (NULL: every model). */
+static int listed(const char *list, const char *model)
+{
+  size_t n = strlen(model);
+  for (const char *s = list; s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+    if (!strncmp(s, model, n) && (s[n] == ',' || s[n] == '\0'))
+      return 1;
+  return list == NULL;
 }
 
 int gc_bench_train(int argc, char **argv)
 {
-  const char *csv = NULL, *only = NULL;
+  const char *csv = NULL, *models = NULL;
   double budget = 1.0;   /* seconds per entry, roughly */
   int peer = 1;          /* run the PyTorch twins when torch is found */
   int threads = 1;       /* workers stepping in parallel (torch: intra-op) */
-  gc_cli_args args = GC_CLI_ARGS("bench train", "", usage, argc, argv);
+  gc_cli_args args = GC_CLI_ARGS("bench train", "", gc_bench_train_usage, argc, argv);
   static const char *const flags[] = { "--no-peer", NULL };
   args.flags = flags;
   const char *o, *v;
@@ -140,8 +151,8 @@ int gc_bench_train(int argc, char **argv)
       peer = 0;
     else if (!strcmp(o, "--csv"))
       csv = v;
-    else if (!strcmp(o, "--model"))
-      only = v;
+    else if (!strcmp(o, "--models") || !strcmp(o, "--model"))
+      models = v;
     else if (!strcmp(o, "--threads")) {
       size_t t;
       if (gc_cli_size_in("bench train", o, v, 1, 256, &t))
@@ -158,14 +169,16 @@ int gc_bench_train(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
-  if (only && !gc_nn_model_dataset(only)) {
-    fprintf(stderr, "gradcomp bench train: unknown model '%s'; the models are:",
-            only);
-    for (const char *const *n = gc_nn_model_names(); *n; n++)
-      fprintf(stderr, " %s", *n);
-    fputc('\n', stderr);
-    return 2;
-  }
+  char names_list[512];
+  snprintf(names_list, sizeof names_list, "%s", models ? models : "");
+  for (char *s = names_list, *m; models && (m = strtok(s, ",")); s = NULL)
+    if (!gc_nn_model_dataset(m)) {
+      fprintf(stderr, "gradcomp bench train: unknown model '%s'; the models are:", m);
+      for (const char *const *n = gc_nn_model_names(); *n; n++)
+        fprintf(stderr, " %s", *n);
+      fputc('\n', stderr);
+      return 2;
+    }
   gc_nn_blas_single_thread();
   const char *ct = getenv("OPENBLAS_CORETYPE");
   printf("# OpenBLAS kernel: %s (OPENBLAS_CORETYPE %s)\n", gc_nn_blas_core(),
@@ -202,7 +215,7 @@ int gc_bench_train(int argc, char **argv)
   const char *const *names = gc_nn_model_names();
   static const size_t batches[2] = { 10, 64 };
   for (size_t m = 0; names[m]; m++) {
-    if (only && strcmp(only, names[m]) != 0)
+    if (!listed(models, names[m]))
       continue;
     for (int bi = 0; bi < 2; bi++) {
       size_t B = batches[bi];

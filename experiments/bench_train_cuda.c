@@ -65,22 +65,9 @@ static const char torch_gpu_script[] =
   "torch.cuda.synchronize(); s = (time.perf_counter()-t)/steps\n"
   "print('%.6f' % s)\n";
 
-static void usage(FILE *out)
-{
-  fprintf(out,
-    "usage: gradcomp bench train --device cuda [--models a,b] [--workers P]\n"
-    "       [--batch B] [--steps N] [--density R] [--step cuda|cpu] [--csv FILE]\n"
-    "       [--no-peer]\n"
-    "Images per second of P workers x B examples per step (20 x 100) for\n"
-    "sgd, uni and bi (top-K at density R, 0.001, both ways), each step a\n"
-    "train --device cuda step; default models mnist-cnn and cifar-vgg19, N =\n"
-    "10 timed steps after 2 warm-up steps.  ms_compute: the forward and\n"
-    "backward passes alone; ratio_to_dense: images/s over sgd's.  PyTorch\n"
-    "rows (plain top-K step, same GPU) follow when torch with CUDA is found.\n");
-}
-
 typedef struct bench {
   size_t P, B, steps;
+  double seconds;           /* > 0: steps from the warm-up's time instead */
   double density;
   int on_device;            /* the step: gc_cuda_sim (1) or gc_sim (0)   */
 } bench;
@@ -141,7 +128,8 @@ static int time_algo(const bench *b, gc_cuda_nn *nn, const char *model,
     }
   }
   int st = GC_SUCCESS;
-  size_t runs = b->steps + 2;
+  enum { MAX_STEPS = 1000 };
+  size_t steps = b->seconds > 0 ? MAX_STEPS : b->steps, runs = steps + 2;
   double *ts = malloc(runs * sizeof *ts), *tc = malloc(runs * sizeof *tc);
   const void **gp = malloc(P * sizeof *gp);
   if (!ts || !tc || !gp)
@@ -176,11 +164,16 @@ static int time_algo(const bench *b, gc_cuda_nn *nn, const char *model,
       st = GC_ECUDA;
     ts[r] = gc_cli_now() - t0;
     tc[r] = t1 - t0;
+    if (r == 1 && b->seconds > 0) {   /* --seconds: as many as fit, 3 or more */
+      double n = ts[1] > 0 ? b->seconds / ts[1] : MAX_STEPS;
+      steps = n < 3 ? 3 : n > MAX_STEPS ? MAX_STEPS : (size_t) n;
+      runs = steps + 2;
+    }
   }
   if (st == GC_SUCCESS) {
     /* the first two steps are warm-up (allocation, cuBLAS heuristics) */
-    *s_step = gc_bench_median(ts + 2, (int) b->steps);
-    *s_comp = gc_bench_median(tc + 2, (int) b->steps);
+    *s_step = gc_bench_median(ts + 2, (int) steps);
+    *s_comp = gc_bench_median(tc + 2, (int) steps);
   } else {
     gc_cli_fail(CMD, st, "%s %s failed", model, algo);
   }
@@ -216,7 +209,7 @@ int gc_bench_train_cuda(int argc, char **argv)
   bench b = { .P = 20, .B = 100, .steps = 10, .density = 0.001, .on_device = 1 };
   const char *csv = NULL, *models = "mnist-cnn,cifar-vgg19";
   int peer = 1;
-  gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+  gc_cli_args args = GC_CLI_ARGS(CMD, "", gc_bench_train_usage, argc, argv);
   static const char *const flags[] = { "--no-peer", NULL };
   args.flags = flags;
   const char *o, *v;
@@ -225,8 +218,14 @@ int gc_bench_train_cuda(int argc, char **argv)
       peer = 0;
     else if (!strcmp(o, "--csv"))
       csv = v;
-    else if (!strcmp(o, "--models"))
+    else if (!strcmp(o, "--models") || !strcmp(o, "--model"))
       models = v;
+    else if (!strcmp(o, "--seconds")) {
+      if (gc_cli_double(CMD, o, v, &b.seconds))
+        return 2;
+      if (!(b.seconds > 0))
+        return gc_cli_usage_error(CMD, "--seconds must be > 0");
+    }
     else if (!strcmp(o, "--workers") || !strcmp(o, "--batch") || !strcmp(o, "--steps")) {
       size_t *dst = !strcmp(o, "--workers") ? &b.P : !strcmp(o, "--batch") ? &b.B : &b.steps;
       if (gc_cli_size(CMD, o, v, dst))

@@ -14,6 +14,47 @@ static void usage(FILE *out)
                "Each target takes --help.\n");
 }
 
+/* The GPU targets' options, printed by every build's `--help` of both
+ * targets (the CUDA sources are compiled only where CUDA is), so that a
+ * user reads what --device cuda takes before building with it. */
+void gc_bench_usage_device(FILE *out, int train)
+{
+#if defined(HAVE_CUBLAS)
+  const char *built = "this build has it";
+#elif defined(HAVE_CUDA)
+  const char *built = train ? "this build has CUDA but not cuBLAS: configure finds "
+                              "cuBLAS beside CUDA" : "this build has it";
+#else
+  const char *built = "this build has no CUDA: configure --with-cuda";
+#endif
+  if (train)
+    fprintf(out,
+      "\n--device cuda (%s): images per second of P workers x B examples per step\n"
+      "for sgd, uni and bi (top-K at density R both ways), each step a\n"
+      "`train --device cuda` step; ms_compute is the forward and backward passes\n"
+      "alone, ratio_to_dense images/s over the same side's sgd; PyTorch rows (a\n"
+      "plain top-K step on the same GPU) follow when torch with CUDA is found.\n"
+      "  --models a,b       models (mnist-cnn,cifar-vgg19)\n"
+      "  --workers P        workers per step (20)\n"
+      "  --batch B          examples per worker (100)\n"
+      "  --steps N          timed steps after 2 warm-up steps (10)\n"
+      "  --seconds S        instead of --steps: about S seconds of our steps per row\n"
+      "                     (3 to 1000 steps; the torch rows keep --steps)\n"
+      "  --density R        top-K density, both directions (0.001)\n"
+      "  --step cuda|cpu    the algorithm's step on the GPU or on the CPU (cuda)\n"
+      "  --csv FILE, --no-peer  as on the CPU\n"
+      "CSV columns: model,algorithm,step,workers,batch,ms_per_step,ms_compute,\n"
+      "images_per_s,ratio_to_dense\n", built);
+  else
+    fprintf(out,
+      "\n--device cuda (%s): every compressor with a GPU encoder, timed on the\n"
+      "device; ratios are to a device-to-device copy and a streaming read of the\n"
+      "same vector in the same run, and torch.topk's time is a row when torch with\n"
+      "CUDA is found.  It takes the options above but --threads, with other\n"
+      "defaults: d = 25000000, density = 0.001, 20 repeats; --no-torch skips the\n"
+      "torch.topk row.\n", built);
+}
+
 int gc_cmd_bench(int argc, char **argv)
 {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -33,6 +33,10 @@ typedef struct gc_bench_opts {
 /* Returns -1 to go on, else the exit status (0 after --help, 2). */
 int gc_bench_parse(const char *cmd, void (*usage)(FILE *out), int argc, char **argv,
                    gc_bench_opts *o);
+/* The targets' --help, each with its --device cuda part, so that both
+ * devices print the same text (bench_compress.c, bench_train.c). */
+void gc_bench_compress_usage(FILE *out);
+void gc_bench_train_usage(FILE *out);
 /* Median of t[0..n-1] (sorts t); the mean of the middle two when n is even. */
 double gc_bench_median(double *t, int n);
 /* The threshold v that keeps a fraction density of N(0,1) entries, so the

@@ -189,6 +189,26 @@ Test(frontend, bench_train_unknown_model)
             "%s", out);
 }
 
+/* Both bench targets list the GPU's options in every build, under the same
+ * flag names on both devices, and take a list of models on the CPU too. */
+Test(frontend, bench_help_lists_the_gpu_options)
+{
+  static const char *const targets[] = { "compress", "train" };
+  for (int i = 0; i < 2; i++) {
+    char out[8192];
+    int st = run(out, sizeof out, "%s bench %s --help", gradcomp, targets[i]);
+    cr_assert(st == 0, "exit %d\n%s", st, out);
+    cr_assert(strstr(out, "[--device cpu|cuda]") && strstr(out, "--device cuda ("),
+              "bench %s --help: %s", targets[i], out);
+  }
+  char out[8192];
+  run(out, sizeof out, "%s bench train --help", gradcomp);
+  const char *gpu = strstr(out, "--device cuda (");
+  cr_assert(gpu && strstr(gpu, "--models a,b") && strstr(gpu, "--seconds S"), "%s", out);
+  int st = run(out, sizeof out, "%s bench train --models mnist-mlp,vgg19 --no-peer", gradcomp);
+  cr_assert(st == 2 && strstr(out, "unknown model 'vgg19'"), "exit %d\n%s", st, out);
+}
+
 /* Config values that start with "--" ("seed --5", "dataset --x") are plain
  * values: a bad one is named with the usage exit 2, never a crash when the
  * config's strings are freed (free(): invalid pointer, exit 134). */
