@@ -17,6 +17,13 @@ int gc__write_atomic(const char *path, const void *const *parts,
  * a message naming the folder that could not be made. */
 int gc__mkdir_p(const char *dir);
 
+/* Remove the temporary file a gc__write_atomic of this process is writing
+ * now, if any: async-signal-safe (one unlink of a prepared name), for a
+ * signal handler that ends the process (Ctrl-C), which would otherwise
+ * leave "NAME.tmp.PID" behind.  One writer at a time: the slot holds the
+ * latest temporary. */
+void gc__remove_live_tmp(void);
+
 /* Push what was written to f (a CSV row) to the kernel and check the
  * stream: a full disk or a file-size limit gives GC_EIO with a message
  * naming path and the reason, instead of rows that silently vanish. */
@@ -27,5 +34,12 @@ int gc__flush_checked(FILE *f, const char *path);
  * prefix, only those whose NAME.tmp. starts with it.  Returns the number
  * removed; a dir that cannot be read counts as none. */
 size_t gc__remove_stale_tmp(const char *dir, const char *prefix);
+
+/* s as a JSON string literal, quotes included, in a malloc'd buffer (NULL
+ * after reporting GC_ENOMEM): '"', '\\' and the control characters are
+ * escaped, and a byte that is not part of valid UTF-8 (a file name may hold
+ * any bytes) becomes U+FFFD, so that every JSON parser reads the result.
+ * NULL s gives "". */
+char *gc__json_quote(const char *s);
 
 #endif /* GC_IO_H */
