@@ -3,7 +3,6 @@
 #define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,7 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -280,55 +278,13 @@ static void csv_mark(FILE *f)
     }
 }
 
-/* After a failed write (full disk, file-size limit): cut the file back to
- * the end of its last complete line, so that a reader never meets a row
- * with fields missing (stdio wrote what fitted, maybe half a row), then
- * point the stream at /dev/null, so that the bytes stdio still holds
- * cannot land after the cut when the stream is closed.  The stream is
- * write-only: the file is read through a second descriptor, checked to
- * be the same file.  Nothing to cut on a device or a pipe. */
-static void csv_cut(FILE *f, const char *path)
-{
-  int fd = fileno(f), rd = open(path, O_RDONLY);
-  struct stat sw, sr;
-  if (rd >= 0 && fstat(fd, &sw) == 0 && fstat(rd, &sr) == 0 && S_ISREG(sw.st_mode) &&
-      sw.st_dev == sr.st_dev && sw.st_ino == sr.st_ino) {
-    char buf[4096];
-    off_t end = sw.st_size, keep = 0;
-    while (end > 0) {
-      off_t at = end > (off_t) sizeof buf ? end - (off_t) sizeof buf : 0;
-      ssize_t got = pread(rd, buf, (size_t) (end - at), at);
-      if (got != end - at) {
-        keep = sw.st_size;   /* unreadable: leave the file as it is */
-        break;
-      }
-      while (got > 0 && buf[got - 1] != '\n')
-        got--;
-      if (got > 0) {
-        keep = at + got;
-        break;
-      }
-      end = at;
-    }
-    if (keep < sw.st_size && ftruncate(fd, keep) != 0)
-      keep = sw.st_size;   /* the message says the write failed anyway */
-  }
-  if (rd >= 0)
-    close(rd);
-  int null = open("/dev/null", O_WRONLY);
-  if (null >= 0) {
-    dup2(null, fd);
-    close(null);
-  }
-}
-
 int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path)
 {
   if (csv_reported(f, 0))
     return 1;
   if (fflush(f) != 0 || ferror(f)) {
     int e = errno;
-    csv_cut(f, path);
+    gc__cut_to_last_line(f, path);
     fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(e));
     csv_mark(f);
     return 1;

@@ -26,8 +26,17 @@ void gc__remove_live_tmp(void);
 
 /* Push what was written to f (a CSV row) to the kernel and check the
  * stream: a full disk or a file-size limit gives GC_EIO with a message
- * naming path and the reason, instead of rows that silently vanish. */
+ * naming path and the reason, instead of rows that silently vanish; the
+ * file is then cut as gc__cut_to_last_line does. */
 int gc__flush_checked(FILE *f, const char *path);
+
+/* After a failed write to f, the file `path` (a full disk, a file-size
+ * limit): cut the file back to the end of its last complete line, so
+ * that a reader never meets a row with fields missing (stdio wrote what
+ * fitted, maybe half a row), then point the stream at /dev/null, so that
+ * the bytes stdio still holds cannot land after the cut when it is
+ * closed.  Nothing is cut on a device or a pipe. */
+void gc__cut_to_last_line(FILE *f, const char *path);
 
 /* Remove the temporary files "NAME.tmp.PID" that gc__write_atomic left in
  * dir when process PID died mid-write (PID no longer running); with a

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -349,10 +350,50 @@ int gc__write_atomic(const char *path, const void *const *parts,
   return GC_SUCCESS;
 }
 
+/* The stream is write-only: the file is read through a second
+ * descriptor, checked to be the same file. */
+void gc__cut_to_last_line(FILE *f, const char *path)
+{
+  int fd = fileno(f), rd = open(path, O_RDONLY);
+  struct stat sw, sr;
+  if (rd >= 0 && fstat(fd, &sw) == 0 && fstat(rd, &sr) == 0 && S_ISREG(sw.st_mode) &&
+      sw.st_dev == sr.st_dev && sw.st_ino == sr.st_ino) {
+    char buf[4096];
+    off_t end = sw.st_size, keep = 0;
+    while (end > 0) {
+      off_t at = end > (off_t) sizeof buf ? end - (off_t) sizeof buf : 0;
+      ssize_t got = pread(rd, buf, (size_t) (end - at), at);
+      if (got != end - at) {
+        keep = sw.st_size;   /* unreadable: leave the file as it is */
+        break;
+      }
+      while (got > 0 && buf[got - 1] != '\n')
+        got--;
+      if (got > 0) {
+        keep = at + got;
+        break;
+      }
+      end = at;
+    }
+    if (keep < sw.st_size && ftruncate(fd, keep) != 0)
+      keep = sw.st_size;   /* the message says the write failed anyway */
+  }
+  if (rd >= 0)
+    close(rd);
+  int null = open("/dev/null", O_WRONLY);
+  if (null >= 0) {
+    dup2(null, fd);
+    close(null);
+  }
+}
+
 int gc__flush_checked(FILE *f, const char *path)
 {
-  if (fflush(f) != 0 || ferror(f))
-    GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(errno));
+  if (fflush(f) != 0 || ferror(f)) {
+    int e = errno;
+    gc__cut_to_last_line(f, path);
+    GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(e));
+  }
   return GC_SUCCESS;
 }
 
