@@ -63,7 +63,7 @@ static const char usage_tail[] =
   "  --net-bandwidth B --net-latency L   the alpha-beta network model (as\n"
   "                      theory trajectory: 10Gbps, 1.5GB/s; 50us, 1ms):\n"
   "                      log.csv gains net_comm_s and time_model_cum\n"
-  "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
+  "  --out DIR (runs/train)  --resume  --quiet\n"
   "  --config FILE       options from FILE, one \"option value\" a line, '#'\n"
   "                      comments, names without the dashes; iid, noniid,\n"
   "                      resume and quiet alone or with 1/0 (true/false);\n"
@@ -524,9 +524,9 @@ static int config_push(char ***av, int *n, size_t *cap, const char *prefix,
  * 64 KiB text holds.  A line is one option: a second value, a missing
  * value, a value on an option that takes none (other than a boolean word)
  * or "help" is refused naming the line, rather than dropped or read as the
- * next option.  Every
- * string of the array is its own allocation, so free_config frees them all
- * without guessing from their text which ones it owns. */
+ * next option.  Every string of the array is its own allocation, so
+ * free_config frees them all without guessing from their text which ones
+ * it owns. */
 static int read_config(const char *path, char ***argv_out, int *argc_out)
 {
   enum { MAXTEXT = 1 << 16 };
