@@ -18,6 +18,7 @@
 
 #include "gc_cli.h"
 #include "gc_errno.h"
+#include "gc_io.h"
 
 static void vreport(const char *cmd, int status, const char *fmt, va_list ap)
 {
@@ -194,6 +195,7 @@ static void on_interrupt(int sig)
 {
   (void) sig;
   /* async-signal-safe: one write of a prepared text, then _exit */
+  gc__remove_live_tmp();   /* a .npy or checkpoint half written */
   ssize_t w = write(STDERR_FILENO, interrupt_note, strlen(interrupt_note));
   (void) w;
   _exit(130);
@@ -249,10 +251,42 @@ void gc_cli_set_interrupt_note(const char *cmd, const char *note)
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The streams whose failed write gc_cli_csv_flush reported (and cut):
+ * later calls on them return 1 without a second message.  A slot whose
+ * stream shows no error is stale (closed, its address reused): free. */
+enum { CSV_SLOTS = 16 };
+static FILE *csv_failed[CSV_SLOTS];
+
+static int csv_reported(FILE *f, int forget)
+{
+  for (size_t i = 0; i < CSV_SLOTS; i++)
+    if (csv_failed[i] == f) {
+      int live = ferror(f) != 0;
+      if (forget || !live)
+        csv_failed[i] = NULL;
+      return live;
+    }
+  return 0;
+}
+
+static void csv_mark(FILE *f)
+{
+  for (size_t i = 0; i < CSV_SLOTS; i++)
+    if (!csv_failed[i]) {
+      csv_failed[i] = f;
+      return;
+    }
+}
+
 int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path)
 {
+  if (csv_reported(f, 0))
+    return 1;
   if (fflush(f) != 0 || ferror(f)) {
-    fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(errno));
+    int e = errno;
+    gc__cut_to_last_line(f, path);
+    fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(e));
+    csv_mark(f);
     return 1;
   }
   return 0;
@@ -261,11 +295,22 @@ int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path)
 int gc_cli_csv_close(const char *cmd, FILE *f, const char *path)
 {
   int bad = gc_cli_csv_flush(cmd, f, path);
+  csv_reported(f, 1);
   if (fclose(f) != 0 && !bad) {
     fprintf(stderr, "gradcomp %s: %s: write failed: %s\n", cmd, path, strerror(errno));
     bad = 1;
   }
   return bad;
+}
+
+int gc_cli_exit(const char *prog, int rc)
+{
+  /* what stdout still holds goes out now, where a failure can be told */
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "%s: standard output: write failed: %s\n", prog, strerror(errno));
+    return rc ? rc : 1;
+  }
+  return rc;
 }
 
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
@@ -350,8 +395,18 @@ int gc_cli_double(const char *cmd, const char *opt, const char *text, double *ou
   char *end;
   errno = 0;
   double v = strtod(text, &end);
-  if (errno || end == text || *end || !isfinite(v)) {
+  /* ERANGE: overflow (v = +-HUGE_VAL, not finite) or underflow.  A
+   * subnormal result (1e-310) is the nearest double and is taken; a
+   * nonzero value that rounds to 0 (1e-400) would silently change the
+   * option's meaning and is refused. */
+  int under = errno == ERANGE && isfinite(v);
+  if ((errno && !under) || end == text || *end || !isfinite(v)) {
     fprintf(stderr, "gradcomp %s: %s: '%s' is not a finite number\n", cmd, opt, text);
+    return 1;
+  }
+  if (under && v == 0) {
+    fprintf(stderr, "gradcomp %s: %s: '%s' is below the smallest double (%g) and"
+            " would be read as 0\n", cmd, opt, text, 0x1p-1074);
     return 1;
   }
   *out = v;

@@ -94,9 +94,11 @@ int gc_cli_unknown(const gc_cli_args *a, const char *opt);
 /* Every program calls this first; non-zero (after a message) means exit
  * with that status.  SIGXFSZ is ignored, so a write past `ulimit -f` fails
  * with EFBIG and the write checks below report it, instead of a silent
- * kill; Ctrl-C (SIGINT) prints the interrupt note and exits 130.  Rows
+ * kill; Ctrl-C (SIGINT) removes the temporary of a snapshot being written
+ * (gc__remove_live_tmp), prints the interrupt note and exits 130.  Rows
  * already written are flushed and snapshots are renamed into place whole,
- * so stopping at any moment loses nothing committed.  Under an
+ * so stopping at any moment loses nothing committed and leaves no
+ * temporary.  Under an
  * address-space limit (ulimit -v) the BLAS work buffer is taken now, or
  * the program stops naming the limit: OpenBLAS would spin for ever on a
  * failed allocation in the middle of a run. */
@@ -121,9 +123,15 @@ void gc_cli_set_interrupt_note(const char *cmd, const char *note);
 /* After each CSV row: push it to the kernel and check the stream.  On a
  * write error (full disk, file-size limit) print "gradcomp CMD: FILE:
  * write failed: REASON" and return 1; else 0.  gc_cli_csv_close does the
- * same and closes f (also on error). */
+ * same and closes f (also on error).  After a failure the file is cut back
+ * to its last complete row and the stream writes nothing more; the message
+ * is printed once however often the stream is flushed or closed. */
 int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path);
 int gc_cli_csv_close(const char *cmd, FILE *f, const char *path);
+/* A program's exit status rc, after pushing out what stdout holds: if
+ * that fails (gradcomp compress --stats > /dev/full), "PROG: standard
+ * output: write failed: REASON" and 1 where rc was 0. */
+int gc_cli_exit(const char *prog, int rc);
 
 /* Subcommands: each returns the process exit status. */
 int gc_cmd_compress(int argc, char **argv);

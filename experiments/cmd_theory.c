@@ -259,7 +259,8 @@ static void trajectory_usage(FILE *out)
           "usage: gradcomp theory trajectory --problem toy|cycle9|quadratic[:spec]|npy:DIR\n"
           "         --algorithm %s\n"
           "         --compressor NAME [--compressor-down NAME]\n"
-          "         [--density R --density-down R | --k K --k-down K] [--ties low|high]\n"
+          "         [--density R (0.01) --density-down R (--density) | --k K --k-down K (>= 1)]\n"
+          "         [--ties low|high (low)]\n"
           "         (--lr A | --lr-schedule SPEC) --steps N [--seed S] [--csv FILE]\n"
           "         [--transport inproc|mpi] [--save-x FILE.npy]\n"
           "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
@@ -299,10 +300,15 @@ static int cmd_trajectory(int argc, char **argv)
     else if (!strcmp(o, "--density-down")) {
       err = gc_cli_double(CMD, o, v, &a.density_down);
       dd_set = 1;
-    } else if (!strcmp(o, "--k")) err = gc_cli_size(CMD, o, v, &a.k);
-    else if (!strcmp(o, "--k-down")) {
-      err = gc_cli_size(CMD, o, v, &a.k_down);
-      kd_set = 1;
+    } else if (!strcmp(o, "--k") || !strcmp(o, "--k-down")) {
+      /* k = 0 is the "use the density" default inside: refused as a value,
+       * as compress does, rather than run as K = 1 */
+      size_t *k = !strcmp(o, "--k") ? &a.k : &a.k_down;
+      err = gc_cli_size(CMD, o, v, k);
+      if (!err && *k == 0)
+        return gc_cli_usage_error(CMD, "trajectory: %s: k must be at least 1"
+                                  " (got 0)", o);
+      kd_set |= k == &a.k_down;
     } else if (!strcmp(o, "--ties")) err = gc_cli_ties(CMD, v, &a.ties);
     else if (!strcmp(o, "--problem")) problem = v;
     else if (!strcmp(o, "--csv")) csv = v;
@@ -322,6 +328,10 @@ static int cmd_trajectory(int argc, char **argv)
   int constant = !schedule || !strcmp(schedule, "constant");
   if (constant && !(lr > 0))   /* also when --lr is not given (lr = 0) */
     return gc_cli_usage_error(CMD, "trajectory: --lr must be given and > 0");
+  if (!constant && lr != 0)    /* the schedule's spec sets every step */
+    return gc_cli_usage_error(CMD, "trajectory: --lr %g has no effect with"
+                              " --lr-schedule %s (its spec sets the steps);"
+                              " give one of them", lr, schedule);
   if (steps == 0 || steps > 100000000)
     return gc_cli_usage_error(CMD, "trajectory: --steps must be in [1, 1e8]");
   if (!dd_set)

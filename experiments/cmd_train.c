@@ -1,7 +1,8 @@
 /* cmd_train.c -- `gradcomp train`: data-parallel training of the reference
  * models (theory.md section 6) through the algorithm layer.  Options may
  * also come from a config file (--config FILE: one "option value" per line,
- * '#' comments, option names without the dashes); the command line wins.
+ * '#' comments, option names without the dashes, a boolean option alone or
+ * with 1/0, true/false; read_config); the command line wins.
  * Without --lr the tuned learning rate of the reference runs is used when
  * the (model, P, algorithm) triple is in the table, else 0.05. */
 #define _POSIX_C_SOURCE 200809L   /* strdup, strtok_r, sigaction */
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,7 +63,11 @@ static const char usage_tail[] =
   "  --net-bandwidth B --net-latency L   the alpha-beta network model (as\n"
   "                      theory trajectory: 10Gbps, 1.5GB/s; 50us, 1ms):\n"
   "                      log.csv gains net_comm_s and time_model_cum\n"
-  "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
+  "  --out DIR (runs/train)  --resume  --quiet\n"
+  "  --config FILE       options from FILE, one \"option value\" a line, '#'\n"
+  "                      comments, names without the dashes; iid, noniid,\n"
+  "                      resume and quiet alone or with 1/0 (true/false);\n"
+  "                      the command line wins (no config file)\n"
   "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
   "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
   "                      evaluated with measured constants (local L by power\n"
@@ -472,12 +478,58 @@ static void free_config(char **av, int n)
   free(av);
 }
 
-/* Read "key value" lines into an argv ("--key value").  Every string of
- * the array is its own allocation, so free_config frees them all without
- * guessing from their text which ones it owns. */
+/* The options that take no value: in a config file they may carry one of
+ * 0/1/false/true (no/yes, off/on); "iid 0" and "noniid 0" name the other
+ * partition, "quiet 0" and "resume 0" leave the default. */
+static const struct { const char *key, *on, *off; } config_flags[] = {
+  { "iid", "--iid", "--noniid" }, { "noniid", "--noniid", "--iid" },
+  { "resume", "--resume", NULL }, { "quiet", "--quiet", NULL } };
+
+/* 1 or 0 for a boolean word, -1 for anything else. */
+static int config_bool(const char *v)
+{
+  static const char *const yes[] = { "1", "true", "yes", "on" };
+  static const char *const no[] = { "0", "false", "no", "off" };
+  for (size_t i = 0; i < 4; i++) {
+    if (!strcasecmp(v, yes[i]))
+      return 1;
+    if (!strcasecmp(v, no[i]))
+      return 0;
+  }
+  return -1;
+}
+
+/* Append a copy of s to *av (grown as needed); 0, or -1 out of memory. */
+static int config_push(char ***av, int *n, size_t *cap, const char *prefix,
+                       const char *s)
+{
+  if ((size_t) *n + 1 >= *cap) {
+    size_t c = *cap ? 2 * *cap : 64;
+    char **t = realloc(*av, c * sizeof *t);
+    if (!t)
+      return -1;
+    *av = t;
+    *cap = c;
+  }
+  char *k = malloc(strlen(prefix) + strlen(s) + 1);
+  if (!k)
+    return -1;
+  sprintf(k, "%s%s", prefix, s);
+  (*av)[(*n)++] = k;
+  (*av)[*n] = NULL;
+  return 0;
+}
+
+/* Read "key value" lines into an argv ("--key value"), as many as the
+ * 64 KiB text holds.  A line is one option: a second value, a missing
+ * value, a value on an option that takes none (other than a boolean word)
+ * or "help" is refused naming the line, rather than dropped or read as the
+ * next option.  Every string of the array is its own allocation, so
+ * free_config frees them all without guessing from their text which ones
+ * it owns. */
 static int read_config(const char *path, char ***argv_out, int *argc_out)
 {
-  enum { MAXARGS = 512, MAXTEXT = 1 << 16 };
+  enum { MAXTEXT = 1 << 16 };
   FILE *f = fopen(path, "r");
   if (!f)
     return gc_cli_usage_error("train", "--config %s: cannot open: %s", path,
@@ -487,11 +539,9 @@ static int read_config(const char *path, char ***argv_out, int *argc_out)
     fclose(f);
     return gc_cli_usage_error("train", "--config %s: not a regular file", path);
   }
-  char *text = calloc(1, MAXTEXT + 1), **av = calloc(MAXARGS, sizeof *av);
-  if (!text || !av) {
+  char *text = calloc(1, MAXTEXT + 1);
+  if (!text) {
     fclose(f);
-    free(text);
-    free(av);
     return gc_cli_fail("train", 0, "out of memory");
   }
   size_t len = fread(text, 1, MAXTEXT + 1, f);
@@ -508,14 +558,17 @@ static int read_config(const char *path, char ***argv_out, int *argc_out)
   }
   if (why) {
     free(text);
-    free(av);
     return gc_cli_usage_error("train", "--config %s: %s", path, why);
   }
   text[len] = '\0';
-  int n = 0, oom = 0;
-  char *save = NULL;
-  for (char *line = strtok_r(text, "\n", &save); line && n + 2 <= MAXARGS && !oom;
-       line = strtok_r(NULL, "\n", &save)) {
+  char **av = NULL;
+  int n = 0, oom = 0, bad = 0;
+  size_t cap = 0, lineno = 0;
+  for (char *line = text, *next; line && !oom && !bad; line = next) {
+    lineno++;
+    next = strchr(line, '\n');
+    if (next)
+      *next++ = '\0';
     char *hash = strchr(line, '#');
     if (hash)
       *hash = '\0';
@@ -523,19 +576,49 @@ static int read_config(const char *path, char ***argv_out, int *argc_out)
     if (!key)
       continue;
     char *val = strtok_r(NULL, " \t=\r", &s2);
-    char *k = malloc(strlen(key) + 3);
-    if (!(av[n++] = k)) {
-      oom = 1;
+    char *extra = strtok_r(NULL, " \t=\r", &s2);
+    const char *bare = strncmp(key, "--", 2) ? key : key + 2;
+    if (extra) {
+      bad = gc_cli_usage_error("train", "--config %s line %zu: '%s' takes one"
+                               " value, not '%s %s'", path, lineno, bare, val,
+                               extra);
       break;
     }
-    sprintf(k, "%s%s", strncmp(key, "--", 2) ? "--" : "", key);
-    if (val && !(av[n++] = strdup(val)))
+    if (!strcmp(bare, "help") || !strcmp(key, "-h") || !strcmp(bare, "config")) {
+      bad = gc_cli_usage_error("train", "--config %s line %zu: '%s' is not an"
+                               " option of a config file", path, lineno, bare);
+      break;
+    }
+    size_t fi = 0;
+    while (fi < sizeof config_flags / sizeof config_flags[0] &&
+           strcmp(bare, config_flags[fi].key))
+      fi++;
+    if (fi < sizeof config_flags / sizeof config_flags[0]) {
+      int on = val ? config_bool(val) : 1;
+      if (on < 0) {
+        bad = gc_cli_usage_error("train", "--config %s line %zu: '%s' is on or"
+                                 " off (1/0, true/false), not '%s'", path,
+                                 lineno, bare, val);
+        break;
+      }
+      const char *opt = on ? config_flags[fi].on : config_flags[fi].off;
+      if (opt && config_push(&av, &n, &cap, "", opt))
+        oom = 1;
+      continue;
+    }
+    if (!val) {
+      bad = gc_cli_usage_error("train", "--config %s line %zu: '%s' has no"
+                               " value", path, lineno, bare);
+      break;
+    }
+    if (config_push(&av, &n, &cap, strncmp(key, "--", 2) ? "--" : "", key) ||
+        (val && config_push(&av, &n, &cap, "", val)))
       oom = 1;
   }
   free(text);
-  if (oom) {
+  if (oom || bad) {
     free_config(av, n);
-    return gc_cli_fail("train", 0, "out of memory");
+    return bad ? bad : gc_cli_fail("train", 0, "out of memory");
   }
   *argv_out = av;
   *argc_out = n;

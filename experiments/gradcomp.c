@@ -30,7 +30,7 @@ static void usage(FILE *out)
     fprintf(out, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
   /* Each subcommand reports a library failure itself, with the reason
    * (gc_cli_fail appends gc_last_error()); the default handler would print
@@ -57,4 +57,9 @@ int main(int argc, char **argv)
   fprintf(stderr, "gradcomp: '%s' is not a subcommand\n", argv[1]);
   usage(stderr);
   return 2;
+}
+
+int main(int argc, char **argv)
+{
+  return gc_cli_exit("gradcomp", run(argc, argv));
 }

@@ -66,56 +66,79 @@ static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
            c->net ? "|net" : "");
 }
 
+/* config.json: every string goes through gc__json_quote, since the
+ * config file's path, the environment and uname may hold any bytes. */
 static int write_config_json(const run *r, const char *dir)
 {
   const gc_train_config *c = r->c;
   struct utsname u;
   if (uname(&u) != 0)
     memset(&u, 0, sizeof u);
-  char fp[512], path[4200], net[128], *text = malloc(8192);
-  if (!text)
-    GC_ERROR("out of memory", GC_ENOMEM);
+  char fp[512], path[4200], net[128], machine[3 * sizeof u.release + 3];
   fingerprint(c, fp, sizeof fp);
   if (c->net)
     snprintf(net, sizeof net, "alpha-beta: %.17g bytes/s, %.17g s latency",
              c->net->bandwidth, c->net->latency);
   else
     snprintf(net, sizeof net, "none");
-  snprintf(text, 8192,
-    "{\n  \"program\": \"gradcomp train\",\n  \"version\": \"%s\",\n"
-    "  \"dataset\": \"%s\",\n  \"model\": \"%s\",\n  \"d\": %zu,\n"
-    "  \"workers\": %zu,\n  \"partition\": \"%s\",\n  \"batch\": %zu,\n"
-    "  \"epochs\": %zu,\n  \"steps_per_epoch\": %zu,\n  \"lr\": %.17g,\n"
-    "  \"momentum\": %.17g,\n  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n"
-    "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
-    "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
-    "  \"threads\": %zu,\n  \"device\": \"%s\",\n"
-    "  \"transport\": \"%s\",\n  \"processes\": %zu,\n"
-    "  \"probes\": \"%s\",\n  \"net_model\": \"%s\",\n"
-    "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
-    "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
-    "  \"config_file\": \"%s\",\n  \"dtype\": \"float32\",\n"
-    "  \"blas_core\": \"%s\",\n  \"openblas_coretype_env\": \"%s\",\n"
-    "  \"machine\": \"%s %s %s\",\n  \"fingerprint\": \"%s\"\n}\n",
-    PACKAGE_VERSION, c->dataset, gc_train_config_model(c), r->in.d, c->workers,
-    c->noniid ? "noniid" : "iid", c->batch, c->epochs,
-    r->in.steps_per_epoch, c->lr, c->momentum, c->algorithm,
-    c->compressor, c->density, gc_train_config_density_down(c), r->in.k,
-    r->in.k_down, c->rank,
-    (unsigned long long) c->seed, r->in.threads,
+  snprintf(machine, sizeof machine, "%s %s %s", u.sysname, u.release, u.machine);
+  const char *env = getenv("OPENBLAS_CORETYPE");
+  const char *raw[] = {
+    PACKAGE_VERSION, c->dataset, gc_train_config_model(c),
+    c->noniid ? "noniid" : "iid", c->algorithm, c->compressor,
     c->device ? c->device->name : "cpu",
     c->transport ? c->transport->type->name : "inproc",
-    c->transport ? c->workers + 1 : (size_t) 1,
     c->transport ? "xi and delta on 10 steps per epoch, where defined, from"
                    " the workers' vectors gathered to rank 0 (not in the"
                    " ledger)"
                  : "xi and delta on 10 steps per epoch, where defined",
-    net, c->max_steps,
-    c->train_subset, c->test_subset, r->in.train_examples, r->in.test_examples,
-    c->config_file ? c->config_file : "", gc_nn_blas_core(),
-    getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "",
-    u.sysname, u.release, u.machine, fp);
-  int st = path_in(path, sizeof path, dir, "config.json");
+    net, c->config_file ? c->config_file : "", gc_nn_blas_core(),
+    env ? env : "", machine, fp };
+  enum { NSTR = sizeof raw / sizeof raw[0] };
+  char *q[NSTR] = { NULL };
+  int st = GC_SUCCESS;
+  for (size_t i = 0; i < NSTR && st == GC_SUCCESS; i++)
+    if (!(q[i] = gc__json_quote(raw[i])))
+      st = GC_ENOMEM;
+  char *text = NULL;
+  if (st == GC_SUCCESS) {
+#define CONFIG_JSON_ARGS \
+    q[0], q[1], q[2], r->in.d, c->workers, q[3], c->batch, c->epochs, \
+    r->in.steps_per_epoch, c->lr, c->momentum, q[4], q[5], c->density, \
+    gc_train_config_density_down(c), r->in.k, r->in.k_down, c->rank, \
+    (unsigned long long) c->seed, r->in.threads, q[6], q[7], \
+    c->transport ? c->workers + 1 : (size_t) 1, q[8], q[9], c->max_steps, \
+    c->train_subset, c->test_subset, r->in.train_examples, \
+    r->in.test_examples, q[10], q[11], q[12], q[13], q[14]
+    static const char fmt[] =
+      "{\n  \"program\": \"gradcomp train\",\n  \"version\": %s,\n"
+      "  \"dataset\": %s,\n  \"model\": %s,\n  \"d\": %zu,\n"
+      "  \"workers\": %zu,\n  \"partition\": %s,\n  \"batch\": %zu,\n"
+      "  \"epochs\": %zu,\n  \"steps_per_epoch\": %zu,\n  \"lr\": %.17g,\n"
+      "  \"momentum\": %.17g,\n  \"algorithm\": %s,\n  \"compressor\": %s,\n"
+      "  \"density\": %.17g,\n  \"density_down\": %.17g,\n  \"k\": %zu,\n"
+      "  \"k_down\": %zu,\n  \"rank\": %u,\n  \"seed\": %llu,\n"
+      "  \"threads\": %zu,\n  \"device\": %s,\n"
+      "  \"transport\": %s,\n  \"processes\": %zu,\n"
+      "  \"probes\": %s,\n  \"net_model\": %s,\n"
+      "  \"max_steps\": %zu,\n  \"train_subset\": %zu,\n  \"test_subset\": %zu,\n"
+      "  \"train_examples\": %zu,\n  \"test_examples\": %zu,\n"
+      "  \"config_file\": %s,\n  \"dtype\": \"float32\",\n"
+      "  \"blas_core\": %s,\n  \"openblas_coretype_env\": %s,\n"
+      "  \"machine\": %s,\n  \"fingerprint\": %s\n}\n";
+    int len = snprintf(NULL, 0, fmt, CONFIG_JSON_ARGS);
+    if (len < 0 || !(text = malloc((size_t) len + 1)))
+      st = GC_ENOMEM;
+    else
+      snprintf(text, (size_t) len + 1, fmt, CONFIG_JSON_ARGS);
+#undef CONFIG_JSON_ARGS
+    if (st == GC_ENOMEM)
+      gc_errorf(__FILE__, __LINE__, st, "out of memory for config.json");
+  }
+  for (size_t i = 0; i < NSTR; i++)
+    free(q[i]);
+  if (!st)
+    st = path_in(path, sizeof path, dir, "config.json");
   if (!st)
     st = write_atomic(path, text);
   free(text);
@@ -441,12 +464,20 @@ static int bounds_open(run *r)
 {
   const gc_train_config *c = r->c;
   char path[4200], text[3000];
+  char *qa = gc__json_quote(c->algorithm), *qc = gc__json_quote(c->compressor);
+  char *qx = gc__json_quote(r->in.bounds_xi);
+  if (!qa || !qc || !qx) {
+    free(qa);
+    free(qc);
+    free(qx);
+    return GC_ENOMEM;
+  }
   snprintf(text, sizeof text,
     "{\n  \"label\": \"bound evaluated with measured constants (theory.md 4.3)\",\n"
     "  \"bound\": \"(1/T) sum_{t<T} E||grad f(x_t)||^2 <= 2 (f(x0)-f*)/(lr T)"
     " + L lr M2 + L^2 lr^2 M2 (gamma+xi)^2/(1-gamma)^2\",\n"
-    "  \"algorithm\": \"%s\",\n  \"compressor\": \"%s\",\n  \"lr\": %.17g,\n"
-    "  \"gamma\": %.17g,\n  \"xi_kind\": \"%s\",\n"
+    "  \"algorithm\": %s,\n  \"compressor\": %s,\n  \"lr\": %.17g,\n"
+    "  \"gamma\": %.17g,\n  \"xi_kind\": %s,\n"
     "  \"assumptions\": [\n"
     "    \"f is L-smooth: L is a local estimate (max over the run of power"
     " iterations on finite-difference Hessian-vector products over a fixed"
@@ -461,9 +492,12 @@ static int bounds_open(run *r)
     " full-gradient samples at %zu evenly spaced steps per epoch\"\n  ],\n"
     "  \"hvps\": %zu,\n  \"hvp_batch\": %zu,\n  \"fd_step\": %g,\n"
     "  \"samples_per_epoch\": %zu,\n  \"every_epochs\": %zu\n}\n",
-    c->algorithm, c->compressor, c->lr, r->in.bounds_gamma, r->in.bounds_xi,
+    qa, qc, c->lr, r->in.bounds_gamma, qx,
     c->bounds_samples, c->bounds_hvps, r->in.bounds_batch, r->in.bounds_fd_step,
     c->bounds_samples, c->bounds_every);
+  free(qa);
+  free(qc);
+  free(qx);
   GC_TRY(path_in(path, sizeof path, c->out, "bounds.json"));
   GC_TRY(write_atomic(path, text));
   GC_TRY(path_in(path, sizeof path, c->out, "bounds.csv"));

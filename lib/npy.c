@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -189,6 +190,21 @@ int gc_npy_read(const char *path, gc_array *a)
     status = short_read(f, path, what);
     goto done;
   }
+  /* Bytes past the data are a file of another shape or a damaged one, as
+   * for the IDX loader: refused rather than ignored. */
+  if (fgetc(f) != EOF) {
+    char what[200];
+    int sized = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && at >= 0;
+    if (sized)
+      snprintf(what, sizeof what, "trailing bytes: the header promises %zu "
+               "values (%zu bytes of data), the file holds %lld bytes of data",
+               a->count, bytes, (long long) (sb.st_size - at));
+    else
+      snprintf(what, sizeof what, "trailing bytes: more than the %zu bytes "
+               "of data (%zu values) the header promises", bytes, a->count);
+    status = fail_format(path, what);
+    goto done;
+  }
   /* column-major -> row-major; nothing to move in an empty array, whose
    * other dimension may be huge */
   if (is_fortran && a->ndim == 2 && a->count > 0) {
@@ -267,6 +283,17 @@ static void remove_stale_tmp_of(const char *path)
     gc__remove_stale_tmp(dir, prefix);
 }
 
+/* The temporary gc__write_atomic is writing: named before the file is
+ * made, unnamed once it is renamed or removed (see gc__remove_live_tmp). */
+static char live_tmp[4200];
+static volatile sig_atomic_t live_tmp_set;
+
+void gc__remove_live_tmp(void)
+{
+  if (live_tmp_set)
+    unlink(live_tmp);
+}
+
 int gc__write_atomic(const char *path, const void *const *parts,
                      const size_t *lens, size_t nparts)
 {
@@ -293,8 +320,15 @@ int gc__write_atomic(const char *path, const void *const *parts,
   if (!tmp)
     GC_ERROR("out of memory", GC_ENOMEM);
   snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long) getpid());
+  int named = plen + 32 <= sizeof live_tmp;
+  if (named) {
+    live_tmp_set = 0;
+    memcpy(live_tmp, tmp, strlen(tmp) + 1);
+    live_tmp_set = 1;
+  }
   FILE *f = fopen(tmp, "wb");
   if (!f) {
+    live_tmp_set = 0;
     gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     free(tmp);
     return GC_EIO;
@@ -307,17 +341,59 @@ int gc__write_atomic(const char *path, const void *const *parts,
   if (!ok || rename(tmp, path) != 0) {
     gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: write failed: %s", path, strerror(errno));
     remove(tmp);
+    live_tmp_set = 0;
     free(tmp);
     return GC_EIO;
   }
+  live_tmp_set = 0;
   free(tmp);
   return GC_SUCCESS;
 }
 
+/* The stream is write-only: the file is read through a second
+ * descriptor, checked to be the same file. */
+void gc__cut_to_last_line(FILE *f, const char *path)
+{
+  int fd = fileno(f), rd = open(path, O_RDONLY);
+  struct stat sw, sr;
+  if (rd >= 0 && fstat(fd, &sw) == 0 && fstat(rd, &sr) == 0 && S_ISREG(sw.st_mode) &&
+      sw.st_dev == sr.st_dev && sw.st_ino == sr.st_ino) {
+    char buf[4096];
+    off_t end = sw.st_size, keep = 0;
+    while (end > 0) {
+      off_t at = end > (off_t) sizeof buf ? end - (off_t) sizeof buf : 0;
+      ssize_t got = pread(rd, buf, (size_t) (end - at), at);
+      if (got != end - at) {
+        keep = sw.st_size;   /* unreadable: leave the file as it is */
+        break;
+      }
+      while (got > 0 && buf[got - 1] != '\n')
+        got--;
+      if (got > 0) {
+        keep = at + got;
+        break;
+      }
+      end = at;
+    }
+    if (keep < sw.st_size && ftruncate(fd, keep) != 0)
+      keep = sw.st_size;   /* the message says the write failed anyway */
+  }
+  if (rd >= 0)
+    close(rd);
+  int null = open("/dev/null", O_WRONLY);
+  if (null >= 0) {
+    dup2(null, fd);
+    close(null);
+  }
+}
+
 int gc__flush_checked(FILE *f, const char *path)
 {
-  if (fflush(f) != 0 || ferror(f))
-    GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(errno));
+  if (fflush(f) != 0 || ferror(f)) {
+    int e = errno;
+    gc__cut_to_last_line(f, path);
+    GC_ERRORF(GC_EIO, "%s: write failed: %s", path, strerror(e));
+  }
   return GC_SUCCESS;
 }
 
@@ -344,6 +420,68 @@ size_t gc__remove_stale_tmp(const char *dir, const char *prefix)
   }
   closedir(d);
   return removed;
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), 0 if s starts none
+ * (a stray continuation byte, a truncated, overlong or surrogate form,
+ * or above U+10FFFF). */
+static size_t utf8_len(const unsigned char *s)
+{
+  unsigned c = s[0];
+  size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+           : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (n <= 1)
+    return n;
+  unsigned long cp = c & (0x7fu >> n);
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3fu);
+  }
+  static const unsigned long least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+  if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+char *gc__json_quote(const char *s)
+{
+  const unsigned char *p = (const unsigned char *) (s ? s : "");
+  size_t len = strlen((const char *) p);
+  /* at most 6 bytes per input byte (\u00XX; U+FFFD is 3 for 1) */
+  char *out = malloc(6 * len + 3), *o = out;
+  if (!out) {
+    gc_errorf(__FILE__, __LINE__, GC_ENOMEM, "out of memory for a JSON string");
+    return NULL;
+  }
+  *o++ = '"';
+  while (*p) {
+    unsigned c = *p;
+    size_t n = utf8_len(p);
+    if (c == '"' || c == '\\') {
+      *o++ = '\\';
+      *o++ = (char) c;
+    } else if (c < 0x20) {
+      static const char short_form[] = "btn\0fr";   /* \b \t \n, \f \r */
+      if (c >= 8 && c <= 13 && short_form[c - 8]) {
+        *o++ = '\\';
+        *o++ = short_form[c - 8];
+      } else {
+        o += sprintf(o, "\\u%04x", c);
+      }
+    } else if (n == 0) {
+      memcpy(o, "\xef\xbf\xbd", 3);   /* U+FFFD */
+      o += 3;
+      n = 1;
+    } else {
+      memcpy(o, p, n);
+      o += n;
+    }
+    p += n ? n : 1;
+  }
+  *o++ = '"';
+  *o = '\0';
+  return out;
 }
 
 int gc_array_convert(gc_array *a, int dtype)

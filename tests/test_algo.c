@@ -111,6 +111,10 @@ static void check_virtual_iterate(gc_algo_kind k, const gc_compressor_type *T,
     const double *delta = gc_server_memory(gc_sim_server(s));
     if (delta)
       for (size_t i = 0; i < D; i++) xt[i] -= mscale * delta[i];
+    /* the same sums kept two ways in double: each step adds a few
+     * roundings (u = 1.1e-16) of values up to sc / lr = 20 sc to each
+     * side, so the gap grows at most linearly, ~1e-14 t sc; 1e-10 t sc
+     * leaves room for memories far larger than the iterate */
     double sc, err = max_abs_diff(xt, virt, D, &sc);
     cr_assert(err <= 1e-10 * t * sc, "%s/%s: step %u, |x~ - v| = %g",
               gc_algo_name(k), T->name, t, err);
@@ -196,6 +200,9 @@ Test(algo, bi_identity_uplink_is_single_node_ef, .init = gc_test_quiet)
                  GC_SUCCESS));
     const double *sent = gc_ef_sent(e);
     for (size_t i = 0; i < D; i++) xr[i] -= sent[i];
+    /* the same operations but for the mean (3 terms, /P) and the order of
+     * the updates: a few u = 1.1e-16 per step, contracted by the
+     * quadratic, ~1e-15 sc; 1e-13 keeps a factor 100 over 80 steps */
     double sc, d = max_abs_diff(gc_sim_point(s), xr, D, &sc);
     cr_assert(d <= 1e-13 * sc, "step %u: %g", t, d);
     for (size_t p = 0; p < P; p++) {
@@ -218,6 +225,10 @@ Test(algo, doublesqueeze_equals_bi_topk, .init = gc_test_quiet)
   gc_sim *sa, *sb;
   const double lr = 0.03125;
   double worst = run_pair(&a, &b, lr, 100, &sa, &sb);
+  /* lr a power of 2: the scaled memories round alike; what differs is
+   * the order of a few additions per step, ~u = 1.1e-16 relative each,
+   * contracted by the quadratic: 1e-13 keeps a factor 10 over 100 steps.
+   * The memories themselves (values up to 1/lr larger): 1e-12. */
   cr_assert(worst <= 1e-13, "iterates differ by %g", worst);
   const double *da = gc_server_memory(gc_sim_server(sa)),
                *db = gc_server_memory(gc_sim_server(sb));
@@ -246,6 +257,9 @@ Test(algo, full_k_equals_sgd, .init = gc_test_quiet)
     gc_algo_config c;
     config(&c, ks[j], tc_topk(), tc_topk(), D, D);
     double worst = run_pair(&sgd, &c, 0.05, 50, NULL, NULL);
+    /* nothing dropped: the methods add the same terms in other orders
+     * (memories of 0, server means): a few u = 1.1e-16 per step, 50
+     * steps, ~1e-14 relative; 1e-12 keeps a factor 100 */
     cr_assert(worst <= 1e-12, "%s differs from SGD by %g",
               gc_algo_name(ks[j]), worst);
   }
@@ -379,6 +393,8 @@ Test(algo, ef21_state_and_update, .init = gc_test_quiet)
         double m = 0;
         for (size_t p = 0; p < P; p++)
           m += ((const double *) gc_worker_memory(gc_sim_worker(s, p)))[i];
+        /* h is updated by increments, the mean here summed afresh: one
+         * rounding per step of each, 30 steps, ~1e-14 (1 + |h|) */
         cr_assert(fabs(h[i] - m / P) <= 1e-12 * (1 + fabs(h[i])));
         cr_assert(eq(dbl, x[i], prev[i] + -0.05 * h[i]));
         if (t == 0 && init == GC_EF21_INIT_GRADIENT)
@@ -402,6 +418,8 @@ Test(algo, ef21_bc, .init = gc_test_quiet)
   gc_algo_config a, b;
   config(&a, GC_ALGO_EF21, tc_topk(), tc_topk(), 4, 4);
   config(&b, GC_ALGO_EF21_BC, tc_topk(), tc_identity(), 4, D);
+  /* the identity downlink: w = x up to the rounding of w + (x - w), one
+   * u = 1.1e-16 a step, contracted: 1e-13 over 30 steps keeps a factor 10 */
   cr_assert(run_pair(&a, &b, 0.05, 30, NULL, NULL) <= 1e-13);
   gc_algo_config c;
   config(&c, GC_ALGO_EF21_BC, tc_topk(), tc_topk(), 4, 4);
@@ -612,6 +630,10 @@ Test(algo, dgc_momentum_in_uni, .init = gc_test_quiet)
   config(&sgd, GC_ALGO_SGD, tc_topk(), tc_topk(), D, D);
   config(&m, GC_ALGO_UNI, tc_topk(), tc_topk(), D, D);
   m.momentum = 0.9;
+  /* masking clears u each step: the same sums as SGD but for the
+   * momentum's 0.9 * 0 + g, rounding-free, and the memory's adds: ~u a
+   * step over 30 steps; 1e-12 keeps a factor 100.  With k < d the runs
+   * part by far more than rounding (> 1e-6). */
   cr_assert(run_pair(&sgd, &m, 0.05, 30, NULL, NULL) <= 1e-12);
   config(&m, GC_ALGO_UNI, tc_topk(), tc_topk(), 4, 4);
   m.momentum = 0.9;

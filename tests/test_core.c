@@ -131,6 +131,18 @@ Test(npy, malformed_files_name_the_problem, .init = gc_test_quiet)
   h = make_header(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': 7, }");
   write_bytes(p, buf, h);
   cr_assert(eq(int, gc_npy_read(p, &a), GC_EFORMAT));
+
+  /* bytes past the data the header promises: refused, with both counts */
+  h = make_header(buf, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }");
+  memset(buf + h, 0, 13);
+  write_bytes(p, buf, h + 13);   /* 3 floats and one more byte */
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_EFORMAT));
+  cr_assert(strstr(gc_last_error(), "bad.npy") &&
+            strstr(gc_last_error(), "trailing bytes: the header promises 3 values"
+                   " (12 bytes of data), the file holds 13 bytes"), "%s", gc_last_error());
+  write_bytes(p, buf, h + 12);   /* exactly the data: read */
+  cr_assert(eq(int, gc_npy_read(p, &a), GC_SUCCESS), "%s", gc_last_error());
+  gc_array_free(&a);
   remove(p);
 }
 

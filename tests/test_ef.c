@@ -158,6 +158,7 @@ Test(ef, dgc_warmup_schedule)
   for (unsigned e = 0; e < 6; e++)
     cr_assert(ieee_ulp_eq(dbl, gc_dgc_warmup_density(0.001, 4, e), want[e], 8),
               "epoch %u", e);
+  /* the same against DGC's printed values, rounded to 6 decimals */
   cr_assert(fabs(gc_dgc_warmup_density(0.001, 4, 0) - 0.251189) < 1e-6);
   cr_assert(fabs(gc_dgc_warmup_density(0.001, 4, 3) - 0.003981) < 1e-6);
   cr_assert(eq(dbl, gc_dgc_warmup_density(0.01, 0, 0), 0.01));
@@ -176,6 +177,7 @@ Test(ef, clipping)
   cr_assert(eq(dbl, y[0], 0.3));
   float z[2] = { 30.0f, 40.0f };
   gc_clip_global_norm_f32(z, 2, 10.0, 1);
+  /* float32 scaling of values ~10: a few u = 6e-8 relative, ~1e-6 */
   cr_assert(fabs(hypot(z[0], z[1]) - 10.0) < 1e-5);
   /* and inside a DGC memory: the momentum sees the clipped gradient */
   gc_ef_options o;
@@ -193,6 +195,7 @@ Test(ef, clipping)
   double s = 0;
   const double *sent = gc_ef_sent(e);
   for (size_t i = 0; i < N; i++) s += sent[i] * sent[i];
+  /* double scaling and a norm of N terms: a few u = 1.1e-16 */
   cr_assert(fabs(sqrt(s) - 0.5) < 1e-12);
   gc_ef_free(e);
   gc_compressor_free(c);

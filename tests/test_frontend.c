@@ -1,11 +1,20 @@
 /* test_frontend.c -- `gradcomp compress` run as a program on small .npy
  * files: --list, --stats format, thread-count independence, and a clear
  * message with a non-zero exit for every bad input. */
+#define _GNU_SOURCE   /* fork, kill, inotify: the Ctrl-C test */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -344,4 +353,193 @@ Test(frontend, train_resume_without_checkpoint_starts_fresh)
   char cmd[1200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert(system(cmd) == 0);
+}
+
+/* A config file is read to its end, one option a line: past 256 lines, a
+ * boolean option with a value (0/1/true/false), and a second value or a
+ * missing one refused naming the line instead of dropped or read as an
+ * option.  "epochs 0" last: a file read to the end fails on it (exit 2,
+ * "--epochs must be at least 1") after every line before it was taken. */
+Test(frontend, train_config_lines_and_boolean_values)
+{
+  static const struct { const char *text, *want; } cases[] = {
+    { "quiet 0\nepochs 0\n", "--epochs must be at least 1" },
+    { "quiet true\nresume no\niid 1\nnoniid false\nepochs 0\n",
+      "--epochs must be at least 1" },
+    { "workers 4 8\n", "line 1: 'workers' takes one value, not '4 8'" },
+    { "# comment\n\nquiet maybe\n", "line 3: 'quiet' is on or off" },
+    { "workers\nbatch 3\n", "line 1: 'workers' has no value" },
+    { "help\n", "line 1: 'help' is not an option of a config file" },
+  };
+  char cfg[512], dir[512], out[4096];
+  snprintf(cfg, sizeof cfg, "%s", gc_test_tmp("fe-lines.cfg"));
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-lines-out"));
+  for (size_t i = 0; i <= sizeof cases / sizeof cases[0]; i++) {
+    FILE *f = fopen(cfg, "w");
+    cr_assert(f != NULL);
+    const char *want = "--epochs must be at least 1";
+    if (i < sizeof cases / sizeof cases[0]) {
+      fputs(cases[i].text, f);
+      want = cases[i].want;
+    } else {
+      for (int l = 0; l < 600; l++)   /* well past the old 256-line cut */
+        fprintf(f, "seed %d\n", l);
+      fputs("epochs 0\n", f);
+    }
+    fclose(f);
+    int st = run(out, sizeof out, "%s train --config %s --out %s", gradcomp, cfg, dir);
+    cr_assert(st == 2 && strstr(out, want), "case %zu: exit %d, wanted '%s':\n%s", i,
+              st, want, out);
+    cr_assert(access(dir, F_OK) != 0, "case %zu made %s", i, dir);
+  }
+  remove(cfg);
+}
+
+/* config.json stays JSON whatever bytes the config file's path and the
+ * environment hold: a quote, a backslash and a tab in both, read back by
+ * Python's json module. */
+Test(frontend, train_config_json_escapes_strings)
+{
+  const char *data = gc_test_need_dataset("mnist");
+  if (access("/usr/bin/python3", X_OK) != 0)
+    cr_skip_test("no /usr/bin/python3 to parse config.json");
+  char cfg[512], dir[512], json[600], out[8192];
+  snprintf(cfg, sizeof cfg, "%s", gc_test_tmp("q\"uote\\back\ttab.conf"));
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-json"));
+  snprintf(json, sizeof json, "%s/config.json", dir);
+  FILE *f = fopen(cfg, "w");
+  cr_assert(f != NULL);
+  fputs("epochs 1\n", f);
+  fclose(f);
+  const char *env = "Has\"well\\\t";
+  int st = run(out, sizeof out, "OPENBLAS_CORETYPE='%s' %s train --config '%s' --data %s"
+               " --train-subset 64 --test-subset 20 --max-steps 1 --workers 2 --batch 4 --quiet"
+               " --out %s", env, gradcomp, cfg, data, dir);
+  cr_assert(st == 0, "exit %d\n%s", st, out);
+  st = run(out, sizeof out, "/usr/bin/python3 -c 'import json, sys; d = json.load(open("
+           "sys.argv[1])); sys.exit(d[\"config_file\"] != sys.argv[2] or "
+           "d[\"openblas_coretype_env\"] != sys.argv[3])' %s '%s' '%s'", json, cfg, env);
+  cr_assert(st == 0, "config.json is not JSON or lost the strings (exit %d)\n%s", st, out);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, cfg);
+  cr_assert(system(cmd) == 0);
+}
+
+/* A subnormal option value is a double like any other (strtod says ERANGE
+ * for it): --threshold 1e-310 keeps the entries above it, subnormal ones
+ * included; a value below the smallest subnormal, which strtod would turn
+ * into 0, is refused naming the flag. */
+Test(frontend, subnormal_option_values)
+{
+  char in[512], y[512], out[4096];
+  snprintf(in, sizeof in, "%s", gc_test_tmp("fe-sub.npy"));
+  snprintf(y, sizeof y, "%s", gc_test_tmp("fe-sub-y.npy"));
+  double x[5] = { 1e-309, -3e-310, 1e-311, 0.5, -5e-324 };
+  size_t n = 5;
+  cr_assert(eq(int, gc_npy_write(in, GC_F64, 1, &n, x), GC_SUCCESS));
+  int st = run(out, sizeof out, "%s compress threshold --threshold 1e-310 --in %s --out %s"
+               " --stats", gradcomp, in, y);
+  cr_assert(st == 0 && strstr(out, "nnz=3"), "exit %d\n%s", st, out);
+  st = run(out, sizeof out, "%s compress threshold --threshold 1e-400 --in %s --out %s",
+           gradcomp, in, y);
+  cr_assert(st == 2 && strstr(out, "--threshold: '1e-400' is below the smallest double"),
+            "exit %d\n%s", st, out);
+  remove(in);
+  remove(y);
+}
+
+/* Ctrl-C while compress writes its output: the handler removes the
+ * temporary (y.npy.tmp.PID) before it exits 130.  The test waits for the
+ * temporary to appear (inotify), then sends SIGINT while the 16 MB are
+ * being written; a run that finished first proves nothing and is retried. */
+Test(frontend, ctrl_c_leaves_no_temporary)
+{
+  char dir[512], in[600], y[600];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-int"));
+  cr_assert(mkdir(dir, 0700) == 0 || errno == EEXIST);
+  snprintf(in, sizeof in, "%s/x.npy", dir);
+  snprintf(y, sizeof y, "%s/y.npy", dir);
+  size_t n = (size_t) 4 << 20;
+  float *x = malloc(n * sizeof *x);
+  cr_assert(x != NULL);
+  gc_test_fill_normal_f32(x, n, 5);
+  cr_assert(eq(int, gc_npy_write(in, GC_F32, 1, &n, x), GC_SUCCESS));
+  free(x);
+  int caught = 0;
+  for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+    int ino = inotify_init1(IN_CLOEXEC);
+    cr_assert(ino >= 0 && inotify_add_watch(ino, dir, IN_CREATE) >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+      signal(SIGINT, SIG_DFL);   /* not ignored: gradcomp installs its handler */
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      dup2(null, 2);
+      execl(gradcomp, gradcomp, "compress", "identity", "--in", in, "--out", y,
+            (char *) NULL);
+      _exit(127);
+    }
+    char buf[4096] __attribute__((aligned(8)));
+    while (!caught) {
+      ssize_t got = read(ino, buf, sizeof buf);
+      if (got <= 0)
+        break;
+      for (char *p = buf; p < buf + got;) {
+        struct inotify_event *ev = (struct inotify_event *) p;
+        if (ev->len && strstr(ev->name, "y.npy.tmp.")) {
+          kill(pid, SIGINT);
+          caught = 1;
+        }
+        p += sizeof *ev + ev->len;
+      }
+    }
+    close(ino);
+    int st;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    int exited = WIFEXITED(st);
+    cr_assert(exited != 0, "gradcomp died of signal %d", WTERMSIG(st));
+    if (caught && WEXITSTATUS(st) != 130)
+      caught = 0;   /* it renamed the file before the signal came */
+    DIR *d = opendir(dir);
+    cr_assert(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d)))
+      cr_assert(strstr(e->d_name, ".tmp.") == NULL, "%s left in %s", e->d_name, dir);
+    closedir(d);
+    remove(y);
+  }
+  cr_assert(caught, "compress finished before SIGINT every time");
+  remove(in);
+  rmdir(dir);
+}
+
+/* A CSV that hits a full disk (here the file-size limit: ulimit -f with
+ * SIGXFSZ ignored fails the write at a byte, as a full disk does) keeps
+ * only whole rows, and the failure is told once. */
+Test(frontend, csv_on_a_full_disk_keeps_whole_rows)
+{
+  char csv[512], out[8192];
+  snprintf(csv, sizeof csv, "%s", gc_test_tmp("fe-full.csv"));
+  int st = run(out, sizeof out, "{ ulimit -f 8; %s theory contraction --d 1000 --trials 1"
+               " --csv %s >/dev/null; }", gradcomp, csv);
+  cr_assert(st == 1, "exit %d\n%s", st, out);
+  const char *m = strstr(out, "write failed");
+  cr_assert(m && strstr(out, csv) && !strstr(m + 1, "write failed"),
+            "the failure is not told exactly once:\n%s", out);
+  size_t len;
+  char *text = gc_test_slurp(csv, &len);
+  cr_assert(text && len > 0 && text[len - 1] == '\n', "%zu bytes, last row cut", len);
+  int rows = 0;
+  for (char *line = text; *line; rows++) {
+    char *end = strchr(line, '\n');
+    int commas = 0;
+    for (char *c = line; c < end; c++)
+      commas += *c == ',';
+    cr_assert(commas == 10, "row %d has %d fields", rows, commas + 1);
+    line = end + 1;
+  }
+  cr_assert(rows > 1, "nothing written before the limit");
+  free(text);
+  remove(csv);
 }

@@ -176,14 +176,22 @@ Test(powersgd, warm_start_converges_to_best_rank_r)
   cr_assert_not_null(c, "%s", gc_last_error());
   gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
   double first = gc_test_sq_dist(M, Y, N);
+  /* not a rounding tolerance: a random start leaves a component of size
+   * ~ s_2 = 1/4 outside the top-2 subspace, far above 1e-3 opt */
   cr_assert(first > opt * (1 + 1e-3), "first call %g vs optimum %g", first, opt);
   double e = first;
   for (int k = 1; k < 60; k++) {
     gc_test_roundtrip_f64(c, M, 0, NULL, Y, NULL);
     double e2 = gc_test_sq_dist(M, Y, N);
+    /* subspace iteration never moves away; the squared distance is a
+     * double sum of N = 768 terms: rounding ~ N u e = 1e-13 e, plus an
+     * absolute 1e-15 for e at the rounding floor */
     cr_assert(e2 <= e * (1 + 1e-12) + 1e-15, "call %d: error rose %g -> %g", k, e, e2);
     e = e2;
   }
+  /* 2^-60 ~ 1e-18 of convergence left; what remains is the rounding of
+   * the Gram-Schmidt and the products (~ 60 u, u = 1.1e-16) relative to
+   * ||M||^2 = 4/3, against opt = 1/12: ~1e-13 opt, kept under 1e-10 */
   cr_assert(fabs(e - opt) <= 1e-10 * opt, "after 60 calls %.17g, optimum %.17g", e, opt);
   gc_compressor_free(c);
   free(M); free(Y);
@@ -548,6 +556,9 @@ Test(powersgd, error_feedback_through_gc_sim)
   }
   cr_assert(eq(u64, gc_ledger_total(gc_sim_ledger(s), GC_UP), 300 * P * per));
   double e2 = gc_test_sq_dist(gc_sim_point(s), b, D), b2 = gc_test_sq_norm(b, D);
+  /* a convergence criterion, not a rounding tolerance: error feedback
+   * contracts |x - b| geometrically, and 1e-12 |b|^2 lies far below any
+   * run that stalls and far above float64's floor (~u^2 |b|^2 = 1e-32) */
   cr_assert(e2 <= 1e-12 * b2, "not converged: |x-b|^2 = %g (|b|^2 = %g)", e2, b2);
   gc_sim_free(s);
 

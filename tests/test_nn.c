@@ -127,7 +127,17 @@ Test(nn, conv_grad)
  * weight gradient (lib/winograd.c).  All three are compared with the direct sums in
  * double, within a few float roundings of the sum of |terms|, for odd and
  * even output sizes and every padding it takes; then the usual finite
- * differences.  Winograd is taken only where the batch has enough tiles
+ * differences.  Tolerance 8 FLT_EPSILON = 16 u of sum |t| (u = 2^-24),
+ * from the probabilistic rounding model (Higham and Mary, SIAM J. Sci.
+ * Comput. 41(5), 2019: the roundings of a sum behave as independent,
+ * whatever the order a kernel adds in): a float32 sum of m products of
+ * random sign has partial sums ~ sqrt(k) sigma, so its error has a
+ * standard deviation ~ u sigma m / sqrt 2, about u sum |t| here (sigma /
+ * E|t| = 4/3 for products of uniforms); the largest over the ~1e4 outputs
+ * is ~4 standard deviations, and Winograd's transforms (sums of at most 16
+ * terms on each side of the channel sum) at most double that: 16 u keeps
+ * a factor 2 over both.  The worst case (m - 1) u sum |t| would not test
+ * the transforms at all for m = 9 C = 576.  Winograd is taken only where the batch has enough tiles
  * (gc__wino3_pays): each check uses the smallest such batch, plus extra. */
 static size_t wino_batch_k(size_t k, size_t H, size_t W, size_t pad,
                            size_t extra)
@@ -389,6 +399,9 @@ Test(nn, losses)
   gc_nn_forward(ce, w, NULL, x, 3, 1, 0, 0, 0);
   double l2 = gc_nn_loss(ce, y);
   gc_nn_backward(ce, w, NULL, g2, NULL);
+  /* the same float32 log-softmax two ways: 3 examples of 4 logits |z| < 6
+   * (5 inputs and weights in [-1, 1]), a few roundings of values < 10
+   * each, so |l1 - l2| and |g1 - g2| are within ~10 u * 10 = 6e-6 */
   cr_assert_float_eq(l1, l2, 1e-5);
   for (int i = 0; i < 24; i++) {
     cr_assert_float_eq(g1[i], g2[i], 1e-5);
@@ -400,6 +413,9 @@ Test(nn, losses)
     gc_nn_forward(ce, w, NULL, x, 3, 1, 0, 0, 0);
     double fm = gc_nn_loss(ce, y);
     w[i] = keep;
+    /* central difference, h = 1e-2: truncation h^2 |f'''| / 6 < 2e-5 for
+     * |f'''| < 1 (softmax derivatives times |x| <= 1), rounding of the
+     * float32 loss (~10 u |l|) / h ~ 1e-4 */
     cr_assert(fabs((fp - fm) / 2e-2 - g2[i]) < 2e-3, "dL/dw[%d]", i);
   }
   gc_nn_free(nll);
@@ -458,7 +474,9 @@ Test(nn, eval_mode_uses_running_stats)
   float w[4], st[4], x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
   gc_nn_init(nn, w, st, 0);
   gc_nn_forward(nn, w, st, x, 2, 1, 0, 0, 0);
-  /* channel 0 holds 1,2,5,6: mean 3.5; running = 0.1 * 3.5 */
+  /* channel 0 holds 1,2,5,6: mean 3.5; running = 0.1 * 3.5.  Each value
+   * below takes a handful of float32 operations on numbers < 10: a few u
+   * (u = 6e-8) relative, ~1e-7 absolute; the tolerances keep 10x. */
   cr_assert_float_eq(st[0], 0.35f, 1e-6);
   /* unbiased variance of {1,2,5,6} = 17/3; running = 0.9 + 0.1 * 17/3 */
   cr_assert_float_eq(st[2], 0.9f + 0.1f * 17.0f / 3.0f, 1e-5);
