@@ -1516,6 +1516,97 @@ Test(sparse, messages_match_recorded_hashes)
   free(xd);
 }
 
+/* The CUDA twins (cuda/select.cu, quant.cu) reproduce the CPU's orders:
+ * Gaussian-k's mean and variance (16 float lanes per block of 1024, the
+ * blocks' pairwise tree), TernGrad's clip bound (blocks of 1024, the same
+ * tree) and DGC's strided sample and threshold rounds.  The GPU suite
+ * (test_cuda_compress.c: gaussk_sum_orders, terngrad_clipped_sum_orders,
+ * dgc_paths) compares their messages with this library's on its inputs;
+ * here the library's messages on those inputs (lengths from the tail
+ * alone to 3073 blocks, seeds 7000 + n, 8000 + n and 6000 + n, distinct,
+ * N(0,1) and 1000 + N(0,1) entries) are pinned to the hashes they had
+ * when the twins matched them, at 1, 2, 3, 8 and 16 threads, so a CPU
+ * change that would break a twin fails here, where no GPU runs.  The
+ * longest vector is above the threads' minimum (2^18 entries): Gaussian-k
+ * sums on threads, and the tree must not change with them. */
+Test(sparse, sum_orders_match_recorded_hashes)
+{
+  static const struct { const char *name; uint64_t hash; } rec[] = {
+    {"gaussk", 0xcebd93587e9b07f8ull},
+    {"terngrad", 0x34aca4ee365799cdull},
+    {"dgc", 0xcde7df6ce2b5d695ull},
+  };
+  static const size_t ns[] = {1, 1023, 1025, 16 * 1024 + 17, 3 * 1024 * 1024 + 5};
+  static const int threads[] = {1, 2, 3, 8, 16};
+  float *x = malloc(ns[4] * sizeof *x);
+#ifdef _OPENMP
+  int saved = omp_get_max_threads();
+  omp_set_dynamic(0);
+#endif
+  for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads[ti]);
+#else
+    if (threads[ti] > 1)
+      break;
+#endif
+    for (size_t r = 0; r < sizeof rec / sizeof rec[0]; r++) {
+      int kind_t = !strcmp(rec[r].name, "terngrad"), kind_d = !strcmp(rec[r].name, "dgc");
+      uint64_t h = 1469598103934665603ull;
+      for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        size_t n = ns[a];
+        for (int in = 0; in < 3; in++) {
+          uint64_t seed = (kind_t ? 8000 : kind_d ? 6000 : 7000) + n;
+          if (in == 0)
+            gc_test_fill_distinct(x, n, seed);
+          else
+            gc_test_fill_normal_f32(x, n, seed);
+          for (size_t i = 0; in == 2 && i < n; i++)
+            x[i] += 1000.0f;
+          /* gaussk: density 0.001, 0.01, 0.25 by 3 or 5 evaluations;
+           * terngrad: clip 2.5, 1.0 (many clipped); dgc: density 0.01,
+           * 0.3 by sample ratio 0.01, 0.2 */
+          int configs = kind_t ? 2 : kind_d ? 4 : 6;
+          for (int cfg = 0; cfg < configs; cfg++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            if (kind_t) {
+              p.seed = 5;
+              p.stream = 2;
+              p.clip = cfg ? 1.0 : 2.5;
+            } else if (kind_d) {
+              p.seed = 11;
+              p.stream = 1;
+              p.density = cfg % 2 ? 0.3 : 0.01;
+              p.sample_ratio = cfg / 2 ? 0.2 : 0.01;
+            } else {
+              p.density = cfg / 2 == 0 ? 0.001 : cfg / 2 == 1 ? 0.01 : 0.25;
+              p.gauss_loops = cfg % 2 ? 5 : 3;
+            }
+            gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(rec[r].name), n, &p);
+            cr_assert(c != NULL, "%s: %s", rec[r].name, gc_last_error());
+            size_t cap = gc_compressor_max_bytes(c), len;
+            uint8_t *buf = malloc(cap);
+            for (uint32_t step = 0; step < (kind_t || kind_d ? 2u : 1u); step++) {
+              cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, NULL), GC_SUCCESS),
+                        "%s: %s", rec[r].name, gc_last_error());
+              h = fnv1a_add(h, buf, len);
+            }
+            free(buf);
+            gc_compressor_free(c);
+          }
+        }
+      }
+      cr_expect(eq(u64, h, rec[r].hash), "%s, %d threads: the messages the GPU twins match "
+                "changed (0x%016llx)", rec[r].name, threads[ti], (unsigned long long) h);
+    }
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
+  free(x);
+}
+
 /* Threshold, Gaussian-k and DGC gather their values in the message buffer
  * while they select (gc__wire_stage) when it has room past the largest
  * index section, and read x again when not: a buffer of exactly the
