@@ -34,6 +34,13 @@ static inline int gc__threads_for(size_t n, size_t min, int cap)
 #endif
 }
 
+/* Whether a loop over n entries may take threads (gc__threads_for
+ * above): where a workspace that only the threaded path uses is sized. */
+static inline int gc__threads_may(size_t n, size_t min)
+{
+  return n >= min || gc__threads_any_length;
+}
+
 /* Whether a per-coordinate vector pass of length n is worth the threads
  * (one size for the error-feedback passes and the probes' sums).  2^14,
  * not 2^16: the server's passes over MNIST-MLP's 51k entries ran on one

@@ -2587,7 +2587,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
     s->cand = malloc(s->cand_cap * sizeof *s->cand);
     s->mag = malloc(s->cand_cap * sizeof *s->mag);
-    if (n >= SCAN_PAR_MIN)   /* where the sums pass may run on threads */
+    if (gc__threads_may(n, SCAN_PAR_MIN))   /* where the sums pass may run on threads */
       s->block_sums = malloc(2 * ((n + GAUSS_BLOCK - 1) / GAUSS_BLOCK) *
                              sizeof *s->block_sums);
     break;
@@ -2603,7 +2603,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
-    fail |= !s->cand || !s->mag || (n >= SCAN_PAR_MIN && !s->block_sums);
+    fail |= !s->cand || !s->mag || (gc__threads_may(n, SCAN_PAR_MIN) && !s->block_sums);
   if (kind == KIND_THRESHOLD || kind == KIND_DGC)
     fail |= !s->scan_bits;
   if (fail) {

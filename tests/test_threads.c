@@ -879,7 +879,10 @@ static void every_compressor_at(const size_t *ns, size_t nn)
 #endif
 
 /* Short vectors with the threads taken at any length
- * (gc__threads_any_length): one entry to 157 blocks of 64, n mod 64 = 1,
+ * (gc__threads_any_length, set before the compressors are made, so that
+ * Gaussian-k's block sums and QSGD's shares have their workspaces: their
+ * runs of blocks of 1024 and of buckets outnumbered by the threads, some
+ * empty): one entry to 157 blocks of 64, n mod 64 = 1,
  * 63, 33, 5 and 3, so that on 2-16 threads the pieces are shorter than a
  * block, the threads outnumber the blocks (empty pieces) and the last
  * piece is ragged.  For each T of 2-16 one length lies a few entries
