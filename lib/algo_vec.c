@@ -42,12 +42,14 @@ typedef struct {
 typedef int (*vkernel)(const vargs *v, size_t lo, size_t hi, size_t *cnt);
 
 
+int gc__threads_any_length = 0;
+
 int gc__vec_threads(size_t n)
 {
 #ifdef _OPENMP
   static atomic_int procs;   /* 0: not asked yet */
   int T = gc__threads_for(n, GC__VEC_PAR_MIN, 0);
-  if (T == 1 || n >= GC__VEC_PAR_OVER_MIN)
+  if (T == 1 || n >= GC__VEC_PAR_OVER_MIN || gc__threads_any_length)
     return T;
   int np = atomic_load_explicit(&procs, memory_order_relaxed);
   if (!np) {

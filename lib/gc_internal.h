@@ -9,15 +9,22 @@
 #include <omp.h>
 #endif
 
+/* Nonzero: the threaded loops take the caller's threads at any length
+ * (gc__threads_for ignores min, gc__vec_threads the processors), so that
+ * tests reach every piece split of short vectors: ragged tails, pieces
+ * shorter than a block, more threads than blocks, empty pieces.  Off by
+ * default; the bytes never depend on it (tests set it, test_threads.c). */
+extern int gc__threads_any_length;
+
 /* The threads a loop over n entries takes: the caller's setting
  * (omp_set_num_threads), at most cap (0: no cap), and one below min
- * entries, inside a parallel region or without OpenMP.  Every threaded
- * loop of the library gives the one-thread bits, so this only decides
- * where the threads pay. */
+ * entries (unless gc__threads_any_length), inside a parallel region or
+ * without OpenMP.  Every threaded loop of the library gives the
+ * one-thread bits, so this only decides where the threads pay. */
 static inline int gc__threads_for(size_t n, size_t min, int cap)
 {
 #ifdef _OPENMP
-  if (n < min || omp_in_parallel())
+  if ((n < min && !gc__threads_any_length) || omp_in_parallel())
     return 1;
   int T = omp_get_max_threads();
   return cap > 0 && T > cap ? cap : T;
@@ -25,6 +32,13 @@ static inline int gc__threads_for(size_t n, size_t min, int cap)
   (void) n; (void) min; (void) cap;
   return 1;
 #endif
+}
+
+/* Whether a loop over n entries may take threads (gc__threads_for
+ * above): where a workspace that only the threaded path uses is sized. */
+static inline int gc__threads_may(size_t n, size_t min)
+{
+  return n >= min || gc__threads_any_length;
 }
 
 /* Whether a per-coordinate vector pass of length n is worth the threads

@@ -197,7 +197,7 @@ static int qsgd_init(void *state, size_t n, const gc_compressor_params *p)
   q->nb = (n + q->bucket - 1) / q->bucket;
   q->scratch = NULL;
 #ifdef _OPENMP   /* only threads write shares */
-  if (q->s <= PAIR_MAX_S && n >= PAR_MIN &&
+  if (q->s <= PAIR_MAX_S && gc__threads_may(n, PAR_MIN) &&
       !(q->scratch = malloc(qsgd_scratch_bytes(q))))
     GC_ERRORF(GC_ENOMEM, "qsgd: no memory for the codes of %zu entries",
               qsgd_share_span(q));

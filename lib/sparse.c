@@ -877,6 +877,18 @@ static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
  * selected entries crowd into part of x) the scan runs again on one
  * thread. */
 enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
+
+/* The entries of each threaded scan's piece but the last: a T-th of n
+ * rounded up to whole blocks of 64 (the scans' words of selected
+ * entries, scan_avx512_f32's), so the pieces never end inside a block.
+ * The last piece ends at n, and where the pieces would pass n the later
+ * ones are empty.  (n / T rounded down would leave the tail past
+ * T * piece, up to 64 T - 1 entries, in no piece, and its entries out of
+ * the selection.) */
+static size_t scan_piece(size_t n, int T)
+{
+  return ((n + (size_t) T - 1) / (size_t) T + 63) & ~(size_t) 63;
+}
 /* the threads' pieces go to the wire's pieces encoders whole */
 _Static_assert((int) SCAN_PAR_MAX <= (int) GC__WIRE_PIECES_MAX, "scan pieces fit the encoders");
 
@@ -962,11 +974,11 @@ static size_t scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
   int T = gc__threads_for(n, SCAN_PAR_MIN, SCAN_PAR_MAX);
   if (T > 1 && cap / (size_t) T >= 64) {
     size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], share = cap / (size_t) T;
-    size_t piece = (n / (size_t) T + 63) & ~(size_t) 63;
+    size_t piece = scan_piece(n, T);
     #pragma omp parallel for schedule(static) num_threads(T)
     for (int j = 0; j < T; j++) {
       size_t lo = (size_t) j * piece < n ? (size_t) j * piece : n;
-      size_t hi = n - lo < piece ? n : lo + piece;
+      size_t hi = j + 1 == T || n - lo < piece ? n : lo + piece;
       cnt[j] = scan_isa_f32(x + lo, hi - lo, t, idx + (size_t) j * share,
                             val ? val + (size_t) j * share : NULL, share, &bads[j], lo);
     }
@@ -2250,14 +2262,15 @@ static size_t scan_codes_par_f32(int T, const float *x, size_t n, float t, float
                                  size_t room, size_t need, size_t *bad, scan_layout *L)
 {
   enum { RESERVE = 4 };
-  size_t piece = (n / (size_t) T + 63) & ~(size_t) 63, share = room / (size_t) T;
+  size_t piece = scan_piece(n, T), share = room / (size_t) T;
   size_t cshare = L->limit / (size_t) T;
   size_t cnt[SCAN_PAR_MAX], bads[SCAN_PAR_MAX], lo[SCAN_PAR_MAX + 1], keep[SCAN_PAR_MAX];
   scan_layout part[SCAN_PAR_MAX];
   if (cshare <= RESERVE + 64)
     return SIZE_MAX;
-  for (int j = 0; j <= T; j++)
+  for (int j = 0; j < T; j++)
     lo[j] = (size_t) j * piece < n ? (size_t) j * piece : n;
+  lo[T] = n;
   #pragma omp parallel for schedule(static) num_threads(T)
   for (int j = 0; j < T; j++) {
     size_t off = j ? RESERVE : 0;
@@ -2574,7 +2587,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
     s->cand_cap = min_size(n, 4 * k + TOPK_SLACK);
     s->cand = malloc(s->cand_cap * sizeof *s->cand);
     s->mag = malloc(s->cand_cap * sizeof *s->mag);
-    if (n >= SCAN_PAR_MIN)   /* where the sums pass may run on threads */
+    if (gc__threads_may(n, SCAN_PAR_MIN))   /* where the sums pass may run on threads */
       s->block_sums = malloc(2 * ((n + GAUSS_BLOCK - 1) / GAUSS_BLOCK) *
                              sizeof *s->block_sums);
     break;
@@ -2590,7 +2603,7 @@ static int sparse_init(sparse_state *s, int kind, uint8_t wire, size_t n,
   if (kind == KIND_RANDK || kind == KIND_RANDKU)
     fail |= !s->bits || !s->tmp;
   if (kind == KIND_GAUSSK)
-    fail |= !s->cand || !s->mag || (n >= SCAN_PAR_MIN && !s->block_sums);
+    fail |= !s->cand || !s->mag || (gc__threads_may(n, SCAN_PAR_MIN) && !s->block_sums);
   if (kind == KIND_THRESHOLD || kind == KIND_DGC)
     fail |= !s->scan_bits;
   if (fail) {

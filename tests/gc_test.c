@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 
@@ -233,3 +235,137 @@ char *gc_test_slurp(const char *path, size_t *len)
 }
 
 void gc_test_quiet(void) { gc_set_error_handler_off(); }
+
+/* ---- the selections by their definitions ---------------------------------- */
+
+/* The definition of Gaussian-k's statistics (lib/sparse_source.c, and the
+ * GPU twin): 16 float lanes per block of 1024, folded into double in lane
+ * order, block sums added by an in-place pairwise tree.  Written out
+ * plainly here, with a full scan per threshold evaluation. */
+static double tree_sum(double *p, size_t m)
+{
+  for (; m > 1; m = (m + 1) / 2) {
+    for (size_t i = 0; i < m / 2; i++)
+      p[i] = p[2 * i] + p[2 * i + 1];
+    if (m % 2)
+      p[m / 2] = p[m - 1];
+  }
+  return p[0];
+}
+
+size_t gc_test_gaussk_by_definition(const float *x, size_t n, double rho, uint32_t *out)
+{
+  size_t nb = (n + 1023) / 1024, k = (size_t) floor(rho * (double) n);
+  double *p1 = malloc(nb * sizeof *p1), *p2 = malloc(nb * sizeof *p2);
+  float c0 = x[0];
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = 1024 * b, hi = n - lo < 1024 ? n : lo + 1024, i = lo;
+    float a1[16] = {0}, a2[16] = {0};
+    for (; i + 16 <= hi; i += 16)
+      for (int j = 0; j < 16; j++) {
+        float d = x[i + j] - c0;
+        a1[j] += d;
+        a2[j] += d * d;
+      }
+    for (; i < hi; i++) {
+      float d = x[i] - c0;
+      a1[0] += d;
+      a2[0] += d * d;
+    }
+    p1[b] = p2[b] = 0;
+    for (int j = 0; j < 16; j++) {
+      p1[b] += (double) a1[j];
+      p2[b] += (double) a2[j];
+    }
+  }
+  double S1 = tree_sum(p1, nb), S2 = tree_sum(p2, nb);
+  double mu = (double) c0 + S1 / (double) n;
+  double var = (S2 - S1 * S1 / (double) n) / (double) (n - 1);
+  double thr = mu + fabs(gsl_cdf_ugaussian_Pinv(rho / 2)) * sqrt(var > 0 ? var : 0);
+  size_t c = 0;
+  for (int loops = 0; loops < 3;) {
+    c = 0;
+    for (size_t i = 0; i < n; i++)
+      if ((double) fabsf(x[i]) > thr)
+        out[c++] = (uint32_t) i;
+    if ((double) c < 2.0 * (double) k / 3.0)
+      thr *= 0.5;
+    else if ((double) c > 4.0 * (double) k / 3.0)
+      thr *= 1.5;
+    else
+      break;
+    loops++;
+  }
+  free(p1);
+  free(p2);
+  return c;
+}
+
+/* DGC written out from theory.md 2.6 with the library's choices (num_selects
+ * = k, strided sample from a counter-RNG start, the sample's exact order
+ * statistic by sorting, p->ties among equal magnitudes), for float32. */
+static const float *dgc_x;
+static int dgc_ties_high;   /* equal magnitudes: the higher index first */
+
+static int by_magnitude_desc(const void *a, const void *b)
+{
+  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
+  float u = fabsf(dgc_x[i]), v = fabsf(dgc_x[j]);
+  return u > v ? -1 : u < v ? 1 : dgc_ties_high ? (i < j) - (i > j) : (i > j) - (i < j);
+}
+
+static int by_index(const void *a, const void *b)
+{
+  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
+  return (i > j) - (i < j);
+}
+
+static int float_desc(const void *a, const void *b)
+{
+  float u = *(const float *) a, v = *(const float *) b;
+  return u > v ? -1 : u < v;
+}
+
+size_t gc_test_dgc_by_definition(const float *x, size_t n, size_t ns,
+                                 const gc_compressor_params *p, uint32_t step, uint32_t *out)
+{
+  double rho = (double) ns / (double) n;
+  double m0 = fmax(ceil(p->sample_ratio * (double) n), ceil(2.0 / rho));
+  size_t stride = 1, start = 0, m = n;
+  if (m0 < (double) n) {
+    stride = n / (size_t) m0;
+    if (stride > 1) {
+      start = gc_rng_below(gc_rng_u32(p->seed, p->stream, step, 0), (uint32_t) stride);
+      m = (n - start + stride - 1) / stride;
+    }
+  }
+  float *smp = malloc(m * sizeof *smp);
+  for (size_t j = 0; j < m; j++)
+    smp[j] = fabsf(x[start + j * stride]);
+  qsort(smp, m, sizeof *smp, float_desc);
+  size_t top = (size_t) ceil(rho * (double) m);
+  float thr = smp[(top < 1 ? 1 : top > m ? m : top) - 1];
+  free(smp);
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++)
+    if (fabsf(x[i]) >= thr)
+      out[c++] = (uint32_t) i;
+  for (int it = 0; n > m && it < 10; it++) {
+    if ((double) c > 1.3 * (double) ns) {
+      dgc_x = x;
+      dgc_ties_high = p->ties == GC_TIES_HIGH;
+      qsort(out, c, sizeof *out, by_magnitude_desc);
+      qsort(out, ns, sizeof *out, by_index);
+      c = ns;
+      break;
+    }
+    if (c > ns || (double) c >= 0.8 * (double) ns)
+      break;
+    thr = (float) (0.8 * thr);
+    c = 0;
+    for (size_t i = 0; i < n; i++)
+      if (fabsf(x[i]) >= thr)
+        out[c++] = (uint32_t) i;
+  }
+  return c < ns ? c : ns;
+}

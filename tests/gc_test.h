@@ -55,4 +55,14 @@ int gc_test_have_dataset(const char *set);
  * returns the data folder. */
 const char *gc_test_need_dataset(const char *set);
 
+/* Gaussian-k and DGC of float32 x written out plainly from their
+ * definitions (theory.md 2.5, 2.6, with the library's summation order and
+ * sampling): the selected indices, ascending, into out (n entries), and
+ * their count.  Gaussian-k: density rho, k = floor(rho n) >= 1 (the
+ * library's max(1, .) differs below); DGC: ns = k entries, p's seed,
+ * stream and sample ratio, at `step`. */
+size_t gc_test_gaussk_by_definition(const float *x, size_t n, double rho, uint32_t *out);
+size_t gc_test_dgc_by_definition(const float *x, size_t n, size_t ns,
+                                 const gc_compressor_params *p, uint32_t step, uint32_t *out);
+
 #endif /* GC_TEST_H */

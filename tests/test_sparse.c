@@ -608,70 +608,6 @@ Test(gaussk, reference_count)
   free(x); free(y);
 }
 
-/* The definition of Gaussian-k's statistics (lib/sparse_source.c, and the
- * GPU twin): 16 float lanes per block of 1024, folded into double in lane
- * order, block sums added by an in-place pairwise tree.  Written out
- * plainly here, with a full scan per threshold evaluation. */
-static double tree_sum(double *p, size_t m)
-{
-  for (; m > 1; m = (m + 1) / 2) {
-    for (size_t i = 0; i < m / 2; i++)
-      p[i] = p[2 * i] + p[2 * i + 1];
-    if (m % 2)
-      p[m / 2] = p[m - 1];
-  }
-  return p[0];
-}
-
-static size_t gaussk_by_definition(const float *x, size_t n, double rho,
-                                   uint32_t *out)
-{
-  size_t nb = (n + 1023) / 1024, k = (size_t) floor(rho * (double) n);
-  double *p1 = malloc(nb * sizeof *p1), *p2 = malloc(nb * sizeof *p2);
-  float c0 = x[0];
-  for (size_t b = 0; b < nb; b++) {
-    size_t lo = 1024 * b, hi = n - lo < 1024 ? n : lo + 1024, i = lo;
-    float a1[16] = {0}, a2[16] = {0};
-    for (; i + 16 <= hi; i += 16)
-      for (int j = 0; j < 16; j++) {
-        float d = x[i + j] - c0;
-        a1[j] += d;
-        a2[j] += d * d;
-      }
-    for (; i < hi; i++) {
-      float d = x[i] - c0;
-      a1[0] += d;
-      a2[0] += d * d;
-    }
-    p1[b] = p2[b] = 0;
-    for (int j = 0; j < 16; j++) {
-      p1[b] += (double) a1[j];
-      p2[b] += (double) a2[j];
-    }
-  }
-  double S1 = tree_sum(p1, nb), S2 = tree_sum(p2, nb);
-  double mu = (double) c0 + S1 / (double) n;
-  double var = (S2 - S1 * S1 / (double) n) / (double) (n - 1);
-  double thr = mu + fabs(gsl_cdf_ugaussian_Pinv(rho / 2)) * sqrt(var > 0 ? var : 0);
-  size_t c = 0;
-  for (int loops = 0; loops < 3;) {
-    c = 0;
-    for (size_t i = 0; i < n; i++)
-      if ((double) fabsf(x[i]) > thr)
-        out[c++] = (uint32_t) i;
-    if ((double) c < 2.0 * (double) k / 3.0)
-      thr *= 0.5;
-    else if ((double) c > 4.0 * (double) k / 3.0)
-      thr *= 1.5;
-    else
-      break;
-    loops++;
-  }
-  free(p1);
-  free(p2);
-  return c;
-}
-
 Test(gaussk, float32_matches_its_definition)
 {
   /* n large enough for the sampled pre-threshold; inputs where it holds
@@ -692,7 +628,7 @@ Test(gaussk, float32_matches_its_definition)
           g = 3e4;
         x[i] = (float) (0.01 + g);
       }
-      size_t c = gaussk_by_definition(x, n, 0.001, want);
+      size_t c = gc_test_gaussk_by_definition(x, n, 0.001, want);
       gc_compressor_params p;
       gc_compressor_params_default(&p);
       p.density = 0.001;
@@ -746,74 +682,6 @@ Test(dgc, count_at_most_num_selects)
   free(x); free(y);
 }
 
-/* DGC written out from theory.md 2.6 with the library's choices (num_selects
- * = k, strided sample from a counter-RNG start, the sample's exact order
- * statistic by sorting), for float32. */
-static const float *dgc_x;
-
-static int by_magnitude_desc(const void *a, const void *b)
-{
-  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
-  float u = fabsf(dgc_x[i]), v = fabsf(dgc_x[j]);
-  return u > v ? -1 : u < v ? 1 : (i > j) - (i < j);
-}
-
-static int by_index(const void *a, const void *b)
-{
-  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
-  return (i > j) - (i < j);
-}
-
-static int float_desc(const void *a, const void *b)
-{
-  float u = *(const float *) a, v = *(const float *) b;
-  return u > v ? -1 : u < v;
-}
-
-static size_t dgc_by_definition(const float *x, size_t n, size_t ns,
-                                const gc_compressor_params *p, uint32_t step,
-                                uint32_t *out)
-{
-  double rho = (double) ns / (double) n;
-  double m0 = fmax(ceil(p->sample_ratio * (double) n), ceil(2.0 / rho));
-  size_t stride = 1, start = 0, m = n;
-  if (m0 < (double) n) {
-    stride = n / (size_t) m0;
-    if (stride > 1) {
-      start = gc_rng_below(gc_rng_u32(p->seed, p->stream, step, 0), (uint32_t) stride);
-      m = (n - start + stride - 1) / stride;
-    }
-  }
-  float *smp = malloc(m * sizeof *smp);
-  for (size_t j = 0; j < m; j++)
-    smp[j] = fabsf(x[start + j * stride]);
-  qsort(smp, m, sizeof *smp, float_desc);
-  size_t top = (size_t) ceil(rho * (double) m);
-  float thr = smp[(top < 1 ? 1 : top > m ? m : top) - 1];
-  free(smp);
-  size_t c = 0;
-  for (size_t i = 0; i < n; i++)
-    if (fabsf(x[i]) >= thr)
-      out[c++] = (uint32_t) i;
-  for (int it = 0; n > m && it < 10; it++) {
-    if ((double) c > 1.3 * (double) ns) {
-      dgc_x = x;
-      qsort(out, c, sizeof *out, by_magnitude_desc);
-      qsort(out, ns, sizeof *out, by_index);
-      c = ns;
-      break;
-    }
-    if (c > ns || (double) c >= 0.8 * (double) ns)
-      break;
-    thr = (float) (0.8 * thr);
-    c = 0;
-    for (size_t i = 0; i < n; i++)
-      if (fabsf(x[i]) >= thr)
-        out[c++] = (uint32_t) i;
-  }
-  return c < ns ? c : ns;
-}
-
 Test(dgc, float32_matches_its_definition)
 {
   /* Gaussian input, heavy tails (the count overshoots and the exact top-k
@@ -832,7 +700,7 @@ Test(dgc, float32_matches_its_definition)
       gc_compressor_params p;
       gc_compressor_params_default(&p);
       p.density = 0.001;
-      size_t c = dgc_by_definition(x, N, 1000, &p, step, want);
+      size_t c = gc_test_dgc_by_definition(x, N, 1000, &p, step, want);
       gc_compress_info info;
       cr_assert(eq(int, apply_f32(gc_compressor_dgc, &p, x, N, step, y, &info), GC_SUCCESS));
       cr_assert(eq(sz, info.selected, c), "shape %d step %u", shape, step);
@@ -1646,6 +1514,97 @@ Test(sparse, messages_match_recorded_hashes)
   }
   free(xf);
   free(xd);
+}
+
+/* The CUDA twins (cuda/select.cu, quant.cu) reproduce the CPU's orders:
+ * Gaussian-k's mean and variance (16 float lanes per block of 1024, the
+ * blocks' pairwise tree), TernGrad's clip bound (blocks of 1024, the same
+ * tree) and DGC's strided sample and threshold rounds.  The GPU suite
+ * (test_cuda_compress.c: gaussk_sum_orders, terngrad_clipped_sum_orders,
+ * dgc_paths) compares their messages with this library's on its inputs;
+ * here the library's messages on those inputs (lengths from the tail
+ * alone to 3073 blocks, seeds 7000 + n, 8000 + n and 6000 + n, distinct,
+ * N(0,1) and 1000 + N(0,1) entries) are pinned to the hashes they had
+ * when the twins matched them, at 1, 2, 3, 8 and 16 threads, so a CPU
+ * change that would break a twin fails here, where no GPU runs.  The
+ * longest vector is above the threads' minimum (2^18 entries): Gaussian-k
+ * sums on threads, and the tree must not change with them. */
+Test(sparse, sum_orders_match_recorded_hashes)
+{
+  static const struct { const char *name; uint64_t hash; } rec[] = {
+    {"gaussk", 0xcebd93587e9b07f8ull},
+    {"terngrad", 0x34aca4ee365799cdull},
+    {"dgc", 0xcde7df6ce2b5d695ull},
+  };
+  static const size_t ns[] = {1, 1023, 1025, 16 * 1024 + 17, 3 * 1024 * 1024 + 5};
+  static const int threads[] = {1, 2, 3, 8, 16};
+  float *x = malloc(ns[4] * sizeof *x);
+#ifdef _OPENMP
+  int saved = omp_get_max_threads();
+  omp_set_dynamic(0);
+#endif
+  for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads[ti]);
+#else
+    if (threads[ti] > 1)
+      break;
+#endif
+    for (size_t r = 0; r < sizeof rec / sizeof rec[0]; r++) {
+      int kind_t = !strcmp(rec[r].name, "terngrad"), kind_d = !strcmp(rec[r].name, "dgc");
+      uint64_t h = 1469598103934665603ull;
+      for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+        size_t n = ns[a];
+        for (int in = 0; in < 3; in++) {
+          uint64_t seed = (kind_t ? 8000 : kind_d ? 6000 : 7000) + n;
+          if (in == 0)
+            gc_test_fill_distinct(x, n, seed);
+          else
+            gc_test_fill_normal_f32(x, n, seed);
+          for (size_t i = 0; in == 2 && i < n; i++)
+            x[i] += 1000.0f;
+          /* gaussk: density 0.001, 0.01, 0.25 by 3 or 5 evaluations;
+           * terngrad: clip 2.5, 1.0 (many clipped); dgc: density 0.01,
+           * 0.3 by sample ratio 0.01, 0.2 */
+          int configs = kind_t ? 2 : kind_d ? 4 : 6;
+          for (int cfg = 0; cfg < configs; cfg++) {
+            gc_compressor_params p;
+            gc_compressor_params_default(&p);
+            if (kind_t) {
+              p.seed = 5;
+              p.stream = 2;
+              p.clip = cfg ? 1.0 : 2.5;
+            } else if (kind_d) {
+              p.seed = 11;
+              p.stream = 1;
+              p.density = cfg % 2 ? 0.3 : 0.01;
+              p.sample_ratio = cfg / 2 ? 0.2 : 0.01;
+            } else {
+              p.density = cfg / 2 == 0 ? 0.001 : cfg / 2 == 1 ? 0.01 : 0.25;
+              p.gauss_loops = cfg % 2 ? 5 : 3;
+            }
+            gc_compressor *c = gc_compressor_alloc(gc_compressor_type_by_name(rec[r].name), n, &p);
+            cr_assert(c != NULL, "%s: %s", rec[r].name, gc_last_error());
+            size_t cap = gc_compressor_max_bytes(c), len;
+            uint8_t *buf = malloc(cap);
+            for (uint32_t step = 0; step < (kind_t || kind_d ? 2u : 1u); step++) {
+              cr_assert(eq(int, gc_compress_f32(c, x, step, buf, cap, &len, NULL), GC_SUCCESS),
+                        "%s: %s", rec[r].name, gc_last_error());
+              h = fnv1a_add(h, buf, len);
+            }
+            free(buf);
+            gc_compressor_free(c);
+          }
+        }
+      }
+      cr_expect(eq(u64, h, rec[r].hash), "%s, %d threads: the messages the GPU twins match "
+                "changed (0x%016llx)", rec[r].name, threads[ti], (unsigned long long) h);
+    }
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
+  free(x);
 }
 
 /* Threshold, Gaussian-k and DGC gather their values in the message buffer

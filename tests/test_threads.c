@@ -20,6 +20,7 @@
 #include "gc_internal.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
+#include "gc_rng.h"
 #include "gc_test.h"
 #include "gc_wire.h"
 
@@ -634,5 +635,330 @@ Test(threads, topk_filter_bit_identical)
   }
   omp_set_num_threads(saved);
   free(x);
+#endif
+}
+
+/* ---- every compressor on 1-16 threads, at every kind of tail ------------ */
+
+#ifdef _OPENMP
+/* omp_set_num_threads(T), and proof that the loops get T threads: a team
+ * of T (OMP_THREAD_LIMIT or dynamic teams would shrink it, and the test
+ * would compare one thread with itself), and gc__threads_for's answer for
+ * a length above every minimum. */
+static void set_threads(int T)
+{
+  omp_set_dynamic(0);
+  omp_set_num_threads(T);
+  int team = 0;
+  #pragma omp parallel num_threads(T)
+  {
+    #pragma omp single
+    team = omp_get_num_threads();
+  }
+  cr_assert(eq(int, team, T), "a team of %d threads where %d were asked for", team, T);
+  cr_assert(eq(int, gc__threads_for((size_t) 1 << 30, (size_t) 1 << 18, 16), T));
+}
+
+/* The inputs: 0, gc_test_fill_distinct's +-(1 + i/n) shuffled (every
+ * magnitude once); 1, heavy tails (N(0,1) over |N(0,1)| + 0.05, Student-t
+ * like, as gradients are) rounded to sixteenths, so that top-K's K-th
+ * magnitude and DGC's threshold fall on ties, with no zeros (the
+ * references below read the selection off the decoded vector).  The last
+ * entry, in the tail that a piece split may leave out, is the largest. */
+static void every_fill(int kind, size_t n, uint64_t seed, float *xf, double *xd)
+{
+  if (kind == 0) {
+    gc_test_fill_distinct_f64(xd, n, seed);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      double v = gc_rng_normal(seed, 3, 0, i) / (fabs(gc_rng_normal(seed, 4, 0, i)) + 0.05);
+      v = round(16 * v) / 16;
+      xd[i] = v != 0 ? v : i % 2 ? 0.03125 : -0.03125;
+    }
+  }
+  double top = 0;   /* the last entry twice the largest: every selection wants it */
+  for (size_t i = 0; i < n; i++)
+    top = fmax(top, fabs(xd[i]));
+  xd[n - 1] = -2 * top;
+  for (size_t i = 0; i < n; i++) {
+    xf[i] = (float) xd[i];
+    xd[i] = xf[i];   /* the same numbers in both precisions */
+  }
+}
+
+static const float *by_mag_x;
+
+/* |x| descending, then index ascending */
+static int by_mag_then_index(const void *a, const void *b)
+{
+  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
+  float u = fabsf(by_mag_x[i]), v = fabsf(by_mag_x[j]);
+  return u > v ? -1 : u < v ? 1 : (i > j) - (i < j);
+}
+
+static int by_index_only(const void *a, const void *b)
+{
+  uint32_t i = *(const uint32_t *) a, j = *(const uint32_t *) b;
+  return (i > j) - (i < j);
+}
+
+/* Top-K by its definition: the K largest magnitudes, of those equal to
+ * the K-th the lowest indices (ties high: the highest), ascending. */
+static size_t topk_by_definition(const float *x, size_t n, size_t k, int ties, uint32_t *out)
+{
+  uint32_t *all = malloc(n * sizeof *all);
+  for (size_t i = 0; i < n; i++)
+    all[i] = (uint32_t) i;
+  by_mag_x = x;
+  qsort(all, n, sizeof *all, by_mag_then_index);
+  if (ties == GC_TIES_HIGH) {   /* the tie class of the K-th, taken from its top */
+    float t = fabsf(x[all[k - 1]]);
+    size_t lo = k - 1, hi = k;
+    while (lo > 0 && fabsf(x[all[lo - 1]]) == t)
+      lo--;
+    while (hi < n && fabsf(x[all[hi]]) == t)
+      hi++;
+    memmove(all + lo, all + hi - (k - lo), (k - lo) * sizeof *all);
+  }
+  memcpy(out, all, k * sizeof *out);
+  qsort(out, k, sizeof *out, by_index_only);
+  free(all);
+  return k;
+}
+
+/* The selection the compressor's definition gives for float32 x (the
+ * float64 numbers are the same), into sel; SIZE_MAX where the test has no
+ * plain definition of it (the quantizers, random-K, PowerSGD). */
+static size_t every_reference(const char *name, const float *x, size_t n,
+                              const gc_compressor_params *p, size_t k, uint32_t step,
+                              uint32_t *sel)
+{
+  size_t c = 0;
+  if (!strcmp(name, "threshold")) {
+    for (size_t i = 0; i < n; i++)
+      if ((double) fabsf(x[i]) > p->threshold)
+        sel[c++] = (uint32_t) i;
+    return c;
+  }
+  if (!strcmp(name, "topk"))
+    return topk_by_definition(x, n, k, p->ties, sel);
+  /* their definitions take k = floor(rho n), the library at least 1 */
+  if (!strcmp(name, "gaussk") && floor(p->density * (double) n) >= 1)
+    return gc_test_gaussk_by_definition(x, n, p->density, sel);
+  if (!strcmp(name, "dgc") && floor(p->density * (double) n) >= 1)
+    return gc_test_dgc_by_definition(x, n, k, p, step, sel);
+  return SIZE_MAX;
+}
+
+/* Parameters of variant v (0-2) of each type: densities 0.001 to 0.5,
+ * thresholds that keep a little to half of either input, one to fifteen
+ * QSGD levels over the whole vector or buckets of 100 and 4099, both tie
+ * rules, DGC's default sample ratio and 0.25, TernGrad with and without
+ * clipping, PowerSGD ranks 1 and 2 on one matrix with a raw rest. */
+static gc_compressor_params every_params(int v, size_t n, gc_segment *seg)
+{
+  static const double dens[] = {0.001, 0.1, 0.5}, thr[] = {1.95, 1.5, 0.5};
+  static const unsigned levels[] = {1, 4, 15};
+  static const size_t bucket[] = {0, 100, 4099};
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.density = dens[v];
+  p.threshold = thr[v];
+  p.levels = levels[v];
+  p.bucket = bucket[v];
+  p.ties = v == 2 ? GC_TIES_HIGH : GC_TIES_LOW;
+  p.clip = v == 1 ? 2.5 : 0;
+  if (v == 1)
+    p.sample_ratio = 0.25;
+  p.seed = 5 + (uint64_t) v;
+  size_t rows = (size_t) sqrt((double) n / 2);
+  rows = rows ? rows : 1;
+  size_t cols = n / 2 / rows ? n / 2 / rows : 1;
+  *seg = (gc_segment) { 0, rows, cols };
+  p.segments = seg;
+  p.nsegments = 1;
+  p.rank = (unsigned) (v == 0 || rows < 2 || cols < 2 ? 1 : 2);
+  return p;
+}
+
+/* Type `ty` (variant v) on x of length n in one precision: the message at
+ * 1 thread against the definition where the test has one (the decoded
+ * vector is x on the selection, 0 elsewhere), then at 2-16 threads the
+ * same length, bytes and gc_compress_info, each run from the same
+ * compressor state (PowerSGD's warm start) into a buffer poisoned anew,
+ * nothing written past the bound. */
+static void every_case(const gc_compressor_type *ty, int v, size_t n, int f64, const float *xf,
+                       const double *xd, uint32_t *sel, const char *what)
+{
+  gc_segment seg;
+  gc_compressor_params p = every_params(v, n, &seg);
+  gc_compressor *c = gc_compressor_alloc(ty, n, &p);
+  cr_assert(not(eq(ptr, c, NULL)), "%s %s: %s", ty->name, what, gc_last_error());
+  size_t cap = gc_compressor_max_bytes(c), sb = gc_compressor_state_bytes(c), l1, lt;
+  uint8_t *one = malloc(cap), *many = malloc(cap + 16), *state = malloc(sb ? sb : 1);
+  gc_compressor_state_save(c, state);
+  gc_compress_info i1, it;
+  const uint32_t step = 3;
+  set_threads(1);
+  int rc = f64 ? gc_compress_f64(c, xd, step, one, cap, &l1, &i1)
+               : gc_compress_f32(c, xf, step, one, cap, &l1, &i1);
+  cr_assert(eq(int, rc, GC_SUCCESS), "%s v%d %s f%d: %s", ty->name, v, what, f64 ? 64 : 32,
+            gc_last_error());
+  size_t k = gc_compressor_k(c), m = every_reference(ty->name, xf, n, &p, k, step, sel);
+  if (m != SIZE_MAX && (!f64 || strcmp(ty->name, "gaussk"))) {   /* gaussk: f32 lanes */
+    void *y = calloc(n, f64 ? 8 : 4);
+    cr_assert(eq(int, f64 ? gc_decompress_add_f64(c, one, l1, step, 1.0, y)
+                          : gc_decompress_add_f32(c, one, l1, step, 1.0f, y), GC_SUCCESS));
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+      double yi = f64 ? ((double *) y)[i] : (double) ((float *) y)[i];
+      int want = j < m && sel[j] == i;
+      cr_assert(eq(dbl, yi, want ? xd[i] : 0.0), "%s v%d %s f%d: entry %zu %s the definition's "
+                "selection (%zu entries; the message has %zu)", ty->name, v, what, f64 ? 64 : 32,
+                i, want ? "in" : "not in", m, i1.selected);
+      j += want;
+    }
+    cr_assert(eq(sz, i1.selected, m), "%s v%d %s f%d", ty->name, v, what, f64 ? 64 : 32);
+    free(y);
+  }
+  for (int T = 2; T <= 16; T++) {
+    set_threads(T);
+    gc_compressor_state_load(c, state);
+    uint8_t poison = (uint8_t) (0x5A ^ T);
+    memset(many, poison, cap + 16);
+    rc = f64 ? gc_compress_f64(c, xd, step, many, cap, &lt, &it)
+             : gc_compress_f32(c, xf, step, many, cap, &lt, &it);
+    cr_assert(eq(int, rc, GC_SUCCESS), "%s v%d %s f%d T=%d: %s", ty->name, v, what,
+              f64 ? 64 : 32, T, gc_last_error());
+    cr_assert(eq(sz, lt, l1), "%s v%d %s f%d T=%d: length (entries sent %zu, 1 thread %zu)",
+              ty->name, v, what, f64 ? 64 : 32, T, it.selected, i1.selected);
+    cr_assert(eq(int, memcmp(many, one, l1), 0), "%s v%d %s f%d T=%d: bytes", ty->name, v, what,
+              f64 ? 64 : 32, T);
+    cr_assert(it.nnz == i1.nnz && it.selected == i1.selected && it.loops == i1.loops,
+              "%s v%d %s f%d T=%d: info", ty->name, v, what, f64 ? 64 : 32, T);
+    for (size_t b = cap; b < cap + 16; b++)
+      cr_assert(eq(u8, many[b], poison), "%s v%d %s f%d T=%d: a byte past the bound",
+                ty->name, v, what, f64 ? 64 : 32, T);
+  }
+  gc_compressor_state_load(c, state);
+  free(one);
+  free(many);
+  free(state);
+  gc_compressor_free(c);
+}
+
+/* Every compressor of gc_compressor_types() (what `gradcomp compress
+ * --list` shows), both precisions, three parameter variants (the
+ * deterministic dense ones have one), at lengths ns, the inputs
+ * alternating from one length to the next. */
+static void every_compressor_at(const size_t *ns, size_t nn)
+{
+  int saved = omp_get_max_threads();
+  for (size_t a = 0; a < nn; a++) {
+    size_t n = ns[a];
+    float *xf = malloc(n * sizeof *xf);
+    double *xd = malloc(n * sizeof *xd);
+    uint32_t *sel = malloc(n * sizeof *sel);
+    int kind = (int) (a % 2);
+    every_fill(kind, n, 100 + n, xf, xd);
+    for (const gc_compressor_type *const *t = gc_compressor_types(); *t; t++) {
+      int variants = (*t)->flags & (GC_COMP_SPARSE | GC_COMP_RANDOM) ? 3 : 1;
+      for (int v = 0; v < variants; v++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          char what[64];
+          snprintf(what, sizeof what, "n=%zu input %d", n, kind);
+          every_case(*t, v, n, f64, xf, xd, sel, what);
+        }
+    }
+    free(xf);
+    free(xd);
+    free(sel);
+  }
+  omp_set_num_threads(saved);
+}
+#endif
+
+/* Short vectors with the threads taken at any length
+ * (gc__threads_any_length, set before the compressors are made, so that
+ * Gaussian-k's block sums and QSGD's shares have their workspaces: their
+ * runs of blocks of 1024 and of buckets outnumbered by the threads, some
+ * empty): one entry to 157 blocks of 64, n mod 64 = 1,
+ * 63, 33, 5 and 3, so that on 2-16 threads the pieces are shorter than a
+ * block, the threads outnumber the blocks (empty pieces) and the last
+ * piece is ragged.  For each T of 2-16 one length lies a few entries
+ * above a multiple of 64 T (1025: T = 2, 4, 8, 16; 1921: 3, 5, 10, 15;
+ * 4229: 6, 11; 8065: 7, 9, 14; 9987: 12, 13), where pieces of n / T
+ * rounded down to blocks left the tail out. */
+Test(threads, every_compressor_short_vectors_any_thread_count)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const size_t ns[] = {1, 63, 129, 1025, 1921, 2593, 4229, 8065, 9987};
+  gc__threads_any_length = 1;
+  every_compressor_at(ns, sizeof ns / sizeof ns[0]);
+  gc__threads_any_length = 0;
+#endif
+}
+
+/* Lengths where the threads run on their own (above every loop's minimum
+ * of 2^18 entries): n mod 64 = 5 and 37; 2^18 + 5 on 16 threads leaves
+ * pieces of 16448 and a last one of 15429, on 6 threads of 43712 and
+ * 43589. */
+Test(threads, every_compressor_long_vectors_any_thread_count)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  static const size_t ns[] = {(1 << 18) + 5, (1 << 18) + 64 * 16 * 3 + 37};
+  every_compressor_at(ns, sizeof ns / sizeof ns[0]);
+#endif
+}
+
+/* The case that issue 26 found (threshold 1.5 on gc_test_fill_distinct's
+ * +-(1 + i/d), d = 3,145,733): at 6 and 8 threads the scan's pieces were
+ * n / T rounded down to blocks of 64 and the last piece ended at
+ * T * piece = 3,145,728, so the entries past it were never scanned: 4 of
+ * 1,572,866 dropped.  Every thread count 1-16 keeps exactly the entries
+ * of magnitude above 1.5: 1 + i/d > 1.5 for i > d/2, d - 1,572,867 of
+ * them (float32 rounding moves none across 1.5: 1 + 1572866/d lies
+ * 1.6e-7 below it, more than half the float spacing of 1.2e-7). */
+Test(threads, threshold_keeps_the_tail_past_the_last_block)
+{
+#ifndef _OPENMP
+  cr_skip_test("built without OpenMP");
+#else
+  enum { D = 3145733 };
+  float *x = malloc(D * sizeof *x), *y = malloc(D * sizeof *y);
+  gc_test_fill_distinct(x, D, 26);
+  size_t want = 0, tail = 0;
+  for (size_t i = 0; i < D; i++) {
+    want += fabsf(x[i]) > 1.5f;
+    tail += i >= D / 64 * 64 && fabsf(x[i]) > 1.5f;
+  }
+  cr_assert(eq(sz, want, 1572866));
+  cr_assert(gt(sz, tail, 0), "the seed leaves no kept entry in the tail");
+  gc_compressor_params p;
+  gc_compressor_params_default(&p);
+  p.threshold = 1.5;
+  gc_compressor *c = gc_compressor_alloc(gc_compressor_threshold, D, &p);
+  size_t cap = gc_compressor_max_bytes(c), len;
+  uint8_t *buf = malloc(cap);
+  int saved = omp_get_max_threads();
+  for (int T = 1; T <= 16; T++) {
+    set_threads(T);
+    gc_compress_info info;
+    cr_assert(eq(int, gc_compress_f32(c, x, 0, buf, cap, &len, &info), GC_SUCCESS));
+    cr_assert(eq(sz, info.selected, want), "%d threads", T);
+    memset(y, 0, D * sizeof *y);
+    cr_assert(eq(int, gc_decompress_add_f32(c, buf, len, 0, 1.0f, y), GC_SUCCESS));
+    for (size_t i = D / 64 * 64; i < D; i++)
+      cr_assert(eq(flt, y[i], fabsf(x[i]) > 1.5f ? x[i] : 0.0f), "%d threads: index %zu", T, i);
+  }
+  omp_set_num_threads(saved);
+  free(buf);
+  gc_compressor_free(c);
+  free(x);
+  free(y);
 #endif
 }
