@@ -783,7 +783,8 @@ static int clear_run(const char *dir)
 
 /* Hold dir/.lock (flock, so that it goes with the process, however it
  * ends: a dead run's lock never blocks) for the whole run; *fd [out].  It
- * holds "pid P on HOST" to name the holder to a run that is refused. */
+ * holds "pid P on HOST" to name the holder to a run that is refused,
+ * emptied when the run ends (unlock_run). */
 static int lock_run(const char *dir, int *fd)
 {
   char path[4200], who[300];
@@ -799,9 +800,9 @@ static int lock_run(const char *dir, int *fd)
     who[strcspn(who, "\n")] = '\0';
     close(k);
     if (e == EWOULDBLOCK)
-      GC_ERRORF(GC_EIO, "%s is in use by another run (%s, holding %s): wait"
+      GC_ERRORF(GC_EIO, "%s is in use by another run (%s%s holds %s): wait"
                 " for it to end, or choose another --out", dir,
-                who[0] ? who : "its pid not written yet", path);
+                who[0] ? who : "a process", who[0] ? "," : "", path);
     GC_ERRORF(GC_EIO, "%s: cannot lock: %s", path, strerror(e));
   }
   char host[256] = "";
@@ -965,6 +966,16 @@ static int write_model(run *r)
     st = gc_npy_write(path, GC_F32, 1, &n, m);
   free(m);
   return st;
+}
+
+static void unlock_run(int fd)
+{
+  if (fd < 0)
+    return;
+  if (ftruncate(fd, 0) != 0) {
+    /* the pid stays: it names a process that no longer holds the lock */
+  }
+  close(fd);   /* the lock goes with it */
 }
 
 /* The folder at the start: a fresh run's (refused where another run's
@@ -1210,8 +1221,7 @@ done:
   }
   if (R.csv)
     fclose(R.csv);
-  if (lock >= 0)
-    close(lock);   /* the lock goes with it */
+  unlock_run(lock);
   free(R.ok);
   gc_train_free(R.t);
   return st;
