@@ -5,7 +5,7 @@
  * checkpoint.json once every process wrote), the progress bar and the
  * bounds files of --bounds. */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE   /* flock */
+#define _DEFAULT_SOURCE 1   /* flock */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -299,21 +299,39 @@ static void ckpt_name(const run *r, unsigned long long e, char *name,
     snprintf(name, cap, "checkpoint-e%llu.bin", e);
 }
 
+/* The header and meta of a checkpoint file of configuration c written by
+ * process `rank` of `procs` after `epoch` epochs (`steps` steps) around a
+ * payload of n bytes: hdr [out] CKPT_HDR bytes, meta [out] (cap bytes);
+ * returns the meta's length.  (Also the fuzz corpus's encoder.) */
+static uint32_t ckpt_head(const gc_train_config *c, unsigned long long rank,
+                          unsigned long long procs, unsigned long long epoch,
+                          unsigned long long steps, const void *payload,
+                          uint64_t n, uint8_t *hdr, char *meta, size_t cap)
+{
+  char fp[FP_TEXT], hash[17];
+  fp_text(c, fp, sizeof fp);
+  fp_hash(fp, hash);
+  int len = snprintf(meta, cap, "options %s\nfingerprint %s\nrank %llu\n"
+                     "processes %llu\nepoch %llu\nsteps %llu\n", fp, hash,
+                     rank, procs, epoch, steps);
+  uint32_t m = len < 0 ? 0 : (size_t) len < cap ? (uint32_t) len
+               : (uint32_t) cap - 1;
+  uint32_t crc = (uint32_t) crc32_z(crc32_z(0L, (const Bytef *) meta, m),
+                                    payload, n);
+  memcpy(hdr, ckpt_magic, 8);
+  memcpy(hdr + 8, &m, 4);
+  memcpy(hdr + 12, &n, 8);
+  memcpy(hdr + 20, &crc, 4);
+  return m;
+}
+
 static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
                      uint64_t down)
 {
-  char name[64], path[4200], fp[FP_TEXT], hash[17], meta[FP_TEXT + 200],
+  char name[64], path[4200], fp[FP_TEXT], hash[17], meta[CKPT_META_MAX],
        text[FP_TEXT + 600];
   ckpt_name(r, epoch, name, sizeof name);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  fp_text(r->c, fp, sizeof fp);
-  fp_hash(fp, hash);
-  uint32_t m = (uint32_t) snprintf(meta, sizeof meta, "options %s\n"
-                                   "fingerprint %s\nrank %d\nprocesses %zu\n"
-                                   "epoch %zu\nsteps %zu\n", fp, hash,
-                                   r->tr ? r->c->proc : 0,
-                                   r->tr ? r->c->workers + 1 : (size_t) 1,
-                                   epoch, steps);
   uint64_t n = gc_train_state_bytes(r->t);
   uint8_t *buf = malloc(n ? n : 1), hdr[CKPT_HDR];
   if (!buf)
@@ -323,12 +341,9 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
     free(buf);
     return st;
   }
-  uint32_t crc = (uint32_t) crc32_z(crc32_z(0L, (const Bytef *) meta, m),
-                                    buf, n);
-  memcpy(hdr, ckpt_magic, 8);
-  memcpy(hdr + 8, &m, 4);
-  memcpy(hdr + 12, &n, 8);
-  memcpy(hdr + 20, &crc, 4);
+  uint32_t m = ckpt_head(r->c, r->tr ? (unsigned long long) r->c->proc : 0,
+                         r->tr ? r->c->workers + 1 : 1, epoch, steps, buf, n,
+                         hdr, meta, sizeof meta);
   const void *parts[3] = { hdr, meta, buf };
   size_t lens[3] = { CKPT_HDR, m, n };
   st = gc__write_atomic(path, parts, lens, 3);
@@ -349,6 +364,8 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
     snprintf(name, sizeof name, "checkpoint-e%zu-r*.bin", epoch);
   }
   GC_TRY(st);
+  fp_text(r->c, fp, sizeof fp);
+  fp_hash(fp, hash);
   snprintf(text, sizeof text,
            "{\n  \"epoch\": %zu,\n  \"steps\": %zu,\n  \"file\": \"%s\",\n"
            "  \"length\": %llu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
@@ -381,11 +398,15 @@ static const char *meta_get(const char *meta, const char *key, char *val,
   return NULL;
 }
 
-/* Read this process's checkpoint file of epoch `epoch` (`steps` steps, as
- * checkpoint.json says) into r's run, after checking that it is whole and
- * of this configuration, this process and this epoch. */
-static int ckpt_read(run *r, const char *path, unsigned long long epoch,
-                     unsigned long long steps)
+/* Read the checkpoint file at path and check that it is whole (length,
+ * CRC) and of configuration c, process `rank` of `procs`, `epoch` epochs
+ * and `steps` steps, with a payload of `want` bytes: *payload [out] those
+ * bytes (malloc'ed).  GC_EIO, GC_ENOMEM, or GC_EFORMAT naming the file and
+ * what differs.  (Also the fuzz harness fuzz_ckpt_file's target.) */
+static int ckpt_file_read(const char *path, const gc_train_config *c,
+                          unsigned long long rank, unsigned long long procs,
+                          unsigned long long epoch, unsigned long long steps,
+                          size_t want, uint8_t **payload)
 {
   FILE *f = fopen(path, "rb");
   if (!f)
@@ -393,7 +414,6 @@ static int ckpt_read(run *r, const char *path, unsigned long long epoch,
   uint8_t hdr[CKPT_HDR];
   uint32_t m, crc;
   uint64_t n;
-  size_t want = gc_train_state_bytes(r->t);
   struct stat sb;
   size_t hgot = fread(hdr, 1, CKPT_HDR, f);
   if (hgot >= 8 && !memcmp(hdr, ckpt_magic_v1, 8)) {
@@ -410,7 +430,7 @@ static int ckpt_read(run *r, const char *path, unsigned long long epoch,
   memcpy(&m, hdr + 8, 4);
   memcpy(&n, hdr + 12, 8);
   memcpy(&crc, hdr + 20, 4);
-  if (m > CKPT_META_MAX) {
+  if (m >= CKPT_META_MAX) {
     fclose(f);
     GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint (a header of %u"
               " bytes)", path, (unsigned) m);
@@ -422,38 +442,38 @@ static int ckpt_read(run *r, const char *path, unsigned long long epoch,
   }
   /* the payload is kept only if its length is this run's; otherwise it is
    * only read through for the checksum, and the meta says whose it is */
-  char meta[CKPT_META_MAX + 1];
+  char meta[CKPT_META_MAX];
   uint8_t *buf = malloc(n == want && n ? n : 65536);
   if (!buf) {
     fclose(f);
     GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
   }
   int short_read = fread(meta, 1, m, f) != m;
-  uLong c = crc32_z(0L, (const Bytef *) meta, m);
+  uLong crc_got = crc32_z(0L, (const Bytef *) meta, m);
   meta[m] = '\0';
   for (uint64_t left = n; left && !short_read;) {
     size_t chunk = n == want ? (size_t) left
                    : left < 65536 ? (size_t) left : 65536;
     uint8_t *to = n == want ? buf + (n - left) : buf;
     short_read = fread(to, 1, chunk, f) != chunk;
-    c = crc32_z(c, to, chunk);
+    crc_got = crc32_z(crc_got, to, chunk);
     left -= chunk;
   }
   fclose(f);
   const char *why = short_read ? "truncated or with trailing bytes"
-                    : (uint32_t) c != crc
+                    : (uint32_t) crc_got != crc
                         ? "checksum mismatch (the file is damaged)" : NULL;
   if (why) {
     free(buf);
     GC_ERRORF(GC_EFORMAT, "%s: %s", path, why);
   }
   char opts[FP_TEXT], val[64], diff[2000];
-  unsigned long long rk, procs, e, s;
+  unsigned long long rk, np, e, s;
   if (!meta_get(meta, "options", opts, sizeof opts) ||
       !meta_get(meta, "rank", val, sizeof val) ||
       sscanf(val, "%llu", &rk) != 1 ||
       !meta_get(meta, "processes", val, sizeof val) ||
-      sscanf(val, "%llu", &procs) != 1 ||
+      sscanf(val, "%llu", &np) != 1 ||
       !meta_get(meta, "epoch", val, sizeof val) ||
       sscanf(val, "%llu", &e) != 1 ||
       !meta_get(meta, "steps", val, sizeof val) ||
@@ -462,28 +482,43 @@ static int ckpt_read(run *r, const char *path, unsigned long long epoch,
     GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint (its header lacks"
               " options, rank, processes, epoch or steps)", path);
   }
-  unsigned long long my_rank = r->tr ? (unsigned long long) r->c->proc : 0,
-                     my_procs = r->tr ? r->c->workers + 1 : 1;
-  int st = GC_EFORMAT;
-  if (fp_diff(opts, r->c, "in the file", diff, sizeof diff))
-    gc_errorf(__FILE__, __LINE__, st, "%s: written by a run of another"
-              " configuration: %s", path, diff);
-  else if (procs != my_procs)
-    gc_errorf(__FILE__, __LINE__, st, "%s: written by a run of %llu"
-              " processes, this one has %llu", path, procs, my_procs);
-  else if (rk != my_rank)
-    gc_errorf(__FILE__, __LINE__, st, "%s: holds rank %llu's state (it was"
-              " written as checkpoint-e%llu-r%llu.bin), not rank %llu's", path,
-              rk, e, rk, my_rank);
+  const char *bad = NULL;
+  if (fp_diff(opts, c, "in the file", diff, sizeof diff))
+    bad = "written by a run of another configuration: ";
+  else if (np != procs)
+    snprintf(diff, sizeof diff, "written by a run of %llu processes, this one"
+             " has %llu", np, procs);
+  else if (rk != rank)
+    snprintf(diff, sizeof diff, "holds rank %llu's state (it was written as"
+             " checkpoint-e%llu-r%llu.bin), not rank %llu's", rk, e, rk, rank);
   else if (e != epoch || s != steps)
-    gc_errorf(__FILE__, __LINE__, st, "%s: the state after epoch %llu (%llu"
-              " steps), but checkpoint.json commits epoch %llu (%llu steps)",
-              path, e, s, epoch, steps);
+    snprintf(diff, sizeof diff, "the state after epoch %llu (%llu steps), but"
+             " checkpoint.json commits epoch %llu (%llu steps)", e, s, epoch,
+             steps);
   else if (n != want)
-    gc_errorf(__FILE__, __LINE__, st, "%s: %llu bytes of state, expected %zu"
-              " for this configuration", path, (unsigned long long) n, want);
+    snprintf(diff, sizeof diff, "%llu bytes of state, expected %zu for this"
+             " configuration", (unsigned long long) n, want);
   else
-    st = gc_train_state_load(r->t, buf, n);
+    diff[0] = '\0';
+  if (bad || diff[0]) {
+    free(buf);
+    GC_ERRORF(GC_EFORMAT, "%s: %s%s", path, bad ? bad : "", diff);
+  }
+  *payload = buf;
+  return GC_SUCCESS;
+}
+
+/* Read this process's checkpoint file of epoch `epoch` (`steps` steps, as
+ * checkpoint.json says) into r's run. */
+static int ckpt_read(run *r, const char *path, unsigned long long epoch,
+                     unsigned long long steps)
+{
+  uint8_t *buf;
+  size_t want = gc_train_state_bytes(r->t);
+  GC_TRY(ckpt_file_read(path, r->c, r->tr ? (unsigned long long) r->c->proc
+                        : 0, r->tr ? r->c->workers + 1 : 1, epoch, steps,
+                        want, &buf));
+  int st = gc_train_state_load(r->t, buf, want);
   free(buf);
   return st;
 }
