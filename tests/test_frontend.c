@@ -372,8 +372,9 @@ Test(frontend, train_out_is_locked_and_force_leaves_nothing_old, .timeout = 300)
   for (int i = 0; i < 6000 && !exists_in(dir, "checkpoint.json"); i++)
     usleep(10000);
   cr_assert(exists_in(dir, "checkpoint.json"), "the first run wrote no checkpoint in 60 s");
-  int st = run(out, sizeof out, "%s train --data %s --workers 2 --train-subset 200"
-               " --test-subset 100 --quiet --out %s --force", gradcomp, data, dir);
+  int st = run(out, sizeof out, "%s train --data %s --workers 2 --train-subset 2000"
+               " --test-subset 100 --epochs 1 --quiet --out %s --resume", gradcomp,
+               data, dir);
   snprintf(want, sizeof want, "is in use by another run (pid %ld on ", a);
   cr_assert(st == 1 && strstr(out, dir) && strstr(out, want), "exit %d\n%s", st, out);
   kill_and_free(a, dir);
