@@ -63,11 +63,18 @@ static const char usage_tail[] =
   "  --net-bandwidth B --net-latency L   the alpha-beta network model (as\n"
   "                      theory trajectory: 10Gbps, 1.5GB/s; 50us, 1ms):\n"
   "                      log.csv gains net_comm_s and time_model_cum\n"
-  "  --out DIR (runs/train)  --resume  --quiet\n"
+  "  --out DIR (runs/train)  --quiet\n"
   "  --config FILE       options from FILE, one \"option value\" a line, '#'\n"
   "                      comments, names without the dashes; iid, noniid,\n"
   "                      resume and quiet alone or with 1/0 (true/false);\n"
   "                      the command line wins (no config file)\n"
+  "  --resume            continue the run in DIR from its last checkpoint\n"
+  "                      (the same options; --epochs may grow); a run\n"
+  "                      stopped before its first checkpoint starts over\n"
+  "  --force             replace the run in DIR: its files are removed\n"
+  "                      first.  Without --resume or --force (default:\n"
+  "                      neither) a DIR that holds a run is refused, and\n"
+  "                      DIR/.lock refuses a second run while one is in it\n"
   "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
   "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
   "                      evaluated with measured constants (local L by power\n"
@@ -253,6 +260,7 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
     else if (!strcmp(a, "--config") && !from_file) { NEED(); o->config = (char *) v; }
     else if (!strcmp(a, "--resume")) c->resume = 1;
+    else if (!strcmp(a, "--force")) c->force = 1;
     else if (!strcmp(a, "--quiet")) c->quiet = 1;
     else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
     else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
@@ -664,16 +672,6 @@ int gc_cmd_train(int argc, char **argv)
   if (bad) {
     free_config(cav, cac);
     return gc_cli_usage_error("train", "%s", bad);
-  }
-  if (o.c.resume) {
-    /* killed before the first checkpoint: nothing to resume, start over */
-    char ck[4200];
-    snprintf(ck, sizeof ck, "%s/checkpoint.json", o.c.out);
-    if (access(ck, F_OK) != 0 && errno == ENOENT) {
-      fprintf(stderr, "gradcomp train: --resume: no checkpoint in %s yet;"
-              " starting from the beginning\n", o.c.out);
-      o.c.resume = 0;
-    }
   }
   char note[1000];
   snprintf(note, sizeof note, "the rows of %s/log.csv and the checkpoint of the"

@@ -21,6 +21,18 @@ typedef struct gc_train_result {
  * checkpoint-eN-rR.bin per process under a transport, then
  * checkpoint.json commits it).  Returns GC_SUCCESS, GC_EDIVERGE (NaN/Inf
  * loss: rows so far are kept), or the data/IO/argument errors.
+ * The folder: GC_EINVAL if it holds a run (finished or not) and neither
+ * resume nor force is set, or both are; force removes the old run's files
+ * before the new run writes any.  The process that writes it (rank 0 under
+ * a transport) holds out/.lock (flock) for the whole run: GC_EIO names
+ * the holder while another run has it.  Resume: each checkpoint file
+ * records the trajectory's options, its rank and epoch; one of another
+ * configuration, rank or epoch, or of the first format, is GC_EINVAL
+ * (checkpoint.json's options) or GC_EFORMAT (the file's), naming the
+ * option with both values or the rank; log.csv must hold the header and
+ * one whole row per epoch up to the checkpoint (GC_EFORMAT names the line)
+ * and nothing is written before these checks pass.  Resume without a
+ * checkpoint.json starts over unless the log holds more than one epoch.
  * With bounds_every > 0 it also writes out/bounds.json (what was measured
  * and assumed) and out/bounds.csv: per row, T steps so far, the local
  * smoothness L (power iteration on finite-difference Hessian-vector

@@ -5,12 +5,16 @@
  * checkpoint.json once every process wrote), the progress bar and the
  * bounds files of --bounds. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1   /* flock */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -54,16 +58,130 @@ static int write_atomic(const char *path, const char *text)
   return gc__write_atomic(path, &part, &len, 1);
 }
 
-/* The fields that must agree between a checkpoint and a resumed run. */
-static void fingerprint(const gc_train_config *c, char *buf, size_t cap)
+/* ---- the configuration fingerprint --------------------------------------
+ * Every option that determines the run's trajectory, as "--name value"
+ * pairs: what a checkpoint must agree with to be resumed, so that a
+ * refusal can name the option that differs.  Left out: --epochs (a resume
+ * raises it), --max-steps (where the run stops), --threads (never changes
+ * a bit), --device (the nets agree to float rounding and resuming on
+ * another device is supported), --data (a path, not the data), --quiet and
+ * --bounds (which refuses --resume). */
+enum { FP_OPTS = 18, FP_TEXT = 1200 };
+typedef struct fp_opt {
+  const char *name;
+  char val[64];
+} fp_opt;
+
+/* The shortest %g text that reads back as v (0.1, not 0.10000000000000001). */
+static void shortest(char *buf, size_t cap, double v)
 {
-  snprintf(buf, cap, "%s|%s|%zu|%d|%zu|%.17g|%.17g|%s|%s|%.17g|%.17g|%u|%llu"
-           "|%zu|%zu%s%s", c->dataset, gc_train_config_model(c), c->workers,
-           c->noniid, c->batch, c->lr, c->momentum, c->algorithm, c->compressor,
-           c->density, gc_train_config_density_down(c), c->rank,
-           (unsigned long long) c->seed,
-           c->train_subset, c->test_subset, c->transport ? "|mpi" : "",
-           c->net ? "|net" : "");
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, cap, "%.*g", p, v);
+    if (strtod(buf, NULL) == v)
+      return;
+  }
+}
+
+static void fp_opts(const gc_train_config *c, fp_opt *o)
+{
+  static const char *const names[FP_OPTS] = {
+    "--dataset", "--model", "--workers", "--iid/--noniid", "--batch", "--lr",
+    "--momentum", "--algorithm", "--compressor", "--density",
+    "--density-down", "--rank", "--seed", "--train-subset", "--test-subset",
+    "--transport", "--net-bandwidth", "--net-latency" };
+  for (size_t i = 0; i < FP_OPTS; i++)
+    o[i].name = names[i];
+  snprintf(o[0].val, sizeof o[0].val, "%s", c->dataset);
+  snprintf(o[1].val, sizeof o[1].val, "%s", gc_train_config_model(c));
+  snprintf(o[2].val, sizeof o[2].val, "%zu", c->workers);
+  snprintf(o[3].val, sizeof o[3].val, "%s", c->noniid ? "noniid" : "iid");
+  snprintf(o[4].val, sizeof o[4].val, "%zu", c->batch);
+  shortest(o[5].val, sizeof o[5].val, c->lr);
+  shortest(o[6].val, sizeof o[6].val, c->momentum);
+  snprintf(o[7].val, sizeof o[7].val, "%s", c->algorithm);
+  snprintf(o[8].val, sizeof o[8].val, "%s", c->compressor);
+  shortest(o[9].val, sizeof o[9].val, c->density);
+  shortest(o[10].val, sizeof o[10].val, gc_train_config_density_down(c));
+  snprintf(o[11].val, sizeof o[11].val, "%u", c->rank);
+  snprintf(o[12].val, sizeof o[12].val, "%llu", (unsigned long long) c->seed);
+  snprintf(o[13].val, sizeof o[13].val, "%zu", c->train_subset);
+  snprintf(o[14].val, sizeof o[14].val, "%zu", c->test_subset);
+  snprintf(o[15].val, sizeof o[15].val, "%s",
+           c->transport ? c->transport->type->name : "inproc");
+  snprintf(o[16].val, sizeof o[16].val, "none");
+  snprintf(o[17].val, sizeof o[17].val, "none");
+  if (c->net) {
+    shortest(o[16].val, sizeof o[16].val, c->net->bandwidth);
+    shortest(o[17].val, sizeof o[17].val, c->net->latency);
+  }
+  /* names are checked by gc_train_alloc; a space would split a pair */
+  for (size_t i = 0; i < FP_OPTS; i++)
+    for (char *s = o[i].val; *s; s++)
+      if (*s == ' ' || *s == '\n' || *s == '"' || *s == '\\')
+        *s = '_';
+}
+
+/* "--dataset mnist --model mnist-mlp ...": the fingerprint's text. */
+static void fp_text(const gc_train_config *c, char *buf, size_t cap)
+{
+  fp_opt o[FP_OPTS];
+  fp_opts(c, o);
+  size_t len = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < FP_OPTS && len < cap; i++)
+    len += (size_t) snprintf(buf + len, cap - len, "%s%s %s", i ? " " : "",
+                             o[i].name, o[i].val);
+}
+
+/* Its hash (FNV-1a, 64 bits) in hex: a short name for the configuration. */
+static void fp_hash(const char *text, char out[17])
+{
+  uint64_t h = 14695981039346656037ull;
+  for (const unsigned char *s = (const unsigned char *) text; *s; s++)
+    h = (h ^ *s) * 1099511628211ull;
+  snprintf(out, 17, "%016llx", (unsigned long long) h);
+}
+
+/* The options of `stored` (a fingerprint text) that differ from c's, as
+ * "--seed 0 there, 7 in this run; ...", in msg.  Returns how many. */
+static size_t fp_diff(const char *stored, const gc_train_config *c,
+                      const char *there, char *msg, size_t cap)
+{
+  fp_opt o[FP_OPTS];
+  fp_opts(c, o);
+  char copy[FP_TEXT], *tok[2 * FP_OPTS + 2], *save = NULL;
+  snprintf(copy, sizeof copy, "%s", stored);
+  size_t nt = 0, nd = 0, len = 0;
+  for (char *t = strtok_r(copy, " ", &save); t && nt < 2 * FP_OPTS + 2;
+       t = strtok_r(NULL, " ", &save))
+    tok[nt++] = t;
+  msg[0] = '\0';
+  for (size_t i = 0; i < FP_OPTS; i++) {
+    const char *v = NULL;
+    for (size_t j = 0; j + 1 < nt; j += 2)
+      if (!strcmp(tok[j], o[i].name))
+        v = tok[j + 1];
+    if (v && !strcmp(v, o[i].val))
+      continue;
+    if (len < cap)
+      len += (size_t) snprintf(msg + len, cap - len, "%s%s %s %s, %s in this"
+                               " run", nd ? "; " : "", o[i].name,
+                               v ? v : "(not recorded)", there, o[i].val);
+    nd++;
+  }
+  for (size_t j = 0; j + 1 < nt; j += 2) {
+    int known = 0;
+    for (size_t i = 0; i < FP_OPTS; i++)
+      known |= !strcmp(tok[j], o[i].name);
+    if (known)
+      continue;
+    if (len < cap)
+      len += (size_t) snprintf(msg + len, cap - len, "%s%s %s %s, unknown to"
+                               " this gradcomp", nd ? "; " : "", tok[j],
+                               tok[j + 1], there);
+    nd++;
+  }
+  return nd;
 }
 
 /* config.json: every string goes through gc__json_quote, since the
@@ -74,8 +192,8 @@ static int write_config_json(const run *r, const char *dir)
   struct utsname u;
   if (uname(&u) != 0)
     memset(&u, 0, sizeof u);
-  char fp[512], path[4200], net[128], machine[3 * sizeof u.release + 3];
-  fingerprint(c, fp, sizeof fp);
+  char fp[FP_TEXT], path[4200], net[128], machine[3 * sizeof u.release + 3];
+  fp_text(c, fp, sizeof fp);
   if (c->net)
     snprintf(net, sizeof net, "alpha-beta: %.17g bytes/s, %.17g s latency",
              c->net->bandwidth, c->net->latency);
@@ -148,12 +266,30 @@ static int write_config_json(const run *r, const char *dir)
 /* ---- checkpoint: the BN statistics and the whole simulator state
  * (gc_sim_state_save: x, memories, momentum, EF21 state, warm starts, the
  * step count) in one binary file named by epoch, then a json that commits
- * it.  File: "GCCKPT1\n", u64 payload length, u32 CRC-32 of the payload,
- * payload = stats (ns float32) + simulator state. */
+ * it.  File: "GCCKPT2\n", u32 meta length, u64 payload length, u32 CRC-32
+ * of meta then payload; meta = text lines "options <fingerprint text>",
+ * "fingerprint <hash>", "rank R", "processes N", "epoch E", "steps S" (so
+ * that a file of another configuration, rank or epoch is refused by name);
+ * payload = stats (ns float32) + simulator state.  Files of the first
+ * format ("GCCKPT1\n", no meta) are refused: nothing in them says whose
+ * they are. */
 
-static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
-enum { CKPT_HDR = 8 + 8 + 4 };
+static const char ckpt_magic[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '2', '\n' };
+static const char ckpt_magic_v1[8] = { 'G', 'C', 'C', 'K', 'P', 'T', '1', '\n' };
+enum { CKPT_HDR = 8 + 4 + 8 + 4, CKPT_META_MAX = 4096 };
 
+/* Epoch of a checkpoint file's name (checkpoint-eN.bin, or a rank's
+ * checkpoint-eN-rR.bin); 0 if name is not one. */
+static int ckpt_file_epoch(const char *name, unsigned long long *ep)
+{
+  unsigned rk;
+  int end = 0, rend = 0;
+  if (sscanf(name, "checkpoint-e%llu.bin%n", ep, &end) == 1 && end > 0 &&
+      name[end] == '\0')
+    return 1;
+  return sscanf(name, "checkpoint-e%llu-r%u.bin%n", ep, &rk, &rend) == 2 &&
+         rend > 0 && name[rend] == '\0';
+}
 
 /* Remove every checkpoint-eN.bin (and every rank's checkpoint-eN-rR.bin)
  * of dir but epoch `keep` (0: all): a kill between writing a new one and
@@ -168,14 +304,7 @@ static void remove_other_checkpoints(const char *dir, size_t keep)
   char path[4200];
   while ((e = readdir(d))) {
     unsigned long long ep;
-    unsigned rk;
-    int end = 0, rend = 0;
-    int ours = sscanf(e->d_name, "checkpoint-e%llu.bin%n", &ep, &end) == 1 &&
-               e->d_name[end] == '\0';
-    if (!ours)
-      ours = sscanf(e->d_name, "checkpoint-e%llu-r%u.bin%n", &ep, &rk, &rend)
-             == 2 && rend > 0 && e->d_name[rend] == '\0';
-    if (ours && ep != keep &&
+    if (ckpt_file_epoch(e->d_name, &ep) && ep != keep &&
         path_in(path, sizeof path, dir, e->d_name) == GC_SUCCESS)
       remove(path);
   }
@@ -193,10 +322,37 @@ static void ckpt_name(const run *r, unsigned long long e, char *name,
     snprintf(name, cap, "checkpoint-e%llu.bin", e);
 }
 
+/* The header and meta of a checkpoint file of configuration c written by
+ * process `rank` of `procs` after `epoch` epochs (`steps` steps) around a
+ * payload of n bytes: hdr [out] CKPT_HDR bytes, meta [out] (cap bytes);
+ * returns the meta's length.  (Also the fuzz corpus's encoder.) */
+static uint32_t ckpt_head(const gc_train_config *c, unsigned long long rank,
+                          unsigned long long procs, unsigned long long epoch,
+                          unsigned long long steps, const void *payload,
+                          uint64_t n, uint8_t *hdr, char *meta, size_t cap)
+{
+  char fp[FP_TEXT], hash[17];
+  fp_text(c, fp, sizeof fp);
+  fp_hash(fp, hash);
+  int len = snprintf(meta, cap, "options %s\nfingerprint %s\nrank %llu\n"
+                     "processes %llu\nepoch %llu\nsteps %llu\n", fp, hash,
+                     rank, procs, epoch, steps);
+  uint32_t m = len < 0 ? 0 : (size_t) len < cap ? (uint32_t) len
+               : (uint32_t) cap - 1;
+  uint32_t crc = (uint32_t) crc32_z(crc32_z(0L, (const Bytef *) meta, m),
+                                    payload, n);
+  memcpy(hdr, ckpt_magic, 8);
+  memcpy(hdr + 8, &m, 4);
+  memcpy(hdr + 12, &n, 8);
+  memcpy(hdr + 20, &crc, 4);
+  return m;
+}
+
 static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
                      uint64_t down)
 {
-  char name[64], path[4200], fp[512], text[1400];
+  char name[64], path[4200], fp[FP_TEXT], hash[17], meta[CKPT_META_MAX],
+       text[FP_TEXT + 600];
   ckpt_name(r, epoch, name, sizeof name);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
   uint64_t n = gc_train_state_bytes(r->t);
@@ -208,13 +364,12 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
     free(buf);
     return st;
   }
-  uint32_t crc = (uint32_t) crc32_z(0L, buf, n);
-  memcpy(hdr, ckpt_magic, 8);
-  memcpy(hdr + 8, &n, 8);
-  memcpy(hdr + 16, &crc, 4);
-  const void *parts[2] = { hdr, buf };
-  size_t lens[2] = { CKPT_HDR, n };
-  st = gc__write_atomic(path, parts, lens, 2);
+  uint32_t m = ckpt_head(r->c, r->tr ? (unsigned long long) r->c->proc : 0,
+                         r->tr ? r->c->workers + 1 : 1, epoch, steps, buf, n,
+                         hdr, meta, sizeof meta);
+  const void *parts[3] = { hdr, meta, buf };
+  size_t lens[3] = { CKPT_HDR, m, n };
+  st = gc__write_atomic(path, parts, lens, 3);
   free(buf);
   if (r->tr) {
     /* every rank's file is written before rank 0 commits the epoch */
@@ -232,60 +387,161 @@ static int ckpt_save(run *r, size_t epoch, size_t steps, uint64_t up,
     snprintf(name, sizeof name, "checkpoint-e%zu-r*.bin", epoch);
   }
   GC_TRY(st);
-  fingerprint(r->c, fp, sizeof fp);
+  fp_text(r->c, fp, sizeof fp);
+  fp_hash(fp, hash);
   snprintf(text, sizeof text,
            "{\n  \"epoch\": %zu,\n  \"steps\": %zu,\n  \"file\": \"%s\",\n"
            "  \"length\": %llu,\n  \"bytes_up\": %llu,\n  \"bytes_down\": %llu,\n"
            "  \"bytes_stats\": %llu,\n  \"time_model_cum\": %.17g,\n"
-           "  \"processes\": %zu,\n"
+           "  \"processes\": %zu,\n  \"options\": \"%s\",\n"
            "  \"fingerprint\": \"%s\"\n}\n", epoch, steps, name,
            (unsigned long long) n, (unsigned long long) up,
            (unsigned long long) down, (unsigned long long) r->stats_total,
-           r->tmodel, r->tr ? r->c->workers + 1 : (size_t) 1, fp);
+           r->tmodel, r->tr ? r->c->workers + 1 : (size_t) 1, fp, hash);
   GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
   GC_TRY(write_atomic(path, text));
   remove_other_checkpoints(r->c->out, epoch);
   return GC_SUCCESS;
 }
 
-/* Read a checkpoint file written by ckpt_save into r's run. */
-static int ckpt_read(run *r, const char *path)
+/* The value of "key " in a checkpoint's meta lines, or NULL. */
+static const char *meta_get(const char *meta, const char *key, char *val,
+                            size_t cap)
+{
+  size_t kl = strlen(key);
+  for (const char *l = meta; *l;) {
+    const char *end = strchr(l, '\n');
+    size_t len = end ? (size_t) (end - l) : strlen(l);
+    if (len > kl && !strncmp(l, key, kl) && l[kl] == ' ') {
+      snprintf(val, cap, "%.*s", (int) (len - kl - 1), l + kl + 1);
+      return val;
+    }
+    l += len + (end != NULL);
+  }
+  return NULL;
+}
+
+/* Read the checkpoint file at path and check that it is whole (length,
+ * CRC) and of configuration c, process `rank` of `procs`, `epoch` epochs
+ * and `steps` steps, with a payload of `want` bytes: *payload [out] those
+ * bytes (malloc'ed).  GC_EIO, GC_ENOMEM, or GC_EFORMAT naming the file and
+ * what differs.  (Also the fuzz harness fuzz_ckpt_file's target.) */
+static int ckpt_file_read(const char *path, const gc_train_config *c,
+                          unsigned long long rank, unsigned long long procs,
+                          unsigned long long epoch, unsigned long long steps,
+                          size_t want, uint8_t **payload)
 {
   FILE *f = fopen(path, "rb");
   if (!f)
     GC_ERRORF(GC_EIO, "%s: cannot open: %s", path, strerror(errno));
   uint8_t hdr[CKPT_HDR];
+  uint32_t m, crc;
   uint64_t n;
-  uint32_t crc;
-  size_t want = gc_train_state_bytes(r->t);
-  if (fread(hdr, 1, CKPT_HDR, f) != CKPT_HDR || memcmp(hdr, ckpt_magic, 8)) {
+  struct stat sb;
+  size_t hgot = fread(hdr, 1, CKPT_HDR, f);
+  if (hgot >= 8 && !memcmp(hdr, ckpt_magic_v1, 8)) {
+    fclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: a checkpoint of an older gradcomp (format"
+              " GCCKPT1), without the configuration fingerprint and rank"
+              " that --resume checks; finish that run with the gradcomp that"
+              " wrote it, or start over with --force", path);
+  }
+  if (hgot != CKPT_HDR || memcmp(hdr, ckpt_magic, 8)) {
     fclose(f);
     GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint", path);
   }
-  memcpy(&n, hdr + 8, 8);
-  memcpy(&crc, hdr + 16, 4);
-  if (n != want) {
+  memcpy(&m, hdr + 8, 4);
+  memcpy(&n, hdr + 12, 8);
+  memcpy(&crc, hdr + 20, 4);
+  if (m >= CKPT_META_MAX) {
     fclose(f);
-    GC_ERRORF(GC_EFORMAT, "%s: %llu bytes of state, expected %zu for this"
-              " configuration", path, (unsigned long long) n, want);
+    GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint (a header of %u"
+              " bytes)", path, (unsigned) m);
   }
-  uint8_t *buf = malloc(n ? n : 1);
+  if (fstat(fileno(f), &sb) != 0 || (uint64_t) sb.st_size < CKPT_HDR + m ||
+      (uint64_t) sb.st_size - CKPT_HDR - m != n) {
+    fclose(f);
+    GC_ERRORF(GC_EFORMAT, "%s: truncated or with trailing bytes", path);
+  }
+  /* the payload is kept only if its length is this run's; otherwise it is
+   * only read through for the checksum, and the meta says whose it is */
+  char meta[CKPT_META_MAX];
+  uint8_t *buf = malloc(n == want && n ? n : 65536);
   if (!buf) {
     fclose(f);
     GC_ERROR("cannot allocate the checkpoint", GC_ENOMEM);
   }
-  size_t got = fread(buf, 1, n, f);
-  int extra = fgetc(f) != EOF;
-  fclose(f);
-  const char *why = got != n || extra ? "truncated or with trailing bytes"
-                    : (uint32_t) crc32_z(0L, buf, n) != crc
-                        ? "checksum mismatch (the file is damaged)" : NULL;
-  int st = GC_EFORMAT;
-  if (why) {
-    gc_errorf(__FILE__, __LINE__, st, "%s: %s", path, why);
-  } else {
-    st = gc_train_state_load(r->t, buf, n);
+  int short_read = fread(meta, 1, m, f) != m;
+  uLong crc_got = crc32_z(0L, (const Bytef *) meta, m);
+  meta[m] = '\0';
+  for (uint64_t left = n; left && !short_read;) {
+    size_t chunk = n == want ? (size_t) left
+                   : left < 65536 ? (size_t) left : 65536;
+    uint8_t *to = n == want ? buf + (n - left) : buf;
+    short_read = fread(to, 1, chunk, f) != chunk;
+    crc_got = crc32_z(crc_got, to, chunk);
+    left -= chunk;
   }
+  fclose(f);
+  const char *why = short_read ? "truncated or with trailing bytes"
+                    : (uint32_t) crc_got != crc
+                        ? "checksum mismatch (the file is damaged)" : NULL;
+  if (why) {
+    free(buf);
+    GC_ERRORF(GC_EFORMAT, "%s: %s", path, why);
+  }
+  char opts[FP_TEXT], val[64], diff[2000];
+  unsigned long long rk, np, e, s;
+  if (!meta_get(meta, "options", opts, sizeof opts) ||
+      !meta_get(meta, "rank", val, sizeof val) ||
+      sscanf(val, "%llu", &rk) != 1 ||
+      !meta_get(meta, "processes", val, sizeof val) ||
+      sscanf(val, "%llu", &np) != 1 ||
+      !meta_get(meta, "epoch", val, sizeof val) ||
+      sscanf(val, "%llu", &e) != 1 ||
+      !meta_get(meta, "steps", val, sizeof val) ||
+      sscanf(val, "%llu", &s) != 1) {
+    free(buf);
+    GC_ERRORF(GC_EFORMAT, "%s: not a gradcomp checkpoint (its header lacks"
+              " options, rank, processes, epoch or steps)", path);
+  }
+  const char *bad = NULL;
+  if (fp_diff(opts, c, "in the file", diff, sizeof diff))
+    bad = "written by a run of another configuration: ";
+  else if (np != procs)
+    snprintf(diff, sizeof diff, "written by a run of %llu processes, this one"
+             " has %llu", np, procs);
+  else if (rk != rank)
+    snprintf(diff, sizeof diff, "holds rank %llu's state (it was written as"
+             " checkpoint-e%llu-r%llu.bin), not rank %llu's", rk, e, rk, rank);
+  else if (e != epoch || s != steps)
+    snprintf(diff, sizeof diff, "the state after epoch %llu (%llu steps), but"
+             " checkpoint.json commits epoch %llu (%llu steps)", e, s, epoch,
+             steps);
+  else if (n != want)
+    snprintf(diff, sizeof diff, "%llu bytes of state, expected %zu for this"
+             " configuration", (unsigned long long) n, want);
+  else
+    diff[0] = '\0';
+  if (bad || diff[0]) {
+    free(buf);
+    GC_ERRORF(GC_EFORMAT, "%s: %s%s", path, bad ? bad : "", diff);
+  }
+  *payload = buf;
+  return GC_SUCCESS;
+}
+
+/* Read this process's checkpoint file of epoch `epoch` (`steps` steps, as
+ * checkpoint.json says) into r's run. */
+static int ckpt_read(run *r, const char *path, unsigned long long epoch,
+                     unsigned long long steps)
+{
+  uint8_t *buf;
+  size_t want = gc_train_state_bytes(r->t);
+  GC_TRY(ckpt_file_read(path, r->c, r->tr ? (unsigned long long) r->c->proc
+                        : 0, r->tr ? r->c->workers + 1 : 1, epoch, steps,
+                        want, &buf));
+  int st = gc_train_state_load(r->t, buf, want);
   free(buf);
   return st;
 }
@@ -301,10 +557,27 @@ static int json_u64(const char *text, const char *key, unsigned long long *v)
   return 0;
 }
 
+/* The string value of "key" in a json text of ours (no escapes), or NULL. */
+static const char *json_str(const char *text, const char *key, char *val,
+                            size_t cap)
+{
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": \"", key);
+  const char *p = strstr(text, pat);
+  if (!p)
+    return NULL;
+  p += strlen(pat);
+  const char *q = strchr(p, '"');
+  if (!q)
+    return NULL;
+  snprintf(val, cap, "%.*s", (int) (q - p), p);
+  return val;
+}
+
 static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
                      uint64_t *down)
 {
-  char path[4200], text[2048], fp[512];
+  char path[4200], text[4096], opts[FP_TEXT], diff[2000];
   GC_TRY(path_in(path, sizeof path, r->c->out, "checkpoint.json"));
   FILE *f = fopen(path, "r");
   if (!f)
@@ -317,17 +590,23 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
   if (json_u64(text, "epoch", &e) || json_u64(text, "steps", &s) ||
       json_u64(text, "bytes_up", &bu) || json_u64(text, "bytes_down", &bd))
     GC_ERRORF(GC_EFORMAT, "%s: missing fields", path);
-  fingerprint(r->c, fp, sizeof fp);
-  const char *q = strstr(text, "\"fingerprint\": \"");
-  int mpi_ckpt = q && strstr(q, "|mpi\"") != NULL;
-  if (q && mpi_ckpt != (r->tr != NULL))
+  if (!json_str(text, "options", opts, sizeof opts)) {
+    if (strstr(text, "\"fingerprint\":"))
+      GC_ERRORF(GC_EFORMAT, "%s: a checkpoint of an older gradcomp, without"
+                " the options that --resume checks; finish that run with the"
+                " gradcomp that wrote it, or start over with --force", path);
+    GC_ERRORF(GC_EFORMAT, "%s: missing fields", path);
+  }
+  int mpi_ckpt = strstr(opts, "--transport mpi") != NULL;
+  if (mpi_ckpt != (r->tr != NULL))
     GC_ERRORF(GC_EINVAL, "%s: the checkpoint was written %s; resume it %s",
               path, mpi_ckpt ? "by a run under --transport mpi (one file per"
               " rank)" : "in one process", mpi_ckpt ? "with --transport mpi"
               " and the same number of ranks" : "without --transport mpi");
-  if (!q || strncmp(q + 16, fp, strlen(fp)) != 0 || q[16 + strlen(fp)] != '"')
+  if (fp_diff(opts, r->c, "there", diff, sizeof diff))
     GC_ERRORF(GC_EINVAL, "%s: the checkpoint belongs to another configuration"
-              " (resume with the same options)", path);
+              ": %s (resume with the same options, or start over with"
+              " --force)", path, diff);
   /* Only whole epochs are checkpointed, so steps = epoch x steps per
    * epoch; and the simulator's own counter (it indexes the byte ledger)
    * must say the same, or a crafted file could make the ledger huge. */
@@ -338,7 +617,7 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
   char name[64];
   ckpt_name(r, e, name, sizeof name);
   GC_TRY(path_in(path, sizeof path, r->c->out, name));
-  GC_TRY(ckpt_read(r, path));
+  GC_TRY(ckpt_read(r, path, e, s));
   unsigned long long sb;
   if (!json_u64(text, "bytes_stats", &sb))
     r->stats_total = sb;
@@ -355,49 +634,247 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
   return GC_SUCCESS;
 }
 
-/* Keep the header and the first `rows` rows of log.csv (rows written after
- * the last checkpoint are redone). */
-static int log_truncate(const char *path, size_t rows)
-{
-  FILE *f = fopen(path, "r");
-  if (!f)
-    GC_ERRORF(GC_EIO, "%s: cannot open the log to resume: %s", path,
-              strerror(errno));
-  char line[4096];
-  size_t cap = 1 << 16, len = 0, kept = 0;
-  char *buf = malloc(cap);
-  if (!buf) {
-    fclose(f);
-    return GC_ENOMEM;
-  }
-  while (kept <= rows && fgets(line, sizeof line, f)) {
-    size_t l = strlen(line);
-    if (len + l + 1 > cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return GC_ENOMEM;
-      }
-      buf = nb;
-    }
-    memcpy(buf + len, line, l);
-    len += l;
-    kept++;
-  }
-  fclose(f);
-  buf[len] = '\0';
-  int st = write_atomic(path, buf);
-  free(buf);
-  return st;
-}
-
-
 static const char log_header[] =
   "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,support_union_over_k,"
   "xi,delta,time_compute,time_compress,time_aggregate,time_total,"
   "bytes_stats";
+static const char log_header_net[] = ",net_comm_s,time_model_cum";
 
+/* The whole of a file (NUL-terminated, *len bytes), or NULL with errno. */
+static char *slurp(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap)
+      break;
+    char *nb = realloc(buf, (cap *= 2) + 1);
+    if (!nb)
+      free(buf);
+    buf = nb;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (!buf || bad) {
+    free(buf);
+    errno = buf ? EIO : ENOMEM;
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* Whether s[0..len) is a number (strtod's syntax: nan and inf too). */
+static int is_number(const char *s, size_t len)
+{
+  char tmp[64], *end;
+  if (len == 0 || len >= sizeof tmp)
+    return 0;
+  memcpy(tmp, s, len);
+  tmp[len] = '\0';
+  strtod(tmp, &end);
+  return *end == '\0';
+}
+
+/* On --resume, before anything is written: log.csv must be this run's log
+ * up to the checkpoint, that is the header, then one whole row per epoch
+ * 1..rows (epoch i after i x spe steps, every field a number), or the
+ * rows appended would not pair with those before them.  Rows past the
+ * checkpoint (epochs the resumed run redoes, a row cut by a kill) are
+ * dropped. */
+static int log_resume(const gc_train_config *c, const char *path, size_t rows,
+                      size_t spe)
+{
+  size_t len;
+  char *text = slurp(path, &len);
+  if (!text)
+    GC_ERRORF(GC_EIO, "%s: cannot open the log to resume: %s", path,
+              strerror(errno));
+  char header[512];
+  snprintf(header, sizeof header, "%s%s", log_header,
+           c->net ? log_header_net : "");
+  size_t ncols = 1;
+  for (const char *h = header; *h; h++)
+    ncols += *h == ',';
+  const char *fix = "; start over with --force, or restore the run's log";
+  char why[300] = "";
+  size_t line = 1;
+  const char *p = text, *nl = strchr(p, '\n');
+  if (!nl || (size_t) (nl - p) != strlen(header) ||
+      strncmp(p, header, strlen(header)))
+    snprintf(why, sizeof why, "not the header of this run's log (%s)",
+             nl ? "another text" : "no whole line");
+  for (size_t i = 1; !why[0] && i <= rows; i++) {
+    p = nl + 1;
+    line++;
+    nl = strchr(p, '\n');
+    if (!*p || !nl) {
+      snprintf(why, sizeof why, "%s the row of epoch %zu (the checkpoint is"
+               " at epoch %zu)", *p ? "cut short in" : "missing", i, rows);
+      break;
+    }
+    size_t nf = 0;
+    unsigned long long f0 = 0, f1 = 0;
+    for (const char *fs = p; fs <= nl; nf++) {
+      const char *fe = fs;
+      while (fe < nl && *fe != ',')
+        fe++;
+      if (!is_number(fs, (size_t) (fe - fs))) {
+        snprintf(why, sizeof why, "field %zu ('%.*s') of the row of epoch %zu"
+                 " is not a number", nf + 1, (int) (fe - fs > 40 ? 40 : fe - fs),
+                 fs, i);
+        break;
+      }
+      if (nf == 0)
+        f0 = strtoull(fs, NULL, 10);
+      if (nf == 1)
+        f1 = strtoull(fs, NULL, 10);
+      fs = fe + 1;
+    }
+    if (why[0])
+      break;
+    if (nf != ncols)
+      snprintf(why, sizeof why, "%zu fields in the row of epoch %zu, the"
+               " header has %zu", nf, i, ncols);
+    else if (f0 != i || f1 != i * spe)
+      snprintf(why, sizeof why, "the row of epoch %llu at step %llu where the"
+               " row of epoch %zu at step %zu belongs (the checkpoint is at"
+               " epoch %zu)", f0, f1, i, i * spe, rows);
+  }
+  if (why[0]) {
+    free(text);
+    GC_ERRORF(GC_EFORMAT, "%s line %zu: %s%s", path, line, why, fix);
+  }
+  size_t keep = (size_t) (nl + 1 - text);
+  int st = GC_SUCCESS;
+  if (keep != len) {
+    text[keep] = '\0';
+    st = write_atomic(path, text);
+  }
+  free(text);
+  return st;
+}
+
+/* ---- the run folder: one run at a time, never replaced silently ---------- */
+
+/* The files a run leaves in its folder besides its checkpoints (the lock
+ * and the *.tmp.* files of gc__write_atomic are not a run's). */
+static const char *const run_files[] = {
+  "checkpoint.json", "model.npy", "bounds.csv", "bounds.json", "stopped.txt",
+  "stopped.txt.tmp", "log.csv", "config.json" };
+enum { RUN_FILES = sizeof run_files / sizeof run_files[0] };
+
+/* Lines of a file less its header line (0 if it cannot be read). */
+static size_t data_rows(const char *path)
+{
+  size_t len, rows = 0;
+  char *text = slurp(path, &len);
+  if (!text)
+    return 0;
+  for (size_t i = 0; i < len; i++)
+    rows += text[i] == '\n';
+  if (len && text[len - 1] != '\n')
+    rows++;
+  free(text);
+  return rows ? rows - 1 : 0;
+}
+
+/* What of a run dir holds ("log.csv (2 rows), model.npy, ..." in desc);
+ * *rows [out]: log.csv's rows.  Returns whether it holds any. */
+static int run_in(const char *dir, char *desc, size_t cap, size_t *rows)
+{
+  char path[4200];
+  size_t len = 0, n = 0;
+  desc[0] = '\0';
+  *rows = 0;
+  for (size_t i = 0; i < RUN_FILES; i++) {
+    if (path_in(path, sizeof path, dir, run_files[i]) || access(path, F_OK))
+      continue;
+    char extra[64] = "";
+    if (!strcmp(run_files[i], "log.csv")) {
+      *rows = data_rows(path);
+      snprintf(extra, sizeof extra, " (%zu epoch row%s)", *rows,
+               *rows == 1 ? "" : "s");
+    }
+    if (len < cap)
+      len += (size_t) snprintf(desc + len, cap - len, "%s%s%s", n++ ? ", " : "",
+                               run_files[i], extra);
+  }
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t nck = 0;
+  while (d && (e = readdir(d))) {
+    unsigned long long ep;
+    if (ckpt_file_epoch(e->d_name, &ep) && nck++ == 0 && len < cap)
+      len += (size_t) snprintf(desc + len, cap - len, "%s%s", n++ ? ", " : "",
+                               e->d_name);
+  }
+  if (d)
+    closedir(d);
+  if (nck > 1 && len < cap)
+    snprintf(desc + len, cap - len, " and %zu more checkpoint files", nck - 1);
+  return n > 0;
+}
+
+/* Remove a run's files from dir: the commit (checkpoint.json) first, so
+ * that a kill half-way leaves nothing to resume, and the model before the
+ * log, so that no log.csv is ever left beside another run's model. */
+static int clear_run(const char *dir)
+{
+  char path[4200];
+  GC_TRY(path_in(path, sizeof path, dir, "checkpoint.json"));
+  if (remove(path) != 0 && errno != ENOENT)
+    GC_ERRORF(GC_EIO, "%s: cannot remove: %s", path, strerror(errno));
+  remove_other_checkpoints(dir, 0);
+  for (size_t i = 1; i < RUN_FILES; i++) {
+    GC_TRY(path_in(path, sizeof path, dir, run_files[i]));
+    if (remove(path) != 0 && errno != ENOENT)
+      GC_ERRORF(GC_EIO, "%s: cannot remove: %s", path, strerror(errno));
+  }
+  return GC_SUCCESS;
+}
+
+/* Hold dir/.lock (flock, so that it goes with the process, however it
+ * ends: a dead run's lock never blocks) for the whole run; *fd [out].  It
+ * holds "pid P on HOST" to name the holder to a run that is refused,
+ * emptied when the run ends (unlock_run). */
+static int lock_run(const char *dir, int *fd)
+{
+  char path[4200], who[300];
+  GC_TRY(path_in(path, sizeof path, dir, ".lock"));
+  int k = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (k < 0)
+    GC_ERRORF(GC_EIO, "%s: cannot create the run folder's lock: %s", path,
+              strerror(errno));
+  if (flock(k, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    ssize_t got = pread(k, who, sizeof who - 1, 0);
+    who[got > 0 ? got : 0] = '\0';
+    who[strcspn(who, "\n")] = '\0';
+    close(k);
+    if (e == EWOULDBLOCK)
+      GC_ERRORF(GC_EIO, "%s is in use by another run (%s%s holds %s): wait"
+                " for it to end, or choose another --out", dir,
+                who[0] ? who : "a process", who[0] ? "," : "", path);
+    GC_ERRORF(GC_EIO, "%s: cannot lock: %s", path, strerror(e));
+  }
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0)
+    snprintf(host, sizeof host, "?");
+  int n = snprintf(who, sizeof who, "pid %ld on %s\n", (long) getpid(), host);
+  if (ftruncate(k, 0) != 0 || pwrite(k, who, (size_t) n, 0) != n) {
+    int e = errno;
+    close(k);
+    GC_ERRORF(GC_EIO, "%s: cannot write: %s", path, strerror(e));
+  }
+  *fd = k;
+  return GC_SUCCESS;
+}
 
 /* ---- progress (stderr, terminals only) ------------------------------- */
 
@@ -560,56 +1037,105 @@ static int write_model(run *r)
   return st;
 }
 
-/* The folder at the start: a fresh run's (no checkpoint of another run
- * left), or a resumed one's (its checkpoint loaded, the log cut to it). */
-static int start(run *r, size_t *epoch0, size_t *steps, uint64_t *up,
-                 uint64_t *down, FILE **log, char *path, size_t cap)
+static void unlock_run(int fd)
+{
+  if (fd < 0)
+    return;
+  if (ftruncate(fd, 0) != 0) {
+    /* the pid stays: it names a process that no longer holds the lock */
+  }
+  close(fd);   /* the lock goes with it */
+}
+
+/* The folder at the start: a fresh run's (refused where another run's
+ * files are, unless --force clears them), or a resumed one's (its
+ * checkpoint loaded, the log checked and cut to it).  `restart`: --resume
+ * found no checkpoint.json, so the run starts over in place of one that
+ * stopped before its first checkpoint.  Nothing is changed in the folder
+ * before every check passed. */
+static int start(run *r, int restart, size_t *epoch0, size_t *steps,
+                 uint64_t *up, uint64_t *down, FILE **log, char *path,
+                 size_t cap)
 {
   const gc_train_config *c = r->c;
   int leader = r->in.leader;
-  if (leader)   /* under a transport the other ranks may be writing */
-    gc__remove_stale_tmp(c->out, NULL);
   if (c->resume) {
     GC_TRY(ckpt_load(r, epoch0, steps, up, down));
+    if (*epoch0 > c->epochs)
+      GC_ERRORF(GC_EINVAL, "%s: the checkpoint is at epoch %zu, past --epochs"
+                " %zu: resume with --epochs %zu or more (the run ends at"
+                " --epochs)", c->out, *epoch0, c->epochs, *epoch0);
     if (leader) {
       GC_TRY(path_in(path, cap, c->out, "log.csv"));
-      GC_TRY(log_truncate(path, *epoch0));
+      GC_TRY(log_resume(c, path, *epoch0, r->in.steps_per_epoch));
       remove_other_checkpoints(c->out, *epoch0);
     }
   } else if (leader) {
-    /* a fresh log: an old checkpoint no longer describes this folder */
-    GC_TRY(path_in(path, cap, c->out, "checkpoint.json"));
-    remove(path);
-    remove_other_checkpoints(c->out, 0);
+    char desc[1500];
+    size_t rows;
+    if (run_in(c->out, desc, sizeof desc, &rows)) {
+      if (restart && rows > 1)
+        GC_ERRORF(GC_EINVAL, "--resume: %s has no checkpoint.json to resume"
+                  " from, yet holds a run that logged %zu epochs (%s): its"
+                  " checkpoint is missing; pass --force instead of --resume to"
+                  " start over", c->out, rows, desc);
+      if (!restart && !c->force)
+        GC_ERRORF(GC_EINVAL, "%s already holds a run (%s): pass --resume to"
+                  " continue it (the same options, a larger --epochs), --force"
+                  " to replace it, or another --out", c->out, desc);
+    }
+    GC_TRY(clear_run(c->out));
   }
   if (!leader)
     return GC_SUCCESS;
+  /* under a transport the other ranks may be writing */
+  gc__remove_stale_tmp(c->out, NULL);
   GC_TRY(write_config_json(r, c->out));
   GC_TRY(path_in(path, cap, c->out, "log.csv"));
   if (!(*log = fopen(path, c->resume ? "a" : "w")))
     GC_ERRORF(GC_EIO, "%s: cannot write: %s", path, strerror(errno));
   if (!c->resume) {
-    fprintf(*log, "%s%s\n", log_header,
-            c->net ? ",net_comm_s,time_model_cum" : "");
+    fprintf(*log, "%s%s\n", log_header, c->net ? log_header_net : "");
     GC_TRY(gc__flush_checked(*log, path));
   }
   return GC_SUCCESS;
 }
 
-int gc_train_run(const gc_train_config *c, gc_train_result *res)
+int gc_train_run(const gc_train_config *c0, gc_train_result *res)
 {
   run R;
   memset(&R, 0, sizeof R);
+  gc_train_config cc = *c0;
+  const gc_train_config *c = &cc;
   R.c = c;
   R.tr = c->transport;
   if (res)
     memset(res, 0, sizeof *res);
-  int st = GC_SUCCESS;
+  int st = GC_SUCCESS, restart = 0, lock = -1;
   FILE *log = NULL;
   char path[4200];
+  if (c->force && c->resume)
+    GC_ERROR("--force starts the run over and --resume continues it: pass one"
+             " of them", GC_EINVAL);
   /* the folder only once the options and data are known to be good */
   if (!(R.t = gc_train_alloc(c)))
     return gc_last_error_code();
+  if (c->resume) {
+    /* a run stopped before its first checkpoint: nothing to resume, so it
+     * starts over (every rank sees the same folder: only a finished epoch
+     * writes checkpoint.json) */
+    if ((st = path_in(path, sizeof path, c->out, "checkpoint.json"))) {
+      gc_train_free(R.t);
+      return st;
+    }
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
+      if (!c->transport || c->proc == 0)
+        fprintf(stderr, "gradcomp train: --resume: no checkpoint in %s yet;"
+                " starting from the beginning\n", c->out);
+      cc.resume = 0;
+      restart = 1;
+    }
+  }
   gc_train_describe(R.t, &R.in);
   R.lo = R.tr ? R.tr->worker_lo : 0;
   R.hi = R.tr ? R.tr->worker_hi : c->workers;
@@ -619,10 +1145,25 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   }
   size_t spe = R.in.steps_per_epoch, epoch0 = 0, steps = 0;
   uint64_t up_total = 0, down_total = 0;
-  if ((st = gc__mkdir_p(c->out)) ||
-      (st = start(&R, &epoch0, &steps, &up_total, &down_total, &log, path,
-                  sizeof path)))
+  if (((st = gc__mkdir_p(c->out)) ||
+       (R.in.leader && (st = lock_run(c->out, &lock))) ||
+       (st = start(&R, restart, &epoch0, &steps, &up_total, &down_total, &log,
+                   path, sizeof path))) && !R.tr)
     goto done;
+  if (R.tr) {
+    /* rank 0 alone checks and prepares the folder: the others go on only
+     * if it did, and return its status if not (its message names why);
+     * every rank takes part, whatever its own start gave */
+    uint8_t code = (uint8_t) st;
+    int bst = R.tr->type->bcast_aux(R.tr->state, 0, &code, 1);
+    if (!st && (st = bst) == GC_SUCCESS && code) {
+      gc_errorf(__FILE__, __LINE__, code, "rank 0 could not start the run in"
+                " %s (its message says why)", c->out);
+      st = code;
+    }
+    if (st)
+      goto done;
+  }
   if (c->max_steps && steps >= c->max_steps)
     goto done;
   if (c->bounds_every) {
@@ -749,6 +1290,7 @@ done:
   }
   if (R.csv)
     fclose(R.csv);
+  unlock_run(lock);
   free(R.ok);
   gc_train_free(R.t);
   return st;

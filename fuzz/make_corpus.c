@@ -2,9 +2,12 @@
  * per harness under DIR, from the library's own writers and encoders:
  * valid .npy files, IDX image/label pairs (raw and gzip), CIFAR-10
  * records, one message of every compressor in both precisions, config
- * files naming every option, and the checkpoint state of every simulator
- * kind after a few steps.  Usage: make_corpus DIR */
+ * files naming every option, the checkpoint state of every simulator
+ * kind after a few steps, and training checkpoint files (train_run.c's
+ * writer, which this file includes: it is static there).  Usage:
+ * make_corpus DIR */
 #define _POSIX_C_SOURCE 200809L
+#include "../experiments/train_run.c"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <zlib.h>
 
 #include "fuzz_checkpoint.h"
+#include "fuzz_ckpt_file.h"
 #include "fuzz_wire.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
@@ -241,6 +245,42 @@ static void checkpoint_seeds(void)
   }
 }
 
+/* fuzz_ckpt_file input: checkpoint files of its run, whole, then each with
+ * one thing of another run (rank, processes, epoch, seed), and one of the
+ * first format, so that every check starts with a seed. */
+static void ckpt_file_seeds(void)
+{
+  static const struct {
+    const char *name;
+    unsigned long long rank, procs, epoch;
+    uint64_t seed;
+  } v[] = { { "ckpt-ok", 0, 1, 1, 0 }, { "ckpt-rank", 2, 1, 1, 0 },
+            { "ckpt-procs", 0, 3, 1, 0 }, { "ckpt-epoch", 0, 1, 2, 0 },
+            { "ckpt-seed", 0, 1, 1, 7 } };
+  make_dir("fuzz_ckpt_file");
+  gc_train_config c;
+  gc_train_config_default(&c);
+  uint8_t payload[FUZZ_CKPT_FILE_STATE], hdr[CKPT_HDR];
+  for (size_t i = 0; i < sizeof payload; i++)
+    payload[i] = (uint8_t) (i * 37);
+  char meta[CKPT_META_MAX];
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    c.seed = v[i].seed;
+    uint32_t m = ckpt_head(&c, v[i].rank, v[i].procs, v[i].epoch,
+                           v[i].epoch * FUZZ_CKPT_FILE_STEPS, payload,
+                           sizeof payload, hdr, meta, sizeof meta);
+    put("fuzz_ckpt_file", v[i].name, 3,
+        (const void *[]) { hdr, meta, payload },
+        (size_t[]) { CKPT_HDR, m, sizeof payload });
+  }
+  /* the first format: magic, u64 payload length, u32 CRC, payload */
+  uint64_t n = sizeof payload;
+  uint32_t crc = (uint32_t) crc32_z(0L, payload, n);
+  put("fuzz_ckpt_file", "ckpt-v1", 4,
+      (const void *[]) { ckpt_magic_v1, &n, &crc, payload },
+      (size_t[]) { 8, 8, 4, sizeof payload });
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -254,6 +294,7 @@ int main(int argc, char **argv)
   wire_seeds();
   config_seeds();
   checkpoint_seeds();
+  ckpt_file_seeds();
   printf("make_corpus: %zu seed files in %s/\n", written, root);
   return 0;
 }

@@ -223,6 +223,9 @@ typedef struct gc_train_config {
   /* Where the run is, for a signal handler (may be NULL): where[0] the
    * epoch being run (1-based), where[1] the steps done. */
   volatile sig_atomic_t *where;
+  /* Start over in an out that holds a run (its files are removed first);
+   * without it gc_train_run refuses such a folder unless resume is set. */
+  int force;
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);
@@ -248,7 +251,7 @@ int gc_train_algo_config(const gc_train_config *c, gc_algo_config *a,
  *   gc_train_free(t);
  * The run folder, log, checkpoint files, progress and bounds.csv are the
  * driver's (experiments/: gc_train_run).  The driver fields of
- * gc_train_config (out, epochs, resume, quiet, max_steps, where, net,
+ * gc_train_config (out, epochs, resume, force, quiet, max_steps, where, net,
  * bounds_every's output) are not read here, but bounds_every > 0 builds
  * the measuring apparatus of --bounds and checks its assumptions. */
 typedef struct gc_train gc_train;

@@ -1,16 +1,17 @@
 /* test_frontend.c -- `gradcomp compress` run as a program on small .npy
  * files: --list, --stats format, thread-count independence, and a clear
  * message with a non-zero exit for every bad input. */
-#define _GNU_SOURCE   /* fork, kill, inotify: the Ctrl-C test */
+#define _GNU_SOURCE   /* fork, kill, inotify, flock, usleep */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -331,6 +332,93 @@ Test(frontend, bench_compress_thread_list_rows)
     cr_assert(st == 2 && strstr(out, "--threads"), "--threads %s: exit %d\n%s", bad[i], st,
               out);
   }
+}
+
+/* Lines of dir/name (-1 if it does not exist). */
+static long lines_in(const char *dir, const char *name)
+{
+  char p[700];
+  size_t len;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  char *t = gc_test_slurp(p, &len);
+  if (!t)
+    return -1;
+  long n = 0;
+  for (size_t i = 0; i < len; i++)
+    n += t[i] == '\n';
+  free(t);
+  return n;
+}
+
+static int exists_in(const char *dir, const char *name)
+{
+  char p[700];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+/* Start `gradcomp train ARGS --out dir` in the background; its pid. */
+static long train_bg(const char *data, const char *dir, const char *args)
+{
+  char out[256];
+  int st = run(out, sizeof out, "%s train --data %s --workers 2 --quiet %s --out %s"
+               " >/dev/null 2>&1 & echo $!", gradcomp, data, args, dir);
+  cr_assert(st == 0, "exit %d\n%s", st, out);
+  return atol(out);
+}
+
+/* Kill pid and wait until dir/.lock is free (the lock goes with the
+ * process however it ends: a dead run's lock blocks nobody). */
+static void kill_and_free(long pid, const char *dir)
+{
+  char p[700];
+  kill((pid_t) pid, SIGKILL);
+  snprintf(p, sizeof p, "%s/.lock", dir);
+  int fd = open(p, O_RDWR);
+  cr_assert(fd >= 0, "%s", p);
+  int i = 0;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0 && i++ < 3000)
+    usleep(10000);
+  cr_assert(i < 3000, "%s still locked 30 s after the kill", p);
+  close(fd);
+}
+
+/* Two runs into one --out: while one runs, a second is refused naming the
+ * folder and the first's pid, and touches nothing; once the first is
+ * killed, --force may start over (the dead run's lock blocks nothing), and
+ * a --force run killed before its first epoch ends leaves no log.csv
+ * beside the old run's model or checkpoint. */
+Test(frontend, train_out_is_locked_and_force_leaves_nothing_old, .timeout = 300)
+{
+  const char *data = gc_test_need_dataset("mnist");
+  char dir[512], out[8192], want[128];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-lock"));
+  long a = train_bg(data, dir, "--train-subset 2000 --test-subset 100 --epochs 100000");
+  for (int i = 0; i < 6000 && !exists_in(dir, "checkpoint.json"); i++)
+    usleep(10000);
+  cr_assert(exists_in(dir, "checkpoint.json"), "the first run wrote no checkpoint in 60 s");
+  int st = run(out, sizeof out, "%s train --data %s --workers 2 --train-subset 2000"
+               " --test-subset 100 --epochs 1 --quiet --out %s --resume", gradcomp,
+               data, dir);
+  snprintf(want, sizeof want, "is in use by another run (pid %ld on ", a);
+  cr_assert(st == 1 && strstr(out, dir) && strstr(out, want), "exit %d\n%s", st, out);
+  kill_and_free(a, dir);
+  cr_assert(exists_in(dir, "model.npy"));
+  /* an epoch of 1000 steps: time to stop the --force run inside it */
+  long c = train_bg(data, dir, "--train-subset 20000 --test-subset 100 --epochs 3 --force");
+  for (int i = 0; i < 6000 && !(lines_in(dir, "log.csv") == 1 && !exists_in(dir, "model.npy"));
+       i++)
+    usleep(10000);
+  kill_and_free(c, dir);
+  long rows = lines_in(dir, "log.csv") - 1;
+  cr_assert(rows >= 0, "no log.csv");
+  cr_log_info("the --force run killed with %ld rows in its log.csv", rows);
+  if (rows == 0)
+    cr_assert(exists_in(dir, "model.npy") + exists_in(dir, "checkpoint.json") +
+              exists_in(dir, "checkpoint-e1.bin") == 0,
+              "a header-only log.csv beside the old run's model or checkpoint");
+  snprintf(out, sizeof out, "rm -rf '%s'", dir);
+  cr_assert(system(out) == 0);
 }
 
 /* --resume before the first checkpoint exists (a run killed in epoch 1)

@@ -202,6 +202,9 @@ Test(train, resume_refuses_foreign_or_damaged_checkpoints)
   c.lr = 0.2;   /* another configuration */
   cr_assert_eq(gc_train_run(&c, NULL), GC_EINVAL);
   cr_assert(strstr(gc_last_error(), "another configuration"), "%s", gc_last_error());
+  /* the refusal names the option that differs, with both values */
+  cr_assert(strstr(gc_last_error(), "--lr 0.1 there, 0.2 in this run"), "%s",
+            gc_last_error());
   c.lr = 0.1;
   char p[700];
   snprintf(p, sizeof p, "%s/checkpoint-e1.bin", a);
@@ -215,6 +218,188 @@ Test(train, resume_refuses_foreign_or_damaged_checkpoints)
   cr_assert_eq(gc_train_run(&c, NULL), GC_EFORMAT);
   cr_assert(strstr(gc_last_error(), "checksum"), "%s", gc_last_error());
   cr_assert(strstr(gc_last_error(), "checkpoint-e1.bin"), "%s", gc_last_error());
+}
+
+/* A small run of 2 workers on 200 examples (10 steps an epoch). */
+static void small(gc_train_config *c, const char *out, size_t epochs)
+{
+  base(c, out);
+  c->workers = 2;
+  c->train_subset = 200;
+  c->test_subset = 100;
+  c->epochs = epochs;
+}
+
+/* The bytes of dir/name (NULL if absent); *len [out]. */
+static char *file_of(const char *dir, const char *name, size_t *len)
+{
+  char p[800];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return gc_test_slurp(p, len);
+}
+
+static int exists_in(const char *dir, const char *name)
+{
+  size_t len;
+  char *t = file_of(dir, name, &len);
+  free(t);
+  return t != NULL;
+}
+
+static void put_file(const char *dir, const char *name, const void *bytes,
+                     size_t len)
+{
+  char p[800];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "wb");
+  cr_assert_not_null(f, "%s", p);
+  cr_assert_eq(fwrite(bytes, 1, len, f), len);
+  fclose(f);
+}
+
+/* A finished run is not replaced by a new run into its folder: refused
+ * naming its files and --resume/--force, every file left as it was;
+ * --force starts over leaving nothing of the old run (no epoch-2
+ * checkpoint, a one-row log).  And --force with --resume is refused. */
+Test(train, a_finished_run_is_not_replaced_without_force)
+{
+  gc_test_need_dataset("mnist");
+  char a[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("replace"));
+  gc_train_config c;
+  small(&c, a, 2);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  size_t l0, m0, l1, m1;
+  char *log0 = file_of(a, "log.csv", &l0), *model0 = file_of(a, "model.npy", &m0);
+  gc_set_error_handler_off();
+  c.epochs = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EINVAL);
+  const char *e = gc_last_error();
+  cr_assert(strstr(e, "already holds a run") && strstr(e, "log.csv (2 epoch rows)") &&
+            strstr(e, "model.npy") && strstr(e, "checkpoint.json") &&
+            strstr(e, "--resume") && strstr(e, "--force"), "%s", e);
+  char *log1 = file_of(a, "log.csv", &l1), *model1 = file_of(a, "model.npy", &m1);
+  cr_assert(log1 && l1 == l0 && !memcmp(log0, log1, l0), "log.csv changed");
+  cr_assert(model1 && m1 == m0 && !memcmp(model0, model1, m0), "model.npy changed");
+  cr_assert(exists_in(a, "checkpoint-e2.bin"));
+  free(log1);
+  free(model1);
+  c.force = 1;
+  c.resume = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EINVAL);
+  cr_assert(strstr(gc_last_error(), "--force starts the run over"), "%s", gc_last_error());
+  c.resume = 0;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  cr_assert(!exists_in(a, "checkpoint-e2.bin"), "the old run's checkpoint is left");
+  cr_assert(exists_in(a, "checkpoint-e1.bin"));
+  log1 = file_of(a, "log.csv", &l1);
+  size_t lines = 0;
+  for (size_t i = 0; i < l1; i++)
+    lines += log1[i] == '\n';
+  cr_assert_eq(lines, 2, "log.csv: %s", log1);
+  free(log0);
+  free(model0);
+  free(log1);
+}
+
+/* A checkpoint file of another run (seed 0's, copied into the seed-7 run's
+ * folder) is refused naming the option; so is a file of another epoch
+ * under checkpoint.json's name, and one of the first format (GCCKPT1). */
+Test(train, foreign_checkpoint_files_are_refused_by_name)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("fp-seed0"));
+  snprintf(b, sizeof b, "%s", gc_test_tmp("fp-seed7"));
+  gc_train_config c;
+  small(&c, a, 2);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  c.out = b;
+  c.seed = 7;
+  c.epochs = 1;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  size_t len, l7;
+  char *e2 = file_of(a, "checkpoint-e2.bin", &len), *mine = file_of(b, "checkpoint-e1.bin", &l7);
+  cr_assert_not_null(e2);
+  cr_assert_not_null(mine);
+  /* seed 0's epoch-1 state: its epoch-2 file's header says epoch 2 */
+  gc_set_error_handler_off();
+  c.resume = 1;
+  c.epochs = 2;
+  put_file(b, "checkpoint-e1.bin", e2, len);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "checkpoint-e1.bin: written by a run of another"
+                   " configuration: --seed 0 in the file, 7 in this run"), "%s",
+            gc_last_error());
+  /* its own file of epoch 1 is refused under an epoch-2 commit */
+  put_file(b, "checkpoint-e1.bin", mine, l7);
+  char *cj = file_of(b, "checkpoint.json", &len);
+  char *ep = strstr(cj, "\"epoch\": 1"), *st = strstr(cj, "\"steps\": 10,");
+  cr_assert(ep && st, "%s", cj);
+  ep[9] = '2';
+  st[9] = '2';
+  put_file(b, "checkpoint.json", cj, len);
+  put_file(b, "checkpoint-e2.bin", mine, l7);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "the state after epoch 1 (10 steps), but"
+                   " checkpoint.json commits epoch 2"), "%s", gc_last_error());
+  /* the first format, which records neither */
+  memcpy(mine, "GCCKPT1\n", 8);
+  put_file(b, "checkpoint-e2.bin", mine, l7);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_EFORMAT);
+  cr_assert(strstr(gc_last_error(), "older gradcomp (format GCCKPT1)"), "%s",
+            gc_last_error());
+  free(cj);
+  free(e2);
+  free(mine);
+}
+
+/* On --resume log.csv must hold the header and a row per epoch up to the
+ * checkpoint: junk, or a header alone beside a checkpoint of epoch 1, is
+ * refused naming the file and line, and left as it was. */
+Test(train, resume_checks_the_log_against_the_checkpoint)
+{
+  gc_test_need_dataset("mnist");
+  char a[600];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("logcheck"));
+  gc_train_config c;
+  small(&c, a, 1);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  size_t len;
+  char *log = file_of(a, "log.csv", &len);
+  cr_assert_not_null(log);
+  static const struct { const char *text, *why; } bad[] = {
+    { "this is not a log\n", "log.csv line 1: not the header" },
+    { NULL, "log.csv line 2: missing the row of epoch 1" },          /* header only */
+    { NULL, "log.csv line 2: field 3 ('x') of the row of epoch 1" },   /* a junk field */
+  };
+  gc_set_error_handler_off();
+  c.resume = 1;
+  c.epochs = 2;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[4096];
+    size_t hl = (size_t) (strchr(log, '\n') + 1 - log);
+    if (bad[i].text) {
+      snprintf(text, sizeof text, "%s", bad[i].text);
+    } else if (i == 1) {
+      snprintf(text, sizeof text, "%.*s", (int) hl, log);
+    } else {
+      /* the row with its train_loss replaced by x */
+      const char *row = log + hl, *f3 = strchr(strchr(row, ',') + 1, ',') + 1;
+      snprintf(text, sizeof text, "%.*sx%s", (int) (f3 - log), log, strchr(f3, ','));
+    }
+    put_file(a, "log.csv", text, strlen(text));
+    cr_assert_eq(gc_train_run(&c, NULL), GC_EFORMAT, "case %zu", i);
+    cr_assert(strstr(gc_last_error(), bad[i].why), "case %zu: %s", i, gc_last_error());
+    size_t l2;
+    char *now = file_of(a, "log.csv", &l2);
+    cr_assert(now && l2 == strlen(text) && !memcmp(now, text, l2), "log.csv changed");
+    free(now);
+  }
+  /* the log restored, the run resumes */
+  put_file(a, "log.csv", log, len);
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  free(log);
 }
 
 Test(train, divergence_stops_and_keeps_rows)

@@ -627,6 +627,50 @@ Test(train_mpi, resume_equals_uninterrupted)
   cr_assert(strstr(out, "resume it with --transport mpi") != NULL, "%s", out);
 }
 
+/* Under mpirun: a second job into a folder that holds a run is refused by
+ * rank 0 and the other ranks stop with it (no hang, nothing changed);
+ * and two ranks' checkpoint files swapped are refused naming the rank
+ * each file belongs to, not resumed into another model. */
+Test(train_mpi, run_folder_and_rank_files_are_checked, .timeout = 240)
+{
+  need_mpirun();
+  gc_test_need_dataset("mnist");
+  char r[600], cmd[4096], out[16384], a[700], b[700], t[700];
+  snprintf(r, sizeof r, "%s", gc_test_tmp("train-swap"));
+  const char *base = "timeout 120 " MPIRUN "%s train --data %s --workers 2 "
+    "--algorithm ef21 --density 0.01 --lr 0.05 --train-subset 240 "
+    "--test-subset 100 --seed 5 --quiet --out %s --transport mpi --epochs %d%s";
+  snprintf(cmd, sizeof cmd, base, (size_t) 3, gradcomp, gc_test_data_dir(), r,
+           1, "");
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  snprintf(a, sizeof a, "%s/log.csv", r);
+  size_t l0, l1;
+  char *log0 = gc_test_slurp(a, &l0);
+  cr_assert(log0 != NULL);
+  snprintf(cmd, sizeof cmd, base, (size_t) 3, gradcomp, gc_test_data_dir(), r,
+           2, "");
+  int st = gc_test_run(cmd, out, sizeof out);
+  cr_assert(st != 0 && st < 124 && strstr(out, "already holds a run"), "exit %d\n%s",
+            st, out);
+  char *log1 = gc_test_slurp(a, &l1);
+  cr_assert(log1 && l1 == l0 && memcmp(log0, log1, l0) == 0, "log.csv changed");
+  free(log0);
+  free(log1);
+  snprintf(a, sizeof a, "%s/checkpoint-e1-r1.bin", r);
+  snprintf(b, sizeof b, "%s/checkpoint-e1-r2.bin", r);
+  snprintf(t, sizeof t, "%s/swap.bin", r);
+  cr_assert(rename(a, t) == 0 && rename(b, a) == 0 && rename(t, b) == 0);
+  snprintf(cmd, sizeof cmd, base, (size_t) 3, gradcomp, gc_test_data_dir(), r,
+           2, " --resume");
+  st = gc_test_run(cmd, out, sizeof out);
+  cr_assert(st != 0 && st < 124, "exit %d\n%s", st, out);
+  cr_assert(strstr(out, "checkpoint-e1-r1.bin: holds rank 2's state") ||
+            strstr(out, "checkpoint-e1-r2.bin: holds rank 1's state"), "%s", out);
+  /* put back, the run resumes */
+  cr_assert(rename(a, t) == 0 && rename(b, a) == 0 && rename(t, b) == 0);
+  cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+}
+
 /* train's network model options: both or neither, and valid values. */
 Test(transport, train_net_options)
 {

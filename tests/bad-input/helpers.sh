@@ -33,3 +33,49 @@ fixture_run() {
 }
 needs_data() { :; }   # a marker: the runner skips the case without MNIST
 
+# fixture_run2: the same with two epochs, in ./run2
+fixture_run2() {
+  if [ ! -f "$WORK/fixture/run2/checkpoint.json" ]; then
+    "$G" train $TRAIN_SMALL --epochs 2 --out "$WORK/fixture/run2" >/dev/null 2>&1 ||
+      { echo "fixture run failed"; return 1; }
+  fi
+  cp -r "$WORK/fixture/run2" run2
+}
+# keeps DIR CMD...: run CMD, which must leave every file of DIR as it was
+# (its .lock aside); if it changed one, say so and return 0 so that the case
+# fails, else return CMD's status
+keeps() {
+  d=$1
+  shift
+  cp -r "$d" "$d.before"
+  "$@"
+  rc=$?
+  if ! diff -r -x .lock "$d.before" "$d" >/dev/null 2>&1; then
+    echo "keeps: $d changed"
+    rc=0
+  fi
+  rm -rf "$d.before"
+  return $rc
+}
+# ckpt_edit FILE KEY VALUE: set a line of a checkpoint file's header
+# ("rank", "epoch", ...) or, for KEY --option, that option's value, and
+# make its CRC-32 agree again (format GCCKPT2: magic, u32 header length,
+# u64 payload length, u32 CRC of header and payload, header, payload)
+ckpt_edit() {
+  python3 - "$@" <<'PY'
+import re, struct, sys, zlib
+p, key, val = sys.argv[1:4]
+b = bytearray(open(p, 'rb').read())
+m = struct.unpack('<I', b[8:12])[0]
+meta = bytes(b[24:24 + m]).decode()
+if key.startswith('--'):
+    meta = re.sub('(?<= )' + re.escape(key) + ' [^ \n]*', key + ' ' + val, meta)
+else:
+    meta = re.sub('(?m)^' + re.escape(key) + ' .*$', key + ' ' + val, meta)
+meta = meta.encode()
+b[8:12] = struct.pack('<I', len(meta))
+b[24:24 + m] = meta
+b[20:24] = struct.pack('<I', zlib.crc32(bytes(b[24:])))
+open(p, 'wb').write(b)
+PY
+}
