@@ -32,4 +32,5 @@ fixture_run() {
   cp -r "$WORK/fixture/run" run
 }
 needs_data() { :; }   # a marker: the runner skips the case without MNIST
+needs_mpirun() { :; } # and this one without an MPI build or mpirun
 
