@@ -703,27 +703,35 @@ Test(train_mpi, wrong_rank_count_and_no_mpirun)
   cr_assert(strstr(out, "not started by mpirun") != NULL, "%s", out);
 }
 
-/* A worker rank killed mid-run: the job stops within 30 s with a non-zero
- * exit, mpirun names the dead rank and rank 0 the epoch and step; the log
- * rows written stay whole; --resume under mpirun then ends with the
+/* Rank `rank` killed mid-run: the job stops within 30 s with a non-zero
+ * exit, mpirun names the dead rank and the others the epoch and step; the
+ * log rows written stay whole; --resume under mpirun then ends with the
  * uninterrupted run's model, byte for byte (mpi_train_kill.sh). */
-Test(train_mpi, killed_worker_then_resume, .timeout = 240)
+static void killed_rank_then_resume(int rank)
 {
   need_mpirun();
   gc_test_need_dataset("mnist");
-  char dir[512], cmd[4096], out[32768];
-  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-train-kill"));
-  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' '%s'",
+  char dir[512], cmd[4096], out[32768], name[16];
+  snprintf(dir, sizeof dir, "%s-%d", gc_test_tmp("mpi-train-kill"), rank);
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' '%s' %d",
            gc_test_srcdir("tests/mpi_train_kill.sh"), dir, gradcomp,
-           gc_test_data_dir());
+           gc_test_data_dir(), rank);
   gc_test_run(cmd, out, sizeof out);
   char *rc = strstr(out, "rc=");
   cr_assert(rc && rc[3] != '\n' && strncmp(rc, "rc=0\n", 5) != 0,
             "the run did not stop with a non-zero exit within 30 s: %s", out);
-  cr_assert(strstr(out, "rank 2") != NULL, "%s", out);
+  snprintf(name, sizeof name, "rank %d", rank);
+  cr_assert(strstr(out, name) != NULL, "%s", out);
   /* in its output line or, should mpirun drop that, in its stop record */
-  cr_assert(strstr(out, "at step ") != NULL, "rank 0 did not name the step: %s",
+  cr_assert(strstr(out, "at step ") != NULL, "no rank named the step: %s",
             out);
+  if (rank == 0) {
+    /* rank 0 died at once: the workers' records say where the run was */
+    const char *f = strstr(out, "stop_file stopped-r1.txt: ");
+    cr_assert(f && strstr(f, "rank 1 (worker 0) stopped") &&
+              strstr(f, " during epoch ") && strstr(f, " at step "),
+              "worker rank 1 left no stop record: %s", out);
+  }
   char *rows = strstr(out, "rows_at_stop=");
   cr_assert(rows && atoi(rows + 13) >= 2 && atoi(rows + 13) < 12,
             "the kill did not land mid-run: %s", out);
@@ -753,6 +761,17 @@ Test(train_mpi, killed_worker_then_resume, .timeout = 240)
   gc_test_run(cmd, out, sizeof out);
 }
 
+Test(train_mpi, killed_worker_then_resume, .timeout = 240)
+{
+  killed_rank_then_resume(2);
+}
+
+/* Rank 0 killed: mpirun names it, and the workers' own stop records keep
+ * the epoch and step the run was at. */
+Test(train_mpi, killed_server_then_resume, .timeout = 240)
+{
+  killed_rank_then_resume(0);
+}
 
 /* The MPI watchdog in training (mpi_stop.sh): rank RANK stopped (SIGSTOP)
  * after two epochs, --mpi-timeout 5.  The job ends within the limit the
