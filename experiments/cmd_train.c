@@ -19,7 +19,6 @@
 #include "gc_errno.h"
 #include "gc_netmodel.h"
 #include "gc_train_run.h"
-#include "gc_transport.h"
 #include "gc_transport_cli.h"
 #ifdef HAVE_MPI
 #include "gc_transport_mpi.h"

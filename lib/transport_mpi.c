@@ -110,13 +110,15 @@ static int await(gc_mpi *m, int n, const char *what, uint32_t step)
       int err = m->tst[j].MPI_ERROR;
       if (rc == MPI_ERR_IN_STATUS && err != MPI_SUCCESS) {
         char who[48], msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
+        int len = 0, cls = err;
         rank_name(who, sizeof who, m->peer[i]);
         if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
           snprintf(msg, sizeof msg, "error %d", err);
+        MPI_Error_class(err, &cls);
         GC_ERRORF(GC_EMPI, "MPI: the %s exchanged with %s failed at step %u:"
-                  " %s (a message longer than this configuration's largest"
-                  " is truncated)", what, who, (unsigned) step, msg);
+                  " %s%s", what, who, (unsigned) step, msg,
+                  cls == MPI_ERR_TRUNCATE ? " (longer than the largest "
+                  "message of this configuration)" : "");
       }
     }
     left -= got;
