@@ -13,6 +13,20 @@ signal_rank() {
   done
 }
 
+# rank_ticks PATTERN RANK: the CPU time (user + system, clock ticks) that
+# rank's process has used so far.
+rank_ticks() {
+  for p in $(pgrep -f "$1"); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+      # fields 14 and 15 of /proc/PID/stat, counted after the ")" that
+      # ends the command name
+      sed 's/.*) //' /proc/$p/stat | awk '{ print $12 + $13 }'
+      return
+    fi
+  done
+  echo 0
+}
+
 # kill_rank PATTERN RANK: SIGKILL that rank.
 kill_rank() {
   signal_rank KILL "$1" "$2"
