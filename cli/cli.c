@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -580,4 +581,44 @@ const char *gc_cli_python_with(const char *code)
       return cand[i];
   }
   return NULL;
+}
+
+int gc_cli_launcher_size(const char **var)
+{
+  static const char *const sizes[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                       "MV2_COMM_WORLD_SIZE" };
+  static const char *const ranks[] = { "PMIX_RANK", "PMI_RANK" };
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    const char *v = getenv(sizes[i]);
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v && end != v && n > 0) {
+      if (var)
+        *var = sizes[i];
+      return n > INT_MAX ? INT_MAX : (int) n;
+    }
+  }
+  for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++)
+    if (getenv(ranks[i])) {
+      if (var)
+        *var = ranks[i];
+      return -1;
+    }
+  return 0;
+}
+
+int gc_cli_refuse_launcher(const char *cmd, int mpi)
+{
+  const char *var = NULL;
+  int n = gc_cli_launcher_size(&var);
+  if (mpi || n <= 1)
+    return 0;
+  /* every rank says it: the launcher may end the job as the first one
+   * exits, before another's line is out */
+  gc_cli_usage_error(cmd, "started as one of %d processes by an MPI launcher"
+                     " (%s=%d), but not over MPI: each process would run the"
+                     " whole job alone, into the same files; pass --transport"
+                     " mpi (train, theory trajectory; mpirun -n P+1), or run"
+                     " it without mpirun", n, var, n);
+  return 2;
 }

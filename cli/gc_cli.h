@@ -133,6 +133,19 @@ int gc_cli_csv_close(const char *cmd, FILE *f, const char *path);
  * output: write failed: REASON" and 1 where rc was 0. */
 int gc_cli_exit(const char *prog, int rc);
 
+/* How many processes an MPI launcher (mpirun, mpiexec, srun) started
+ * this one among, from its environment: OMPI_COMM_WORLD_SIZE (Open MPI),
+ * PMI_SIZE (MPICH, Intel MPI, Slurm's PMI), MV2_COMM_WORLD_SIZE
+ * (MVAPICH2); -1 where only a rank is set (PMIX_RANK, PMI_RANK: started
+ * by one, size unknown), 0 where none is.  *var (if var) names the
+ * variable read. */
+int gc_cli_launcher_size(const char **var);
+/* A command that is not running over MPI (mpi 0) but was started as one
+ * of N > 1 processes by a launcher would run whole N times into the same
+ * files: refuse it, saying to pass --transport mpi.  Returns 2 after the
+ * message (on every rank), 0 to go on. */
+int gc_cli_refuse_launcher(const char *cmd, int mpi);
+
 /* Subcommands: each returns the process exit status. */
 int gc_cmd_compress(int argc, char **argv);
 int gc_cmd_bench(int argc, char **argv);

@@ -262,7 +262,7 @@ static void trajectory_usage(FILE *out)
           "         [--density R (0.01) --density-down R (--density) | --k K --k-down K (>= 1)]\n"
           "         [--ties low|high (low)]\n"
           "         (--lr A | --lr-schedule SPEC) --steps N [--seed S] [--csv FILE]\n"
-          "         [--transport inproc|mpi] [--save-x FILE.npy]\n"
+          "         [--transport inproc|mpi [--mpi-timeout S]] [--save-x FILE.npy]\n"
           "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
           "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
           "  mpi: rank 0 the server, rank p+1 worker p) and logs per step\n"
@@ -277,7 +277,12 @@ static void trajectory_usage(FILE *out)
           "  a decreasing schedule also reports F(xbar_T)-F* of the weighted average\n"
           "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6).\n"
           "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
-          "       support_union\n", gc_cli_algorithm_names("|"));
+          "       support_union\n"
+          "  --mpi-timeout S (300): the MPI watchdog: a rank that waits longer than\n"
+          "  max(S, 50 x the slowest step so far) seconds for another rank's message\n"
+          "  (twice that for rank 0's, which may itself be waiting) ends the job,\n"
+          "  naming the silent rank and the step; 0: wait for ever.\n",
+          gc_cli_algorithm_names("|"));
 }
 
 static int cmd_trajectory(int argc, char **argv)

@@ -21,6 +21,7 @@
 #include "gc_errno.h"
 #include "gc_netmodel.h"
 #include "gc_train_run.h"
+#include "gc_transport_cli.h"
 #ifdef HAVE_MPI
 #include "gc_transport_mpi.h"
 #endif
@@ -60,6 +61,15 @@ static const char usage_tail[] =
   "                      sgd, uni, bi, downlink, doublesqueeze, ef21 and the\n"
   "                      others of --algorithm; not with --device cuda or\n"
   "                      --bounds\n"
+  "  --mpi-timeout S     (300; --transport mpi only) the watchdog: a rank that\n"
+  "                      waits longer than max(S, 50 x the slowest step so\n"
+  "                      far, the evaluation between epochs included) seconds\n"
+  "                      for another rank's message (twice that for rank\n"
+  "                      0's, which may itself be waiting) ends the job,\n"
+  "                      naming the silent rank, the epoch and the step, in\n"
+  "                      DIR/stopped.txt (rank 0) or DIR/stopped-rR.txt\n"
+  "                      (rank R) too; the last finished epoch's checkpoint\n"
+  "                      stays for --resume.  0: wait for ever\n"
   "  --net-bandwidth B --net-latency L   the alpha-beta network model (as\n"
   "                      theory trajectory: 10Gbps, 1.5GB/s; 50us, 1ms):\n"
   "                      log.csv gains net_comm_s and time_model_cum\n"
@@ -161,6 +171,8 @@ typedef struct opts {
   int lr_set;
   char *config;
   int mpi;                          /* --transport mpi                 */
+  double mpi_timeout;               /* --mpi-timeout                   */
+  int mpi_timeout_set;
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
   gc_net_model net;
 } opts;
@@ -245,6 +257,12 @@ static int parse(opts *o, int argc, char **argv, int from_file)
                                   "not '%s'", v);
       }
     }
+    else if (!strcmp(a, "--mpi-timeout")) {
+      NEED();
+      if (gc_mpi_timeout_option(cmd, a, v, &o->mpi_timeout))
+        return 2;
+      o->mpi_timeout_set = 1;
+    }
     else if (!strcmp(a, "--net-bandwidth")) {
       NEED();
       if (gc_net_parse_bandwidth(v, &o->net.bandwidth) != GC_SUCCESS)
@@ -326,14 +344,24 @@ static int report(const opts *o, int st, const gc_train_result *res)
 #ifdef HAVE_MPI
 /* ---- --transport mpi -----------------------------------------------------
  * Every rank parses the same options and runs gc_train_run on its own
- * nodes (gc_nn.h, gc_train_config.transport).  A rank that fails names
- * itself and the step and aborts the job (the others would wait for its
- * messages); a configuration error is every rank's, reported by rank 0. */
+ * nodes (gc_nn.h, gc_train_config.transport).  A rank that fails, or whose
+ * watchdog finds another rank silent (gc_transport_mpi.h), names itself,
+ * the epoch, the step and the cause, on stderr and in its stop record,
+ * and aborts the job (the others would wait for its messages); a
+ * configuration error is every rank's, reported by rank 0.
+ *
+ * Stop records: rank 0 writes <out>/stopped.txt, worker rank R
+ * <out>/stopped-rR.txt, each its own file so that no rank overwrites what
+ * another knows: rank 0's may die with SIGKILL, and then the workers'
+ * records still say where the run was.  A finished run removes them. */
 
 static volatile sig_atomic_t where[2];   /* epoch, steps (gc_train_config) */
+/* 1 once this rank wrote its own failure: the job's end adds nothing */
+static volatile sig_atomic_t recorded;
+static char stop_head[200];              /* "gradcomp train: rank R (...)" */
 static char term_note[1200];
-static char stop_file[1100];             /* <out>/stopped.txt */
-static char stop_tmp[1100];              /* written, then renamed to it */
+static char stop_file[1100];             /* <out>/stopped.txt, -rR.txt */
+static char stop_tmp[1110];              /* written, then renamed to it */
 
 /* Decimal digits of v at out (async-signal-safe); returns the end. */
 static char *put_u(char *out, unsigned long v)
@@ -349,16 +377,17 @@ static char *put_u(char *out, unsigned long v)
   return out;
 }
 
-/* Rank 0's stop record: "... during epoch E at step S" and the note, at
- * msg (1400 bytes); returns its length.  Async-signal-safe. */
+/* This rank's stop record: "... during epoch E at step S" and the note,
+ * at msg (1600 bytes); returns its length.  Async-signal-safe. */
 static size_t stop_record(char *msg)
 {
-  static const char a[] = "gradcomp train: rank 0 (the server) stopped by"
-                          " the job's end during epoch ";
+  static const char a[] = " stopped by the job's end during epoch ";
   static const char b[] = " at step ";
+  size_t h = strlen(stop_head);
   char *p = msg;
-  memcpy(p, a, sizeof a - 1);
-  p = put_u(p + sizeof a - 1, (unsigned long) where[0]);
+  memcpy(p, stop_head, h);
+  memcpy(p + h, a, sizeof a - 1);
+  p = put_u(p + h + sizeof a - 1, (unsigned long) where[0]);
   memcpy(p, b, sizeof b - 1);
   p = put_u(p + sizeof b - 1, (unsigned long) where[1]);
   size_t n = strlen(term_note);
@@ -378,23 +407,51 @@ static void write_stop_file(const char *msg, size_t len)
     rename(stop_tmp, stop_file);
 }
 
-/* mpirun ends a job whose rank died with SIGCONT, SIGTERM a second later,
- * then SIGKILL, which at times follows SIGTERM within microseconds, before
- * a handler runs.  So rank 0 writes where the run was to <out>/stopped.txt
- * at SIGCONT already (a job-control SIGCONT only leaves the file, which a
- * finished run removes), and at SIGTERM again, then to stderr beside
- * mpirun's line naming the dead rank, and ends. */
+/* mpirun ends a job whose rank died or aborted with SIGCONT, SIGTERM a
+ * second later, then SIGKILL, which at times follows SIGTERM within
+ * microseconds, before a handler runs.  So every rank writes where the
+ * run was to its stop record at SIGCONT already (a job-control SIGCONT
+ * only leaves the file, which a finished run removes), and at SIGTERM
+ * again, then to stderr beside mpirun's line naming the rank that died,
+ * and ends.  A rank that wrote its own failure keeps that record. */
 static void on_stop(int sig)
 {
-  char msg[1400];
-  size_t len = stop_record(msg);
-  write_stop_file(msg, len);
-  if (sig != SIGTERM)
-    return;
-  ssize_t w = write(STDERR_FILENO, "\n", 1);
-  w = write(STDERR_FILENO, msg, len);
-  (void) w;
-  _exit(128 + sig);
+  if (!recorded) {
+    char msg[1600];
+    size_t len = stop_record(msg);
+    write_stop_file(msg, len);
+    if (sig == SIGTERM) {
+      ssize_t w = write(STDERR_FILENO, "\n", 1);
+      w = write(STDERR_FILENO, msg, len);
+      (void) w;
+    }
+  }
+  if (sig == SIGTERM)
+    _exit(128 + sig);
+}
+
+/* This rank failed (its watchdog included): the message on stderr and in
+ * its stop record, where the signals of the job's end no longer write. */
+static int record_failure(const opts *o)
+{
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGCONT);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  recorded = 1;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  char msg[2400];
+  snprintf(msg, sizeof msg, "%s stopped during epoch %ld at step %ld: %s; "
+           "the rows of %s/log.csv and the checkpoint of the last "
+           "finished epoch are kept; continue with the same options and "
+           "--resume%s\n", stop_head, (long) where[0], (long) where[1],
+           gc_last_error(), o->c.out,
+           strstr(gc_last_error(), "MPI watchdog") ? " (or a longer "
+           "--mpi-timeout, if that rank was only slow)" : "");
+  fputs(msg, stderr);
+  write_stop_file(msg, strlen(msg));
+  return 1;
 }
 
 static int mpi_end(int rc)
@@ -407,8 +464,7 @@ static int train_mpi(opts *o)
 {
   gc_train_config *c = &o->c;
   size_t P = c->workers;
-  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") &&
-      !getenv("PMI_RANK"))
+  if (gc_cli_launcher_size(NULL) == 0)
     return gc_cli_usage_error("train", "--transport mpi: not started by "
                               "mpirun; run it as mpirun -n %zu (P+1) gradcomp"
                               " train ...", P + 1);
@@ -432,31 +488,38 @@ static int train_mpi(opts *o)
                                                   "%s; run it as mpirun -n %zu"
                                                   " (P+1)", gc_last_error(),
                                                   P + 1) : 2);
+  if (o->mpi_timeout_set)
+    gc_mpi_set_timeout(m, o->mpi_timeout);   /* checked when parsed */
   c->transport = gc_mpi_transport(m);
   c->proc = rank;
   c->where = where;
   if (rank > 0) {
     c->quiet = 1;
+    snprintf(stop_head, sizeof stop_head, "gradcomp train: rank %d (worker "
+             "%d)", rank, rank - 1);
+    snprintf(stop_file, sizeof stop_file, "%s/stopped-r%d.txt", c->out, rank);
   } else {
+    snprintf(stop_head, sizeof stop_head, "gradcomp train: rank 0 (the "
+             "server)");
     snprintf(stop_file, sizeof stop_file, "%s/stopped.txt", c->out);
-    snprintf(stop_tmp, sizeof stop_tmp, "%s/stopped.txt.tmp", c->out);
-    snprintf(term_note, sizeof term_note, " (mpirun names the rank that died);"
-             " the rows of %s/log.csv and the checkpoint of the last finished"
-             " epoch are kept; continue with the same options and --resume\n",
-             c->out);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);   /* one record at a time */
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaddset(&sa.sa_mask, SIGCONT);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGCONT, &sa, NULL);
   }
+  snprintf(stop_tmp, sizeof stop_tmp, "%s.tmp", stop_file);
+  snprintf(term_note, sizeof term_note, " (mpirun, or another rank's "
+           "message, names the cause); the rows of %s/log.csv and the "
+           "checkpoint of the last finished epoch are kept; continue with "
+           "the same options and --resume\n", c->out);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);   /* one record at a time */
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaddset(&sa.sa_mask, SIGCONT);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGCONT, &sa, NULL);
   gc_train_result res;
   int st = gc_train_run(c, &res);
-  if (rank == 0 && st == GC_SUCCESS) {   /* a stop --resume has made good */
+  if (st == GC_SUCCESS) {   /* a stop --resume has made good */
     unlink(stop_file);
     unlink(stop_tmp);
   }
@@ -465,12 +528,10 @@ static int train_mpi(opts *o)
     /* a bad configuration fails on every rank alike, before any message */
     rc = rank == 0 ? report(o, st, &res) : st == GC_SUCCESS ? 0 : 2;
   } else {
-    if (rank == 0)
-      rc = report(o, st, &res);
+    if (rank == 0 && st == GC_EDIVERGE)
+      rc = report(o, st, &res);   /* every rank's, with the same loss */
     else
-      rc = gc_cli_fail("train", st, "rank %d (worker %d) stopped during epoch"
-                       " %ld at step %ld", rank, rank - 1, (long) where[0],
-                       (long) where[1]);
+      rc = record_failure(o);
     fflush(NULL);
     MPI_Abort(MPI_COMM_WORLD, rc);   /* the others wait on this rank */
   }
@@ -669,9 +730,17 @@ int gc_cmd_train(int argc, char **argv)
                     : o.lr_set && !(o.c.lr > 0) ? "--lr must be positive"
                     : !(o.c.momentum >= 0 && o.c.momentum < 1) ? "--momentum must lie in [0, 1)"
                     : NULL;
+  if (!bad && o.mpi_timeout_set && !o.mpi)
+    bad = "--mpi-timeout applies only with --transport mpi";
   if (bad) {
     free_config(cav, cac);
     return gc_cli_usage_error("train", "%s", bad);
+  }
+  /* the transport is known only now, a --config file read (gradcomp.c's
+   * main checks the other commands) */
+  if ((st = gc_cli_refuse_launcher("train", o.mpi))) {
+    free_config(cav, cac);
+    return st;
   }
   char note[1000];
   snprintf(note, sizeof note, "the rows of %s/log.csv and the checkpoint of the"

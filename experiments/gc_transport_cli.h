@@ -19,9 +19,15 @@ typedef struct gc_transport_opts {
   struct gc_traj_mpi *run; /* set by gc_trajectory_transport_begin   */
   const char *net_bw, *net_lat, *net_csv;   /* --net-bandwidth/-latency/-csv */
   gc_algo_config cfg;      /* the run's configuration (begin sets it) */
+  double mpi_timeout;      /* --mpi-timeout (gc_mpi_set_timeout)      */
+  int mpi_timeout_set;
 } gc_transport_opts;
 
-/* Take --transport, --save-x and the network model's --net-bandwidth B
+/* --mpi-timeout S: a number of seconds in [0, GC_MPI_TIMEOUT_MAX] at
+ * *out, 0; else 2 after a message naming opt. */
+int gc_mpi_timeout_option(const char *cmd, const char *opt, const char *val,
+                          double *out);
+/* Take --transport, --mpi-timeout, --save-x and the network model's --net-bandwidth B
  * --net-latency L [--net-csv FILE]: 1 when opt is one of them (*err set
  * to 2 on a bad value, after a message), 0 otherwise. */
 int gc_transport_option(const char *cmd, const char *opt, const char *val,

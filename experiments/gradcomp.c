@@ -30,6 +30,17 @@ static void usage(FILE *out)
     fprintf(out, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
 }
 
+/* The command runs over MPI: --transport mpi (train, theory trajectory)
+ * or bench comm's --under-mpirun. */
+static int over_mpi(int argc, char **argv)
+{
+  for (int i = 2; i < argc; i++)
+    if ((!strcmp(argv[i], "--transport") && i + 1 < argc &&
+         !strcmp(argv[i + 1], "mpi")) || !strcmp(argv[i], "--under-mpirun"))
+      return 1;
+  return 0;
+}
+
 static int run(int argc, char **argv)
 {
   /* Each subcommand reports a library failure itself, with the reason
@@ -52,8 +63,14 @@ static int run(int argc, char **argv)
     return 0;
   }
   for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-    if (!strcmp(argv[1], subcommands[i].name))
+    if (!strcmp(argv[1], subcommands[i].name)) {
+      /* N copies under mpirun without MPI: refused before anything is
+       * written (train decides once its --config file is read) */
+      if (strcmp(argv[1], "train") != 0 &&
+          gc_cli_refuse_launcher(argv[1], over_mpi(argc, argv)))
+        return 2;
       return subcommands[i].run(argc - 1, argv + 1);
+    }
   fprintf(stderr, "gradcomp: '%s' is not a subcommand\n", argv[1]);
   usage(stderr);
   return 2;

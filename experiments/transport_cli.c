@@ -15,11 +15,27 @@
 #include "gc_transport_mpi.h"
 #endif
 
+int gc_mpi_timeout_option(const char *cmd, const char *opt, const char *val,
+                          double *out)
+{
+  if (gc_cli_double(cmd, opt, val, out))
+    return 2;
+  if (!(*out >= 0 && *out <= GC_MPI_TIMEOUT_MAX))
+    return gc_cli_usage_error(cmd, "%s: %s seconds is outside [0, %g] (0: "
+                              "no watchdog)", opt, val, GC_MPI_TIMEOUT_MAX);
+  return 0;
+}
+
 int gc_transport_option(const char *cmd, const char *opt, const char *val,
                         gc_transport_opts *o, int *err)
 {
   *err = 0;
   double unused;
+  if (!strcmp(opt, "--mpi-timeout")) {
+    *err = gc_mpi_timeout_option(cmd, opt, val, &o->mpi_timeout);
+    o->mpi_timeout_set = 1;
+    return 1;
+  }
   if (!strcmp(opt, "--save-x")) {
     o->save_x = val;
     return 1;
@@ -83,25 +99,34 @@ static int mpi_start(void)
 }
 
 /* Per rank: its payload counters and whether its final iterate differs
- * from rank 0's (every rank, collective). */
+ * from rank 0's (every rank, collective).  Through the transport's own
+ * driver messages, so the watchdog covers the end of the run too: rank
+ * 0's iterate to every rank, each worker's counters to rank 0 (all: rank
+ * r's NF at all + r NF there). */
 enum { F_SENT, F_RECV, F_DOWN, F_DIFFERS, NF };
 
-static int gather_finals(struct gc_traj_mpi *t, const double *x, size_t n,
-                         uint64_t *all)
+static int gather_finals(struct gc_traj_mpi *t, uint32_t step, const double *x,
+                         size_t n, uint64_t *all)
 {
-  MPI_Comm comm = gc_mpi_comm(t->m);
+  const gc_transport *tr = gc_mpi_transport(t->m);
   double *ref = malloc(n * sizeof *ref);
   if (!ref)
     return GC_ENOMEM;
   memcpy(ref, x, n * sizeof *ref);
   uint64_t mine[NF];
-  int rc = MPI_Bcast(ref, (int) n, MPI_DOUBLE, 0, comm);
+  int st = tr->type->bcast_aux(tr->state, step, (uint8_t *) ref,
+                               n * sizeof *ref);
   gc_mpi_bytes(t->m, &mine[F_SENT], &mine[F_RECV], &mine[F_DOWN]);
   mine[F_DIFFERS] = memcmp(ref, x, n * sizeof *ref) != 0;
   free(ref);
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Gather(mine, NF, MPI_UINT64_T, all, NF, MPI_UINT64_T, 0, comm);
-  return rc == MPI_SUCCESS ? GC_SUCCESS : GC_EMPI;
+  if (st != GC_SUCCESS)
+    return st;
+  if (gc_mpi_rank(t->m) > 0)
+    return tr->type->gather_aux(tr->state, step, (uint8_t *) mine,
+                                sizeof mine);
+  memcpy(all, mine, sizeof mine);
+  return tr->type->gather_aux(tr->state, step, (uint8_t *) (all + NF),
+                              sizeof mine);
 }
 
 /* Rank 0: every rank holds rank 0's final iterate, and the payload bytes
@@ -116,7 +141,8 @@ static int server_check(gc_transport_opts *o, gc_theory_run *r)
   uint64_t *all = calloc((P + 1) * NF, sizeof *all);
   if (!all)
     return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
-  if (gather_finals(t, gc_sim_point(sim), o->cfg.n, all) != GC_SUCCESS) {
+  if (gather_finals(t, (uint32_t) gc_sim_steps_done(sim), gc_sim_point(sim),
+                    o->cfg.n, all) != GC_SUCCESS) {
     free(all);
     return gc_cli_fail(CMD, GC_EMPI, "the final check across ranks failed");
   }
@@ -190,6 +216,9 @@ int gc_trajectory_transport_begin(gc_transport_opts *o,
   if ((o->net_bw != NULL) != (o->net_lat != NULL) || (o->net_csv && !o->net_bw))
     return gc_cli_usage_error("theory", "the network model needs both "
                               "--net-bandwidth and --net-latency");
+  if (o->mpi_timeout_set && !o->mpi)
+    return gc_cli_usage_error("theory", "--mpi-timeout applies only with "
+                              "--transport mpi");
   if (!o->mpi)
     return -1;
 #ifdef HAVE_MPI
@@ -205,6 +234,8 @@ int gc_trajectory_transport_begin(gc_transport_opts *o,
     MPI_Finalize();
     return rc;
   }
+  if (o->mpi_timeout_set)
+    gc_mpi_set_timeout(t->m, o->mpi_timeout);   /* checked when parsed */
   o->run = t;
   *tr = gc_mpi_transport(t->m);
   *leader = gc_mpi_rank(t->m) == 0;
@@ -256,8 +287,9 @@ int gc_trajectory_transport_end(gc_transport_opts *o, gc_theory_run *r,
   struct gc_traj_mpi *t = o->run;
   if (t && gc_mpi_rank(t->m) > 0) {   /* a worker rank: the final check */
     uint64_t unused[NF];
-    if (!rc && gather_finals(t, gc_sim_point(gc_theory_run_sim(r)), o->cfg.n,
-                             unused) != GC_SUCCESS)
+    gc_sim *sim = gc_theory_run_sim(r);
+    if (!rc && gather_finals(t, (uint32_t) gc_sim_steps_done(sim),
+                             gc_sim_point(sim), o->cfg.n, unused) != GC_SUCCESS)
       rc = gc_cli_fail(CMD, GC_EMPI, "rank %d: final check failed",
                        gc_mpi_rank(t->m));
     return mpi_finish(o, rc);

@@ -18,6 +18,14 @@
 extern "C" {
 #endif
 
+/* The MPI transport's watchdog (gc_transport_mpi.h), here so that a
+ * front end built without MPI states the same numbers: its timeout in
+ * seconds unless set, the multiple of the slowest step a wait stretches
+ * to, and the largest timeout taken (about 116 days; 0 turns it off). */
+#define GC_MPI_TIMEOUT_DEFAULT 300.0
+#define GC_MPI_TIMEOUT_STEPS 50
+#define GC_MPI_TIMEOUT_MAX 1e7
+
 /* Either call may be NULL where there is nothing to move (an allgather
  * transport, whose every process runs the server step, has no downlink). */
 typedef struct gc_transport_type {

@@ -455,6 +455,57 @@ Test(transport_mpi, killed_worker_stops_the_run, .timeout = 120)
   gc_test_run(cmd, out, sizeof out);
 }
 
+/* The seconds an MPI watchdog message gives as its limit ("the limit is
+ * 10 s = ..."); -1 without one. */
+static double watchdog_limit(const char *out)
+{
+  const char *l = strstr(out, "the limit is ");
+  return l ? strtod(l + 13, NULL) : -1;
+}
+
+/* A worker rank stopped (SIGSTOP: alive, silent) mid-run with
+ * --mpi-timeout 8: rank 0's watchdog ends the job within its limit, which
+ * it states, naming the silent rank and the step; the CSV rows written
+ * before stay whole; and while they wait the other ranks sleep between
+ * polls rather than spin.  A poll every 1 ms costs ~1% of a core (3 of
+ * the 300 ticks of 3 s at 100 Hz), and sleeping it does not grow on a
+ * loaded machine; a spinning rank takes whatever CPU the machine leaves
+ * it, a whole idle core, and --oversubscribe's yielding gives back only
+ * what other processes ask for.  8% sits well above the first and below
+ * what a spinning rank gets beside a few busy processes.  Without
+ * the watchdog the job waits for ever (the script's 120 s bound then
+ * reports no exit). */
+Test(transport_mpi, stopped_worker_watchdog, .timeout = 300)
+{
+  need_mpirun();
+  char dir[512], cmd[4096], out[16384];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-stop"));
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' STOP",
+           gc_test_srcdir("tests/mpi_kill.sh"), dir, gradcomp);
+  gc_test_run(cmd, out, sizeof out);
+  cr_assert(strstr(out, "rc=1\n") != NULL,
+            "the watchdog did not end the job with exit 1: %s", out);
+  cr_assert(strstr(out, "rank 0 heard nothing from rank 2 (worker 1)") != NULL,
+            "%s", out);
+  cr_assert(strstr(out, " of step ") != NULL, "%s", out);
+  double lim = watchdog_limit(out);
+  const char *s = strstr(out, "stop_s=");
+  /* the limit is max(8 s, 50 x the slowest step) by construction; the job
+   * then ends as mpirun tears it down, given 30 s on a loaded machine */
+  cr_assert(lim >= 8 && s && atof(s + 7) <= lim + 30,
+            "limit %g s, stopped after %s", lim, s ? s + 7 : "?");
+  const char *cpu = strstr(out, "wait_cpu_pct=");
+  cr_assert(cpu && atoi(cpu + 13) < 8, "the waiting ranks spin: %s", out);
+  char path[600];
+  snprintf(path, sizeof path, "%s/k.csv", dir);
+  size_t len;
+  char *csv = gc_test_slurp(path, &len);
+  cr_assert(csv && len > 0 && csv[len - 1] == '\n', "the last row is cut");
+  free(csv);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  gc_test_run(cmd, out, sizeof out);
+}
+
 /* ---- MPI: gradcomp train, the same run in-process and under mpirun ------ */
 
 /* log.csv without the four times, the only columns a transport may
@@ -705,27 +756,35 @@ Test(train_mpi, wrong_rank_count_and_no_mpirun)
   cr_assert(strstr(out, "not started by mpirun") != NULL, "%s", out);
 }
 
-/* A worker rank killed mid-run: the job stops within 30 s with a non-zero
- * exit, mpirun names the dead rank and rank 0 the epoch and step; the log
- * rows written stay whole; --resume under mpirun then ends with the
+/* Rank `rank` killed mid-run: the job stops within 30 s with a non-zero
+ * exit, mpirun names the dead rank and the others the epoch and step; the
+ * log rows written stay whole; --resume under mpirun then ends with the
  * uninterrupted run's model, byte for byte (mpi_train_kill.sh). */
-Test(train_mpi, killed_worker_then_resume, .timeout = 240)
+static void killed_rank_then_resume(int rank)
 {
   need_mpirun();
   gc_test_need_dataset("mnist");
-  char dir[512], cmd[4096], out[32768];
-  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-train-kill"));
-  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' '%s'",
+  char dir[512], cmd[4096], out[32768], name[16];
+  snprintf(dir, sizeof dir, "%s-%d", gc_test_tmp("mpi-train-kill"), rank);
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' '%s' %d",
            gc_test_srcdir("tests/mpi_train_kill.sh"), dir, gradcomp,
-           gc_test_data_dir());
+           gc_test_data_dir(), rank);
   gc_test_run(cmd, out, sizeof out);
   char *rc = strstr(out, "rc=");
   cr_assert(rc && rc[3] != '\n' && strncmp(rc, "rc=0\n", 5) != 0,
             "the run did not stop with a non-zero exit within 30 s: %s", out);
-  cr_assert(strstr(out, "rank 2") != NULL, "%s", out);
+  snprintf(name, sizeof name, "rank %d", rank);
+  cr_assert(strstr(out, name) != NULL, "%s", out);
   /* in its output line or, should mpirun drop that, in its stop record */
-  cr_assert(strstr(out, "at step ") != NULL, "rank 0 did not name the step: %s",
+  cr_assert(strstr(out, "at step ") != NULL, "no rank named the step: %s",
             out);
+  if (rank == 0) {
+    /* rank 0 died at once: the workers' records say where the run was */
+    const char *f = strstr(out, "stop_file stopped-r1.txt: ");
+    cr_assert(f && strstr(f, "rank 1 (worker 0) stopped") &&
+              strstr(f, " during epoch ") && strstr(f, " at step "),
+              "worker rank 1 left no stop record: %s", out);
+  }
   char *rows = strstr(out, "rows_at_stop=");
   cr_assert(rows && atoi(rows + 13) >= 2 && atoi(rows + 13) < 12,
             "the kill did not land mid-run: %s", out);
@@ -751,6 +810,123 @@ Test(train_mpi, killed_worker_then_resume, .timeout = 240)
   snprintf(a, sizeof a, "%s/ref", dir);
   snprintf(b, sizeof b, "%s/run", dir);
   same_run(a, b);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  gc_test_run(cmd, out, sizeof out);
+}
+
+Test(train_mpi, killed_worker_then_resume, .timeout = 240)
+{
+  killed_rank_then_resume(2);
+}
+
+/* Rank 0 killed: mpirun names it, and the workers' own stop records keep
+ * the epoch and step the run was at. */
+Test(train_mpi, killed_server_then_resume, .timeout = 240)
+{
+  killed_rank_then_resume(0);
+}
+
+/* The MPI watchdog in training (mpi_stop.sh): rank RANK stopped (SIGSTOP)
+ * after two epochs, --mpi-timeout 5.  The job ends within the limit the
+ * message states (by construction max(5 s, 50 x the slowest step), twice
+ * that for a wait on rank 0) plus 30 s for mpirun's teardown on a loaded
+ * machine, with exit 1, the silent rank, the epoch and the step named on
+ * stderr and in the reporting rank's stop record; --resume under mpirun
+ * then ends with the uninterrupted run's model and log, byte for byte,
+ * and removes every stop record.  `who` is the reporting rank's name of
+ * the silent one, `record` the stop record that must hold it. */
+static void stopped_rank(int rank, const char *who, const char *record)
+{
+  need_mpirun();
+  gc_test_need_dataset("mnist");
+  char dir[512], cmd[4096], out[32768];
+  snprintf(dir, sizeof dir, "%s-%d", gc_test_tmp("mpi-train-stop"), rank);
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s' '%s' '%s' %d",
+           gc_test_srcdir("tests/mpi_stop.sh"), dir, gradcomp,
+           gc_test_data_dir(), rank);
+  gc_test_run(cmd, out, sizeof out);
+  cr_assert(strstr(out, "rc=1\n") != NULL,
+            "the watchdog did not end the job with exit 1: %s", out);
+  char *rows = strstr(out, "rows_at_stop=");
+  cr_assert(rows && atoi(rows + 13) >= 2 && atoi(rows + 13) < 12,
+            "the stop did not land mid-run: %s", out);
+  cr_assert(strstr(out, who) != NULL, "%s", out);
+  cr_assert(strstr(out, "stopped during epoch ") != NULL, "%s", out);
+  cr_assert(strstr(out, " at step ") != NULL, "%s", out);
+  double lim = watchdog_limit(out);
+  const char *s = strstr(out, "stop_s=");
+  cr_assert(lim >= 5 && s && atof(s + 7) <= lim + 30,
+            "limit %g s, stopped after %s", lim, s ? s + 7 : "?");
+  char want[256];
+  snprintf(want, sizeof want, "stop_file %s: ", record);
+  const char *f = strstr(out, want);
+  cr_assert(f && strstr(f, who) && strstr(f, who) < strchr(f, '\n'),
+            "%s holds no watchdog record: %s", record, out);
+  char p[700];
+  snprintf(p, sizeof p, "%s/log-at-stop.csv", dir);
+  size_t len;
+  char *csv = gc_test_slurp(p, &len);
+  cr_assert(csv && len > 0 && csv[len - 1] == '\n', "the last row is cut");
+  free(csv);
+  cr_assert(strstr(out, "resume_rc=0") != NULL, "%s", out);
+  cr_assert(strstr(out, "left: ") == NULL, "a stop record outlived the "
+            "finished run: %s", out);
+  char a[600], b[600];
+  snprintf(a, sizeof a, "%s/ref", dir);
+  snprintf(b, sizeof b, "%s/run", dir);
+  same_run(a, b);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  gc_test_run(cmd, out, sizeof out);
+}
+
+/* A stopped worker: rank 0 sees it first-hand and reports it. */
+Test(train_mpi, stopped_worker_watchdog_then_resume, .timeout = 600)
+{
+  stopped_rank(2, "rank 0 heard nothing from rank 2 (worker 1)",
+               "stopped.txt");
+}
+
+/* A stopped rank 0: the workers' watchdogs report it (after twice the
+ * limit) in their own stop records, since rank 0 writes nothing. */
+Test(train_mpi, stopped_server_watchdog_then_resume, .timeout = 600)
+{
+  stopped_rank(0, "heard nothing from rank 0 (the server)", "stopped-r1.txt");
+}
+
+/* Under mpirun -n 3 without --transport mpi each process would run the
+ * whole job into the same files: refused before anything is written, for
+ * train (also after a --config file), theory and compress; a --config
+ * file's `transport mpi` counts (that run then fails on its rank count). */
+Test(train_mpi, mpirun_without_transport_refused)
+{
+  need_mpirun();
+  char cmd[4096], out[16384], dir[600];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("mpi-notransport"));
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+  gc_test_run(cmd, out, sizeof out);
+  const char *runs[] = {
+    "train --workers 2 --train-subset 80 --quiet --out %s/run",
+    "theory trajectory --problem quadratic:P=2,d=8 --algorithm uni "
+      "--compressor topk --k 2 --lr 0.1 --steps 3 --csv %s/run",
+    "compress topk --k 1 --in %s/x.npy --out %s/run",
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char args[1024];
+    snprintf(args, sizeof args, runs[i], dir, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN "%s %s", (size_t) 3, gradcomp, args);
+    cr_assert(eq(int, gc_test_run(cmd, out, sizeof out), 2), "%s: %s", args,
+              out);
+    cr_assert(strstr(out, "started as one of 3 processes by an MPI launcher")
+              && strstr(out, "pass --transport mpi"), "%s: %s", args, out);
+    snprintf(cmd, sizeof cmd, "test -e '%s/run'", dir);
+    cr_assert(ne(int, gc_test_run(cmd, out, sizeof out), 0),
+              "%s wrote %s/run", args, dir);
+  }
+  snprintf(cmd, sizeof cmd, "printf 'transport mpi\\nworkers 4\\n' > '%s/c.conf'"
+           " && " MPIRUN "%s train --config '%s/c.conf' --train-subset 80 "
+           "--quiet --out '%s/run'", dir, (size_t) 3, gradcomp, dir, dir);
+  cr_assert(ne(int, gc_test_run(cmd, out, sizeof out), 0), "%s", out);
+  cr_assert(strstr(out, "need 5 ranks") != NULL, "%s", out);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   gc_test_run(cmd, out, sizeof out);
 }

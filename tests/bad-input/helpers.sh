@@ -32,6 +32,7 @@ fixture_run() {
   cp -r "$WORK/fixture/run" run
 }
 needs_data() { :; }   # a marker: the runner skips the case without MNIST
+needs_mpirun() { :; } # and this one without an MPI build or mpirun
 
 # fixture_run2: the same with two epochs, in ./run2
 fixture_run2() {
