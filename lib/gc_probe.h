@@ -38,6 +38,19 @@ typedef struct gc_xi_sample {
   double xi, xi_bi;
   double num, num_bi;
   double gbar_norm2;            /* ||gbar_t||^2, gbar = mean of grads     */
+  /* The rest feeds the ladder of theory.md 4.9; NaN where the method has
+   * no error memory of 4.3.  a_t = E_t + lr gbar_t is the input of the
+   * recursion's reference top-K (mean acc^p, plus delta_t with a server
+   * memory, in model units). */
+  double gamma_hat;             /* ||a_t - TopK(a_t)|| / ||a_t|| (TopK_d with
+                                   a server memory); NaN when a_t = 0     */
+  double mem_norm2;             /* ||E_{t+1}||^2 in model units: mean_p eps^p
+                                   (+ delta_{t+1}), with delta_{t+1} read as
+                                   delta_t + mean m^p - TopK_d(delta_t + mean
+                                   m^p): the server's own when its downlink
+                                   is that top-K (the case 4.3 covers)     */
+  double worker_mem2;           /* mean_p ||eps^p_{t+1}||^2, model units   */
+  double server_mem2;           /* ||delta_{t+1}||^2, model units (0: none) */
 } gc_xi_sample;
 
 /* For the configuration cfg (kind, n, dtype, workers, up/down params).

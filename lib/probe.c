@@ -26,6 +26,7 @@ struct gc_xi_probe {
   uint8_t *buf;                 /* messages of both reference TopK's      */
   double *dprev;                /* server memory before the step          */
   double *macc, *msent, *t1, *t2;
+  double wmem2;                 /* sum_p ||acc^p - m^p||^2 of this step   */
 };
 
 /* Where each method keeps its memories (gc_algo.h: the probe views). */
@@ -140,6 +141,14 @@ static int roundtrip(gc_xi_probe *w, gc_compressor *c, const double *x,
   return gc_decompress_add_f64(c, w->buf, len, 0, 1.0, out);
 }
 
+static double norm2_of(const double *x, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i] * x[i];
+  return s;
+}
+
 static double dist2(const double *x, const double *y, size_t n)
 {
   double s = 0;
@@ -156,6 +165,7 @@ void gc_xi_probe_sums_begin(gc_xi_probe *w)
   #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++)
     w->t1[i] = w->macc[i] = w->msent[i] = 0;
+  w->wmem2 = 0;
 }
 
 void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
@@ -172,6 +182,14 @@ void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
     w->macc[i] += at(w, acc, i);
     w->msent[i] += at(w, sent, i);
   }
+  /* the worker's memory after the step, acc^p - m^p (plain error
+   * feedback): a norm, so on one thread */
+  double e2 = 0;
+  for (size_t i = 0; i < n; i++) {
+    double e = at(w, acc, i) - at(w, sent, i);
+    e2 += e * e;
+  }
+  w->wmem2 += e2;
 }
 
 int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
@@ -188,13 +206,22 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
     g2 += w->t1[i] * w->t1[i];
   out->gbar_norm2 = g2;
   out->xi = out->xi_bi = out->num = out->num_bi = NAN;
+  out->gamma_hat = out->mem_norm2 = out->worker_mem2 = out->server_mem2 = NAN;
   if (w->units == UNITS_NONE)
     return GC_SUCCESS;
   double c = w->units == UNITS_GRAD ? lr : 1.0;
   double denom = lr * sqrt(g2);
+  out->worker_mem2 = c * c * w->wmem2 / (double) P;
+  out->server_mem2 = 0;
   GC_TRY(roundtrip(w, w->topk_up, w->macc, w->t1));
   out->num = c * sqrt(dist2(w->t1, w->msent, n));
   out->xi = out->num / denom;
+  if (!w->server_memory) {
+    /* a_t = mean acc^p; E_{t+1} = mean acc^p - mean m^p */
+    double a2 = norm2_of(w->macc, n);
+    out->gamma_hat = a2 > 0 ? sqrt(dist2(w->macc, w->t1, n) / a2) : NAN;
+    out->mem_norm2 = c * c * dist2(w->macc, w->msent, n);
+  }
   /* the means are not needed again */
   #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++) {
@@ -205,6 +232,15 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
   GC_TRY(roundtrip(w, w->topk_down, w->msent, w->t1));
   out->num_bi = c * sqrt(dist2(w->t2, w->t1, n));
   out->xi_bi = out->num_bi / denom;
+  if (!w->server_memory)
+    return GC_SUCCESS;
+  /* a_t = delta_t + mean acc^p; the server sends q = TopK_d(delta_t +
+   * mean m^p) (t1) and keeps delta_{t+1} = delta_t + mean m^p - q, so
+   * E_{t+1} = mean acc^p - mean m^p + delta_{t+1} = a_t - q */
+  double a2 = norm2_of(w->macc, n);
+  out->gamma_hat = a2 > 0 ? sqrt(dist2(w->macc, w->t2, n) / a2) : NAN;
+  out->mem_norm2 = c * c * dist2(w->macc, w->t1, n);
+  out->server_mem2 = c * c * dist2(w->msent, w->t1, n);
   return GC_SUCCESS;
 }
 

@@ -75,6 +75,14 @@ struct gc_theory_run {
   double avg_shift;              /* a of w_t = (a+t)^2; NaN: no average     */
   double avg_weight;             /* S_t = sum of the weights so far         */
   double *avg_sum;               /* sum_t w_t x_t (NULL: no average)        */
+  /* the ladder of 4.9 and the floating-point check */
+  double *xprev;                 /* x_t while the step makes x_{t+1}         */
+  double gh_max, gbar_max;       /* running max of gamma_hat_t, ||gbar_t||   */
+  double rec;                    /* e_t of rung r2_xi                        */
+  double rec2_sum, mem2_sum, gbar2_sum, rec_excess;
+  double rec2_last, mem2_last;   /* e_T^2, ||E_T||^2: not in the t < T means */
+  double fl_max, fl_x;
+  size_t fl_step;
 };
 
 static double norm2(const double *x, size_t n)
@@ -140,6 +148,7 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r->t3);
   free(r->worker_grad2_max);
   free(r->avg_sum);
+  free(r->xprev);
   gc_xi_probe_free(r->xi);
   gc_compressor_free(r->draw_up);
   gc_compressor_free(r->draw_down);
@@ -226,6 +235,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
          (r->t1 = calloc(n, sizeof *r->t1)) &&
          (r->t2 = calloc(n, sizeof *r->t2)) &&
          (r->t3 = calloc(n, sizeof *r->t3)) &&
+         (r->xprev = calloc(n, sizeof *r->xprev)) &&
          (r->worker_grad2_max = calloc(P, sizeof *r->worker_grad2_max));
     /* without noise the step takes the exact gradients themselves */
     for (size_t p = r->lo; ok && p < r->hi; p++)
@@ -252,6 +262,8 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
   r->recursion_fails = gc_theory_recursion_failure(&r->cfg);
   r->dup_draws = r->ddown_draws = INFINITY;
   r->avg_shift = NAN;
+  r->gh_max = -INFINITY;
+  r->rec_excess = -INFINITY;
   return r;
 }
 
@@ -427,9 +439,45 @@ static double norm2_of_mean(const double *const *v, size_t P, size_t n, double *
   return norm2(out, n);
 }
 
+/* ||(x_t - x_{t+1}) - u_t|| / ||u_t|| for the update u_t of this step:
+ * the decoded downlink D (x -= D: uni, bi, allgather, allreduce-randk;
+ * x -= lr D: the others; EF21-BC's model moves by lr h).  The rounding of
+ * x - u_t leaves it near 2^-53 ||x||/||u||; it is 1 when every entry of
+ * u_t is below half an ulp of its x_i and the model does not move.  NaN
+ * when u_t = 0.  *xmax: max_i |x_t,i|. */
+static double float_loss(const gc_theory_run *r, double lr, double *xmax)
+{
+  gc_server *srv = gc_sim_server(r->sim);
+  const double *x1 = gc_sim_model(r->sim), *D;
+  double s = lr;
+  switch (r->cfg.kind) {
+  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
+  case GC_ALGO_ALLREDUCE_RANDK:
+    s = 1.0;
+    D = gc_server_sent(srv);
+    break;
+  case GC_ALGO_EF21_BC:
+    D = gc_server_memory(srv);   /* h */
+    break;
+  default:
+    D = gc_server_sent(srv);
+    break;
+  }
+  double lost = 0, u2 = 0, xm = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    double u = s * D[i], e = (r->xprev[i] - x1[i]) - u;
+    lost += e * e;
+    u2 += u * u;
+    xm = fmax(xm, fabs(r->xprev[i]));
+  }
+  *xmax = xm;
+  return u2 > 0 ? sqrt(lost / u2) : NAN;
+}
+
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
 {
   size_t n = r->n, P = r->P;
+  double xmax = 0;
   const gc_problem *prob = r->prob;
   gc_probe_row rw;
   memset(&rw, 0, sizeof rw);
@@ -463,6 +511,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       r->avg_weight += w;
     }
     gc_xi_probe_before(r->xi, r->sim);
+    memcpy(r->xprev, model, n * sizeof *r->xprev);
     const void *sm = gc_server_memory(gc_sim_server(r->sim));
     if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
       memcpy(r->dprev, sm, n * sizeof *r->dprev);
@@ -578,6 +627,43 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     r->Enorm = rw.mem_norm;
   }
 
+  /* Rung r2_xi of 4.9: e_{t+1} = gh (e_t + lr M) + xi_t lr M with the
+   * running maxima gh of gamma_hat and M of ||gbar|| (both over s <= t, so
+   * e_t >= ||E_t|| by induction from the recursion of 4.3 at every step);
+   * where gbar_t = 0 the term xi_t lr ||gbar_t|| is the numerator itself. */
+  rw.gamma_hat = rw.rec_bound = NAN;
+  r->gbar_max = fmax(r->gbar_max, gnorm);
+  r->gbar2_sum += rw.gbar_norm2;
+  if (r->mem == MEM_NONE) {
+    rw.rec_bound = 0;
+  } else if (r->mem != MEM_OTHER) {
+    int down = r->mem != MEM_UNI;
+    double num = down ? num_bi_model : num_model;
+    rw.gamma_hat = xs.gamma_hat;
+    if (isfinite(rw.gamma_hat))
+      r->gh_max = fmax(r->gh_max, rw.gamma_hat);
+    double gh = fmax(r->gh_max, 0.0), M = lr * r->gbar_max;
+    double xi = num / denom;
+    rw.rec_bound = gh * (r->rec + M) + (isfinite(xi) ? xi * M : num);
+  }
+  if (isfinite(rw.rec_bound) && isfinite(rw.mem_norm)) {
+    r->rec = rw.rec_bound;
+    r->rec2_last = rw.rec_bound * rw.rec_bound;
+    r->mem2_last = rw.mem_norm * rw.mem_norm;
+    r->rec2_sum += r->rec2_last;
+    r->mem2_sum += r->mem2_last;
+    r->rec_excess = fmax(r->rec_excess, rw.mem_norm - rw.rec_bound);
+  }
+
+  /* The update the server applied, against what the model did: the
+   * analyses assume x_{t+1} = x_t - u_t exactly. */
+  rw.float_loss = float_loss(r, lr, &xmax);
+  if (isfinite(rw.float_loss) && rw.float_loss > r->fl_max) {
+    r->fl_max = rw.float_loss;
+    r->fl_step = t;
+    r->fl_x = xmax;
+  }
+
   /* Multi-draw contraction on the inputs the random compressors received:
    * the workers' from their records, the server's here. */
   for (size_t p = 0; p < P; p++) {
@@ -657,6 +743,15 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
   for (size_t p = 0; p < r->P; p++)
     wsum += r->worker_grad2_max[p];
   s->worker_grad2_max_mean = r->steps ? wsum / (double) r->P : NAN;
+  /* means over t < T of quantities measured after steps 0..T-2 (E_0 = 0) */
+  s->gamma_hat_max = isfinite(r->gh_max) ? r->gh_max : NAN;
+  s->mem2_mean = (r->mem2_sum - r->mem2_last) / T;
+  s->rec2_mean = (r->rec2_sum - r->rec2_last) / T;
+  s->rec_excess_max = r->rec_excess;
+  s->gbar2_mean = r->gbar2_sum / T;
+  s->float_loss_max = r->fl_max;
+  s->float_loss_step = r->fl_step;
+  s->float_loss_x = r->fl_x;
   s->wavg_gap = NAN;
   if (r->avg_sum && r->avg_weight > 0) {
     /* t1 is free between steps */
