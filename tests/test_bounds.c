@@ -892,3 +892,87 @@ Test(bounds_property, ef_sgd_second_term)
   cr_assert(ieee_ulp_eq(dbl, gc_bound_ef_sgd(1, 0.5, 1, 2, 3, 0.5), 29.0, 4),
             "%.17g", gc_bound_ef_sgd(1, 0.5, 1, 2, 3, 0.5));
 }
+
+/* ---- the ladder of theory.md 4.9 ----------------------------------------------- */
+
+/* Over generated runs of every algorithm (P, d, spectra, heterogeneity,
+ * noise, K, K_d, lr, tie rules, topk/randk on both links): on every row
+ * nonconvex_4.3 prints, each rung is at least the measured mean_t
+ * ||grad F||^2 and no rung exceeds the one before it (so none exceeds the
+ * theorem's).  Every rung is defined there: the recursion of 4.3 holds on
+ * every path the bound accepts, so the measured memories meet the bounds
+ * r1 and r2 rest on.  With noise the rungs bound expectations and the
+ * measured side is a 3-run mean: a check, as for the bounds themselves. */
+Test(bounds_property, ladder_rungs_hold_and_are_ordered)
+{
+  size_t done = 0, printed = 0, noisy = 0;
+  double tight[GC_RUNG_COUNT];
+  for (int k = 0; k < GC_RUNG_COUNT; k++)
+    tight[k] = INFINITY;
+  for (uint32_t i = 0; done < 220; i++) {
+    cr_assert(i < 4 * 220, "too many diverging instances");
+    instance in = make_instance(27, i, ALL, 10, 0);
+    gc_problem *prob = make_problem(&in, 27, i);
+    gc_algo_config cfg = make_config(&in);
+    gc_bound_case c;
+    int st = gc_theory_bounds_run(prob, &cfg, in.lr_factor / prob->L, 12 + i % 29, 3, 32, i,
+                                  &c);
+    gc_problem_free(prob);
+    if (st == GC_EDIVERGE)
+      continue;
+    cr_assert(eq(int, st, GC_SUCCESS));
+    done++;
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    const gc_bound_row *r = &rows[B_NONCONVEX];
+    if (r->failed[0]) {
+      for (int k = 0; k < GC_RUNG_COUNT; k++)
+        cr_assert(isnan(r->rung[k]), "refused row with rung %d = %g", k, r->rung[k]);
+      continue;
+    }
+    printed++;
+    noisy += in.sigma > 0;
+    cr_assert(r->rung[GC_RUNG_THEOREM] == r->value);
+    for (int k = 0; k < GC_RUNG_COUNT; k++) {
+      cr_assert(isfinite(r->rung[k]), "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): "
+                "%s undefined", i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k,
+                in.sigma, gc_rung_name(k));
+      cr_assert(r->rung[k] >= r->measured * (1 - REL),
+                "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): %s %.17g < measured "
+                "%.17g", i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k, in.sigma,
+                gc_rung_name(k), r->rung[k], r->measured);
+      if (k > 0)
+        cr_assert(r->rung[k] <= r->rung[k - 1] * (1 + REL),
+                  "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): %s %.17g > %s %.17g",
+                  i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k, in.sigma,
+                  gc_rung_name(k), r->rung[k], gc_rung_name(k - 1), r->rung[k - 1]);
+      if (r->measured > 0)
+        tight[k] = fmin(tight[k], r->rung[k] / r->measured);
+    }
+  }
+  cr_log_info("ladder: %zu runs, %zu printed (%zu noisy); min rung/measured %g %g %g %g %g",
+              done, printed, noisy, tight[0], tight[1], tight[2], tight[3], tight[4]);
+  cr_assert(printed >= 100 && noisy >= 20, "printed %zu, noisy %zu", printed, noisy);
+}
+
+/* theory bounds prints every rung under a printed nonconvex_4.3 row and
+ * writes one CSV column per rung and per ratio, before status. */
+Test(bounds_frontend, ladder_columns)
+{
+  char path[512], args[1200];
+  snprintf(path, sizeof path, "%s", gc_test_tmp("ladder.csv"));
+  snprintf(args, sizeof args, "--problem quadratic:P=4,d=40 --algorithms uni,bi --compressors "
+           "topk --density 0.05 --steps 200 --csv %.900s", path);
+  static char out[16384];
+  cr_assert(eq(int, run_bounds(args, out, sizeof out), 0), "%s", out);
+  for (int k = 0; k < GC_RUNG_COUNT; k++)
+    cr_assert(strstr(out, gc_rung_name(k)) != NULL, "%s", out);
+  size_t len;
+  char *text = gc_test_slurp(path, &len);
+  cr_assert(text != NULL);
+  cr_assert(strstr(text, ",alpha,r0_theorem,r1_delta,r2_xi,r3_memory,r4_m2,ratio_r0,ratio_r1,"
+                         "ratio_r2,ratio_r3,ratio_r4,status,failed_assumption\n") != NULL,
+            "%.300s", text);
+  free(text);
+  remove(path);
+}
