@@ -476,7 +476,9 @@ static void bounds_usage(FILE *out)
           "       problem,algorithm,compressor,density,steps,lr,L,gamma,xi_max,\n"
           "       measured_min_grad2,measured_mean_grad2,bound,bound_name,runs,sigma,\n"
           "       delta,bounds,expectation,measured,lr_schedule,alpha,r0_theorem,\n"
-          "       r1_delta,r2_xi,r3_memory,r4_m2,ratio_r0..ratio_r4,status,\n"
+          "       r1_delta,r2_xi,r3_memory,r4_m2,r5_gradient,r6_inner,\n"
+          "       ratio_r0..ratio_r6,\n"
+          "       status,\n"
           "       failed_assumption\n"
           "  bounds: min_t_grad2, mean_t_grad2 or wavg_fgap (F(xbar_T)-F*); alpha: the\n"
           "  alpha of mem_sgd_2.4, omega of omega_ef_4.8.\n"
@@ -486,7 +488,11 @@ static void bounds_usage(FILE *out)
           "  input instead of sqrt(1-K/d); r2_xi also with xi_t per step (the\n"
           "  recursion run along the path) instead of max xi; r3_memory also with\n"
           "  the measured ||E_t||^2 instead of their bound; r4_m2 also with\n"
-          "  ||gbar_t||^2 per step (its mean) instead of its max.  Each is a bound\n"
+          "  ||gbar_t||^2 per step (its mean) instead of its max; r5_gradient also\n"
+          "  with ||grad F(x_t - E_t) - grad F(x_t)||^2 instead of L^2 ||E_t||^2;\n"
+          "  r6_inner without the proof's Young step: half of r4's first two terms\n"
+          "  plus the measured <grad F(x_t) - grad F(x_t - E_t), grad F(x_t)>.\n"
+          "  Each is a bound\n"
           "  given what it measures; nan where its memory bound fails on the run.\n"
           "  A run whose updates round away (an update losing half its norm or more\n"
           "  to floating point: the iterates stop moving) is refused for every bound.\n");
@@ -587,7 +593,8 @@ static int cmd_bounds(int argc, char **argv)
                                  "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
                                  "bound_name,runs,sigma,delta,bounds,expectation,measured,"
                                  "lr_schedule,alpha,r0_theorem,r1_delta,r2_xi,r3_memory,"
-                                 "r4_m2,ratio_r0,ratio_r1,ratio_r2,ratio_r3,ratio_r4,"
+                                 "r4_m2,r5_gradient,r6_inner,ratio_r0,ratio_r1,ratio_r2,"
+                                 "ratio_r3,ratio_r4,ratio_r5,ratio_r6,"
                                  "status,failed_assumption\n")))
     return 1;
   printf("%-20s %-13s %-6s %7s %9s %-13s %-13s %12s %12s  %s\n", "problem", "algorithm",

@@ -905,7 +905,7 @@ Test(bounds_property, ef_sgd_second_term)
  * measured side is a 3-run mean: a check, as for the bounds themselves. */
 Test(bounds_property, ladder_rungs_hold_and_are_ordered)
 {
-  size_t done = 0, printed = 0, noisy = 0;
+  size_t done = 0, printed = 0, noisy = 0, path = 0;
   double tight[GC_RUNG_COUNT];
   for (int k = 0; k < GC_RUNG_COUNT; k++)
     tight[k] = INFINITY;
@@ -932,11 +932,17 @@ Test(bounds_property, ladder_rungs_hold_and_are_ordered)
     }
     printed++;
     noisy += in.sigma > 0;
+    path += !r->expectation;
     cr_assert(r->rung[GC_RUNG_THEOREM] == r->value);
     for (int k = 0; k < GC_RUNG_COUNT; k++) {
       cr_assert(isfinite(r->rung[k]), "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): "
                 "%s undefined", i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k,
                 in.sigma, gc_rung_name(k));
+      /* r6 keeps no slack but the proof's descent lemma: on an expectation
+       * row its sampling error (3 runs) can exceed that, so it is checked
+       * on the path rows, where it holds on the path itself */
+      if (k == GC_RUNG_INNER && r->expectation)
+        continue;
       cr_assert(r->rung[k] >= r->measured * (1 - REL),
                 "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): %s %.17g < measured "
                 "%.17g", i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k, in.sigma,
@@ -950,9 +956,11 @@ Test(bounds_property, ladder_rungs_hold_and_are_ordered)
         tight[k] = fmin(tight[k], r->rung[k] / r->measured);
     }
   }
-  cr_log_info("ladder: %zu runs, %zu printed (%zu noisy); min rung/measured %g %g %g %g %g",
-              done, printed, noisy, tight[0], tight[1], tight[2], tight[3], tight[4]);
-  cr_assert(printed >= 100 && noisy >= 20, "printed %zu, noisy %zu", printed, noisy);
+  cr_log_info("ladder: %zu runs, %zu printed (%zu noisy, %zu on the path); min "
+              "rung/measured %g %g %g %g %g %g %g", done, printed, noisy, path, tight[0],
+              tight[1], tight[2], tight[3], tight[4], tight[5], tight[6]);
+  cr_assert(printed >= 100 && noisy >= 20 && path >= 60, "printed %zu, noisy %zu, path %zu",
+            printed, noisy, path);
 }
 
 /* theory bounds prints every rung under a printed nonconvex_4.3 row and
@@ -970,8 +978,9 @@ Test(bounds_frontend, ladder_columns)
   size_t len;
   char *text = gc_test_slurp(path, &len);
   cr_assert(text != NULL);
-  cr_assert(strstr(text, ",alpha,r0_theorem,r1_delta,r2_xi,r3_memory,r4_m2,ratio_r0,ratio_r1,"
-                         "ratio_r2,ratio_r3,ratio_r4,status,failed_assumption\n") != NULL,
+  cr_assert(strstr(text, ",alpha,r0_theorem,r1_delta,r2_xi,r3_memory,r4_m2,r5_gradient,"
+                         "r6_inner,ratio_r0,ratio_r1,ratio_r2,ratio_r3,ratio_r4,ratio_r5,"
+                         "ratio_r6,status,failed_assumption\n") != NULL,
             "%.300s", text);
   free(text);
   remove(path);

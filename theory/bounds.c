@@ -171,7 +171,8 @@ double gc_theory_chi2_max_mean(size_t T, size_t d)
 const char *gc_rung_name(int rung)
 {
   static const char *names[GC_RUNG_COUNT] = { "r0_theorem", "r1_delta", "r2_xi",
-                                              "r3_memory", "r4_m2" };
+                                              "r3_memory", "r4_m2", "r5_gradient",
+                                              "r6_inner" };
   return rung >= 0 && rung < GC_RUNG_COUNT ? names[rung] : "?";
 }
 
@@ -369,31 +370,6 @@ static int plain_ef(gc_bound_row *r, const gc_bound_case *c)
 /* The eval_* functions fill one row and return 1 when the bound was
  * evaluated, 0 when an assumption failed. */
 
-/* The rungs of 4.9 after rung 0 (r->value): each replaces one more
- * assumption of the proof of 4.3 by its value measured on the run, and is
- * NaN where the memory bound it rests on is not met by the measured
- * memories. */
-static void ladder(const gc_bound_case *c, gc_bound_row *r, double g, double xi,
-                   double t0, double m2s, double m2c)
-{
-  double L = c->L, lr = c->lr, M = sqrt(c->M2);
-  r->rung[GC_RUNG_THEOREM] = r->value;
-  /* r1: the worst measured contraction of the recursion's top-K input */
-  double gh = g == 0 ? 0 : fmin(g, isfinite(c->gamma_hat) ? c->gamma_hat : g);
-  double ch = (gh + xi) / (1.0 - gh);
-  if (c->mem_norm_max <= ch * lr * M * (1 + SLACK) + 1e-300)
-    r->rung[GC_RUNG_DELTA] = t0 + L * lr * m2s + L * L * lr * lr * m2c * ch * ch;
-  /* r2: the recursion run along the path with xi_t (e_t >= ||E_t||) */
-  if (c->rec_excess <= SLACK * sqrt(c->rec2_mean) + 1e-300 || g == 0)
-    r->rung[GC_RUNG_XI] = t0 + L * lr * m2s + L * L * c->rec2_mean;
-  /* r3: the memories themselves */
-  double mem = g == 0 ? 0 : c->mem2_mean;
-  r->rung[GC_RUNG_MEMORY] = t0 + L * lr * m2s + L * L * mem;
-  /* r4: E||gbar_t||^2 = ||grad F(x_t)||^2 + sigma^2 d/P per step, averaged */
-  double noise = c->sigma * c->sigma * (double) c->d / (double) c->P;
-  r->rung[GC_RUNG_M2] = t0 + L * lr * (c->mean_grad2 + noise) + L * L * mem;
-}
-
 /* Non-convex bound of 4.3 on mean_t ||grad F||^2. */
 static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
 {
@@ -432,11 +408,18 @@ static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
    * ||grad F(x_t)||^2 + sigma^2 d/P at its largest (G2) and the memory
    * term an upper estimate of E max_t ||gbar_t||^2 (M2_path), not one
    * draw's maximum. */
-  double m2s = c->sigma > 0 ? c->G2 : c->M2, m2c = c->sigma > 0 ? c->M2_path : c->M2;
-  double t0 = 2.0 * c->f0_gap / (c->lr * (double) c->T), L = c->L, lr = c->lr;
-  double cc = (g + xi) / (1.0 - g);
-  r->value = t0 + L * lr * m2s + L * L * lr * lr * m2c * cc * cc;
-  ladder(c, r, g, xi, t0, m2s, m2c);
+  gc_ladder_in in = {
+    .f0_gap = c->f0_gap, .lr = c->lr, .L = c->L, .T = c->T, .gamma = g, .xi = xi,
+    .m2 = c->sigma > 0 ? c->G2 : c->M2,
+    .m2_mem = c->sigma > 0 ? c->M2_path : c->M2,
+    .m2_path = c->M2, .gamma_hat = c->gamma_hat, .mem_norm_max = c->mem_norm_max,
+    .rec2_mean = c->rec2_mean, .rec_excess = c->rec_excess, .mem2_mean = c->mem2_mean,
+    /* E[||gbar_t||^2 | x_t] = ||grad F(x_t)||^2 + sigma^2 d/P, averaged */
+    .m2_mean = c->mean_grad2 + c->sigma * c->sigma * (double) c->d / (double) c->P,
+    .gdiff2_mean = c->gdiff2_mean, .inner_mean = c->inner_mean,
+  };
+  gc_bound_ladder(&in, r->rung);
+  r->value = r->rung[GC_RUNG_THEOREM];
   return 1;
 }
 
@@ -734,6 +717,8 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->gamma_hat = fmax(out->gamma_hat, s.gamma_hat_max);   /* NaN-ignoring */
     out->mem2_mean += s.mem2_mean / (double) runs;
     out->rec2_mean += s.rec2_mean / (double) runs;
+    out->gdiff2_mean += s.gdiff2_mean / (double) runs;
+    out->inner_mean += s.inner_mean / (double) runs;
     out->rec_excess = fmax(out->rec_excess, s.rec_excess_max);
     grad2_top = fmax(grad2_top, s.grad2_max);
     if (s.float_loss_max > out->float_loss) {

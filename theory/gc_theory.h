@@ -159,6 +159,8 @@ typedef struct gc_probe_summary {
   double rec2_mean;              /* (1/T) sum_{t<T} e_t^2 of rung r2_xi      */
   double rec_excess_max;         /* max_t (||E_t|| - e_t), <= 0 expected     */
   double gbar2_mean;             /* (1/T) sum_{t<T} ||gbar_t||^2             */
+  double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2           */
+  double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
   double float_loss_max;         /* max_t float_loss (0 when never defined) */
   size_t float_loss_step;        /* the step of that maximum                */
   double float_loss_x;           /* max_i |x_t,i| at that step              */
@@ -340,6 +342,9 @@ typedef struct gc_bound_case {
   double mem2_mean;              /* (1/T) sum_{t<T} ||E_t||^2               */
   double rec2_mean;              /* (1/T) sum_{t<T} e_t^2 of rung r2_xi     */
   double rec_excess;             /* max over runs of max_t (||E_t|| - e_t)  */
+  double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2 (= ||grad F
+                                    (x_t - E_t) - grad F(x_t)||^2)          */
+  double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
   double M2_path;                /* an upper estimate of E max_t ||gbar_t||^2
                                     (4.7: the measured gradient part plus the
                                     noise's expected maximum; M2 without
@@ -373,7 +378,7 @@ typedef struct gc_bound_row {
   char failed[192];       /* "" or the failed assumption with the measured
                              value, e.g. "P = 2 (theorem: one worker)";
                              no commas, so CSV readers need no quoting */
-  double rung[5];         /* the ladder of 4.9 (GC_RUNG_*): rung[0] = value;
+  double rung[7];         /* the ladder of 4.9 (GC_RUNG_*): rung[0] = value;
                              the others only for nonconvex_4.3, NaN where a
                              rung's own check fails or the row is refused */
 } gc_bound_row;
@@ -385,8 +390,13 @@ enum { GC_RUNG_THEOREM = 0,   /* gamma = sqrt(1-K/d), xi_max, M^2 max      */
        GC_RUNG_XI = 2,        /* + xi_t per step (recursion run on the path) */
        GC_RUNG_MEMORY = 3,    /* + the measured ||E_t||^2                  */
        GC_RUNG_M2 = 4,        /* + ||gbar_t||^2 per step (mean, not max)   */
-       GC_RUNG_COUNT = 5 };
-/* "r0_theorem", "r1_delta", "r2_xi", "r3_memory", "r4_m2". */
+       GC_RUNG_GRADIENT = 5,  /* + ||grad F(x~_t) - grad F(x_t)||^2 for
+                                 L^2 ||E_t||^2                             */
+       GC_RUNG_INNER = 6,     /* + <grad F(x_t) - grad F(x~_t), grad F(x_t)>
+                                 without the Young step                    */
+       GC_RUNG_COUNT = 7 };
+/* "r0_theorem", "r1_delta", "r2_xi", "r3_memory", "r4_m2", "r5_gradient",
+ * "r6_inner". */
 const char *gc_rung_name(int rung);
 /* E max_{t<T} X_t for T independent chi-square(d) variables, bounded above
  * by min over 0 < l < 1/2 of (ln T - (d/2) ln(1 - 2l))/l (Jensen on

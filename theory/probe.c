@@ -77,10 +77,7 @@ struct gc_theory_run {
   double *avg_sum;               /* sum_t w_t x_t (NULL: no average)        */
   /* the ladder of 4.9 and the floating-point check */
   double *xprev;                 /* x_t while the step makes x_{t+1}         */
-  double gh_max, gbar_max;       /* running max of gamma_hat_t, ||gbar_t||   */
-  double rec;                    /* e_t of rung r2_xi                        */
-  double rec2_sum, mem2_sum, gbar2_sum, rec_excess;
-  double rec2_last, mem2_last;   /* e_T^2, ||E_T||^2: not in the t < T means */
+  gc_ladder_path lad;             /* rung r2_xi's recursion and the means    */
   double fl_max, fl_x;
   size_t fl_step;
 };
@@ -262,8 +259,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
   r->recursion_fails = gc_theory_recursion_failure(&r->cfg);
   r->dup_draws = r->ddown_draws = INFINITY;
   r->avg_shift = NAN;
-  r->gh_max = -INFINITY;
-  r->rec_excess = -INFINITY;
+  gc_ladder_path_init(&r->lad);
   return r;
 }
 
@@ -627,32 +623,28 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     r->Enorm = rw.mem_norm;
   }
 
-  /* Rung r2_xi of 4.9: e_{t+1} = gh (e_t + lr M) + xi_t lr M with the
-   * running maxima gh of gamma_hat and M of ||gbar|| (both over s <= t, so
-   * e_t >= ||E_t|| by induction from the recursion of 4.3 at every step);
-   * where gbar_t = 0 the term xi_t lr ||gbar_t|| is the numerator itself. */
+  /* Rung r2_xi of 4.9: the recursion of 4.3 run along the path */
   rw.gamma_hat = rw.rec_bound = NAN;
-  r->gbar_max = fmax(r->gbar_max, gnorm);
-  r->gbar2_sum += rw.gbar_norm2;
-  if (r->mem == MEM_NONE) {
-    rw.rec_bound = 0;
-  } else if (r->mem != MEM_OTHER) {
+  if (r->mem != MEM_OTHER) {
     int down = r->mem != MEM_UNI;
-    double num = down ? num_bi_model : num_model;
-    rw.gamma_hat = xs.gamma_hat;
-    if (isfinite(rw.gamma_hat))
-      r->gh_max = fmax(r->gh_max, rw.gamma_hat);
-    double gh = fmax(r->gh_max, 0.0), M = lr * r->gbar_max;
-    double xi = num / denom;
-    rw.rec_bound = gh * (r->rec + M) + (isfinite(xi) ? xi * M : num);
-  }
-  if (isfinite(rw.rec_bound) && isfinite(rw.mem_norm)) {
-    r->rec = rw.rec_bound;
-    r->rec2_last = rw.rec_bound * rw.rec_bound;
-    r->mem2_last = rw.mem_norm * rw.mem_norm;
-    r->rec2_sum += r->rec2_last;
-    r->mem2_sum += r->mem2_last;
-    r->rec_excess = fmax(r->rec_excess, rw.mem_norm - rw.rec_bound);
+    if (r->mem != MEM_NONE)
+      rw.gamma_hat = xs.gamma_hat;
+    rw.rec_bound = gc_ladder_path_step(&r->lad, r->mem != MEM_NONE, rw.gamma_hat,
+                                       rw.gbar_norm2, down ? num_bi_model : num_model,
+                                       lr, rw.mem_norm);
+    /* rung r5: grad F(x - E) - grad F(x) = -Abar E on a quadratic, formed
+     * as grad F(E) - grad F(0) */
+    double gd2 = 0, in = 0;
+    if (r->mem != MEM_NONE) {
+      gc_problem_grad(prob, r->E, r->t1);
+      memset(r->t3, 0, n * sizeof *r->t3);
+      gc_problem_grad(prob, r->t3, r->t2);
+      gd2 = dist2(r->t1, r->t2, n);
+      gc_problem_grad(prob, gc_sim_model(r->sim), r->t3);   /* grad F(x_{t+1}) */
+      for (size_t i = 0; i < n; i++)
+        in += (r->t1[i] - r->t2[i]) * r->t3[i];
+    }
+    gc_ladder_path_gdiff(&r->lad, gd2, in);
   }
 
   /* The update the server applied, against what the model did: the
@@ -744,11 +736,13 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
     wsum += r->worker_grad2_max[p];
   s->worker_grad2_max_mean = r->steps ? wsum / (double) r->P : NAN;
   /* means over t < T of quantities measured after steps 0..T-2 (E_0 = 0) */
-  s->gamma_hat_max = isfinite(r->gh_max) ? r->gh_max : NAN;
-  s->mem2_mean = (r->mem2_sum - r->mem2_last) / T;
-  s->rec2_mean = (r->rec2_sum - r->rec2_last) / T;
-  s->rec_excess_max = r->rec_excess;
-  s->gbar2_mean = r->gbar2_sum / T;
+  s->gamma_hat_max = isfinite(r->lad.gh_max) ? r->lad.gh_max : NAN;
+  s->mem2_mean = gc_ladder_path_mem2_mean(&r->lad);
+  s->rec2_mean = gc_ladder_path_rec2_mean(&r->lad);
+  s->rec_excess_max = r->lad.rec_excess;
+  s->gbar2_mean = gc_ladder_path_gbar2_mean(&r->lad);
+  s->gdiff2_mean = gc_ladder_path_gdiff2_mean(&r->lad);
+  s->inner_mean = gc_ladder_path_inner_mean(&r->lad);
   s->float_loss_max = r->fl_max;
   s->float_loss_step = r->fl_step;
   s->float_loss_x = r->fl_x;
