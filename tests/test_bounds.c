@@ -843,6 +843,42 @@ Test(bounds_property, float_stagnation_is_refused)
     }
     gc_problem_free(prob);
   }
+  /* one coordinate stuck next to 1e16 while the other converges: most of
+   * the movement is lost, and the bound (about 1.6) would sit below the
+   * measured ||grad F||^2 >= 4 */
+  {
+    gc_problem *mix = shifted_identity(1e16, big);
+    mix->b[1] = 1;
+    mix->x0[1] = 1 + big[1];
+    cr_assert(eq(int, gc_problem_finalize(mix), GC_SUCCESS));
+    gc_algo_config cfg;
+    gc_algo_config_default(&cfg);
+    gc_bound_case c;
+    cr_assert(eq(int, gc_theory_bounds_run(mix, &cfg, 0.1, 100, 1, 0, 0, &c), GC_SUCCESS));
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    cr_assert(strstr(rows[B_NONCONVEX].failed, "floating point") != NULL, "%g vs %g: %s",
+              rows[B_NONCONVEX].value, rows[B_NONCONVEX].measured, rows[B_NONCONVEX].failed);
+    gc_problem_free(mix);
+  }
+  /* a random-K downlink on the toy sends, now and then, one coordinate
+   * that has converged: an update of ~1e-16 absorbed next to |x| = 20 is
+   * ordinary rounding and must not refuse the run */
+  {
+    gc_problem *toy;
+    cr_assert(eq(int, gc_problem_parse("toy", 0, &toy), GC_SUCCESS));
+    gc_algo_config cfg;
+    gc_algo_config_default(&cfg);
+    cfg.kind = GC_ALGO_DOWNLINK;
+    cfg.up = cfg.down = gc_compressor_type_by_name("randk");
+    cfg.up_params.k = cfg.down_params.k = 1;
+    gc_bound_case c;
+    cr_assert(eq(int, gc_theory_bounds_run(toy, &cfg, 0.01, 1000, 2, 4, 0, &c), GC_SUCCESS));
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    cr_assert(rows[B_EF_SGD].failed[0] == 0, "%s", rows[B_EF_SGD].failed);
+    gc_problem_free(toy);
+  }
   /* an ordinary run is not refused for it: the same problem near 1 with
    * an offset the steps resolve */
   const double ok[2] = { 2, -2 };

@@ -560,8 +560,10 @@ static int eval_omega_ef(const gc_bound_case *c, gc_bound_row *r)
   return 1;
 }
 
-/* A float_loss of 1/2 or more: some update lost at least half its norm to
- * rounding (1: the iterates stopped moving although the step is not 0). */
+/* Rounding lost half the path's movement or more (sum_t ||lost_t|| /
+ * sum_t ||u_t||; 1: the iterates never moved although the steps are not
+ * 0).  A sum, not a per-step maximum: a tiny update absorbed next to a
+ * large x_i is ordinary rounding and moves nothing the bounds see. */
 #define FLOAT_LOSS_MAX 0.5
 
 void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
@@ -579,9 +581,10 @@ void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
       gc_bound_row *r = &rows[i];
       if (r->failed[0])
         continue;
-      refuse(r, "the iterates stop moving in floating point: at step %zu the update "
-             "loses %.3g of its norm to rounding next to |x| = %.3g (theorem: exact "
-             "arithmetic)", c->float_loss_step, c->float_loss, c->float_loss_x);
+      refuse(r, "the iterates stop moving in floating point: rounding lost %.3g of "
+             "the updates' total length (at step %zu %.3g of the update next to |x| = "
+             "%.3g; theorem: exact arithmetic)", c->float_loss, c->float_loss_step,
+             c->float_loss_step_max, c->float_loss_x);
       for (int k = 0; k < GC_RUNG_COUNT; k++)
         r->rung[k] = NAN;
     }
@@ -721,8 +724,9 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->inner_mean += s.inner_mean / (double) runs;
     out->rec_excess = fmax(out->rec_excess, s.rec_excess_max);
     grad2_top = fmax(grad2_top, s.grad2_max);
-    if (s.float_loss_max > out->float_loss) {
-      out->float_loss = s.float_loss_max;
+    if (s.float_loss_share > out->float_loss) {
+      out->float_loss = s.float_loss_share;
+      out->float_loss_step_max = s.float_loss_max;
       out->float_loss_step = s.float_loss_step;
       out->float_loss_x = s.float_loss_x;
     }

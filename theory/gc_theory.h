@@ -161,6 +161,8 @@ typedef struct gc_probe_summary {
   double gbar2_mean;             /* (1/T) sum_{t<T} ||gbar_t||^2             */
   double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2           */
   double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
+  double float_loss_share;       /* sum_t ||lost_t|| / sum_t ||u_t||: the share
+                                    of the path's movement lost to rounding */
   double float_loss_max;         /* max_t float_loss (0 when never defined) */
   size_t float_loss_step;        /* the step of that maximum                */
   double float_loss_x;           /* max_i |x_t,i| at that step              */
@@ -349,10 +351,11 @@ typedef struct gc_bound_case {
                                     (4.7: the measured gradient part plus the
                                     noise's expected maximum; M2 without
                                     noise)                                  */
-  /* floating point (4.7): the largest share of an update lost to rounding */
-  double float_loss;             /* max over runs of max_t float_loss       */
-  size_t float_loss_step;
-  double float_loss_x;           /* max_i |x_i| at that step                */
+  /* floating point (4.7): the share of the updates lost to rounding */
+  double float_loss;             /* max over runs of float_loss_share        */
+  double float_loss_step_max;    /* that run's largest per-step loss ...     */
+  size_t float_loss_step;        /* ... its step ...                         */
+  double float_loss_x;           /* ... and max_i |x_i| there                */
 } gc_bound_case;
 
 /* What a bound is a bound on. */

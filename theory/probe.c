@@ -78,8 +78,9 @@ struct gc_theory_run {
   /* the ladder of 4.9 and the floating-point check */
   double *xprev;                 /* x_t while the step makes x_{t+1}         */
   gc_ladder_path lad;             /* rung r2_xi's recursion and the means    */
-  double fl_max, fl_x;
+  double fl_max, fl_x;           /* the largest per-step loss, |x| there     */
   size_t fl_step;
+  double fl_lost, fl_moved;      /* sums of ||lost_t|| and ||u_t||           */
 };
 
 static double norm2(const double *x, size_t n)
@@ -435,13 +436,14 @@ static double norm2_of_mean(const double *const *v, size_t P, size_t n, double *
   return norm2(out, n);
 }
 
-/* ||(x_t - x_{t+1}) - u_t|| / ||u_t|| for the update u_t of this step:
- * the decoded downlink D (x -= D: uni, bi, allgather, allreduce-randk;
- * x -= lr D: the others; EF21-BC's model moves by lr h).  The rounding of
- * x - u_t leaves it near 2^-53 ||x||/||u||; it is 1 when every entry of
- * u_t is below half an ulp of its x_i and the model does not move.  NaN
- * when u_t = 0.  *xmax: max_i |x_t,i|. */
-static double float_loss(const gc_theory_run *r, double lr, double *xmax)
+/* The update u_t of this step against what the model did: *lost =
+ * ||(x_t - x_{t+1}) - u_t||, *moved = ||u_t||, for the decoded downlink D
+ * (x -= D: uni, bi, allgather, allreduce-randk; x -= lr D: the others;
+ * EF21-BC's model moves by lr h).  The rounding of x - u_t leaves *lost
+ * near 2^-53 ||x||; it is ||u_t|| when every entry of u_t is below half an
+ * ulp of its x_i and the model does not move.  *xmax: max_i |x_t,i|. */
+static void float_loss(const gc_theory_run *r, double lr, double *lost,
+                       double *moved, double *xmax)
 {
   gc_server *srv = gc_sim_server(r->sim);
   const double *x1 = gc_sim_model(r->sim), *D;
@@ -459,15 +461,16 @@ static double float_loss(const gc_theory_run *r, double lr, double *xmax)
     D = gc_server_sent(srv);
     break;
   }
-  double lost = 0, u2 = 0, xm = 0;
+  double l2 = 0, u2 = 0, xm = 0;
   for (size_t i = 0; i < r->n; i++) {
     double u = s * D[i], e = (r->xprev[i] - x1[i]) - u;
-    lost += e * e;
+    l2 += e * e;
     u2 += u * u;
     xm = fmax(xm, fabs(r->xprev[i]));
   }
+  *lost = sqrt(l2);
+  *moved = sqrt(u2);
   *xmax = xm;
-  return u2 > 0 ? sqrt(lost / u2) : NAN;
 }
 
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
@@ -649,7 +652,11 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
 
   /* The update the server applied, against what the model did: the
    * analyses assume x_{t+1} = x_t - u_t exactly. */
-  rw.float_loss = float_loss(r, lr, &xmax);
+  double lost, moved;
+  float_loss(r, lr, &lost, &moved, &xmax);
+  r->fl_lost += lost;
+  r->fl_moved += moved;
+  rw.float_loss = moved > 0 ? lost / moved : NAN;
   if (isfinite(rw.float_loss) && rw.float_loss > r->fl_max) {
     r->fl_max = rw.float_loss;
     r->fl_step = t;
@@ -744,6 +751,7 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
   s->gdiff2_mean = gc_ladder_path_gdiff2_mean(&r->lad);
   s->inner_mean = gc_ladder_path_inner_mean(&r->lad);
   s->float_loss_max = r->fl_max;
+  s->float_loss_share = r->fl_moved > 0 ? r->fl_lost / r->fl_moved : 0;
   s->float_loss_step = r->fl_step;
   s->float_loss_x = r->fl_x;
   s->wavg_gap = NAN;
