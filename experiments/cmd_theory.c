@@ -490,10 +490,27 @@ static void bounds_usage(FILE *out)
           "  CSV (no field contains a comma; the problem spec's commas become ';'):\n"
           "       problem,algorithm,compressor,density,steps,lr,L,gamma,xi_max,\n"
           "       measured_min_grad2,measured_mean_grad2,bound,bound_name,runs,sigma,\n"
-          "       delta,bounds,expectation,measured,lr_schedule,alpha,status,\n"
+          "       delta,bounds,expectation,measured,lr_schedule,alpha,r0_theorem,\n"
+          "       r1_delta,r2_xi,r3_memory,r4_m2,r5_gradient,r6_inner,\n"
+          "       ratio_r0..ratio_r6,\n"
+          "       status,\n"
           "       failed_assumption\n"
           "  bounds: min_t_grad2, mean_t_grad2 or wavg_fgap (F(xbar_T)-F*); alpha: the\n"
-          "  alpha of mem_sgd_2.4, omega of omega_ef_4.8.\n");
+          "  alpha of mem_sgd_2.4, omega of omega_ef_4.8.\n"
+          "  Rungs (docs/theory.md 4.9; nonconvex_4.3 only, also printed under its\n"
+          "  row; ratio_rK = rK / measured): r0_theorem the bound as derived (=\n"
+          "  bound); r1_delta with the measured contraction of the recursion's top-K\n"
+          "  input instead of sqrt(1-K/d); r2_xi also with xi_t per step (the\n"
+          "  recursion run along the path) instead of max xi; r3_memory also with\n"
+          "  the measured ||E_t||^2 instead of their bound; r4_m2 also with\n"
+          "  ||gbar_t||^2 per step (its mean) instead of its max; r5_gradient also\n"
+          "  with ||grad F(x_t - E_t) - grad F(x_t)||^2 instead of L^2 ||E_t||^2;\n"
+          "  r6_inner without the proof's Young step: half of r4's first two terms\n"
+          "  plus the measured <grad F(x_t) - grad F(x_t - E_t), grad F(x_t)>.\n"
+          "  Each is a bound\n"
+          "  given what it measures; nan where its memory bound fails on the run.\n"
+          "  A run whose updates round away (an update losing half its norm or more\n"
+          "  to floating point: the iterates stop moving) is refused for every bound.\n");
 }
 
 /* The problem spec as one CSV field: commas become ';'. */
@@ -590,7 +607,10 @@ static int cmd_bounds(int argc, char **argv)
   if (csv && !(f = open_csv(csv, "problem,algorithm,compressor,density,steps,lr,L,gamma,"
                                  "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
                                  "bound_name,runs,sigma,delta,bounds,expectation,measured,"
-                                 "lr_schedule,alpha,status,failed_assumption\n")))
+                                 "lr_schedule,alpha,r0_theorem,r1_delta,r2_xi,r3_memory,"
+                                 "r4_m2,r5_gradient,r6_inner,ratio_r0,ratio_r1,ratio_r2,"
+                                 "ratio_r3,ratio_r4,ratio_r5,ratio_r6,"
+                                 "status,failed_assumption\n")))
     return 1;
   printf("%-20s %-13s %-6s %7s %9s %-13s %-13s %12s %12s  %s\n", "problem", "algorithm",
          "comp", "density", "lr", "bound", "bounds", "measured", "bound", "status");
@@ -653,13 +673,24 @@ static int cmd_bounds(int argc, char **argv)
           printf("%-20.20s %-13s %-6s %7.4g %9.4g %-13s %-13s %12.5g %12.5g  %s%s\n",
                  problems[ip], aname, cname, dens, lr, b->name, what, b->measured,
                  b->value, ok ? "ok" : "refused: ", b->failed);
+          if (ok && q == 0) {   /* the ladder of 4.9 */
+            printf("%-20s %-13s %-6s   rungs (ratio to measured):", "", "", "");
+            for (int k = 0; k < GC_RUNG_COUNT; k++)
+              printf(" %s %.4g (%.3g)", gc_rung_name(k), b->rung[k],
+                     b->rung[k] / b->measured);
+            printf("\n");
+          }
           if (f) {
             fprintf(f, "%s,%s,%s,%.17g,%zu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%s,"
-                       "%zu,%.17g,%.17g,%s,%s,%.17g,%s,%.17g,%s,%s\n",
+                       "%zu,%.17g,%.17g,%s,%s,%.17g,%s,%.17g,",
                     pfield, aname, cname, dens, bc.T, lr, prob->L, b->gamma, b->xi,
                     bc.min_grad2, bc.mean_grad2, b->value, b->name, bc.runs, bc.sigma,
-                    b->delta, on, ex, b->measured, sname, b->alpha,
-                    ok ? "ok" : "refused", b->failed);
+                    b->delta, on, ex, b->measured, sname, b->alpha);
+            for (int k = 0; k < GC_RUNG_COUNT; k++)
+              fprintf(f, "%.17g,", b->rung[k]);
+            for (int k = 0; k < GC_RUNG_COUNT; k++)
+              fprintf(f, "%.17g,", b->rung[k] / b->measured);
+            fprintf(f, "%s,%s\n", ok ? "ok" : "refused", b->failed);
             if ((rc = gc_cli_csv_flush(CMD, f, csv)))
               break;
           }

@@ -289,6 +289,15 @@ typedef struct gc_train_bound_consts {
   double m2_max, m2_mean;     /* ||gbar_t||^2 over every step so far      */
   double xi_max, xi_mean;     /* the method's xi, NaN before a sample     */
   size_t xi_samples;
+  /* the ladder of theory.md 4.9 (model units; 0 for SGD: no memory) */
+  double gamma_hat_max;       /* max_t ||a_t - TopK(a_t)||/||a_t||        */
+  double mem_norm_max;        /* max_t ||E_t||                            */
+  double mem_norm2;           /* ||E_T||^2 after the last step            */
+  double mem2_mean;           /* mean_{t<T} ||E_t||^2 (E_0 = 0)            */
+  double rec2_mean;           /* mean_{t<T} e_t^2 of rung r2_xi            */
+  double rec_excess;          /* max_t (||E_t|| - e_t), <= 0 expected      */
+  double worker_mem2;         /* mean_p ||eps^p||^2 after the last step    */
+  double server_mem2;         /* ||delta||^2 after the last step (0: none) */
 } gc_train_bound_consts;
 
 /* Load the data (under a transport: this process's shards; the test set
@@ -344,6 +353,12 @@ int gc_train_state_load(gc_train *t, const void *buf, size_t len);
  * every step. */
 int gc_train_full_grad2(gc_train *t, double *g2, double *f);
 int gc_train_smoothness(gc_train *t, double *L);
+/* Right after gc_train_full_grad2 at the same model x: with D = grad f(x)
+ * - grad f(x - E), E the run's error memories in model units (the virtual
+ * iterate of theory.md 4.3; D = 0 for SGD), *gd2 = ||D||^2 and *inner =
+ * <D, grad f(x)>, over the training partition in evaluation mode (rungs
+ * r5_gradient and r6_inner of 4.9). */
+int gc_train_memory_gdiff2(gc_train *t, double *gd2, double *inner);
 void gc_train_bound_constants(const gc_train *t, gc_train_bound_consts *out);
 
 #ifdef __cplusplus

@@ -60,6 +60,9 @@ typedef struct bounds {
   const char *xi_name;        /* "xi", "xi_bi" or "none"                 */
   double m2max, m2sum, ximax, xisum;
   size_t m2n, xin;
+  gc_ladder_path lad;         /* the ladder of theory.md 4.9             */
+  double wmem2, smem2;        /* the last step's mean_p ||eps^p||^2 and
+                                 ||delta||^2, model units                */
 } bounds;
 
 /* Everything a run holds; freed by gc_train_free. */
@@ -330,6 +333,7 @@ static int bounds_alloc(gc_train *r)
   size_t d = r->d, dim = r->train.dim, N = r->off[r->c->workers];
   size_t T = r->T, rows = r->c->device ? BOUND_SLICES : T;
   b->on = 1;
+  gc_ladder_path_init(&b->lad);
   b->nl = r->c->bounds_batch < N ? r->c->bounds_batch : N;
   b->nets = calloc(T, sizeof *b->nets);
   b->xb = malloc(rows * BOUND_CHUNK * dim * sizeof *b->xb);
@@ -1076,6 +1080,13 @@ static int train_step(gc_train *r, size_t e, size_t s, int probe,
         r->b.xisum += xi;
         r->b.xin++;
       }
+      /* the memories of 4.3 and rung r2_xi's recursion (theory.md 4.9) */
+      int memory = gc_xi_probe_defined(r->xip);
+      double num = gc_xi_probe_has_server_memory(r->xip) ? xs.num_bi : xs.num;
+      gc_ladder_path_step(&r->b.lad, memory, xs.gamma_hat, xs.gbar_norm2, num, c->lr,
+                          memory ? sqrt(xs.mem_norm2) : 0.0);
+      r->b.wmem2 = memory ? xs.worker_mem2 : 0;
+      r->b.smem2 = memory ? xs.server_mem2 : 0;
     }
   }
   if (probe && r->contraction)
@@ -1196,6 +1207,57 @@ int gc_train_full_grad2(gc_train *r, double *g2, double *f)
   return st;
 }
 
+/* ||grad f(x - E) - grad f(x)||^2 at the model x with the run's memories
+ * E (theory.md 4.3: mean_p eps^p plus the server's delta, in model units),
+ * over the whole training partition; b->grad holds grad f(x) from the
+ * full_grad2 just before. */
+static int memory_gdiff2(gc_train *r, double *gd2, double *inner)
+{
+  bounds *b = &r->b;
+  size_t d = r->d, P = r->c->workers;
+  gc_algo_kind k = r->acfg.kind;
+  *gd2 = *inner = 0;
+  if (k == GC_ALGO_SGD)
+    return GC_SUCCESS;   /* no memory: x~ = x */
+  double c = k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE ? r->c->lr : 1.0;
+  double *E = b->gp;
+  memset(E, 0, d * sizeof *E);
+  for (size_t p = 0; p < P; p++) {
+    const float *eps = gc_worker_memory(gc_sim_worker(r->sim, p));
+    if (eps)
+      for (size_t i = 0; i < d; i++)
+        E[i] += (double) eps[i] / (double) P;
+  }
+  const float *dm = gc_server_memory(gc_sim_server(r->sim));
+  if (dm && k != GC_ALGO_UNI)
+    for (size_t i = 0; i < d; i++)
+      E[i] += (double) dm[i];
+  const float *x = gc_sim_model(r->sim);
+  for (size_t i = 0; i < d; i++)
+    b->pt[i] = (float) ((double) x[i] - c * E[i]);
+  GC_TRY(eval_grad(r, b->pt, r->idx, r->off[r->c->workers], b->gp, NULL));
+  double s = 0, ip = 0;
+  for (size_t i = 0; i < d; i++) {
+    double e = b->grad[i] - b->gp[i];
+    s += e * e;
+    ip += e * b->grad[i];
+  }
+  *gd2 = s;
+  *inner = ip;
+  return GC_SUCCESS;
+}
+
+int gc_train_memory_gdiff2(gc_train *r, double *gd2, double *inner)
+{
+  if (!r->b.on)
+    GC_ERROR("the memory's gradient difference needs a run allocated with "
+             "bounds_every", GC_EINVAL);
+  int caller = threads_enter(r);
+  int st = memory_gdiff2(r, gd2, inner);
+  threads_leave(caller);
+  return st;
+}
+
 int gc_train_smoothness(gc_train *r, double *L)
 {
   if (!r->b.on)
@@ -1215,4 +1277,12 @@ void gc_train_bound_constants(const gc_train *r, gc_train_bound_consts *out)
   out->xi_max = b->xin ? b->ximax : NAN;
   out->xi_mean = b->xin ? b->xisum / (double) b->xin : NAN;
   out->xi_samples = b->xin;
+  out->gamma_hat_max = isfinite(b->lad.gh_max) ? b->lad.gh_max : NAN;
+  out->mem_norm_max = b->lad.mem_max;
+  out->mem_norm2 = b->lad.mem2_last;
+  out->mem2_mean = gc_ladder_path_mem2_mean(&b->lad);
+  out->rec2_mean = gc_ladder_path_rec2_mean(&b->lad);
+  out->rec_excess = b->lad.rec_excess;
+  out->worker_mem2 = b->wmem2;
+  out->server_mem2 = b->smem2;
 }

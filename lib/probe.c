@@ -26,6 +26,7 @@ struct gc_xi_probe {
   uint8_t *buf;                 /* messages of both reference TopK's      */
   double *dprev;                /* server memory before the step          */
   double *macc, *msent, *t1, *t2;
+  double wmem2;                 /* sum_p ||acc^p - m^p||^2 of this step   */
 };
 
 /* Where each method keeps its memories (gc_algo.h: the probe views). */
@@ -140,6 +141,14 @@ static int roundtrip(gc_xi_probe *w, gc_compressor *c, const double *x,
   return gc_decompress_add_f64(c, w->buf, len, 0, 1.0, out);
 }
 
+static double norm2_of(const double *x, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i] * x[i];
+  return s;
+}
+
 static double dist2(const double *x, const double *y, size_t n)
 {
   double s = 0;
@@ -156,6 +165,7 @@ void gc_xi_probe_sums_begin(gc_xi_probe *w)
   #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++)
     w->t1[i] = w->macc[i] = w->msent[i] = 0;
+  w->wmem2 = 0;
 }
 
 void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
@@ -172,6 +182,14 @@ void gc_xi_probe_sums_add(gc_xi_probe *w, const void *grad, const void *acc,
     w->macc[i] += at(w, acc, i);
     w->msent[i] += at(w, sent, i);
   }
+  /* the worker's memory after the step, acc^p - m^p (plain error
+   * feedback): a norm, so on one thread */
+  double e2 = 0;
+  for (size_t i = 0; i < n; i++) {
+    double e = at(w, acc, i) - at(w, sent, i);
+    e2 += e * e;
+  }
+  w->wmem2 += e2;
 }
 
 int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
@@ -188,13 +206,22 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
     g2 += w->t1[i] * w->t1[i];
   out->gbar_norm2 = g2;
   out->xi = out->xi_bi = out->num = out->num_bi = NAN;
+  out->gamma_hat = out->mem_norm2 = out->worker_mem2 = out->server_mem2 = NAN;
   if (w->units == UNITS_NONE)
     return GC_SUCCESS;
   double c = w->units == UNITS_GRAD ? lr : 1.0;
   double denom = lr * sqrt(g2);
+  out->worker_mem2 = c * c * w->wmem2 / (double) P;
+  out->server_mem2 = 0;
   GC_TRY(roundtrip(w, w->topk_up, w->macc, w->t1));
   out->num = c * sqrt(dist2(w->t1, w->msent, n));
   out->xi = out->num / denom;
+  if (!w->server_memory) {
+    /* a_t = mean acc^p; E_{t+1} = mean acc^p - mean m^p */
+    double a2 = norm2_of(w->macc, n);
+    out->gamma_hat = a2 > 0 ? sqrt(dist2(w->macc, w->t1, n) / a2) : NAN;
+    out->mem_norm2 = c * c * dist2(w->macc, w->msent, n);
+  }
   /* the means are not needed again */
   #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
   for (size_t i = 0; i < n; i++) {
@@ -205,6 +232,15 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
   GC_TRY(roundtrip(w, w->topk_down, w->msent, w->t1));
   out->num_bi = c * sqrt(dist2(w->t2, w->t1, n));
   out->xi_bi = out->num_bi / denom;
+  if (!w->server_memory)
+    return GC_SUCCESS;
+  /* a_t = delta_t + mean acc^p; the server sends q = TopK_d(delta_t +
+   * mean m^p) (t1) and keeps delta_{t+1} = delta_t + mean m^p - q, so
+   * E_{t+1} = mean acc^p - mean m^p + delta_{t+1} = a_t - q */
+  double a2 = norm2_of(w->macc, n);
+  out->gamma_hat = a2 > 0 ? sqrt(dist2(w->macc, w->t2, n) / a2) : NAN;
+  out->mem_norm2 = c * c * dist2(w->macc, w->t1, n);
+  out->server_mem2 = c * c * dist2(w->msent, w->t1, n);
   return GC_SUCCESS;
 }
 
@@ -243,4 +279,116 @@ double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
                           double M2, double gamma, double xi)
 {
   return gc_bound_nonconvex_terms(f0_gap, lr, T, L, M2, gamma, xi, NULL);
+}
+
+/* ---- the ladder of theory.md 4.9 ------------------------------------------ */
+
+void gc_ladder_path_init(gc_ladder_path *p)
+{
+  memset(p, 0, sizeof *p);
+  p->gh_max = -INFINITY;
+  p->rec_excess = -INFINITY;
+}
+
+double gc_ladder_path_step(gc_ladder_path *p, int memory, double gamma_hat,
+                           double gbar_norm2, double num, double lr,
+                           double mem_norm)
+{
+  p->steps++;
+  p->gbar_max = fmax(p->gbar_max, sqrt(gbar_norm2));
+  p->gbar2_sum += gbar_norm2;
+  double e = 0;
+  if (memory) {
+    if (isfinite(gamma_hat))
+      p->gh_max = fmax(p->gh_max, gamma_hat);
+    /* no measured contraction yet: a_s = 0 so far, and the first bracket
+     * of the recursion is 0 */
+    double gh = fmax(p->gh_max, 0.0), M = lr * p->gbar_max;
+    double xi = num / (lr * sqrt(gbar_norm2));
+    e = gh * (p->rec + M) + (isfinite(xi) ? xi * M : num);
+  }
+  if (!memory)
+    mem_norm = 0;
+  if (isfinite(e) && isfinite(mem_norm)) {
+    p->rec = e;
+    p->rec2_last = e * e;
+    p->mem2_last = mem_norm * mem_norm;
+    p->rec2_sum += p->rec2_last;
+    p->mem2_sum += p->mem2_last;
+    p->rec_excess = fmax(p->rec_excess, mem_norm - e);
+    p->mem_max = fmax(p->mem_max, mem_norm);
+  }
+  return e;
+}
+
+double gc_ladder_path_rec2_mean(const gc_ladder_path *p)
+{
+  return p->steps ? (p->rec2_sum - p->rec2_last) / (double) p->steps : NAN;
+}
+
+double gc_ladder_path_mem2_mean(const gc_ladder_path *p)
+{
+  return p->steps ? (p->mem2_sum - p->mem2_last) / (double) p->steps : NAN;
+}
+
+double gc_ladder_path_gbar2_mean(const gc_ladder_path *p)
+{
+  return p->steps ? p->gbar2_sum / (double) p->steps : NAN;
+}
+
+void gc_ladder_path_gdiff(gc_ladder_path *p, double gdiff2, double inner)
+{
+  p->gd2_last = gdiff2;
+  p->gd2_sum += gdiff2;
+  p->in_last = inner;
+  p->in_sum += inner;
+}
+
+double gc_ladder_path_inner_mean(const gc_ladder_path *p)
+{
+  return p->steps ? (p->in_sum - p->in_last) / (double) p->steps : NAN;
+}
+
+double gc_ladder_path_gdiff2_mean(const gc_ladder_path *p)
+{
+  return p->steps ? (p->gd2_sum - p->gd2_last) / (double) p->steps : NAN;
+}
+
+/* Relative slack of the memory checks: rounding of norms summed in a
+ * different order than the recursion's. */
+#define LADDER_SLACK 1e-9
+
+void gc_bound_ladder(const gc_ladder_in *in, double rung[GC_LADDER_RUNGS])
+{
+  for (int k = 0; k < GC_LADDER_RUNGS; k++)
+    rung[k] = NAN;
+  if (in->T == 0 || !(in->lr > 0) || !(in->gamma < 1))
+    return;
+  double L = in->L, lr = in->lr, g = in->gamma, M = sqrt(in->m2_path);
+  double t0 = 2.0 * in->f0_gap / (lr * (double) in->T), sgd = L * lr * in->m2;
+  double c0 = (g + in->xi) / (1.0 - g);
+  rung[0] = t0 + sgd + L * L * lr * lr * in->m2_mem * c0 * c0;
+  /* r1: the worst measured contraction of the recursion's top-K input */
+  double gh = g > 0 && isfinite(in->gamma_hat) ? fmin(g, in->gamma_hat) : g;
+  double c1 = (gh + in->xi) / (1.0 - gh);
+  if (in->mem_norm_max <= c1 * lr * M * (1 + LADDER_SLACK) + 1e-300)
+    rung[1] = t0 + sgd + L * L * lr * lr * in->m2_mem * c1 * c1;
+  /* the memory terms are 0 without memories (gamma = xi = 0) */
+  double rec = g > 0 || in->xi > 0 ? in->rec2_mean : 0;
+  double mem = g > 0 || in->xi > 0 ? in->mem2_mean : 0;
+  /* r2: the recursion run along the path (e_t >= ||E_t|| checked) */
+  if (rec == 0 || in->rec_excess <= LADDER_SLACK * sqrt(in->rec2_mean) + 1e-300)
+    rung[2] = t0 + sgd + L * L * rec;
+  /* r3: the memories themselves; r4: E||gbar_t||^2 per step, averaged */
+  rung[3] = t0 + sgd + L * L * mem;
+  rung[4] = t0 + L * lr * in->m2_mean + L * L * mem;
+  /* r5: the Young step's ||grad F(x~_t) - grad F(x_t)||^2 itself, not its
+   * Lipschitz bound L^2 ||E_t||^2 */
+  double gd = g > 0 || in->xi > 0 ? in->gdiff2_mean : 0;
+  rung[5] = t0 + L * lr * in->m2_mean + gd;
+  /* r6: no Young step: ||grad F(x_t)||^2 = <grad F(x~_t), grad F(x_t)> +
+   * <grad F(x_t) - grad F(x~_t), grad F(x_t)>, the first summed through
+   * the descent lemma, the second measured */
+  double ip = g > 0 || in->xi > 0 ? in->inner_mean : 0;
+  rung[6] = 0.5 * t0 + 0.5 * L * lr * in->m2_mean + ip;
 }

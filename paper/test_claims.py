@@ -473,6 +473,42 @@ class Inputs(Fixture):
             int(r["P"])
 
 
+class Claim6Ladder(unittest.TestCase):
+    """Claim 6 reports the tightest rung of docs/theory.md 4.9 and names the
+    replaced assumption that cost the most (largest factor between two
+    consecutive rungs); rows without rungs fall back on the 4.3 ratio."""
+
+    class T:
+        def __init__(self, rows):
+            self.rows = rows
+
+    def row(self, g2, rungs):
+        r = {"epoch": 1.0, "grad2_mean": g2, "ratio": rungs[0] / g2}
+        for (col, _), v in zip(claims.LADDER, rungs):
+            r[col] = v
+        return r
+
+    def test_tightest_rung_and_costliest_assumption(self):
+        rungs = [1e6, 1e5, 1e4, 10.0, 8.0, 4.0, 3.0]
+        runs = [("mlp uni", {"density": 0.1}, self.T([self.row(2.0, rungs)]))]
+        meas, verdict = claims.claim_nn_bounds(runs)
+        self.assertEqual(verdict, HOLDS)
+        self.assertIn("tightest rung/measured 1.5–1.5", meas)
+        self.assertIn("costliest: the memories' bound, x1e+03", meas)
+        rungs[-1] = 1.0        # below the measured 2.0
+        meas, verdict = claims.claim_nn_bounds(
+            [("mlp uni", {}, self.T([self.row(2.0, rungs)]))])
+        self.assertEqual(verdict, FAILS)
+
+    def test_old_rows_fall_back_on_the_bound(self):
+        runs = [("mlp bi", {}, self.T([{"epoch": 1.0, "grad2_mean": 1.0,
+                                         "ratio": 3e8}]))]
+        meas, verdict = claims.claim_nn_bounds(runs)
+        self.assertEqual(verdict, HOLDS)
+        self.assertIn("3e+08", meas)
+        self.assertEqual(claims.claim_nn_bounds([])[1], NOT_RUN)
+
+
 class Rendering(unittest.TestCase):
     def test_no_question_marks_for_symbols(self):
         s = "Δ ξ_bi ‖∇F‖² ≤ ρ·K/d — ≈ θ π Σ ω √d"

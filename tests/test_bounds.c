@@ -247,7 +247,7 @@ static double ratio(int bound, gc_algo_kind kind, size_t P, size_t d, size_t k, 
 
 Test(bounds_property, each_bound_is_within_10x_somewhere)
 {
-  /* measured: 2.5, 3.5 and 2.0 */
+  /* measured: 2.5, 3.7 and 2.0 */
   double r = ratio(B_NONCONVEX, GC_ALGO_UNI, 1, 2, 1, 0.05, 100);
   cr_assert(r >= 1 && r < 10, "nonconvex_4.3: %g", r);
   r = ratio(B_EF_SGD, GC_ALGO_UNI, 1, 2, 1, 0.2, 3);
@@ -788,4 +788,236 @@ Test(bounds_property, qsgd_uses_the_multi_draw_estimate)
   gc_theory_bounds_eval(&c, rows);
   cr_assert(strstr(r->failed, "multi-draw probe is off") != NULL, "%s", r->failed);
   gc_problem_free(prob);
+}
+
+/* ---- issue 27: where a printed bound fell below what it bounds -------------- */
+
+/* A diagonal problem with P = 1, A = I, b = bval, x0 = b + off: F = 1/2
+ * ||x - b||^2, so ||grad F(x_0)||^2 = ||off||^2. */
+static gc_problem *shifted_identity(double bval, const double off[2])
+{
+  gc_problem *prob = gc_problem_alloc(1, 2, GC_PROBLEM_DIAG);
+  cr_assert(prob != NULL);
+  for (size_t i = 0; i < 2; i++) {
+    prob->a[i] = 1;
+    prob->b[i] = bval;
+    prob->x0[i] = bval + off[i];
+  }
+  cr_assert(eq(int, gc_problem_finalize(prob), GC_SUCCESS));
+  return prob;
+}
+
+/* Next to 1e16 every update of size 0.2 rounds back to x (the spacing of
+ * doubles there is 2), and next to x* = 1 a gradient of a few 1e-16 gives
+ * updates below half an ulp: ||grad F||^2 stays put while the bounds
+ * expect it to fall (today they printed 1.6-2.07 against 8).  Every row
+ * whose other assumptions hold is refused, naming floating point. */
+Test(bounds_property, float_stagnation_is_refused)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_SGD, GC_ALGO_UNI, GC_ALGO_DOWNLINK,
+                                        GC_ALGO_EF21 };
+  /* the row each algorithm printed before: nonconvex_4.3, ef_sgd_4.6, ef21_3d */
+  static const int printed[][2] = { { B_NONCONVEX, -1 }, { B_NONCONVEX, B_EF_SGD },
+                                     { B_NONCONVEX, B_EF_SGD }, { B_EF21, -1 } };
+  const double big[2] = { 2, -2 }, tiny[2] = { 0x1p-51, -0x1p-52 };
+  for (int which = 0; which < 2; which++) {
+    gc_problem *prob = shifted_identity(which ? 1.0 : 1e16, which ? tiny : big);
+    for (size_t j = 0; j < 4; j++) {
+      gc_algo_config cfg;
+      gc_algo_config_default(&cfg);
+      cfg.kind = kinds[j];
+      cfg.up = cfg.down = gc_compressor_type_by_name("topk");
+      cfg.up_params.density = cfg.down_params.density = 0.5;
+      gc_bound_case c;
+      cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 100, 1, 0, 0, &c), GC_SUCCESS));
+      gc_bound_row rows[GC_BOUND_COUNT];
+      gc_theory_bounds_eval(&c, rows);
+      for (int q = 0; q < 2; q++) {
+        if (printed[j][q] < 0)
+          continue;
+        const gc_bound_row *r = &rows[printed[j][q]];
+        cr_assert(isnan(r->value) && strstr(r->failed, "floating point") != NULL,
+                  "%s on %s (x* = %g): printed %g against %g (%s)", r->name,
+                  gc_algo_name(kinds[j]), prob->b[0], r->value, r->measured, r->failed);
+      }
+    }
+    gc_problem_free(prob);
+  }
+  /* one coordinate stuck next to 1e16 while the other converges: most of
+   * the movement is lost, and the bound (about 1.6) would sit below the
+   * measured ||grad F||^2 >= 4 */
+  {
+    gc_problem *mix = shifted_identity(1e16, big);
+    mix->b[1] = 1;
+    mix->x0[1] = 1 + big[1];
+    cr_assert(eq(int, gc_problem_finalize(mix), GC_SUCCESS));
+    gc_algo_config cfg;
+    gc_algo_config_default(&cfg);
+    gc_bound_case c;
+    cr_assert(eq(int, gc_theory_bounds_run(mix, &cfg, 0.1, 100, 1, 0, 0, &c), GC_SUCCESS));
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    cr_assert(strstr(rows[B_NONCONVEX].failed, "floating point") != NULL, "%g vs %g: %s",
+              rows[B_NONCONVEX].value, rows[B_NONCONVEX].measured, rows[B_NONCONVEX].failed);
+    gc_problem_free(mix);
+  }
+  /* a random-K downlink on the toy sends, now and then, one coordinate
+   * that has converged: an update of ~1e-16 absorbed next to |x| = 20 is
+   * ordinary rounding and must not refuse the run */
+  {
+    gc_problem *toy;
+    cr_assert(eq(int, gc_problem_parse("toy", 0, &toy), GC_SUCCESS));
+    gc_algo_config cfg;
+    gc_algo_config_default(&cfg);
+    cfg.kind = GC_ALGO_DOWNLINK;
+    cfg.up = cfg.down = gc_compressor_type_by_name("randk");
+    cfg.up_params.k = cfg.down_params.k = 1;
+    gc_bound_case c;
+    cr_assert(eq(int, gc_theory_bounds_run(toy, &cfg, 0.01, 1000, 2, 4, 0, &c), GC_SUCCESS));
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    cr_assert(rows[B_EF_SGD].failed[0] == 0, "%s", rows[B_EF_SGD].failed);
+    gc_problem_free(toy);
+  }
+  /* an ordinary run is not refused for it: the same problem near 1 with
+   * an offset the steps resolve */
+  const double ok[2] = { 2, -2 };
+  gc_problem *prob = shifted_identity(1.0, ok);
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  gc_bound_case c;
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 0.1, 100, 1, 0, 0, &c), GC_SUCCESS));
+  gc_bound_row rows[GC_BOUND_COUNT];
+  gc_theory_bounds_eval(&c, rows);
+  cr_assert(rows[B_NONCONVEX].failed[0] == 0, "%s", rows[B_NONCONVEX].failed);
+  gc_problem_free(prob);
+}
+
+/* One run, one step, sigma = 1 and a noise draw that nearly cancels the
+ * gradient: M^2 from that draw (||gbar_0||^2 small) put both bounds at
+ * 0.94 against a measured 2.80.  With M^2 from sigma^2 d/P plus the
+ * measured ||grad F||^2 (4.7) they hold. */
+Test(bounds_property, m2_from_one_noisy_draw_is_not_used)
+{
+  gc_problem *prob;
+  cr_assert(eq(int, gc_problem_parse("quadratic:P=1,d=1,L=1,mu=1,hetero=0,x0=1,sigma=1", 0,
+                                     &prob), GC_SUCCESS));
+  gc_algo_config cfg;
+  gc_algo_config_default(&cfg);
+  cfg.kind = GC_ALGO_UNI;
+  cfg.up = cfg.down = gc_compressor_type_by_name("topk");
+  cfg.up_params.density = cfg.down_params.density = 1;
+  gc_bound_case c;
+  cr_assert(eq(int, gc_theory_bounds_run(prob, &cfg, 3, 1, 1, 16, 24, &c), GC_SUCCESS));
+  gc_problem_free(prob);
+  gc_bound_row rows[GC_BOUND_COUNT];
+  gc_theory_bounds_eval(&c, rows);
+  for (int b = B_NONCONVEX; b <= B_EF_SGD; b++) {
+    const gc_bound_row *r = &rows[b];
+    cr_assert(r->failed[0] == 0, "%s: %s", r->name, r->failed);
+    /* T = 1: the measured quantity is the exact ||grad F(x_0)||^2 */
+    cr_assert(r->value >= r->measured, "%s: %g < %g", r->name, r->value, r->measured);
+  }
+}
+
+/* EF-SGD's second term is lr L sigma^2 (theory.md 4.6): f0 = 1, lr = 0.5,
+ * T + 1 = 2, L = 2, sigma^2 = 3, delta = 0.5: 2/(0.5*2) + 0.5*2*3 +
+ * 4*0.25*4*3*0.5/0.25 = 2 + 3 + 24. */
+Test(bounds_property, ef_sgd_second_term)
+{
+  cr_assert(ieee_ulp_eq(dbl, gc_bound_ef_sgd(1, 0.5, 1, 2, 3, 0.5), 29.0, 4),
+            "%.17g", gc_bound_ef_sgd(1, 0.5, 1, 2, 3, 0.5));
+}
+
+/* ---- the ladder of theory.md 4.9 ----------------------------------------------- */
+
+/* Over generated runs of every algorithm (P, d, spectra, heterogeneity,
+ * noise, K, K_d, lr, tie rules, topk/randk on both links): on every row
+ * nonconvex_4.3 prints, each rung is at least the measured mean_t
+ * ||grad F||^2 and no rung exceeds the one before it (so none exceeds the
+ * theorem's).  Every rung is defined there: the recursion of 4.3 holds on
+ * every path the bound accepts, so the measured memories meet the bounds
+ * r1 and r2 rest on.  With noise the rungs bound expectations and the
+ * measured side is a 3-run mean: a check, as for the bounds themselves. */
+Test(bounds_property, ladder_rungs_hold_and_are_ordered)
+{
+  size_t done = 0, printed = 0, noisy = 0, path = 0;
+  double tight[GC_RUNG_COUNT];
+  for (int k = 0; k < GC_RUNG_COUNT; k++)
+    tight[k] = INFINITY;
+  for (uint32_t i = 0; done < 220; i++) {
+    cr_assert(i < 4 * 220, "too many diverging instances");
+    instance in = make_instance(27, i, ALL, 10, 0);
+    gc_problem *prob = make_problem(&in, 27, i);
+    gc_algo_config cfg = make_config(&in);
+    gc_bound_case c;
+    int st = gc_theory_bounds_run(prob, &cfg, in.lr_factor / prob->L, 12 + i % 29, 3, 32, i,
+                                  &c);
+    gc_problem_free(prob);
+    if (st == GC_EDIVERGE)
+      continue;
+    cr_assert(eq(int, st, GC_SUCCESS));
+    done++;
+    gc_bound_row rows[GC_BOUND_COUNT];
+    gc_theory_bounds_eval(&c, rows);
+    const gc_bound_row *r = &rows[B_NONCONVEX];
+    if (r->failed[0]) {
+      for (int k = 0; k < GC_RUNG_COUNT; k++)
+        cr_assert(isnan(r->rung[k]), "refused row with rung %d = %g", k, r->rung[k]);
+      continue;
+    }
+    printed++;
+    noisy += in.sigma > 0;
+    path += !r->expectation;
+    cr_assert(r->rung[GC_RUNG_THEOREM] == r->value);
+    for (int k = 0; k < GC_RUNG_COUNT; k++) {
+      cr_assert(isfinite(r->rung[k]), "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): "
+                "%s undefined", i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k,
+                in.sigma, gc_rung_name(k));
+      /* r6 keeps no slack but the proof's descent lemma: on an expectation
+       * row its sampling error (3 runs) can exceed that, so it is checked
+       * on the path rows, where it holds on the path itself */
+      if (k == GC_RUNG_INNER && r->expectation)
+        continue;
+      cr_assert(r->rung[k] >= r->measured * (1 - REL),
+                "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): %s %.17g < measured "
+                "%.17g", i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k, in.sigma,
+                gc_rung_name(k), r->rung[k], r->measured);
+      if (k > 0)
+        cr_assert(r->rung[k] <= r->rung[k - 1] * (1 + REL),
+                  "instance %u (%s %s/%s P=%zu d=%zu K=%zu sigma=%g): %s %.17g > %s %.17g",
+                  i, gc_algo_name(in.kind), in.up, in.down, in.P, in.d, in.k, in.sigma,
+                  gc_rung_name(k), r->rung[k], gc_rung_name(k - 1), r->rung[k - 1]);
+      if (r->measured > 0)
+        tight[k] = fmin(tight[k], r->rung[k] / r->measured);
+    }
+  }
+  cr_log_info("ladder: %zu runs, %zu printed (%zu noisy, %zu on the path); min "
+              "rung/measured %g %g %g %g %g %g %g", done, printed, noisy, path, tight[0],
+              tight[1], tight[2], tight[3], tight[4], tight[5], tight[6]);
+  cr_assert(printed >= 100 && noisy >= 20 && path >= 60, "printed %zu, noisy %zu, path %zu",
+            printed, noisy, path);
+}
+
+/* theory bounds prints every rung under a printed nonconvex_4.3 row and
+ * writes one CSV column per rung and per ratio, before status. */
+Test(bounds_frontend, ladder_columns)
+{
+  char path[512], args[1200];
+  snprintf(path, sizeof path, "%s", gc_test_tmp("ladder.csv"));
+  snprintf(args, sizeof args, "--problem quadratic:P=4,d=40 --algorithms uni,bi --compressors "
+           "topk --density 0.05 --steps 200 --csv %.900s", path);
+  static char out[16384];
+  cr_assert(eq(int, run_bounds(args, out, sizeof out), 0), "%s", out);
+  for (int k = 0; k < GC_RUNG_COUNT; k++)
+    cr_assert(strstr(out, gc_rung_name(k)) != NULL, "%s", out);
+  size_t len;
+  char *text = gc_test_slurp(path, &len);
+  cr_assert(text != NULL);
+  cr_assert(strstr(text, ",alpha,r0_theorem,r1_delta,r2_xi,r3_memory,r4_m2,r5_gradient,"
+                         "r6_inner,ratio_r0,ratio_r1,ratio_r2,ratio_r3,ratio_r4,ratio_r5,"
+                         "ratio_r6,status,failed_assumption\n") != NULL,
+            "%.300s", text);
+  free(text);
+  remove(path);
 }

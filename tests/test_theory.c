@@ -182,7 +182,9 @@ Test(bounds, formulas)
   double g = sqrt(1 - 0.25);
   double want = 2.0 + 2.25 + 9 * 0.25 * 1.5 * (g / (1 - g)) * (g / (1 - g));
   cr_assert(fabs(gc_bound_nonconvex(2.0, 0.5, 4, 3.0, 1.5, g, 0) - want) < 1e-12);
-  cr_assert(fabs(gc_bound_ef_sgd(2.0, 0.5, 3, 3.0, 1.5, 1.0) - (2.0 + 1.125)) < 1e-15);
+  /* EF-SGD with delta = 1: 2 f0/(lr (T+1)) + lr L s2 (the second term
+   * re-derived in theory.md 4.6: lr L s2, not lr L s2/2) */
+  cr_assert(fabs(gc_bound_ef_sgd(2.0, 0.5, 3, 3.0, 1.5, 1.0) - (2.0 + 2.25)) < 1e-15);
   /* EF21: above the admissible step the bound is +Inf */
   cr_assert(isinf(gc_bound_ef21(1.0, 10.0, 100, 1.0, 1.0, 0.5, 0.0)));
   cr_assert(fabs(gc_bound_ef21(1.0, 1e-3, 100, 1.0, 1.0, 1.0, 0.0) - 20.0) < 1e-12);

@@ -637,6 +637,82 @@ Test(train, bounds_rows_follow_the_formula_and_threads_change_nothing)
   }
 }
 
+/* bounds.csv is plain CSV (one header line, no comment: any reader loads
+ * it without options; the notes are in bounds.json) and carries the ladder
+ * of theory.md 4.9: each rung recomputed from the row's own columns, the
+ * rungs that rest on the memory recursion ordered, the ratios rung /
+ * grad2_mean. */
+Test(train, bounds_csv_is_plain_and_carries_the_ladder)
+{
+  gc_test_need_dataset("mnist");
+  char a[600], p[700];
+  snprintf(a, sizeof a, "%s", gc_test_tmp("bounds-ladder"));
+  gc_train_config c;
+  bounds_base(&c, a, "uni");
+  c.workers = 4;
+  c.density = 0.01;
+  c.lr = 0.1;
+  c.train_subset = 800;
+  c.test_subset = 100;
+  c.epochs = 2;
+  cr_assert_eq(gc_train_run(&c, NULL), GC_SUCCESS, "%s", gc_last_error());
+  size_t len;
+  snprintf(p, sizeof p, "%s/bounds.csv", a);
+  char *csv = gc_test_slurp(p, &len);
+  cr_assert_not_null(csv);
+  cr_assert(strncmp(csv, "epoch,", 6) == 0, "%.80s", csv);
+  size_t lines = 0, want = 0;
+  for (char *q = csv; *q; lines++) {
+    char *e = strchr(q, '\n');
+    cr_assert_not_null(e);
+    size_t commas = 0;
+    for (char *k = q; k < e; k++)
+      commas += *k == ',';
+    if (lines == 0)
+      want = commas;
+    cr_assert_eq(commas, want, "line %zu", lines + 1);
+    q = e + 1;
+  }
+  cr_assert_eq(lines, 3);
+  free(csv);
+  snprintf(p, sizeof p, "%s/bounds.json", a);
+  char *json = gc_test_slurp(p, &len);
+  cr_assert(json && strstr(json, "\"r6_inner\"") && strstr(json, "local estimate"));
+  free(json);
+  static const char *rung[] = { "r0_theorem", "r1_delta", "r2_xi", "r3_memory", "r4_m2",
+                                "r5_gradient", "r6_inner" };
+  for (int r = 1; r <= 2; r++) {
+    double v[7];
+    for (int k = 0; k < 7; k++)
+      v[k] = bounds_field(a, r, rung[k]);
+    double g2 = bounds_field(a, r, "grad2_mean"), L = bounds_field(a, r, "L");
+    double t0 = bounds_field(a, r, "term_f0"), ts = bounds_field(a, r, "term_sgd");
+    double sgd_mean = L * c.lr * bounds_field(a, r, "M2_mean");
+    /* %.9g columns: 9 significant digits, summed over three terms */
+    double tol = 1e-8;
+    cr_assert(fabs(v[0] - bounds_field(a, r, "bound")) <= tol * v[0]);
+    for (int k = 1; k < 5; k++)
+      cr_assert(v[k] <= v[k - 1] * (1 + tol), "row %d: %s %g > %g", r, rung[k], v[k],
+                v[k - 1]);
+    double r3 = t0 + ts + L * L * bounds_field(a, r, "mem2_mean");
+    cr_assert(fabs(v[3] - r3) <= tol * r3, "row %d: r3 %g, recomputed %g", r, v[3], r3);
+    double r4 = t0 + sgd_mean + L * L * bounds_field(a, r, "mem2_mean");
+    cr_assert(fabs(v[4] - r4) <= tol * r4, "row %d: r4 %g, recomputed %g", r, v[4], r4);
+    double r5 = t0 + sgd_mean + bounds_field(a, r, "gdiff2_mean");
+    cr_assert(fabs(v[5] - r5) <= tol * r5, "row %d: r5 %g, recomputed %g", r, v[5], r5);
+    double r6 = 0.5 * (t0 + sgd_mean) + bounds_field(a, r, "inner_mean");
+    cr_assert(fabs(v[6] - r6) <= tol * fabs(r6) + 1e-12, "row %d: r6 %g, recomputed %g", r,
+              v[6], r6);
+    for (int k = 0; k < 7; k++) {
+      char name[16];
+      snprintf(name, sizeof name, "ratio_r%d", k);
+      cr_assert(fabs(bounds_field(a, r, name) - v[k] / g2) <= tol * v[k] / g2);
+    }
+    cr_assert(bounds_field(a, r, "mem_norm2") > 0 && bounds_field(a, r, "worker_mem2") > 0);
+    cr_assert_eq(bounds_field(a, r, "server_mem2"), 0);   /* uni: no server memory */
+  }
+}
+
 /* The bound is refused, naming the failing assumption, where 4.3 does not
  * apply. */
 Test(train, bounds_refuse_what_the_theorem_does_not_cover)

@@ -20,7 +20,12 @@ double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,
 {
   if (!(lr > 0) || !(delta > 0))
     return INFINITY;
-  return 2.0 * f0_gap / (lr * (double) (T + 1)) + 0.5 * lr * L * s2
+  /* The second term is lr L s2, not the lr L s2/2 of the statement as
+   * recalled: the descent lemma on the virtual iterate gives
+   * (lr/2)||grad f||^2 <= f~_t - f~_{t+1} + (L lr^2/2) s2 + (lr L^2/2)
+   * ||e_t||^2, and multiplying by 2/lr doubles every term (docs/theory.md
+   * 4.6). */
+  return 2.0 * f0_gap / (lr * (double) (T + 1)) + lr * L * s2
          + 4.0 * lr * lr * L * L * s2 * (1.0 - delta) / (delta * delta);
 }
 
@@ -132,6 +137,43 @@ double gc_theory_gauss_share(double rho)
   double tau = gsl_cdf_ugaussian_Pinv(1.0 - 0.5 * rho);
   double phi = exp(-0.5 * tau * tau) / 2.5066282746310002 /* sqrt(2 pi) */;
   return 1.0 - rho - 2.0 * tau * phi;
+}
+
+double gc_theory_chi2_max_mean(size_t T, size_t d)
+{
+  if (T <= 1 || d == 0)
+    return (double) d;
+  double lt = log((double) T), n = (double) d;
+  /* (lt - (n/2) ln(1-2l))/l is convex in l on (0, 1/2): golden section */
+  double lo = 0, hi = 0.5, g = 0.5 * (sqrt(5.0) - 1.0);
+#define CHI2_OBJ(l) ((lt - 0.5 * n * log1p(-2.0 * (l))) / (l))
+  double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+  double fa = CHI2_OBJ(a), fb = CHI2_OBJ(b);
+  for (int i = 0; i < 200; i++) {
+    if (fa < fb) {
+      hi = b;
+      b = a;
+      fb = fa;
+      a = hi - g * (hi - lo);
+      fa = CHI2_OBJ(a);
+    } else {
+      lo = a;
+      a = b;
+      fa = fb;
+      b = lo + g * (hi - lo);
+      fb = CHI2_OBJ(b);
+    }
+  }
+  return fmin(fa, fb);   /* any l gives an upper bound; this is the least found */
+#undef CHI2_OBJ
+}
+
+const char *gc_rung_name(int rung)
+{
+  static const char *names[GC_RUNG_COUNT] = { "r0_theorem", "r1_delta", "r2_xi",
+                                              "r3_memory", "r4_m2", "r5_gradient",
+                                              "r6_inner" };
+  return rung >= 0 && rung < GC_RUNG_COUNT ? names[rung] : "?";
 }
 
 /* ---- which bound applies --------------------------------------------------
@@ -250,6 +292,8 @@ static void row_init(gc_bound_row *r, size_t which, int on, const gc_bound_case 
   r->on = on;
   r->gamma = r->xi = r->delta = r->alpha = NAN;
   r->value = NAN;
+  for (int i = 0; i < GC_RUNG_COUNT; i++)
+    r->rung[i] = NAN;
   r->expectation = c->sigma > 0;
   r->measured = on == GC_BOUND_ON_MIN ? c->min_grad2
                 : on == GC_BOUND_ON_MEAN ? c->mean_grad2 : c->wavg_gap;
@@ -359,7 +403,23 @@ static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
   if (c->mem_norm_max > unrolled * (1 + SLACK) + 1e-300)
     return refuse(r, "max ||E_t|| = %.6g exceeds (gamma+xi)/(1-gamma) lr M = %.6g",
                   c->mem_norm_max, unrolled);
-  r->value = gc_bound_nonconvex(c->f0_gap, c->lr, c->T, c->L, c->M2, g, xi);
+  /* M^2 (4.7): on the path the largest ||gbar_t||^2; with noise of known
+   * sigma the SGD term takes the exact conditional second moment
+   * ||grad F(x_t)||^2 + sigma^2 d/P at its largest (G2) and the memory
+   * term an upper estimate of E max_t ||gbar_t||^2 (M2_path), not one
+   * draw's maximum. */
+  gc_ladder_in in = {
+    .f0_gap = c->f0_gap, .lr = c->lr, .L = c->L, .T = c->T, .gamma = g, .xi = xi,
+    .m2 = c->sigma > 0 ? c->G2 : c->M2,
+    .m2_mem = c->sigma > 0 ? c->M2_path : c->M2,
+    .m2_path = c->M2, .gamma_hat = c->gamma_hat, .mem_norm_max = c->mem_norm_max,
+    .rec2_mean = c->rec2_mean, .rec_excess = c->rec_excess, .mem2_mean = c->mem2_mean,
+    /* E[||gbar_t||^2 | x_t] = ||grad F(x_t)||^2 + sigma^2 d/P, averaged */
+    .m2_mean = c->mean_grad2 + c->sigma * c->sigma * (double) c->d / (double) c->P,
+    .gdiff2_mean = c->gdiff2_mean, .inner_mean = c->inner_mean,
+  };
+  gc_bound_ladder(&in, r->rung);
+  r->value = r->rung[GC_RUNG_THEOREM];
   return 1;
 }
 
@@ -400,7 +460,11 @@ static int eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
   r->delta = delta;
   r->gamma = sqrt(1.0 - delta);
   /* the theorem's T + 1 iterates x_0..x_T are the T measured ones */
-  r->value = gc_bound_ef_sgd(c->f0_gap, c->lr, c->T - 1, c->L, c->M2, delta);
+  /* sigma^2 bounds E||g_t||^2: with noise of known sigma, its exact
+   * conditional value at its largest (G2, 4.7) rather than one draw */
+  r->value = gc_bound_ef_sgd(c->f0_gap, c->lr, c->T - 1, c->L,
+                             c->sigma > 0 ? c->G2 : c->M2, delta);
+  r->rung[GC_RUNG_THEOREM] = r->value;
   return 1;
 }
 
@@ -496,6 +560,12 @@ static int eval_omega_ef(const gc_bound_case *c, gc_bound_row *r)
   return 1;
 }
 
+/* Rounding lost half the path's movement or more (sum_t ||lost_t|| /
+ * sum_t ||u_t||; 1: the iterates never moved although the steps are not
+ * 0).  A sum, not a per-step maximum: a tiny update absorbed next to a
+ * large x_i is ordinary rounding and moves nothing the bounds see. */
+#define FLOAT_LOSS_MAX 0.5
+
 void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
 {
   eval_nonconvex(c, &rows[0]);
@@ -503,6 +573,21 @@ void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
   eval_ef21(c, &rows[2]);
   eval_mem_sgd(c, &rows[3]);
   eval_omega_ef(c, &rows[4]);
+  /* Every analysis assumes x_{t+1} = x_t - u_t in exact arithmetic; a run
+   * whose updates round away is not the algorithm they analyse (its
+   * ||grad F||^2 stays put while the bounds expect it to fall). */
+  if (c->float_loss >= FLOAT_LOSS_MAX)
+    for (size_t i = 0; i < GC_BOUND_COUNT; i++) {
+      gc_bound_row *r = &rows[i];
+      if (r->failed[0])
+        continue;
+      refuse(r, "the iterates stop moving in floating point: rounding lost %.3g of "
+             "the updates' total length (at step %zu %.3g of the update next to |x| = "
+             "%.3g; theorem: exact arithmetic)", c->float_loss, c->float_loss_step,
+             c->float_loss_step_max, c->float_loss_x);
+      for (int k = 0; k < GC_RUNG_COUNT; k++)
+        r->rung[k] = NAN;
+    }
 }
 
 /* (1/P) sum_p ||C(grad f_p(x0)) - grad f_p(x0)||^2 with the run's
@@ -585,6 +670,9 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
   out->recursion_fails = gc_theory_recursion_failure(cfg);
   out->delta_up = out->delta_down = INFINITY;
   out->delta_up_draws = out->delta_down_draws = INFINITY;
+  out->gamma_hat = NAN;
+  out->rec_excess = -INFINITY;
+  double grad2_top = 0;
   uint64_t noise_seed = prob->seed;
   int st = GC_SUCCESS;
   int probe_draws = draws > 0 && random;
@@ -629,6 +717,19 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->xi_max = r ? fmax(out->xi_max, s.xi_max) : s.xi_max;
     out->xi_bi_max = r ? fmax(out->xi_bi_max, s.xi_bi_max) : s.xi_bi_max;
     out->mem_norm_max = fmax(out->mem_norm_max, s.mem_norm_max);
+    out->gamma_hat = fmax(out->gamma_hat, s.gamma_hat_max);   /* NaN-ignoring */
+    out->mem2_mean += s.mem2_mean / (double) runs;
+    out->rec2_mean += s.rec2_mean / (double) runs;
+    out->gdiff2_mean += s.gdiff2_mean / (double) runs;
+    out->inner_mean += s.inner_mean / (double) runs;
+    out->rec_excess = fmax(out->rec_excess, s.rec_excess_max);
+    grad2_top = fmax(grad2_top, s.grad2_max);
+    if (s.float_loss_share > out->float_loss) {
+      out->float_loss = s.float_loss_share;
+      out->float_loss_step_max = s.float_loss_max;
+      out->float_loss_step = s.float_loss_step;
+      out->float_loss_x = s.float_loss_x;
+    }
     /* fmin ignores a NaN side, so a run without a measurement keeps the others' */
     out->delta_up = fmin(out->delta_up, s.delta_up_worst);
     out->delta_down = fmin(out->delta_down, s.delta_down_worst);
@@ -657,6 +758,17 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->min_grad2 = mn;
     out->mean_grad2 = sum / (double) steps;
     out->wavg_gap = inverse ? wavg_sum / (double) runs : NAN;
+    /* E max_t ||gbar_t||^2 <= (sqrt(E max_t ||grad F(x_t)||^2) + sqrt(E max_t
+     * ||n_t||^2))^2 (Minkowski), the noise n_t ~ N(0, sigma^2/P I) drawn
+     * independently per step: ||n_t||^2 = (sigma^2/P) chi-square(d).  The
+     * gradient part is the largest met in the R runs (4.7). */
+    out->M2_path = out->M2;
+    if (prob->sigma > 0) {
+      double q = prob->sigma * prob->sigma / (double) prob->workers *
+                 gc_theory_chi2_max_mean(steps, prob->n);
+      double m = sqrt(grad2_top) + sqrt(q);
+      out->M2_path = fmax(out->M2, m * m);
+    }
   }
   free(grad2);
   return st;

@@ -113,6 +113,16 @@ typedef struct gc_probe_row {
   double gbar_norm2;            /* ||gbar_t||^2 of the stochastic gradients */
   double delta_up_min, delta_up_mean;  /* 1-||C(acc)-acc||^2/||acc||^2 over workers */
   double delta_down;            /* same for the server's input (NaN if none) */
+  /* the ladder of 4.9 */
+  double gamma_hat;             /* ||a_t - TopK(a_t)||/||a_t||, a_t = E_t + lr
+                                   gbar_t, with the recursion's top-K (K_d
+                                   with a server memory); NaN: no memory   */
+  double rec_bound;             /* e_{t+1} of rung r2_xi (4.9): a bound on
+                                   ||E_{t+1}|| with the running maxima of
+                                   gamma_hat and ||gbar|| and this xi_t   */
+  double float_loss;            /* ||(x_t - x_{t+1}) - u_t|| / ||u_t|| for the
+                                   update u_t the server applied: 1 when it
+                                   rounds to no change (NaN: u_t = 0)      */
 } gc_probe_row;
 
 /* Aggregates over all steps done so far. */
@@ -143,6 +153,19 @@ typedef struct gc_probe_summary {
   double wavg_gap;               /* F(xbar_T) - F*, xbar_T = sum_t w_t x_t /
                                     sum_t w_t, w_t = (a+t)^2 over t < T
                                     (gc_theory_run_set_average; NaN: off)  */
+  /* the ladder of 4.9, over t < T (E_0 = 0) */
+  double gamma_hat_max;          /* max_t gamma_hat (NaN: never measured)   */
+  double mem2_mean;              /* (1/T) sum_{t<T} ||E_t||^2                */
+  double rec2_mean;              /* (1/T) sum_{t<T} e_t^2 of rung r2_xi      */
+  double rec_excess_max;         /* max_t (||E_t|| - e_t), <= 0 expected     */
+  double gbar2_mean;             /* (1/T) sum_{t<T} ||gbar_t||^2             */
+  double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2           */
+  double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
+  double float_loss_share;       /* sum_t ||lost_t|| / sum_t ||u_t||: the share
+                                    of the path's movement lost to rounding */
+  double float_loss_max;         /* max_t float_loss (0 when never defined) */
+  size_t float_loss_step;        /* the step of that maximum                */
+  double float_loss_x;           /* max_i |x_t,i| at that step              */
 } gc_probe_summary;
 
 typedef struct gc_theory_run gc_theory_run;
@@ -242,7 +265,8 @@ void gc_theory_fill(int dist, uint64_t seed, uint32_t trial, double *x,
  * bounds).  The non-convex bound of 4.3 is gc_bound_nonconvex in
  * gc_probe.h: the library evaluates it during training too. */
 /* EF-SGD (Karimireddy et al., 4.6), bound on min_t ||grad f||^2:
- * 2 (f0-f*)/(lr (T+1)) + lr L s2/2 + 4 lr^2 L^2 s2 (1-delta)/delta^2. */
+ * 2 (f0-f*)/(lr (T+1)) + lr L s2 + 4 lr^2 L^2 s2 (1-delta)/delta^2 (the
+ * second term re-derived: the statement as recalled has lr L s2/2). */
 double gc_bound_ef_sgd(double f0_gap, double lr, size_t T, double L,
                        double s2, double delta);
 /* EF21 (section 3 d): 2 (f0-f*)/(lr T) + G0/(theta T), theta =
@@ -315,6 +339,23 @@ typedef struct gc_bound_case {
   double wavg_gap;               /* mean over runs of F(xbar_T) - F*, w_t =
                                     (a+t)^2 of an INVERSE schedule (else NaN) */
   double omega_up;               /* gc_theory_omega of the uplink (NaN: none) */
+  /* the ladder of 4.9 (means over runs of each run's mean over t < T) */
+  double gamma_hat;              /* max over runs and steps of gamma_hat_t  */
+  double mem2_mean;              /* (1/T) sum_{t<T} ||E_t||^2               */
+  double rec2_mean;              /* (1/T) sum_{t<T} e_t^2 of rung r2_xi     */
+  double rec_excess;             /* max over runs of max_t (||E_t|| - e_t)  */
+  double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2 (= ||grad F
+                                    (x_t - E_t) - grad F(x_t)||^2)          */
+  double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
+  double M2_path;                /* an upper estimate of E max_t ||gbar_t||^2
+                                    (4.7: the measured gradient part plus the
+                                    noise's expected maximum; M2 without
+                                    noise)                                  */
+  /* floating point (4.7): the share of the updates lost to rounding */
+  double float_loss;             /* max over runs of float_loss_share        */
+  double float_loss_step_max;    /* that run's largest per-step loss ...     */
+  size_t float_loss_step;        /* ... its step ...                         */
+  double float_loss_x;           /* ... and max_i |x_i| there                */
 } gc_bound_case;
 
 /* What a bound is a bound on. */
@@ -340,7 +381,30 @@ typedef struct gc_bound_row {
   char failed[192];       /* "" or the failed assumption with the measured
                              value, e.g. "P = 2 (theorem: one worker)";
                              no commas, so CSV readers need no quoting */
+  double rung[7];         /* the ladder of 4.9 (GC_RUNG_*): rung[0] = value;
+                             the others only for nonconvex_4.3, NaN where a
+                             rung's own check fails or the row is refused */
 } gc_bound_row;
+
+/* The rungs of 4.9: the theorem, then one assumption at a time replaced by
+ * its value measured along the run. */
+enum { GC_RUNG_THEOREM = 0,   /* gamma = sqrt(1-K/d), xi_max, M^2 max      */
+       GC_RUNG_DELTA = 1,     /* + the measured contraction gamma_hat      */
+       GC_RUNG_XI = 2,        /* + xi_t per step (recursion run on the path) */
+       GC_RUNG_MEMORY = 3,    /* + the measured ||E_t||^2                  */
+       GC_RUNG_M2 = 4,        /* + ||gbar_t||^2 per step (mean, not max)   */
+       GC_RUNG_GRADIENT = 5,  /* + ||grad F(x~_t) - grad F(x_t)||^2 for
+                                 L^2 ||E_t||^2                             */
+       GC_RUNG_INNER = 6,     /* + <grad F(x_t) - grad F(x~_t), grad F(x_t)>
+                                 without the Young step                    */
+       GC_RUNG_COUNT = 7 };
+/* "r0_theorem", "r1_delta", "r2_xi", "r3_memory", "r4_m2", "r5_gradient",
+ * "r6_inner". */
+const char *gc_rung_name(int rung);
+/* E max_{t<T} X_t for T independent chi-square(d) variables, bounded above
+ * by min over 0 < l < 1/2 of (ln T - (d/2) ln(1 - 2l))/l (Jensen on
+ * exp(l max X)); d at T = 1. */
+double gc_theory_chi2_max_mean(size_t T, size_t d);
 
 enum { GC_BOUND_COUNT = 5 };
 /* What each bound declares, in the order of gc_theory_bounds_eval's rows:

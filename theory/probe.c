@@ -75,6 +75,12 @@ struct gc_theory_run {
   double avg_shift;              /* a of w_t = (a+t)^2; NaN: no average     */
   double avg_weight;             /* S_t = sum of the weights so far         */
   double *avg_sum;               /* sum_t w_t x_t (NULL: no average)        */
+  /* the ladder of 4.9 and the floating-point check */
+  double *xprev;                 /* x_t while the step makes x_{t+1}         */
+  gc_ladder_path lad;             /* rung r2_xi's recursion and the means    */
+  double fl_max, fl_x;           /* the largest per-step loss, |x| there     */
+  size_t fl_step;
+  double fl_lost, fl_moved;      /* sums of ||lost_t|| and ||u_t||           */
 };
 
 static double norm2(const double *x, size_t n)
@@ -140,6 +146,7 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r->t3);
   free(r->worker_grad2_max);
   free(r->avg_sum);
+  free(r->xprev);
   gc_xi_probe_free(r->xi);
   gc_compressor_free(r->draw_up);
   gc_compressor_free(r->draw_down);
@@ -226,6 +233,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
          (r->t1 = calloc(n, sizeof *r->t1)) &&
          (r->t2 = calloc(n, sizeof *r->t2)) &&
          (r->t3 = calloc(n, sizeof *r->t3)) &&
+         (r->xprev = calloc(n, sizeof *r->xprev)) &&
          (r->worker_grad2_max = calloc(P, sizeof *r->worker_grad2_max));
     /* without noise the step takes the exact gradients themselves */
     for (size_t p = r->lo; ok && p < r->hi; p++)
@@ -252,6 +260,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
   r->recursion_fails = gc_theory_recursion_failure(&r->cfg);
   r->dup_draws = r->ddown_draws = INFINITY;
   r->avg_shift = NAN;
+  gc_ladder_path_init(&r->lad);
   return r;
 }
 
@@ -427,9 +436,47 @@ static double norm2_of_mean(const double *const *v, size_t P, size_t n, double *
   return norm2(out, n);
 }
 
+/* The update u_t of this step against what the model did: *lost =
+ * ||(x_t - x_{t+1}) - u_t||, *moved = ||u_t||, for the decoded downlink D
+ * (x -= D: uni, bi, allgather, allreduce-randk; x -= lr D: the others;
+ * EF21-BC's model moves by lr h).  The rounding of x - u_t leaves *lost
+ * near 2^-53 ||x||; it is ||u_t|| when every entry of u_t is below half an
+ * ulp of its x_i and the model does not move.  *xmax: max_i |x_t,i|. */
+static void float_loss(const gc_theory_run *r, double lr, double *lost,
+                       double *moved, double *xmax)
+{
+  gc_server *srv = gc_sim_server(r->sim);
+  const double *x1 = gc_sim_model(r->sim), *D;
+  double s = lr;
+  switch (r->cfg.kind) {
+  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
+  case GC_ALGO_ALLREDUCE_RANDK:
+    s = 1.0;
+    D = gc_server_sent(srv);
+    break;
+  case GC_ALGO_EF21_BC:
+    D = gc_server_memory(srv);   /* h */
+    break;
+  default:
+    D = gc_server_sent(srv);
+    break;
+  }
+  double l2 = 0, u2 = 0, xm = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    double u = s * D[i], e = (r->xprev[i] - x1[i]) - u;
+    l2 += e * e;
+    u2 += u * u;
+    xm = fmax(xm, fabs(r->xprev[i]));
+  }
+  *lost = sqrt(l2);
+  *moved = sqrt(u2);
+  *xmax = xm;
+}
+
 int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
 {
   size_t n = r->n, P = r->P;
+  double xmax = 0;
   const gc_problem *prob = r->prob;
   gc_probe_row rw;
   memset(&rw, 0, sizeof rw);
@@ -463,6 +510,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       r->avg_weight += w;
     }
     gc_xi_probe_before(r->xi, r->sim);
+    memcpy(r->xprev, model, n * sizeof *r->xprev);
     const void *sm = gc_server_memory(gc_sim_server(r->sim));
     if (sm && (r->mem == MEM_BI || r->mem == MEM_GRAD))
       memcpy(r->dprev, sm, n * sizeof *r->dprev);
@@ -578,6 +626,43 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     r->Enorm = rw.mem_norm;
   }
 
+  /* Rung r2_xi of 4.9: the recursion of 4.3 run along the path */
+  rw.gamma_hat = rw.rec_bound = NAN;
+  if (r->mem != MEM_OTHER) {
+    int down = r->mem != MEM_UNI;
+    if (r->mem != MEM_NONE)
+      rw.gamma_hat = xs.gamma_hat;
+    rw.rec_bound = gc_ladder_path_step(&r->lad, r->mem != MEM_NONE, rw.gamma_hat,
+                                       rw.gbar_norm2, down ? num_bi_model : num_model,
+                                       lr, rw.mem_norm);
+    /* rung r5: grad F(x - E) - grad F(x) = -Abar E on a quadratic, formed
+     * as grad F(E) - grad F(0) */
+    double gd2 = 0, in = 0;
+    if (r->mem != MEM_NONE) {
+      gc_problem_grad(prob, r->E, r->t1);
+      memset(r->t3, 0, n * sizeof *r->t3);
+      gc_problem_grad(prob, r->t3, r->t2);
+      gd2 = dist2(r->t1, r->t2, n);
+      gc_problem_grad(prob, gc_sim_model(r->sim), r->t3);   /* grad F(x_{t+1}) */
+      for (size_t i = 0; i < n; i++)
+        in += (r->t1[i] - r->t2[i]) * r->t3[i];
+    }
+    gc_ladder_path_gdiff(&r->lad, gd2, in);
+  }
+
+  /* The update the server applied, against what the model did: the
+   * analyses assume x_{t+1} = x_t - u_t exactly. */
+  double lost, moved;
+  float_loss(r, lr, &lost, &moved, &xmax);
+  r->fl_lost += lost;
+  r->fl_moved += moved;
+  rw.float_loss = moved > 0 ? lost / moved : NAN;
+  if (isfinite(rw.float_loss) && rw.float_loss > r->fl_max) {
+    r->fl_max = rw.float_loss;
+    r->fl_step = t;
+    r->fl_x = xmax;
+  }
+
   /* Multi-draw contraction on the inputs the random compressors received:
    * the workers' from their records, the server's here. */
   for (size_t p = 0; p < P; p++) {
@@ -657,6 +742,18 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
   for (size_t p = 0; p < r->P; p++)
     wsum += r->worker_grad2_max[p];
   s->worker_grad2_max_mean = r->steps ? wsum / (double) r->P : NAN;
+  /* means over t < T of quantities measured after steps 0..T-2 (E_0 = 0) */
+  s->gamma_hat_max = isfinite(r->lad.gh_max) ? r->lad.gh_max : NAN;
+  s->mem2_mean = gc_ladder_path_mem2_mean(&r->lad);
+  s->rec2_mean = gc_ladder_path_rec2_mean(&r->lad);
+  s->rec_excess_max = r->lad.rec_excess;
+  s->gbar2_mean = gc_ladder_path_gbar2_mean(&r->lad);
+  s->gdiff2_mean = gc_ladder_path_gdiff2_mean(&r->lad);
+  s->inner_mean = gc_ladder_path_inner_mean(&r->lad);
+  s->float_loss_max = r->fl_max;
+  s->float_loss_share = r->fl_moved > 0 ? r->fl_lost / r->fl_moved : 0;
+  s->float_loss_step = r->fl_step;
+  s->float_loss_x = r->fl_x;
   s->wavg_gap = NAN;
   if (r->avg_sum && r->avg_weight > 0) {
     /* t1 is free between steps */
