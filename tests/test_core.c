@@ -8,6 +8,7 @@
 #include <criterion/new/assert.h>
 
 #include "gc_errno.h"
+#include "gc_io.h"
 #include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_test.h"
@@ -178,4 +179,28 @@ Test(errors, handler_is_replaceable_and_never_exits)
   cr_assert(eq(int, seen_code, GC_EIO));
   gc_set_error_handler(NULL);
   cr_assert(strcmp(gc_strerror(GC_EDOM), "unknown error") != 0);
+}
+
+/* gc__json_quote: quotes, backslashes and control bytes escaped, UTF-8
+ * kept, a byte that is not UTF-8 (a stray continuation, a truncated or
+ * overlong form, a surrogate) replaced by U+FFFD, NULL as "". */
+Test(io, json_quote_escapes_what_json_forbids)
+{
+  static const struct { const char *in, *out; } c[] = {
+    { "plain", "\"plain\"" },
+    { "q\"b\\t\tn\nr\rf\fb\b", "\"q\\\"b\\\\t\\tn\\nr\\rf\\fb\\b\"" },
+    { "\x01\x0b\x1f\x7f", "\"\\u0001\\u000b\\u001f\x7f\"" },
+    { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"" },
+    { "a\xff" "b\x80" "c\xc3", "\"a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd\"" },
+    { "\xc0\xaf\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"" },
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    char *q = gc__json_quote(c[i].in);
+    cr_assert(q != NULL);
+    cr_assert(strcmp(q, c[i].out) == 0, "case %zu: got %s", i, q);
+    free(q);
+  }
+  char *e = gc__json_quote(NULL);
+  cr_assert(e != NULL && strcmp(e, "\"\"") == 0);
+  free(e);
 }
