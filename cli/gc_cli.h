@@ -124,6 +124,16 @@ void gc_cli_set_interrupt_note(const char *cmd, const char *note);
  * same and closes f (also on error). */
 int gc_cli_csv_flush(const char *cmd, FILE *f, const char *path);
 int gc_cli_csv_close(const char *cmd, FILE *f, const char *path);
+/* The data folder: opt (--data DIR) when not NULL, else $GRADCOMP_DATA
+ * when set and not empty, else the data/ of the source tree this program
+ * was built from (fixed at build time), so a run outside the checkout
+ * finds it too.  *from [out]: "--data", "GRADCOMP_DATA" or "the source
+ * tree", for messages. */
+const char *gc_cli_data_dir(const char *opt, const char **from);
+/* After a data set failed to load: "gradcomp CMD: data folder DIR (from
+ * FROM); choose another with --data DIR or GRADCOMP_DATA=DIR;
+ * tools/get-data fetches MNIST and Fashion-MNIST" on stderr. */
+void gc_cli_data_hint(const char *cmd, const char *dir, const char *from);
 
 /* Subcommands: each returns the process exit status. */
 int gc_cmd_compress(int argc, char **argv);

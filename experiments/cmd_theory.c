@@ -45,7 +45,8 @@ static void contraction_usage(FILE *out)
           "  student-t3, equal-magnitude worst case, trajectory = accumulators of uni\n"
           "  top-K on a heterogeneous quadratic) x density, beside K/d and the Gaussian\n"
           "  tail share 1-rho-2 tau phi(tau) of docs/theory.md 4.5.\n"
-          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors.\n"
+          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors,\n"
+          "  seed 1.\n"
           "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
           "       delta_topk_theory,gauss_share,selected_mean\n"
           "  selected_mean: entries sent per trial (the achieved count of\n"
@@ -276,7 +277,12 @@ static void trajectory_usage(FILE *out)
           "  a decreasing schedule also reports F(xbar_T)-F* of the weighted average\n"
           "  xbar_T = sum_t (a+t)^2 x_t / sum_t (a+t)^2 (docs/theory.md 4.6).\n"
           "  CSV: step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,bytes_down,\n"
-          "       support_union\n", gc_cli_algorithm_names("|"));
+          "       support_union\n"
+          "  Defaults: --algorithm uni, --compressor topk, --density 0.01,\n"
+          "  --compressor-down = --compressor, --density-down = --density\n"
+          "  (--k-down = --k), --ties low, --seed 0, --transport inproc; no\n"
+          "  --csv: a summary only.  --problem, --lr (or a decreasing\n"
+          "  --lr-schedule) and --steps have no default.\n", gc_cli_algorithm_names("|"));
 }
 
 static int cmd_trajectory(int argc, char **argv)
@@ -577,8 +583,18 @@ static int cmd_bounds(int argc, char **argv)
                                  "bound_name,runs,sigma,delta,bounds,expectation,measured,"
                                  "lr_schedule,alpha,status,failed_assumption\n")))
     return 1;
-  printf("%-20s %-13s %-6s %7s %9s %-13s %-13s %12s %12s  %s\n", "problem", "algorithm",
-         "comp", "density", "lr", "bound", "bounds", "measured", "bound", "status");
+  /* columns as wide as the longest problem and compressor name: a cut
+   * name could not be told from another (quadratic:P=4,d=50,...) */
+  int pw = 7, cw = 4;
+  for (size_t ip = 0; ip < np; ip++)
+    if ((int) strlen(problems[ip]) > pw)
+      pw = (int) strlen(problems[ip]);
+  for (size_t c = 0; c < nc; c++)
+    if ((int) strlen(comps[c]->name) > cw)
+      cw = (int) strlen(comps[c]->name);
+  printf("%-*s %-13s %-*s %7s %9s %-13s %-13s %12s %12s  %s\n", pw, "problem",
+         "algorithm", cw, "comp", "density", "lr", "bound", "bounds", "measured",
+         "bound", "status");
   int rc = 0;
   for (size_t ip = 0; ip < np && !rc; ip++) {
     gc_problem *prob;
@@ -635,9 +651,9 @@ static int cmd_bounds(int argc, char **argv)
           int ok = !b->failed[0];
           char what[32];
           snprintf(what, sizeof what, "%s%s", b->expectation ? "E " : "", on);
-          printf("%-20.20s %-13s %-6s %7.4g %9.4g %-13s %-13s %12.5g %12.5g  %s%s\n",
-                 problems[ip], aname, cname, dens, lr, b->name, what, b->measured,
-                 b->value, ok ? "ok" : "refused: ", b->failed);
+          printf("%-*s %-13s %-*s %7.4g %9.4g %-13s %-13s %12.5g %12.5g  %s%s\n",
+                 pw, problems[ip], aname, cw, cname, dens, lr, b->name, what,
+                 b->measured, b->value, ok ? "ok" : "refused: ", b->failed);
           if (f) {
             fprintf(f, "%s,%s,%s,%.17g,%zu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%s,"
                        "%zu,%.17g,%.17g,%s,%s,%.17g,%s,%.17g,%s,%s\n",

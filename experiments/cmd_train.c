@@ -62,7 +62,10 @@ static const char usage_tail[] =
   "                      theory trajectory: 10Gbps, 1.5GB/s; 50us, 1ms):\n"
   "                      log.csv gains net_comm_s and time_model_cum\n"
   "  --out DIR (runs/train)  --config FILE  --resume  --quiet\n"
-  "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
+  "  --max-steps N  --train-subset N  --test-subset N  (default 0: no step\n"
+  "                      limit, every example; else N steps, the first N)\n"
+  "  --data DIR          the data folder (default: $GRADCOMP_DATA, else the\n"
+  "                      data/ of the source tree gradcomp was built from)\n"
   "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
   "                      evaluated with measured constants (local L by power\n"
   "                      iteration on Hessian-vector products, M^2 = max\n"
@@ -91,7 +94,10 @@ static const char usage_tail[] =
   "  bytes_down          bytes the server sent, counting each worker's copy\n"
   "  support_union_over_k  |S|/K: size of the union of the workers' uplink\n"
   "                      supports over K, mean over the steps (the downlink\n"
-  "                      saving of bi over uni)\n"
+  "                      saving of bi over uni); empty where it means\n"
+  "                      nothing: dense uplinks (sgd, downlink, allreduce)\n"
+  "                      and compressors that are not sparse (powersgd,\n"
+  "                      qsgd, sign, ...)\n"
   "  xi                  mean of xi_t = |TopK(mean acc) - mean TopK(acc)| /\n"
   "                      |lr * mean gradient| (docs/theory.md 4.2); for bi,\n"
   "                      xi_bi with the server memory (4.4); nan where\n"
@@ -150,6 +156,7 @@ typedef struct opts {
   int mpi;                          /* --transport mpi                 */
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
   gc_net_model net;
+  const char *data_from;            /* where c.data_dir came from      */
 } opts;
 
 /* Parse argv-style options; returns 0, or the exit status. */
@@ -300,8 +307,14 @@ static int report(const opts *o, int st, const gc_train_result *res)
   if (st == GC_EDIVERGE)
     return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv",
                        o->c.out);
-  if (st)
-    return gc_cli_fail("train", st, "failed");
+  if (st) {
+    /* a data file that is missing or bad: say where the folder came from */
+    int data = strstr(gc_last_error(), o->c.data_dir) != NULL;
+    int rc = gc_cli_fail("train", st, "failed");
+    if (data)
+      gc_cli_data_hint("train", o->c.data_dir, o->data_from);
+    return rc;
+  }
   if (!o->c.quiet)
     fprintf(stderr, "gradcomp train: %zu epochs, %zu steps, test accuracy %.4f,"
             " %.1f s per epoch; log in %s/log.csv\n", res->epochs_done,
@@ -607,6 +620,7 @@ int gc_cmd_train(int argc, char **argv)
   }
   if (o.net_bw)
     o.c.net = &o.net;
+  o.c.data_dir = gc_cli_data_dir(o.c.data_dir, &o.data_from);
 #ifdef HAVE_MPI
   if (o.mpi) {
     st = train_mpi(&o);

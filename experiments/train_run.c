@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "config.h"
+#include "gc_algo.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_io.h"
@@ -33,6 +34,7 @@ typedef struct run {
   uint8_t *ok;                /* [P]: every process wrote its checkpoint  */
   uint64_t stats_total;       /* bytes_stats, all epochs                 */
   double tmodel;              /* time_model_cum so far (c->net)          */
+  int sparse_up;              /* support_union_over_k means something    */
   /* --bounds: what the library does not keep */
   double f0, L, g2sum;
   size_t g2n;
@@ -526,6 +528,21 @@ static int write_model(run *r)
   return st;
 }
 
+/* |S|/K, the union of the workers' uplink supports over K, means
+ * something only where the workers send sparse messages: not for dense
+ * uplinks (sgd, downlink, allreduce) nor for dense or low-rank compressors
+ * (qsgd, sign, powersgd, ...), where it would be d/K.  There log.csv
+ * leaves the field empty. */
+static int sparse_uplink(const gc_train_config *c)
+{
+  gc_algo_kind k;
+  const gc_compressor_type *T = gc_compressor_type_by_name(c->compressor);
+  if (gc_algo_by_name(c->algorithm, &k) != GC_SUCCESS || !T)
+    return 0;
+  return k != GC_ALGO_SGD && k != GC_ALGO_DOWNLINK && k != GC_ALGO_ALLREDUCE &&
+         (T->flags & GC_COMP_SPARSE);
+}
+
 /* The folder at the start: a fresh run's (no checkpoint of another run
  * left), or a resumed one's (its checkpoint loaded, the log cut to it). */
 static int start(run *r, size_t *epoch0, size_t *steps, uint64_t *up,
@@ -577,6 +594,7 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
   if (!(R.t = gc_train_alloc(c)))
     return gc_last_error_code();
   gc_train_describe(R.t, &R.in);
+  R.sparse_up = sparse_uplink(c);
   R.lo = R.tr ? R.tr->worker_lo : 0;
   R.hi = R.tr ? R.tr->worker_hi : c->workers;
   if (!(R.ok = calloc(c->workers, 1))) {
@@ -672,10 +690,12 @@ int gc_train_run(const gc_train_config *c, gc_train_result *res)
     if (c->net)
       R.tmodel += tcomp + tcomp_e + tagg_e + net_s;
     if (R.in.leader) {
-      fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f,"
+      char su[32] = "";
+      if (R.sparse_up)
+        snprintf(su, sizeof su, "%.4f", usum / (double) done_here / (double) R.in.k);
+      fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%s,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f,"
               "%llu", e + 1, steps, lsum / (double) done_here, acc,
-              (unsigned long long) upe, (unsigned long long) downe,
-              usum / (double) done_here / (double) R.in.k,
+              (unsigned long long) upe, (unsigned long long) downe, su,
               xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
               tcomp, tcomp_e, tagg_e, ttot, (unsigned long long) statse);
       if (c->net)
