@@ -77,6 +77,8 @@ static const char usage_tail[] =
   "  --bounds-samples S  full gradients per epoch (3)\n"
   "  --bounds-hvp H      Hessian-vector products per L estimate (10)\n"
   "  --bounds-batch B    examples in the fixed batch for L (1000)\n"
+  "  --log-every N       a row of DIR/steps.csv every N steps (default 0: at\n"
+  "                      each epoch's end only)\n"
   "Writes DIR/log.csv (one row per epoch), DIR/config.json and a checkpoint\n"
   "every epoch (--resume continues from it bit-identically).  Times in\n"
   "seconds: time_compute = forward + backward; time_compress = the workers'\n"
@@ -116,7 +118,15 @@ static const char usage_tail[] =
   "                      ledger's bytes (gc_netmodel.h)\n"
   "  time_model_cum      (--net-*) modelled time so far: the sum over epochs\n"
   "                      of time_compute + time_compress + time_aggregate +\n"
-  "                      net_comm_s (evaluation left out)\n";
+  "                      net_comm_s (evaluation left out)\n"
+  "steps.csv: the curve, a row every --log-every steps and at each epoch's\n"
+  "end: epoch, step (steps so far), train_loss (mean over the steps since\n"
+  "the last row), lr, bytes_up_cum, bytes_down_cum (bytes so far, as\n"
+  "log.csv counts them), xi, delta (mean of the probed steps since the last\n"
+  "row; empty where none), test_loss, test_acc (at an epoch's end; empty\n"
+  "elsewhere).  model.npy is one float32 vector; model.json names each\n"
+  "tensor in it (layers.I.weight, .bias, .running_mean, .running_var) with\n"
+  "its shape, offset and size.\n";
 
 static void usage(FILE *out)
 {
@@ -256,6 +266,7 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     else if (!strcmp(a, "--resume")) c->resume = 1;
     else if (!strcmp(a, "--quiet")) c->quiet = 1;
     else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
+    else if (!strcmp(a, "--log-every")) { NEED(); if (gc_cli_size(cmd, a, v, &c->log_every)) return 2; }
     else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
     else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
     else if (!strcmp(a, "--bounds") || !strcmp(a, "--bounds-samples") ||

@@ -223,6 +223,9 @@ typedef struct gc_train_config {
   /* Where the run is, for a signal handler (may be NULL): where[0] the
    * epoch being run (1-based), where[1] the steps done. */
   volatile sig_atomic_t *where;
+  /* The driver's steps.csv: a row every log_every steps and at each
+   * epoch's end (0: at epoch ends only). */
+  size_t log_every;
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);
