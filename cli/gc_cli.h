@@ -141,6 +141,7 @@ int gc_cmd_bench(int argc, char **argv);
 int gc_cmd_theory(int argc, char **argv);
 int gc_cmd_train(int argc, char **argv);
 int gc_cmd_data(int argc, char **argv);
+int gc_cmd_plot(int argc, char **argv);
 /* bench targets */
 int gc_bench_compress(int argc, char **argv);        /* CPU (bench_compress.c) */
 int gc_bench_compress_cuda(int argc, char **argv);   /* GPU (bench_cuda.c)     */
