@@ -622,3 +622,26 @@ int gc_cli_refuse_launcher(const char *cmd, int mpi)
                      " it without mpirun", n, var, n);
   return 2;
 }
+
+const char *gc_cli_data_dir(const char *opt, const char **from)
+{
+  const char *env = getenv("GRADCOMP_DATA");
+  if (opt) {
+    *from = "--data";
+    return opt;
+  }
+  if (env && *env) {
+    *from = "GRADCOMP_DATA";
+    return env;
+  }
+  *from = "the source tree";
+  return GC_SOURCE_DATA;
+}
+
+void gc_cli_data_hint(const char *cmd, const char *dir, const char *from)
+{
+  fprintf(stderr, "gradcomp %s: data folder %s (from %s; the order is --data"
+          " DIR, then GRADCOMP_DATA, then the source tree's data/); choose"
+          " another with --data DIR or GRADCOMP_DATA=DIR; tools/get-data"
+          " fetches MNIST and Fashion-MNIST\n", cmd, dir, from);
+}

@@ -145,6 +145,16 @@ int gc_cli_launcher_size(const char **var);
  * files: refuse it, saying to pass --transport mpi.  Returns 2 after the
  * message (on every rank), 0 to go on. */
 int gc_cli_refuse_launcher(const char *cmd, int mpi);
+/* The data folder: opt (--data DIR) when not NULL, else $GRADCOMP_DATA
+ * when set and not empty, else the data/ of the source tree this program
+ * was built from (fixed at build time), so a run outside the checkout
+ * finds it too.  *from [out]: "--data", "GRADCOMP_DATA" or "the source
+ * tree", for messages. */
+const char *gc_cli_data_dir(const char *opt, const char **from);
+/* After a data set failed to load: "gradcomp CMD: data folder DIR (from
+ * FROM); choose another with --data DIR or GRADCOMP_DATA=DIR;
+ * tools/get-data fetches MNIST and Fashion-MNIST" on stderr. */
+void gc_cli_data_hint(const char *cmd, const char *dir, const char *from);
 
 /* Subcommands: each returns the process exit status. */
 int gc_cmd_compress(int argc, char **argv);
@@ -152,6 +162,7 @@ int gc_cmd_bench(int argc, char **argv);
 int gc_cmd_theory(int argc, char **argv);
 int gc_cmd_train(int argc, char **argv);
 int gc_cmd_data(int argc, char **argv);
+int gc_cmd_plot(int argc, char **argv);
 /* bench targets */
 int gc_bench_compress(int argc, char **argv);        /* CPU (bench_compress.c) */
 int gc_bench_compress_cuda(int argc, char **argv);   /* GPU (bench_cuda.c)     */

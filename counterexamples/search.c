@@ -160,7 +160,10 @@ static void usage(FILE *out)
           "  ties_high (decisive ties in uni + bi),verdict_ties_high,\n"
           "  tie_rule_survives (1: same verdict with both rules),verdict_float\n"
           "  (float64, ties low).  Exit 0 iff some exact instance without a\n"
-          "  decisive tie has bi strictly better.\n",
+          "  decisive tie has bi strictly better.\n"
+          "  Time: about 2 minutes of one core at the default --limit (the\n"
+          "  3-worker classes take most), ~7 s at --limit 100.  Progress on\n"
+          "  stderr: a bar with an ETA on a terminal, and a line per class.\n",
           DEFAULT_LIMIT, MAX_STEPS, GC_SEARCH_CONVERGED);
 }
 
@@ -263,7 +266,11 @@ int main(int argc, char **argv)
       }
       size_t runs = limit < c.n ? limit : c.n, G = sample_stride(c.n, limit);
       size_t nexact = 0;
+      double t0 = gc_cli_now();
+      char label[64];
+      snprintf(label, sizeof label, "search: class P=%zu d=%zu", P, d);
       for (size_t j = 0; j < runs; j++) {
+        gc_cli_progress(label, j + 1, runs, 0);   /* terminals: bar, ETA */
         size_t idx = (size_t) ((unsigned long long) j * G % c.n);
         gc_search_instance in;
         decode(&c, idx, &in);
@@ -329,6 +336,11 @@ int main(int argc, char **argv)
                  be[0] ? be : "no exact cycle", bs, bp);
         }
       }
+      /* one line per class on stderr even when it is not a terminal: the
+       * default --limit runs for minutes */
+      if (!status)
+        fprintf(stderr, "%s: %zu instances in %.1f s\n", label, runs,
+                gc_cli_now() - t0);
       snprintf(cover[ci], sizeof cover[ci],
                "  P=%zu d=%zu  %7zu canonical  %7zu run  %-8s  %6zu exact  "
                "%6zu float", P, d, c.n, runs,

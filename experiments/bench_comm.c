@@ -62,7 +62,10 @@ static void usage(FILE *out)
           "  Bytes are summed over the P workers; \"net ms\" is the alpha-beta\n"
           "  model's time for those bytes (server link shared).\n"
           "  mpirun -n P+1 [--hostfile H] gradcomp bench comm --under-mpirun\n"
-          "  runs the MPI half alone, e.g. across nodes.\n");
+          "  runs the MPI half alone, e.g. across nodes.\n"
+          "  Defaults: --workers 2,4,8, --steps 10 (timed, after a warm-up\n"
+          "  step), --density 0.01, --net-bandwidth 10Gbps, --net-latency 50us;\n"
+          "  no --csv: the table on stdout only.\n");
 }
 
 static void bench_config(gc_algo_config *c, gc_algo_kind k, size_t P,

@@ -15,6 +15,8 @@ static const char *CMD = "compress";
 
 static void usage(FILE *out)
 {
+  gc_compressor_params d;   /* the defaults as the library sets them */
+  gc_compressor_params_default(&d);
   fprintf(out,
           "usage: gradcomp compress --list\n"
           "       gradcomp compress NAME [--k K | --density R] [--levels S] [--bucket B]\n"
@@ -24,7 +26,14 @@ static void usage(FILE *out)
           "Reads a 1-D float32/float64 .npy, writes the decoded C(x) in the same dtype.\n"
           "Shaped compressors (powersgd) need --shape: the first ROWS*COLS entries are\n"
           "one row-major matrix, any rest is sent raw; --rank R (2) is its rank.\n"
-          "--stats prints: bytes=<wire bytes> rel_err=<|x-C(x)|^2/|x|^2> nnz=<count>\n");
+          "--stats prints: bytes=<wire bytes> rel_err=<|x-C(x)|^2/|x|^2> nnz=<count>\n"
+          "Defaults: --density %g (K = density x d, at least 1; gradcomp train's\n"
+          "default is 0.001, the thesis's K/d), --levels %u, --bucket %zu (one\n"
+          "bucket), --threshold %g, --clip %g (none), --seed %llu, --step 0,\n"
+          "--ties %s, --rank %u.\n",
+          d.density, d.levels, d.bucket, d.threshold, d.clip,
+          (unsigned long long) d.seed, d.ties == GC_TIES_LOW ? "low" : "high",
+          d.rank);
 }
 
 static void flag_names(unsigned f, char *out, size_t cap)

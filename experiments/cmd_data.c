@@ -14,7 +14,8 @@ static void usage(FILE *out)
 {
   fputs("usage: gradcomp data check|info [--dataset mnist|fmnist|cifar10|all]"
         " [--data DIR]\n"
-        "  Data live in DIR (default $GRADCOMP_DATA or ./data): DIR/mnist/,\n"
+        "  Data live in DIR (default $GRADCOMP_DATA, else the data/ of the\n"
+        "  source tree gradcomp was built from): DIR/mnist/,\n"
         "  DIR/fmnist/ (IDX files, raw or .gz), DIR/cifar10/ (binary batches).\n"
         "  tools/get-data fetches MNIST and Fashion-MNIST.\n", out);
 }
@@ -68,7 +69,7 @@ int gc_cmd_data(int argc, char **argv)
     usage(stderr);
     return 2;
   }
-  const char *set = "all", *dir = gc_data_dir("data");
+  const char *set = "all", *dir = NULL, *from;
   gc_cli_args args = GC_CLI_ARGS("data", "", usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
@@ -81,6 +82,7 @@ int gc_cmd_data(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
+  dir = gc_cli_data_dir(dir, &from);
   int all = !strcmp(set, "all");
   if (!all && strcmp(set, "mnist") && strcmp(set, "fmnist") && strcmp(set, "cifar10"))
     return gc_cli_usage_error("data", "unknown data set '%s' (mnist, fmnist, cifar10, all)",
@@ -96,5 +98,7 @@ int gc_cmd_data(int argc, char **argv)
   } else {
     bad |= one(dir, set, info);
   }
+  if (bad)
+    gc_cli_data_hint("data", dir, from);
   return bad;
 }

@@ -45,7 +45,8 @@ static void contraction_usage(FILE *out)
           "  student-t3, equal-magnitude worst case, trajectory = accumulators of uni\n"
           "  top-K on a heterogeneous quadratic) x density, beside K/d and the Gaussian\n"
           "  tail share 1-rho-2 tau phi(tau) of docs/theory.md 4.5.\n"
-          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors.\n"
+          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors,\n"
+          "  seed 1.\n"
           "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
           "       delta_topk_theory,gauss_share,selected_mean\n"
           "  selected_mean: entries sent per trial (the achieved count of\n"
@@ -281,8 +282,12 @@ static void trajectory_usage(FILE *out)
           "  --mpi-timeout S (300): the MPI watchdog: a rank that waits longer than\n"
           "  max(S, 50 x the slowest step so far) seconds for another rank's message\n"
           "  (twice that for rank 0's, which may itself be waiting) ends the job,\n"
-          "  naming the silent rank and the step; 0: wait for ever.\n",
-          gc_cli_algorithm_names("|"));
+          "  naming the silent rank and the step; 0: wait for ever.\n"
+          "  Defaults: --algorithm uni, --compressor topk, --density 0.01,\n"
+          "  --compressor-down = --compressor, --density-down = --density\n"
+          "  (--k-down = --k), --ties low, --seed 0, --transport inproc; no\n"
+          "  --csv: a summary only.  --problem, --lr (or a decreasing\n"
+          "  --lr-schedule) and --steps have no default.\n", gc_cli_algorithm_names("|"));
 }
 
 static int cmd_trajectory(int argc, char **argv)
@@ -612,8 +617,18 @@ static int cmd_bounds(int argc, char **argv)
                                  "ratio_r3,ratio_r4,ratio_r5,ratio_r6,"
                                  "status,failed_assumption\n")))
     return 1;
-  printf("%-20s %-13s %-6s %7s %9s %-13s %-13s %12s %12s  %s\n", "problem", "algorithm",
-         "comp", "density", "lr", "bound", "bounds", "measured", "bound", "status");
+  /* columns as wide as the longest problem and compressor name: a cut
+   * name could not be told from another (quadratic:P=4,d=50,...) */
+  int pw = 7, cw = 4;
+  for (size_t ip = 0; ip < np; ip++)
+    if ((int) strlen(problems[ip]) > pw)
+      pw = (int) strlen(problems[ip]);
+  for (size_t c = 0; c < nc; c++)
+    if ((int) strlen(comps[c]->name) > cw)
+      cw = (int) strlen(comps[c]->name);
+  printf("%-*s %-13s %-*s %7s %9s %-13s %-13s %12s %12s  %s\n", pw, "problem",
+         "algorithm", cw, "comp", "density", "lr", "bound", "bounds", "measured",
+         "bound", "status");
   int rc = 0;
   for (size_t ip = 0; ip < np && !rc; ip++) {
     gc_problem *prob;
@@ -670,11 +685,11 @@ static int cmd_bounds(int argc, char **argv)
           int ok = !b->failed[0];
           char what[32];
           snprintf(what, sizeof what, "%s%s", b->expectation ? "E " : "", on);
-          printf("%-20.20s %-13s %-6s %7.4g %9.4g %-13s %-13s %12.5g %12.5g  %s%s\n",
-                 problems[ip], aname, cname, dens, lr, b->name, what, b->measured,
-                 b->value, ok ? "ok" : "refused: ", b->failed);
+          printf("%-*s %-13s %-*s %7.4g %9.4g %-13s %-13s %12.5g %12.5g  %s%s\n",
+                 pw, problems[ip], aname, cw, cname, dens, lr, b->name, what,
+                 b->measured, b->value, ok ? "ok" : "refused: ", b->failed);
           if (ok && q == 0) {   /* the ladder of 4.9 */
-            printf("%-20s %-13s %-6s   rungs (ratio to measured):", "", "", "");
+            printf("%-*s %-13s %-*s   rungs (ratio to measured):", pw, "", "", cw, "");
             for (int k = 0; k < GC_RUNG_COUNT; k++)
               printf(" %s %.4g (%.3g)", gc_rung_name(k), b->rung[k],
                      b->rung[k] / b->measured);

@@ -85,7 +85,10 @@ static const char usage_tail[] =
   "                      first.  Without --resume or --force (default:\n"
   "                      neither) a DIR that holds a run is refused, and\n"
   "                      DIR/.lock refuses a second run while one is in it\n"
-  "  --max-steps N  --train-subset N  --test-subset N  --data DIR\n"
+  "  --max-steps N  --train-subset N  --test-subset N  (default 0: no step\n"
+  "                      limit, every example; else N steps, the first N)\n"
+  "  --data DIR          the data folder (default: $GRADCOMP_DATA, else the\n"
+  "                      data/ of the source tree gradcomp was built from)\n"
   "  --bounds N          every N epochs, the non-convex bound of theory.md 4.3\n"
   "                      evaluated with measured constants (local L by power\n"
   "                      iteration on Hessian-vector products, M^2 = max\n"
@@ -117,6 +120,8 @@ static const char usage_tail[] =
   "  --bounds-samples S  full gradients per epoch (3)\n"
   "  --bounds-hvp H      Hessian-vector products per L estimate (10)\n"
   "  --bounds-batch B    examples in the fixed batch for L (1000)\n"
+  "  --log-every N       a row of DIR/steps.csv every N steps (default 0: at\n"
+  "                      each epoch's end only)\n"
   "Writes DIR/log.csv (one row per epoch), DIR/config.json and a checkpoint\n"
   "every epoch (--resume continues from it bit-identically).  Times in\n"
   "seconds: time_compute = forward + backward; time_compress = the workers'\n"
@@ -134,7 +139,10 @@ static const char usage_tail[] =
   "  bytes_down          bytes the server sent, counting each worker's copy\n"
   "  support_union_over_k  |S|/K: size of the union of the workers' uplink\n"
   "                      supports over K, mean over the steps (the downlink\n"
-  "                      saving of bi over uni)\n"
+  "                      saving of bi over uni); empty where it means\n"
+  "                      nothing: dense uplinks (sgd, downlink, allreduce)\n"
+  "                      and compressors that are not sparse (powersgd,\n"
+  "                      qsgd, sign, ...)\n"
   "  xi                  mean of xi_t = |TopK(mean acc) - mean TopK(acc)| /\n"
   "                      |lr * mean gradient| (docs/theory.md 4.2); for bi,\n"
   "                      xi_bi with the server memory (4.4); nan where\n"
@@ -153,7 +161,15 @@ static const char usage_tail[] =
   "                      ledger's bytes (gc_netmodel.h)\n"
   "  time_model_cum      (--net-*) modelled time so far: the sum over epochs\n"
   "                      of time_compute + time_compress + time_aggregate +\n"
-  "                      net_comm_s (evaluation left out)\n";
+  "                      net_comm_s (evaluation left out)\n"
+  "steps.csv: the curve, a row every --log-every steps and at each epoch's\n"
+  "end: epoch, step (steps so far), train_loss (mean over the steps since\n"
+  "the last row), lr, bytes_up_cum, bytes_down_cum (bytes so far, as\n"
+  "log.csv counts them), xi, delta (mean of the probed steps since the last\n"
+  "row; empty where none), test_loss, test_acc (at an epoch's end; empty\n"
+  "elsewhere).  model.npy is one float32 vector; model.json names each\n"
+  "tensor in it (layers.I.weight, .bias, .running_mean, .running_var) with\n"
+  "its shape, offset and size.\n";
 
 static void usage(FILE *out)
 {
@@ -195,6 +211,7 @@ typedef struct opts {
   int mpi_timeout_set;
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
   gc_net_model net;
+  const char *data_from;            /* where c.data_dir came from      */
 } opts;
 
 /* Parse argv-style options; returns 0, or the exit status. */
@@ -301,6 +318,7 @@ static int parse(opts *o, int argc, char **argv, int from_file)
     else if (!strcmp(a, "--force")) c->force = 1;
     else if (!strcmp(a, "--quiet")) c->quiet = 1;
     else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
+    else if (!strcmp(a, "--log-every")) { NEED(); if (gc_cli_size(cmd, a, v, &c->log_every)) return 2; }
     else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
     else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
     else if (!strcmp(a, "--bounds") || !strcmp(a, "--bounds-samples") ||
@@ -352,8 +370,14 @@ static int report(const opts *o, int st, const gc_train_result *res)
   if (st == GC_EDIVERGE)
     return gc_cli_fail("train", st, "stopped; rows so far are in %s/log.csv",
                        o->c.out);
-  if (st)
-    return gc_cli_fail("train", st, "failed");
+  if (st) {
+    /* a data file that is missing or bad: say where the folder came from */
+    int data = strstr(gc_last_error(), o->c.data_dir) != NULL;
+    int rc = gc_cli_fail("train", st, "failed");
+    if (data)
+      gc_cli_data_hint("train", o->c.data_dir, o->data_from);
+    return rc;
+  }
   if (!o->c.quiet)
     fprintf(stderr, "gradcomp train: %zu epochs, %zu steps, test accuracy %.4f,"
             " %.1f s per epoch; log in %s/log.csv\n", res->epochs_done,
@@ -777,6 +801,7 @@ int gc_cmd_train(int argc, char **argv)
   }
   if (o.net_bw)
     o.c.net = &o.net;
+  o.c.data_dir = gc_cli_data_dir(o.c.data_dir, &o.data_from);
 #ifdef HAVE_MPI
   if (o.mpi) {
     st = train_mpi(&o);

@@ -16,8 +16,10 @@ typedef struct gc_train_result {
 } gc_train_result;
 
 /* Run (or resume) a training run writing out/log.csv, out/config.json,
+ * out/steps.csv (a row every c->log_every steps and at each epoch's end),
  * out/model.npy (float32: the d weights, then the BatchNorm running
- * statistics) and a checkpoint every epoch (checkpoint-eN.bin, or one
+ * statistics), out/model.json (each tensor's name, shape and offset in
+ * it) and a checkpoint every epoch (checkpoint-eN.bin, or one
  * checkpoint-eN-rR.bin per process under a transport, then
  * checkpoint.json commits it).  Returns GC_SUCCESS, GC_EDIVERGE (NaN/Inf
  * loss: rows so far are kept), or the data/IO/argument errors.

@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
   { "theory", gc_cmd_theory, "contraction constants, trajectories with xi/xi_bi probes, bounds" },
   { "train", gc_cmd_train, "train a neural net with compressed distributed SGD" },
   { "data", gc_cmd_data, "check or describe the data sets (MNIST, Fashion-MNIST, CIFAR-10)" },
+  { "plot", gc_cmd_plot, "training curves of run folders: loss and accuracy vs epochs and bytes" },
   { "bench", gc_cmd_bench, "speed of compressors and training steps, as ratios to baselines" },
 };
 

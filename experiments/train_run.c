@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "config.h"
+#include "gc_algo.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_io.h"
@@ -37,12 +38,19 @@ typedef struct run {
   uint8_t *ok;                /* [P]: every process wrote its checkpoint  */
   uint64_t stats_total;       /* bytes_stats, all epochs                 */
   double tmodel;              /* time_model_cum so far (c->net)          */
+  int sparse_up;              /* support_union_over_k means something    */
   /* --bounds: what the library does not keep */
   double f0, L, g2sum;
   double gdsum, insum;          /* ||D||^2, <D, grad f(x)>; D = grad f(x) -
                                    grad f(x~) at the samples             */
   size_t g2n;
   FILE *csv;
+  /* steps.csv: the window since its last row */
+  FILE *steps;
+  char steps_path[4200];
+  double wloss, wxi, wdelta;
+  size_t wn, wxn, wdn;
+  uint64_t up_cum, down_cum;  /* bytes so far, taken at every row        */
 } run;
 
 static int path_in(char *buf, size_t cap, const char *dir, const char *name)
@@ -636,6 +644,95 @@ static int ckpt_load(run *r, size_t *epoch, size_t *steps, uint64_t *up,
   return GC_SUCCESS;
 }
 
+/* ---- steps.csv: the curve at --log-every steps ---------------------- */
+
+static const char steps_header[] =
+  "epoch,step,train_loss,lr,bytes_up_cum,bytes_down_cum,xi,delta,test_loss,"
+  "test_acc\n";
+
+/* Keep the header and the rows of the first `steps` steps (a resumed run
+ * redoes the steps after its checkpoint). */
+static int steps_truncate(const char *path, size_t steps)
+{
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return GC_SUCCESS;   /* a run from before steps.csv: a new one starts */
+  char line[1024];
+  size_t cap = 1 << 16, len = 0, row = 0;
+  char *buf = malloc(cap);
+  if (!buf) {
+    fclose(f);
+    return GC_ENOMEM;
+  }
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long e, st;
+    size_t l = strlen(line);
+    /* a row cut by a kill (no newline) ends the kept part too */
+    if (l == 0 || line[l - 1] != '\n' ||
+        (row++ > 0 && (sscanf(line, "%llu,%llu", &e, &st) != 2 || st > steps)))
+      break;
+    if (len + l + 1 > cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return GC_ENOMEM;
+      }
+      buf = nb;
+    }
+    memcpy(buf + len, line, l);
+    len += l;
+  }
+  fclose(f);
+  buf[len] = '\0';
+  int st = write_atomic(path, len ? buf : steps_header);
+  free(buf);
+  return st;
+}
+
+static int steps_open(run *r)
+{
+  const gc_train_config *c = r->c;
+  GC_TRY(path_in(r->steps_path, sizeof r->steps_path, c->out, "steps.csv"));
+  if (c->resume)
+    GC_TRY(steps_truncate(r->steps_path, gc_train_steps_done(r->t)));
+  FILE *f = fopen(r->steps_path, c->resume ? "a" : "w");
+  if (!f)
+    GC_ERRORF(GC_EIO, "%s: cannot write: %s", r->steps_path, strerror(errno));
+  r->steps = f;
+  if (!c->resume || ftell(f) == 0)
+    fputs(steps_header, f);
+  return gc__flush_checked(f, r->steps_path);
+}
+
+/* A number or an empty field (nothing measured in the window). */
+static void num_or_empty(char *buf, size_t cap, const char *fmt, double v, int have)
+{
+  if (have)
+    snprintf(buf, cap, fmt, v);
+  else
+    buf[0] = '\0';
+}
+
+/* One row of steps.csv after `steps` steps: the window's mean loss and
+ * probes, the bytes so far; test loss and accuracy at an epoch's end. */
+static int steps_row(run *r, size_t epoch, size_t steps, int end, double tl,
+                     double acc)
+{
+  char loss[32], xi[32], delta[32], tls[32], accs[32];
+  num_or_empty(loss, sizeof loss, "%.6f", r->wloss / (double) r->wn, r->wn > 0);
+  num_or_empty(xi, sizeof xi, "%.4f", r->wxi / (double) r->wxn, r->wxn > 0);
+  num_or_empty(delta, sizeof delta, "%.6f", r->wdelta / (double) r->wdn, r->wdn > 0);
+  num_or_empty(tls, sizeof tls, "%.6f", tl, end);
+  num_or_empty(accs, sizeof accs, "%.4f", acc, end);
+  fprintf(r->steps, "%zu,%zu,%s,%.17g,%llu,%llu,%s,%s,%s,%s\n", epoch + 1, steps,
+          loss, r->c->lr, (unsigned long long) r->up_cum,
+          (unsigned long long) r->down_cum, xi, delta, tls, accs);
+  r->wloss = r->wxi = r->wdelta = 0;
+  r->wn = r->wxn = r->wdn = 0;
+  return gc__flush_checked(r->steps, r->steps_path);
+}
+
 static const char log_header[] =
   "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,support_union_over_k,"
   "xi,delta,time_compute,time_compress,time_aggregate,time_total,"
@@ -767,8 +864,8 @@ static int log_resume(const gc_train_config *c, const char *path, size_t rows,
 /* The files a run leaves in its folder besides its checkpoints (the lock
  * and the *.tmp.* files of gc__write_atomic are not a run's). */
 static const char *const run_files[] = {
-  "checkpoint.json", "model.npy", "bounds.csv", "bounds.json", "stopped.txt",
-  "stopped.txt.tmp", "log.csv", "config.json" };
+  "checkpoint.json", "model.npy", "model.json", "bounds.csv", "bounds.json",
+  "stopped.txt", "stopped.txt.tmp", "steps.csv", "log.csv", "config.json" };
 enum { RUN_FILES = sizeof run_files / sizeof run_files[0] };
 
 /* Lines of a file less its header line (0 if it cannot be read). */
@@ -1077,6 +1174,85 @@ static int bounds_row(run *r, size_t e, size_t steps, double g2_epoch,
   return GC_SUCCESS;
 }
 
+typedef struct tensor {
+  const char *name;
+  size_t off, n;
+  int rank;
+  size_t dims[4];
+} tensor;
+
+/* out/model.json: where each tensor of model.npy lies (written once at
+ * the start: the layout depends on the model alone).  Names follow the
+ * layer index as PyTorch's do: layers.I.weight and .bias (BatchNorm: gamma
+ * and beta), layers.I.running_mean and .running_var after the d
+ * parameters. */
+static int write_model_json(const run *r)
+{
+  const gc_train_config *c = r->c;
+  gc_nn *nn = gc_nn_alloc_model(gc_train_config_model(c), 1);
+  if (!nn)
+    return gc_last_error_code();
+  size_t d = r->in.d, cap = 1 << 16, o = 0;
+  char *text = malloc(cap), path[4200];
+  if (!text) {
+    gc_nn_free(nn);
+    GC_ERROR("out of memory for model.json", GC_ENOMEM);
+  }
+  o += (size_t) snprintf(text + o, cap - o,
+    "{\n  \"file\": \"model.npy\",\n  \"model\": \"%s\",\n"
+    "  \"dtype\": \"float32\",\n  \"length\": %zu,\n  \"d\": %zu,\n"
+    "  \"stats\": %zu,\n"
+    "  \"layout\": \"one flat float32 vector: the d trained parameters (each"
+    " layer's weight then bias, PyTorch order and row-major shapes), then the"
+    " BatchNorm running statistics (each layer's mean then var); offset and"
+    " size count float32 entries\",\n  \"tensors\": [",
+    gc_train_config_model(c), d + r->in.ns, d, r->in.ns);
+  int first = 1;
+  for (size_t i = 0; i < gc_nn_nlayers(nn) && o < cap; i++) {
+    const gc_nn_layer *y = gc_nn_layer_at(nn, i);
+    int bn = y->kind == GC_NN_BATCHNORM, conv = y->kind == GC_NN_CONV;
+    size_t ch = y->nb ? y->nb : y->nw;   /* BatchNorm channels */
+    tensor t[4];
+    size_t nt = 0;
+    if (y->nw && conv)
+      t[nt++] = (tensor){ "weight", y->woff, y->nw, 4,
+                          { y->out_c, y->in_c, y->ksize, y->ksize } };
+    else if (y->nw && !bn && y->out_c)
+      t[nt++] = (tensor){ "weight", y->woff, y->nw, 2,
+                          { y->out_c, y->nw / y->out_c, 0, 0 } };
+    else if (y->nw)
+      t[nt++] = (tensor){ "weight", y->woff, y->nw, 1, { y->nw, 0, 0, 0 } };
+    if (y->nb)
+      t[nt++] = (tensor){ "bias", y->boff, y->nb, 1, { y->nb, 0, 0, 0 } };
+    if (bn) {
+      t[nt++] = (tensor){ "running_mean", d + y->soff, ch, 1, { ch, 0, 0, 0 } };
+      t[nt++] = (tensor){ "running_var", d + y->soff + ch, ch, 1, { ch, 0, 0, 0 } };
+    }
+    for (size_t j = 0; j < nt && o < cap; j++) {
+      o += (size_t) snprintf(text + o, cap - o, "%s\n    {\"name\": \"layers.%zu.%s\","
+                             " \"kind\": \"%s\", \"shape\": [", first ? "" : ",",
+                             i, t[j].name, bn ? "batchnorm" : conv ? "conv" : "linear");
+      first = 0;
+      for (int k = 0; k < t[j].rank && o < cap; k++)
+        o += (size_t) snprintf(text + o, cap - o, "%s%zu", k ? ", " : "",
+                               t[j].dims[k]);
+      if (o < cap)
+        o += (size_t) snprintf(text + o, cap - o, "], \"offset\": %zu, \"size\": %zu}",
+                               t[j].off, t[j].n);
+    }
+  }
+  gc_nn_free(nn);
+  if (o < cap)
+    o += (size_t) snprintf(text + o, cap - o, "\n  ]\n}\n");
+  int st = o < cap ? path_in(path, sizeof path, c->out, "model.json") : GC_ENOMEM;
+  if (o >= cap)
+    gc_errorf(__FILE__, __LINE__, st, "model.json: the model has too many layers");
+  else if (!st)
+    st = write_atomic(path, text);
+  free(text);
+  return st;
+}
+
 /* out/model.npy: the model every process holds, then the statistics. */
 static int write_model(run *r)
 {
@@ -1105,6 +1281,21 @@ static void unlock_run(int fd)
     /* the pid stays: it names a process that no longer holds the lock */
   }
   close(fd);   /* the lock goes with it */
+}
+
+/* |S|/K, the union of the workers' uplink supports over K, means
+ * something only where the workers send sparse messages: not for dense
+ * uplinks (sgd, downlink, allreduce) nor for dense or low-rank compressors
+ * (qsgd, sign, powersgd, ...), where it would be d/K.  There log.csv
+ * leaves the field empty. */
+static int sparse_uplink(const gc_train_config *c)
+{
+  gc_algo_kind k;
+  const gc_compressor_type *T = gc_compressor_type_by_name(c->compressor);
+  if (gc_algo_by_name(c->algorithm, &k) != GC_SUCCESS || !T)
+    return 0;
+  return k != GC_ALGO_SGD && k != GC_ALGO_DOWNLINK && k != GC_ALGO_ALLREDUCE &&
+         (T->flags & GC_COMP_SPARSE);
 }
 
 /* The folder at the start: a fresh run's (refused where another run's
@@ -1151,6 +1342,8 @@ static int start(run *r, int restart, size_t *epoch0, size_t *steps,
   /* under a transport the other ranks may be writing */
   gc__remove_stale_tmp(c->out, NULL);
   GC_TRY(write_config_json(r, c->out));
+  GC_TRY(write_model_json(r));
+  GC_TRY(steps_open(r));
   GC_TRY(path_in(path, cap, c->out, "log.csv"));
   if (!(*log = fopen(path, c->resume ? "a" : "w")))
     GC_ERRORF(GC_EIO, "%s: cannot write: %s", path, strerror(errno));
@@ -1197,6 +1390,7 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
     }
   }
   gc_train_describe(R.t, &R.in);
+  R.sparse_up = sparse_uplink(c);
   R.lo = R.tr ? R.tr->worker_lo : 0;
   R.hi = R.tr ? R.tr->worker_hi : c->workers;
   if (!(R.ok = calloc(c->workers, 1))) {
@@ -1224,6 +1418,8 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
     if (st)
       goto done;
   }
+  R.up_cum = up_total;
+  R.down_cum = down_total;
   if (c->max_steps && steps >= c->max_steps)
     goto done;
   if (c->bounds_every) {
@@ -1237,8 +1433,9 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
   for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
     double t0 = gc__now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
     gc_train_times(R.t, &w0, &s0);
-    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0;
+    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0, netw = 0;
     size_t xn = 0, cn = 0, done_here = 0, g2en = 0;
+    uint64_t upw = 0, downw = 0, statsw = 0;   /* taken at --log-every rows */
     if ((st = gc_train_epoch(R.t, e)))
       break;
     for (size_t s = 0; s < spe; s++) {
@@ -1278,18 +1475,40 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
         break;
       lsum += si.loss;
       usum += (double) si.support;
+      R.wloss += si.loss;
+      R.wn++;
       if (isfinite(si.xi)) {
         xsum += si.xi;
         xn++;
+        R.wxi += si.xi;
+        R.wxn++;
       }
       if (isfinite(si.delta)) {
         csum += si.delta;
         cn++;
+        R.wdelta += si.delta;
+        R.wdn++;
       }
       tcomp += si.compute_s;
       tstats += si.stats_s;
       steps++;
       done_here++;
+      /* a steps.csv row inside the epoch (the epoch's last step and the
+       * last of --max-steps get theirs after the evaluation) */
+      if (c->log_every && steps % c->log_every == 0 && s + 1 < spe &&
+          !(c->max_steps && steps >= c->max_steps)) {
+        uint64_t u, dn, sb;
+        double ns;
+        gc_train_take_bytes(R.t, c->net, &u, &dn, &sb, &ns);
+        upw += u;
+        downw += dn;
+        statsw += sb;
+        netw += ns;
+        R.up_cum += u;
+        R.down_cum += dn;
+        if (R.in.leader && (st = steps_row(&R, e, steps, 0, 0, 0)))
+          break;
+      }
       if (R.in.leader)
         progress(c, e, s + 1, spe, done_here, gc__now() - t0);
     }
@@ -1302,6 +1521,12 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
     if ((st = gc_train_eval(R.t, &acc, &tl)))
       break;
     gc_train_take_bytes(R.t, c->net, &upe, &downe, &statse, &net_s);
+    R.up_cum += upe;
+    R.down_cum += downe;
+    upe += upw;
+    downe += downw;
+    statse += statsw;
+    net_s += netw;
     up_total += upe;
     down_total += downe;
     R.stats_total += statse;
@@ -1311,16 +1536,19 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
     if (c->net)
       R.tmodel += tcomp + tcomp_e + tagg_e + net_s;
     if (R.in.leader) {
-      fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%.4f,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f,"
+      char su[32] = "";
+      if (R.sparse_up)
+        snprintf(su, sizeof su, "%.4f", usum / (double) done_here / (double) R.in.k);
+      fprintf(log, "%zu,%zu,%.6f,%.4f,%llu,%llu,%s,%.4f,%.6f,%.3f,%.3f,%.3f,%.3f,"
               "%llu", e + 1, steps, lsum / (double) done_here, acc,
-              (unsigned long long) upe, (unsigned long long) downe,
-              usum / (double) done_here / (double) R.in.k,
+              (unsigned long long) upe, (unsigned long long) downe, su,
               xn ? xsum / (double) xn : NAN, cn ? csum / (double) cn : NAN,
               tcomp, tcomp_e, tagg_e, ttot, (unsigned long long) statse);
       if (c->net)
         fprintf(log, ",%.17g,%.6f", net_s, R.tmodel);
       fputc('\n', log);
-      if ((st = gc__flush_checked(log, path)) || (st = write_model(&R)))
+      if ((st = gc__flush_checked(log, path)) ||
+          (st = steps_row(&R, e, steps, 1, tl, acc)) || (st = write_model(&R)))
         break;
       if (!c->quiet)
         fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
@@ -1355,6 +1583,11 @@ done:
   if (R.csv)
     fclose(R.csv);
   unlock_run(lock);
+  if (R.steps && fclose(R.steps) != 0 && st == GC_SUCCESS) {
+    gc_errorf(__FILE__, __LINE__, GC_EIO, "%s: write failed: %s", R.steps_path,
+              strerror(errno));
+    st = GC_EIO;
+  }
   free(R.ok);
   gc_train_free(R.t);
   return st;

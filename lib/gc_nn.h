@@ -226,6 +226,9 @@ typedef struct gc_train_config {
   /* Start over in an out that holds a run (its files are removed first);
    * without it gc_train_run refuses such a folder unless resume is set. */
   int force;
+  /* The driver's steps.csv: a row every log_every steps and at each
+   * epoch's end (0: at epoch ends only). */
+  size_t log_every;
 } gc_train_config;
 
 void gc_train_config_default(gc_train_config *c);

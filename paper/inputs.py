@@ -43,6 +43,10 @@ SCHEMAS = {
         "epoch,steps,train_loss,test_acc,bytes_up,bytes_down,"
         "support_union_over_k,xi,delta,time_compute,time_compress,"
         "time_aggregate,time_total", {}),
+    # a run's steps.csv (--log-every): drawn by `gradcomp plot` (F7), not
+    # read by any table
+    "train_steps": ("epoch,step,train_loss,lr,bytes_up_cum,bytes_down_cum",
+                    {}),
     "nn_bounds": (
         "epoch,steps,lr,gamma,xi_kind,xi_max,xi_mean,L_epoch,L,M2_max,"
         "M2_mean,f0,term_f0,term_sgd,term_compression,bound,grad2_mean,"
@@ -79,6 +83,7 @@ COMMANDS = {
     "bench_train": "gradcomp bench train --csv F",
     "train_log": "gradcomp train ... --out DIR",
     "nn_bounds": "gradcomp train ... --bounds N --out DIR",
+    "train_steps": "gradcomp train ... --log-every N --out DIR",
 }
 
 
@@ -218,6 +223,7 @@ class TrainRun:
 
     def __init__(self, log, config, rel):
         self.log, self.config, self.rel = log, config, rel
+        self.dir = os.path.dirname(log.path)   # the run folder itself
         self.dataset, self.model, self.P, self.algo = _describe_run(config, rel)
 
 

@@ -182,8 +182,10 @@ def _tex_plain(s):
 
 def _tex_chars(s):
     out = []
-    for ch in s:
-        if ch in _TEX_SPECIAL:
+    for i, ch in enumerate(s):
+        if ch == "-" and s[i + 1:i + 2] == "-":
+            out.append("-{}")    # T1 fonts join -- into an en dash
+        elif ch in _TEX_SPECIAL:
             out.append(_TEX_SPECIAL[ch])
         elif ch in _TEX_SYMBOL:
             out.append(_TEX_SYMBOL[ch])
@@ -197,6 +199,9 @@ def _tex_chars(s):
 def _tex_code(s):
     esc = "".join(_TEX_SPECIAL.get(ch, ch) if ord(ch) < 128
                   else _tex_chars(ch) for ch in s)
+    # a copied command must keep its "--": T1 fonts, the typewriter ones
+    # too, join -- into an en dash and --- into an em dash
+    esc = esc.replace("--", "-{}-").replace("--", "-{}-")
     # allow breaks after '/' and ',' in long paths and argument lists
     esc = esc.replace("/", "/\\allowbreak{}").replace(",", ",\\allowbreak{}")
     return r"\texttt{" + esc + "}"
@@ -226,21 +231,30 @@ def to_latex(doc):
            % (doc.font, "3pt" if doc.font == "footnotesize" else "1.5pt")]
     first = True
     for b in doc.blocks or [Block(["(no data)"], [], "l")]:
+        if not first:
+            # every longtable steps the table counter, captioned or not:
+            # a table of several blocks is still one table
+            out.append(r"\addtocounter{table}{-1}")
         # wrapped columns ragged right: justified narrow cells gape
         out.append(r"\begin{longtable}{%s}" % "".join(
             r">{\raggedright\arraybackslash}" + a if a.startswith("p{")
             else a for a in b.align))
+        head = " & ".join(tex(h) for h in b.header) + r" \\"
+        sub = (r"\multicolumn{%d}{l}{\emph{%s}}\\"
+               % (len(b.header), tex(b.subtitle)) if b.subtitle else None)
+        # the caption and label in the first head only: \endhead repeats
+        # on every page, and a label there is defined once per page
         if first:
             out.append(r"\caption{\textbf{%s. %s} %s %s}\label{%s}\\"
                        % (tex(doc.name), tex(doc.title), tex(doc.caption),
                           tex(doc.provenance()), label))
-            first = False
-        if b.subtitle:
-            out.append(r"\multicolumn{%d}{l}{\emph{%s}}\\"
-                       % (len(b.header), tex(b.subtitle)))
-        out.append(r"\toprule")
-        out.append(" & ".join(tex(h) for h in b.header) + r" \\")
-        out.append(r"\midrule\endhead")
+        out += ([sub] if sub else []) + [r"\toprule", head,
+                                         r"\midrule\endfirsthead"]
+        out.append(r"\multicolumn{%d}{l}{\emph{%s (continued)%s}}\\"
+                   % (len(b.header), tex(doc.name),
+                      ": " + tex(b.subtitle) if b.subtitle else ""))
+        out += [r"\toprule", head, r"\midrule\endhead"]
+        first = False
         rows = b.rows or [[NOT_RUN] + [""] * (len(b.header) - 1)]
         for r in rows:
             out.append(" & ".join(tex(c) for c in r) + r" \\")

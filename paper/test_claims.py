@@ -521,6 +521,78 @@ class Rendering(unittest.TestCase):
         self.assertIn("$x_{t}$", render.tex("F(x_t)"))
         self.assertIn(r"f\_gap", render.tex("f_gap"))
 
+    def test_double_hyphens_stay_two(self):
+        # T1 fonts (typewriter too) join -- into an en dash: a command
+        # copied from the PDF would fail
+        for s in ("`train --epochs 2 --out D`", "run with --no-timing",
+                  "`a ---b`"):
+            out = render.tex(s)
+            self.assertNotIn("--", out.replace("-{}-", "x"), out)
+        self.assertIn(r"\texttt{train -{}-epochs", render.tex("`train --epochs`"))
+        self.assertEqual(render.tex("a — b"), "a --- b")   # the em dash itself
+
+    def test_one_caption_label_and_number_per_table(self):
+        doc = render.Doc("T9", "Two blocks", "c", ["x --csv F"], [], [
+            render.Block(["a", "b"], [["1", "2"]], subtitle="first"),
+            render.Block(["a", "b"], [["3", "4"]], subtitle="second")])
+        out = render.to_latex(doc)
+        # the label only in the first head (\endfirsthead), never in the
+        # \endhead that repeats on every page
+        self.assertEqual(out.count(r"\label{tab:T9}"), 1)
+        self.assertEqual(out.count(r"\caption{"), 1)
+        self.assertLess(out.index(r"\label{tab:T9}"), out.index(r"\endfirsthead"))
+        self.assertEqual(out.count(r"\endfirsthead"), 2)
+        self.assertEqual(out.count(r"\endhead"), 2)
+        # every longtable steps the table counter: the second block undoes it
+        self.assertEqual(out.count(r"\addtocounter{table}{-1}"), 1)
+        self.assertLess(out.index(r"\addtocounter{table}{-1}"),
+                        out.rindex(r"\begin{longtable}"))
+
+
+class Figures(unittest.TestCase):
+    def test_missing_figure_is_a_line_not_a_frame(self):
+        import figures
+        d = tempfile.mkdtemp()
+        try:
+            res = inputs.discover([d], lambda m: None)
+            fs = figures.FigureSet(d)
+            for fig in figures.FIGURES:
+                fig(fs, figures.Data(res))
+            for name in fs.names:
+                with open(os.path.join(d, "figures", name + ".tex")) as f:
+                    text = f.read()
+                self.assertNotIn("fbox", text, name)
+                self.assertNotIn("not drawn", text, name)
+                self.assertNotIn("begin{figure}", text, name)
+                self.assertIn("draws it", text, name)
+        finally:
+            shutil.rmtree(d)
+
+    def test_bench_bars_at_every_thread_count(self):
+        import figures
+        rows = [dict(compressor=c, d=1000, density=rho, threads=t, gbps=g)
+                for c, rho, t, g in (("stream-read", 0, 1, 5.0),
+                                     ("stream-read", 0, 2, 9.0),
+                                     ("memcpy", 0, 2, 8.0),
+                                     ("topk", 0.01, 1, 1.0))]
+        d = tempfile.mkdtemp()
+        try:
+            res = inputs.discover([d], lambda m: None)
+            fs = figures.FigureSet(d)
+            figures.fig_bench(fs, figures.Data(
+                res, bench_rows={"cpu": rows, "cuda": []}))
+            with open(os.path.join(d, "figures", "F5-bench.dat")) as f:
+                dat = f.read()
+            with open(os.path.join(d, "figures", "F5-bench.gp")) as f:
+                gp = f.read()
+            # the compressor keeps its bar though it ran on 1 thread only
+            self.assertIn('"topk rho=0.01" 1.0 NaN', dat)
+            self.assertIn('"stream-read rho=0" 5.0 9.0', dat)
+            self.assertIn("CPU, 1 thread", gp)
+            self.assertIn("CPU, 2 threads", gp)
+        finally:
+            shutil.rmtree(d)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
