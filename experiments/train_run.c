@@ -1120,10 +1120,11 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
     /* Rank 0 alone checks and prepares the folder: the others go on only
      * if it did (every rank takes part, whatever its own start gave).  If
      * it refused, the others end without a run and without an error of
-     * their own (what they checked, rank 0 checked too): rank 0 reports,
-     * and its exit status is the job's.  A rank that failed as well would
-     * end the job under mpirun before rank 0 has ended, and rank 0's stop
-     * record would land in a folder that may be another run's. */
+     * their own (their own file, if bad too, is named once rank 0's
+     * problem is mended): rank 0 reports, and its exit status is the
+     * job's.  A rank that failed as well would end the job under mpirun
+     * before rank 0 has ended, and rank 0's stop record would land in a
+     * folder that may be another run's. */
     uint8_t code = (uint8_t) st;
     int bst = R.tr->type->bcast_aux(R.tr->state, 0, &code, 1);
     if (bst)
