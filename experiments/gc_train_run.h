@@ -26,8 +26,10 @@ typedef struct gc_train_result {
  * The folder: GC_EINVAL if it holds a run (finished or not) and neither
  * resume nor force is set, or both are; force removes the old run's files
  * before the new run writes any.  The process that writes it (rank 0 under
- * a transport) holds out/.lock (flock) for the whole run: GC_EIO names
- * the holder while another run has it.  Resume: each checkpoint file
+ * a transport) holds out/.lock (flock) for the whole run: GC_EINVAL
+ * names the holder while another run has it.  Under a transport, when
+ * rank 0 refuses the folder the other processes return GC_SUCCESS having
+ * run nothing (rank 0 reports; its status is the job's).  Resume: each checkpoint file
  * records the trajectory's options, its rank and epoch; one of another
  * configuration, rank or epoch, or of the first format, is GC_EINVAL
  * (checkpoint.json's options) or GC_EFORMAT (the file's), naming the

@@ -956,8 +956,8 @@ static int lock_run(const char *dir, int *fd)
     who[got > 0 ? got : 0] = '\0';
     who[strcspn(who, "\n")] = '\0';
     close(k);
-    if (e == EWOULDBLOCK)
-      GC_ERRORF(GC_EIO, "%s is in use by another run (%s%s holds %s): wait"
+    if (e == EWOULDBLOCK)   /* the --out chosen is busy: a usage error */
+      GC_ERRORF(GC_EINVAL, "%s is in use by another run (%s%s holds %s): wait"
                 " for it to end, or choose another --out", dir,
                 who[0] ? who : "a process", who[0] ? "," : "", path);
     GC_ERRORF(GC_EIO, "%s: cannot lock: %s", path, strerror(e));
@@ -1405,17 +1405,21 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
                    path, sizeof path))) && !R.tr)
     goto done;
   if (R.tr) {
-    /* rank 0 alone checks and prepares the folder: the others go on only
-     * if it did, and return its status if not (its message names why);
-     * every rank takes part, whatever its own start gave */
+    /* Rank 0 alone checks and prepares the folder: the others go on only
+     * if it did (every rank takes part, whatever its own start gave).  If
+     * it refused, the others end without a run and without an error of
+     * their own (their own file, if bad too, is named once rank 0's
+     * problem is mended): rank 0 reports, and its exit status is the
+     * job's.  A rank that failed as well would end the job under mpirun
+     * before rank 0 has ended, and rank 0's stop record would land in a
+     * folder that may be another run's. */
     uint8_t code = (uint8_t) st;
     int bst = R.tr->type->bcast_aux(R.tr->state, 0, &code, 1);
-    if (!st && (st = bst) == GC_SUCCESS && code) {
-      gc_errorf(__FILE__, __LINE__, code, "rank 0 could not start the run in"
-                " %s (its message says why)", c->out);
-      st = code;
-    }
-    if (st)
+    if (bst)
+      st = bst;
+    else if (code && !R.in.leader)
+      st = GC_SUCCESS;
+    if (st || code)
       goto done;
   }
   R.up_cum = up_total;

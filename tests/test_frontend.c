@@ -383,11 +383,11 @@ static void kill_and_free(long pid, const char *dir)
   close(fd);
 }
 
-/* Two runs into one --out: while one runs, a second is refused naming the
- * folder and the first's pid, and touches nothing; once the first is
- * killed, --force may start over (the dead run's lock blocks nothing), and
- * a --force run killed before its first epoch ends leaves no log.csv
- * beside the old run's model or checkpoint. */
+/* Two runs into one --out: while one runs, a second is refused (exit 2)
+ * naming the folder and the first's pid, and touches nothing; once the
+ * first is killed, --force may start over (the dead run's lock blocks
+ * nothing), and a --force run killed before its first epoch ends leaves
+ * no log.csv beside the old run's model or checkpoint. */
 Test(frontend, train_out_is_locked_and_force_leaves_nothing_old, .timeout = 300)
 {
   const char *data = gc_test_need_dataset("mnist");
@@ -401,7 +401,7 @@ Test(frontend, train_out_is_locked_and_force_leaves_nothing_old, .timeout = 300)
                " --test-subset 100 --epochs 1 --quiet --out %s --resume", gradcomp,
                data, dir);
   snprintf(want, sizeof want, "is in use by another run (pid %ld on ", a);
-  cr_assert(st == 1 && strstr(out, dir) && strstr(out, want), "exit %d\n%s", st, out);
+  cr_assert(st == 2 && strstr(out, dir) && strstr(out, want), "exit %d\n%s", st, out);
   kill_and_free(a, dir);
   cr_assert(exists_in(dir, "model.npy"));
   /* an epoch of 1000 steps: time to stop the --force run inside it */

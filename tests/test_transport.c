@@ -678,8 +678,9 @@ Test(train_mpi, resume_equals_uninterrupted)
   cr_assert(strstr(out, "resume it with --transport mpi") != NULL, "%s", out);
 }
 
-/* Under mpirun: a second job into a folder that holds a run is refused by
- * rank 0 and the other ranks stop with it (no hang, nothing changed);
+/* Under mpirun: a second job into a folder that holds a run, or whose
+ * lock another process holds, is refused by rank 0 and the other ranks
+ * stop with it (no hang, nothing changed, no stop record);
  * and two ranks' checkpoint files swapped are refused naming the rank
  * each file belongs to, not resumed into another model. */
 Test(train_mpi, run_folder_and_rank_files_are_checked, .timeout = 240)
@@ -705,6 +706,22 @@ Test(train_mpi, run_folder_and_rank_files_are_checked, .timeout = 240)
             st, out);
   char *log1 = gc_test_slurp(a, &l1);
   cr_assert(log1 && l1 == l0 && memcmp(log0, log1, l0) == 0, "log.csv changed");
+  free(log1);
+  /* nor a stop record: the job ended by rank 0's refusal, not by mpirun */
+  snprintf(t, sizeof t, "%s/stopped.txt", r);
+  cr_assert(gc_test_slurp(t, &l1) == NULL, "the refused job left %s", t);
+  /* while another process holds the folder's lock (flock(1) here), even
+   * --resume is refused, naming the folder */
+  char held[4800];
+  snprintf(held, sizeof held, "flock %s/.lock %s", r, cmd);
+  char *rs = strstr(held, "--epochs 2");
+  cr_assert(rs != NULL);
+  memcpy(rs, "--resume  ", 10);
+  st = gc_test_run(held, out, sizeof out);
+  cr_assert(st == 2 && strstr(out, "is in use by another run"), "exit %d\n%s", st, out);
+  log1 = gc_test_slurp(a, &l1);
+  cr_assert(log1 && l1 == l0 && memcmp(log0, log1, l0) == 0, "log.csv changed");
+  cr_assert(gc_test_slurp(t, &l1) == NULL, "the refused job left %s", t);
   free(log0);
   free(log1);
   snprintf(a, sizeof a, "%s/checkpoint-e1-r1.bin", r);
