@@ -67,13 +67,35 @@ def _counterexamples(facts):
     return "; ".join(pieces) if pieces else NOT_RUN
 
 
+def scale_note(runs):
+    """What the training runs are, when they are smaller than the
+    reference grid (docs/theory.md 6: 100 epochs, the whole training set):
+    which command replaces them.  None for runs at full scale."""
+    small = [r for r in runs if r.config.get("train_subset")
+             or (r.config.get("epochs") or 0) < 100]
+    if not small:
+        return None
+    eps = sorted({str(r.config.get("epochs", "?")) for r in small})
+    subs = sorted({str(r.config.get("train_subset")) for r in small
+                   if r.config.get("train_subset")})
+    return ("The training runs here are smaller than the reference grid "
+            "(%s epoch(s)%s; `experiments/reproduce --quick` runs such a "
+            "grid in minutes): their verdicts speak for that scale.  The "
+            "full grid, `experiments/reproduce` (MNIST and Fashion-MNIST, "
+            "MLP and CNN, P up to 100, 100 epochs on all the data; hours), "
+            "replaces them; `make paper` then judges those runs."
+            % (",".join(eps), ", training subset of %s images"
+               % ",".join(subs) if subs else ""))
+
+
 def headline_doc(t2_facts, trajectories, t5_pairs, t6, verdicts, runs):
     """verdicts: claims.evaluate()'s {id: (text, verdict)}."""
     def v(*ids):
         return ", ".join("%s: **%s**" % (i, verdicts[i][1]) for i in ids
                          if i in verdicts)
     rows = [
-        ["bi reaches uni's accuracy", _accuracy(t5_pairs), v("1"), "T5, F3"],
+        ["bi reaches uni's accuracy", _accuracy(t5_pairs), v("1"),
+         "T5, F3, F7"],
         ["downlink saving |S|/K grows with P", _saving(t6, t5_pairs), v("2"),
          "T6, F4"],
         ["ξ (uni) against ξ_bi (bi)", _xi(trajectories), "", "T3, F2"],
@@ -88,4 +110,5 @@ def headline_doc(t2_facts, trajectories, t5_pairs, t6, verdicts, runs):
                commands_of(files), [], [Block(
                    ["result", "our measurement", "claim", "see"], rows,
                    ["p{3cm}", "p{9.6cm}", "p{2.4cm}", "l"])],
+               notes=[n for n in [scale_note(runs)] if n],
                show_files=False)

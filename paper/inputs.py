@@ -83,7 +83,7 @@ COMMANDS = {
     "bench_train": "gradcomp bench train --csv F",
     "train_log": "gradcomp train ... --out DIR",
     "nn_bounds": "gradcomp train ... --bounds N --out DIR",
-    "train_steps": "gradcomp train ... --log-every N --out DIR",
+    "train_steps": "gradcomp train ... --out DIR",
 }
 
 

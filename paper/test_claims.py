@@ -549,6 +549,25 @@ class Rendering(unittest.TestCase):
                         out.rindex(r"\begin{longtable}"))
 
 
+class ScaleNote(unittest.TestCase):
+    def run_of(self, **kw):
+        log = inputs.Table("train_log", "/x/log.csv", "r/log.csv", [], {}, None)
+        return inputs.TrainRun(log, config(**kw), "r")
+
+    def test_quick_runs_name_the_full_grid(self):
+        import headline
+        note = headline.scale_note([self.run_of(epochs=10,
+                                                train_subset=20000)])
+        self.assertIn("`experiments/reproduce`", note)
+        self.assertIn("10 epoch(s)", note)
+        self.assertIn("20000", note)
+
+    def test_full_runs_need_no_note(self):
+        import headline
+        self.assertIsNone(headline.scale_note(
+            [self.run_of(epochs=100, train_subset=0)]))
+
+
 class Figures(unittest.TestCase):
     def test_missing_figure_is_a_line_not_a_frame(self):
         import figures
