@@ -50,7 +50,8 @@ class Fixture(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
-    def run_dir(self, name, cfg, accs, deltas=None, support=None):
+    def run_dir(self, name, cfg, accs, deltas=None, support=None,
+                bytes_up=1000):
         """A `gradcomp train --out` folder: one log row per accuracy."""
         d = os.path.join(self.dir, name)
         os.makedirs(d)
@@ -61,8 +62,8 @@ class Fixture(unittest.TestCase):
             for e, a in enumerate(accs):
                 dl = deltas[e] if deltas else "nan"
                 s = support if support is not None else 5.0
-                f.write("%d,%d,0.5,%s,1000,9000,%s,3.0,%s,0.1,0.1,0.1,0.3\n"
-                        % (e + 1, 200 * (e + 1), a, s, dl))
+                f.write("%d,%d,0.5,%s,%d,9000,%s,3.0,%s,0.1,0.1,0.1,0.3\n"
+                        % (e + 1, 200 * (e + 1), a, bytes_up, s, dl))
 
     def csv_file(self, name, header, rows):
         with open(os.path.join(self.dir, name), "w") as f:
@@ -524,6 +525,9 @@ class Rendering(unittest.TestCase):
     def test_no_question_marks_for_symbols(self):
         s = "Δ ξ_bi ‖∇F‖² ≤ ρ·K/d — ≈ θ π Σ ω √d"
         self.assertNotIn("?", render.tex(s))
+        # every claim's own text, threshold included, has its glyphs
+        for cid, claim, rule, _ in claims.CLAIMS:
+            self.assertNotIn("?", render.tex(claim + rule), cid)
 
     def test_subscripts_in_math(self):
         self.assertIn(r"\xi_{\mathrm{bi}}", render.tex("ξ_bi"))
@@ -558,6 +562,171 @@ class Rendering(unittest.TestCase):
         self.assertEqual(out.count(r"\addtocounter{table}{-1}"), 1)
         self.assertLess(out.index(r"\addtocounter{table}{-1}"),
                         out.rindex(r"\begin{longtable}"))
+
+
+# --------------------------------------- claims of the other source works
+
+TRAJ_HEADER = ("step,f_gap,grad_norm2,xi,xi_bi,mem_norm,mem_bound,bytes_up,"
+               "bytes_down,support_union")
+
+
+class Claim2bXiBi(Fixture):
+    def verdict(self, xi, xb):
+        if xi is not None:
+            self.csv_file("traj.csv", TRAJ_HEADER,
+                          [[t, 1, 1, xi, xb, 1, 2, 8, 8, 1] for t in range(5)])
+        return claims.claim_xi_bi(self.results().files["trajectory"])[1]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict(3.0, 2.0), HOLDS)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict(2.0, 3.0), FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict(None, None), NOT_RUN)
+
+
+TEN = [0.9] * 10
+
+
+class ClaimS1SparseVsQuant(Fixture):
+    def verdict(self, topk_acc, topk_bytes, epochs=10):
+        self.run_dir("q", config(compressor="qsgd", density=0.01),
+                     [0.9] * epochs, bytes_up=100000)
+        self.run_dir("t", config(compressor="topk"), [topk_acc] * epochs,
+                     bytes_up=topk_bytes)
+        return claims.claim_sparse_vs_quant(self.results().runs)
+
+    def test_holds(self):
+        txt, v = self.verdict(0.9, 1000)
+        self.assertEqual(v, HOLDS, txt)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict(0.89, 1000)[1], PARTLY)
+
+    def test_fails(self):
+        # less compression than QSGD
+        self.assertEqual(self.verdict(0.9, 200000)[1], FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict(0.9, 1000, epochs=2)[1], NOT_RUN)
+
+
+def bench_row(comp, t, d=1000000, threads=1, density=0.01):
+    return {"compressor": comp, "d": d, "threads": threads, "median_s": t,
+            "density": density}
+
+
+class ClaimS2CompressionTime(unittest.TestCase):
+    def verdict(self, topk_t, timing=True):
+        rows = {"cpu": [bench_row("qsgd", 1.0, density=0),
+                        bench_row("topk", topk_t)], "cuda": []}
+        return claims.claim_compression_costs_time(rows, timing)[1]
+
+    def test_holds(self):
+        self.assertEqual(self.verdict(2.0), HOLDS)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict(0.5), FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict(2.0, timing=False), NOT_RUN)
+
+
+class ClaimS3TunedBeatsDense(Fixture):
+    def verdict(self, accs):
+        for P, (uni, sgd) in accs.items():
+            self.run_dir("u%d" % P, config(workers=P), [uni] * 10)
+            self.run_dir("s%d" % P, config(workers=P, algorithm="sgd",
+                                           lr=0.03), [sgd] * 10)
+        return claims.claim_tuned_beats_dense(self.results().runs)
+
+    def test_holds(self):
+        txt, v = self.verdict({10: (0.90, 0.91), 50: (0.93, 0.92)})
+        self.assertEqual(v, HOLDS, txt)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict({10: (0.92, 0.91), 50: (0.90, 0.92)})[1],
+                         PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict({10: (0.90, 0.91), 50: (0.90, 0.92)})[1],
+                         FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(self.verdict({10: (0.90, 0.91)})[1], NOT_RUN)
+
+
+class ClaimQsgdAndScaledSign(Fixture):
+    def claims_of(self, rows):
+        self.csv_file("c.csv", CONTRACTION_HEADER, rows)
+        return self.claims()
+
+    def test_qsgd_holds_and_fails(self):
+        # ω = 1 − δ̂ mean against √d = 316.2 at d = 100000
+        c = self.claims_of([contraction_row("qsgd", mean=1 - 200)])
+        self.assertEqual(c["Q"][1], HOLDS)
+        c = self.claims_of([contraction_row("qsgd", mean=1 - 400)])
+        self.assertEqual(c["Q"][1], FAILS)
+
+    def test_scaled_sign_holds_and_fails(self):
+        c = self.claims_of([contraction_row("scaled-sign", worst=0.5)])
+        self.assertEqual(c["E1"][1], HOLDS)
+        c = self.claims_of([contraction_row("scaled-sign", worst=1e-7)])
+        self.assertEqual(c["E1"][1], FAILS)
+
+    def test_not_run(self):
+        c = self.claims_of([contraction_row("topk")])
+        self.assertEqual((c["Q"][1], c["E1"][1]), (NOT_RUN, NOT_RUN))
+
+
+class ClaimDgcRatio(Fixture):
+    def verdict(self, dgc_acc, dgc_bytes):
+        self.run_dir("s", config(algorithm="sgd", lr=0.03), TEN,
+                     bytes_up=1000000)
+        self.run_dir("g", config(compressor="dgc", momentum=0.9),
+                     [dgc_acc] * 10, bytes_up=dgc_bytes)
+        return claims.claim_dgc_ratio(self.results().runs)
+
+    def test_holds(self):
+        txt, v = self.verdict(0.9, 1000)
+        self.assertEqual(v, HOLDS, txt)
+        self.assertIn("1000×", txt)
+
+    def test_partly(self):
+        self.assertEqual(self.verdict(0.8, 1000)[1], PARTLY)
+
+    def test_fails(self):
+        self.assertEqual(self.verdict(0.8, 100000)[1], FAILS)
+
+    def test_not_run(self):
+        self.assertEqual(claims.claim_dgc_ratio([])[1], NOT_RUN)
+
+
+def bound_row(name, measured, bound, status="ok", algorithm="uni"):
+    return {"bound_name": name, "measured": measured, "bound": bound,
+            "status": status, "problem": "toy", "algorithm": algorithm,
+            "compressor": "topk"}
+
+
+class ClaimBounds(unittest.TestCase):
+    def test_holds_fails_not_run(self):
+        for name in ("ef_sgd_4.6", "ef21_3d", "mem_sgd_2.4"):
+            rows = [bound_row(name, 1.0, 2.0)]
+            self.assertEqual(claims.claim_bound_holds(rows, name)[1], HOLDS)
+            rows.append(bound_row(name, 3.0, 2.0))
+            self.assertEqual(claims.claim_bound_holds(rows, name)[1], FAILS)
+            # a refused row is no evidence either way
+            rows = [bound_row(name, 3.0, float("nan"), status="refused")]
+            self.assertEqual(claims.claim_bound_holds(rows, name)[1], NOT_RUN)
+
+    def test_doublesqueeze_reads_its_own_rows(self):
+        rows = [bound_row("nonconvex_4.3", 3.0, 2.0, algorithm="uni"),
+                bound_row("nonconvex_4.3", 1.0, 2.0,
+                          algorithm="doublesqueeze")]
+        self.assertEqual(claims.claim_bound_holds(
+            rows, "nonconvex_4.3", ("doublesqueeze",))[1], HOLDS)
 
 
 class Claim6Bounds(unittest.TestCase):

@@ -71,6 +71,9 @@ THRESHOLDS = {
     # exact top-K's on the same d, density and threads.
     "gaussk_time_ratio_holds": 1.0,
 
+    # --- DGC (Lin et al.): "270x to 600x" smaller gradients; the lower end
+    "dgc_ratio_holds": 270,
+
     # --- T3: the memory bound of docs/theory.md 7.13, checked with this slack
     "mem_bound_rel_slack": 1e-9,
 }
