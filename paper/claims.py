@@ -548,6 +548,30 @@ def claim_dgc_ratio(runs):
     return ("; ".join(pieces), combine(verdicts))
 
 
+def claim_bits(runs, compressor, bits):
+    """signSGD (1 bit per entry, 32x less than float32) and TernGrad (2
+    bits, 16x): the uplink compression ratio of training runs with that
+    compressor, dense float32 bytes over the bytes logged, at least
+    32/bits less the share its per-message header may take
+    (bits_ratio_slack)."""
+    want = 32.0 / bits
+    pieces, verdicts = [], []
+    for run in sorted(runs, key=lambda r: r.rel):
+        if _comp(run) != compressor or run.algo == "sgd":
+            continue
+        ratio = _ratio_up(run)
+        if ratio is None:
+            continue
+        pieces.append("%s-%s P=%s %s (%s): %s× less than float32"
+                      % (run.dataset, run.model, run.P, run.algo, run.rel,
+                         fmt(ratio, 4)))
+        verdicts.append(HOLDS if ratio >= want * (1 - TH["bits_ratio_slack"])
+                        else FAILS)
+    if not pieces:
+        return ("no training run with --compressor %s" % compressor, NOT_RUN)
+    return ("; ".join(pieces), combine(verdicts))
+
+
 def claim_bound_holds(bounds_rows, name, algorithms=None):
     """A method's convergence bound (docs/theory.md 4.7), evaluated where
     the run meets its theorem's assumptions (status ok), against the
@@ -645,6 +669,12 @@ CLAIMS = [
      "SGD's − %(acc_gap_holds_pp)s pp, same setting, ≥ %(acc_min_epochs)s "
      "epochs (partly: one of the two)",
      lambda i: claim_dgc_ratio(i.runs)),
+    ("B1", "signSGD: 1 bit per entry, 32× less than float32",
+     "uplink ratio ≥ 32 (1 − %(bits_ratio_slack)s) on every sign run",
+     lambda i: claim_bits(i.runs, "sign", 1)),
+    ("B2", "TernGrad: 2 bits per entry, 16× less than float32",
+     "uplink ratio ≥ 16 (1 − %(bits_ratio_slack)s) on every terngrad run",
+     lambda i: claim_bits(i.runs, "terngrad", 2)),
     ("E1", "EF-signSGD: the scaled sign is a δ-compressor, δ ≥ 1/d",
      "worst δ ≥ 1/d on every scaled-sign row",
      lambda i: claim_scaled_sign(i.t1_rows)),

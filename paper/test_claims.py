@@ -704,6 +704,29 @@ class ClaimDgcRatio(Fixture):
         self.assertEqual(claims.claim_dgc_ratio([])[1], NOT_RUN)
 
 
+class ClaimBits(Fixture):
+    # config(): d = 50890, P = 10: float32 uplink 2035600 bytes per step;
+    # run_dir logs bytes_up per epoch of 200 steps
+    def verdict(self, comp, bytes_per_step, cid):
+        self.run_dir("r", config(compressor=comp), [0.9],
+                     bytes_up=bytes_per_step * 200)
+        return self.claims()[cid]
+
+    def test_sign_holds(self):
+        self.assertEqual(self.verdict("sign", 2035600 // 32 + 40, "B1")[1],
+                         HOLDS)
+
+    def test_sign_fails(self):
+        self.assertEqual(self.verdict("sign", 2035600 // 8, "B1")[1], FAILS)
+
+    def test_terngrad(self):
+        self.assertEqual(self.verdict("terngrad", 2035600 // 16 + 40,
+                                      "B2")[1], HOLDS)
+
+    def test_not_run(self):
+        self.assertEqual(self.claims()["B1"][1], NOT_RUN)
+
+
 def bound_row(name, measured, bound, status="ok", algorithm="uni"):
     return {"bound_name": name, "measured": measured, "bound": bound,
             "status": status, "problem": "toy", "algorithm": algorithm,
