@@ -105,8 +105,8 @@ Test(threads, sim_workers_bit_identical)
 /* A model just above the vector passes' thread threshold (gc_internal.h)
  * and not a multiple of their 16-entry piece alignment: the server's
  * passes (the average, its memory, the residual) and the model's check
- * run in two or three pieces of unequal length.  The state, the average
- * and its support after some steps of bi on 2 and 3 threads are those of
+ * run in 2-16 pieces of unequal length.  The state, the average and its
+ * support after some steps of bi on 2, 3, 8 and 16 threads are those of
  * one thread. */
 enum { SN = GC__VEC_PAR_MIN + 1001 };
 
@@ -150,11 +150,17 @@ static void run_server_sized(gc_algo_kind kind, size_t threads, server_run *o)
 Test(threads, sim_server_passes_bit_identical)
 {
   static const gc_algo_kind kinds[] = { GC_ALGO_BI, GC_ALGO_UNI };
+  static const size_t Ts[] = {2, 3, 8, 16};
+  /* SN < GC__VEC_PAR_OVER_MIN: with more threads than processors the
+   * passes would run on one (gc__vec_threads) and T = 3 on two cores
+   * would compare one thread with itself */
+  gc__threads_any_length = 1;
   for (size_t j = 0; j < 2; j++) {
     server_run one, many;
     run_server_sized(kinds[j], 1, &one);
     cr_assert(gt(sz, one.support, 0));
-    for (size_t T = 2; T <= 3; T++) {
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+      size_t T = Ts[ti];
       run_server_sized(kinds[j], T, &many);
       cr_assert(eq(sz, many.len, one.len));
       cr_assert(eq(int, memcmp(many.state, one.state, one.len), 0),
@@ -169,13 +175,15 @@ Test(threads, sim_server_passes_bit_identical)
     free(one.state);
     free(one.agg);
   }
+  gc__threads_any_length = 0;
 }
 
-/* The exact downlink's message from the nonzeros gathered on 1-3 threads
- * (gc__exact_encode_ws) is gc__exact_encode's, byte for byte: every index
- * coding (raw, delta, bitmap) and the dense form, no nonzero at all, -0.0
- * entries (zeros), lengths below one gathering block, not a multiple of
- * it, and above the threads' threshold. */
+/* The exact downlink's message from the nonzeros gathered on 1-16 threads
+ * (gc__exact_encode_ws; threads at any length and past the cores) is
+ * gc__exact_encode's, byte for byte: every index coding (raw, delta,
+ * bitmap) and the dense form, no nonzero at all, -0.0 entries (zeros),
+ * lengths below one gathering block, not a multiple of it, and above the
+ * threads' threshold. */
 static void exact_case(int dt, size_t n, size_t every, size_t first, int negzero)
 {
   size_t e = (size_t) dt, cap = gc__exact_max_bytes(n, dt);
@@ -201,7 +209,9 @@ static void exact_case(int dt, size_t n, size_t every, size_t first, int negzero
 #endif
   int rr = gc__exact_encode(dt, x, n, ref, cap, &lr, &nr);
   cr_assert(eq(int, rr, GC_SUCCESS), "%s", gc_last_error());
-  for (int T = 1; T <= 3; T++) {
+  static const int Ts[] = {1, 2, 3, 5, 8, 16};
+  for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+    int T = Ts[ti];
 #ifdef _OPENMP
     omp_set_num_threads(T);
 #endif
@@ -224,6 +234,7 @@ Test(threads, exact_encode_gathered_bit_identical)
 #ifdef _OPENMP
   int saved = omp_get_max_threads();
 #endif
+  gc__threads_any_length = 1;   /* BIG < GC__VEC_PAR_OVER_MIN: threads past the cores */
   enum { BIG = GC__VEC_PAR_MIN + 1001, BIGGER = (1 << 16) * 3 + 777, RAW = (1 << 22) + 40 };
   for (int dt = GC_F32; dt <= GC_F64; dt += GC_F64 - GC_F32) {
     static const size_t ns[] = { 5, 16, 17, 1000, BIG, BIGGER };
@@ -240,6 +251,7 @@ Test(threads, exact_encode_gathered_bit_identical)
     /* raw: two gaps of four LEB128 bytes tie with it, and ties go raw */
     exact_case(dt, RAW, (1 << 21) + 2, (1 << 21) + 1, 0);
   }
+  gc__threads_any_length = 0;
 #ifdef _OPENMP
   omp_set_num_threads(saved);
 #endif
@@ -403,12 +415,13 @@ Test(threads, qsgd_small_buckets_first_bad_bucket, .init = gc_test_quiet)
 #endif
 }
 
-/* One run of every threaded vector pass (gc_algo_vec.h) on T threads, both
- * dtypes, over a vector with two non-finite entries in later pieces: the
- * outputs, the first bad index and the nonzero count of one thread.  Two
- * lengths: several 2^16-entry spans, and one just above the threads'
- * threshold whose pieces are short and ragged (their bounds are multiples
- * of 16 entries, the length is not). */
+/* One run of every threaded vector pass (gc_algo_vec.h) on T = 2-16
+ * threads, both dtypes, over a vector with two non-finite entries in later
+ * pieces: the outputs, the first bad index and the nonzero count of one
+ * thread.  Three lengths: several 2^16-entry spans, one just above the
+ * threads' threshold whose pieces are short and ragged (their bounds are
+ * multiples of 16 entries, the length is not), and 250 entries, fewer
+ * than 16 a thread at T = 16. */
 enum { VOPS = 8 };
 
 typedef struct {
@@ -470,7 +483,9 @@ static void vector_passes_at(size_t n, size_t nan_at, size_t inf_at)
     vec_passes(dt, 1, n, x, z, &one);
     cr_assert(eq(sz, one.r[6], nan_at));
     cr_assert(eq(sz, one.r[5], nan_at));
-    for (size_t T = 2; T <= 3; T++) {
+    static const size_t Ts[] = {2, 3, 5, 8, 16};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+      size_t T = Ts[ti];
       vec_passes(dt, T, n, x, z, &many);
       for (int j = 0; j < VOPS; j++) {
         cr_assert(eq(sz, many.r[j], one.r[j]), "n %zu, dtype %d, pass %d, %zu threads", n, dt,
@@ -494,7 +509,13 @@ Test(threads, vector_passes_bit_identical)
   int saved = omp_get_max_threads();
   /* a NaN inside (the first bad index), an Inf in the last piece */
   vector_passes_at((1 << 16) * 3 + 777, 2 * (1 << 16) + 5, 3 * (1 << 16) + 9);
+  /* below GC__VEC_PAR_OVER_MIN the passes would take one thread where
+   * the threads outnumber the cores, and below GC__VEC_PAR_MIN always:
+   * taken at any length (T = 16: pieces of 1088 entries, and of 16) */
+  gc__threads_any_length = 1;
   vector_passes_at(GC__VEC_PAR_MIN + 1001, GC__VEC_PAR_MIN / 2 + 3, GC__VEC_PAR_MIN + 999);
+  vector_passes_at(250, 100, 249);
+  gc__threads_any_length = 0;
   omp_set_num_threads(saved);
 #endif
 }
