@@ -151,7 +151,7 @@ _TEX_SYMBOL = {"δ": r"$\delta$", "ξ": r"$\xi$", "ρ": r"$\rho$",
                "—": "---", "′": r"$'$", "∑": r"$\sum$", "⌊": r"$\lfloor$",
                "⌋": r"$\rfloor$", "⁻": r"$^-$", "¹": r"$^1$", "³": r"$^3$",
                "≥": r"$\ge$", "∉": r"$\notin$", "⊆": r"$\subseteq$",
-               "ℓ": r"$\ell$", "°": r"$^\circ$", "é": r"\'e", "á": r"\'a",
+               "ℓ": r"$\ell$", "°": r"$^\circ$", "é": r"\'e",
                "\u00a0": "~", "“": "``", "”": "''", "‘": "`", "’": "'"}
 # a Greek letter with a word subscript (ξ_bi, ξ_t), or a lone Latin letter
 # with a one-character one (x_t), is one math symbol

@@ -71,13 +71,6 @@ THRESHOLDS = {
     # exact top-K's on the same d, density and threads.
     "gaussk_time_ratio_holds": 1.0,
 
-    # --- DGC (Lin et al.): "270x to 600x" smaller gradients; the lower end
-    "dgc_ratio_holds": 270,
-    # --- signSGD / TernGrad: 1 and 2 bits per entry; a message also
-    # carries a header (length, scale: a few bytes per worker and step),
-    # which at MNIST-MLP's d = 50890 costs well under 1%
-    "bits_ratio_slack": 0.01,
-
     # --- T3: the memory bound of docs/theory.md 7.13, checked with this slack
     "mem_bound_rel_slack": 1e-9,
 }
