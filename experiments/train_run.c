@@ -823,7 +823,9 @@ static int log_resume(const gc_train_config *c, const char *path, size_t rows,
       const char *fe = fs;
       while (fe < nl && *fe != ',')
         fe++;
-      if (!is_number(fs, (size_t) (fe - fs))) {
+      /* empty: a column that means nothing for this method (|S|/K of a
+       * dense uplink), or a probe not taken; epoch and step never are */
+      if ((fe > fs || nf < 2) && !is_number(fs, (size_t) (fe - fs))) {
         snprintf(why, sizeof why, "field %zu ('%.*s') of the row of epoch %zu"
                  " is not a number", nf + 1, (int) (fe - fs > 40 ? 40 : fe - fs),
                  fs, i);
