@@ -397,22 +397,30 @@ METHOD_FREE = ("algorithm", "compressor", "lr", "seed", "density",
 
 
 def method_of(run):
-    """'sgd' for a dense run, else the compressor's normalised name."""
+    """'sgd' for a dense run; the compressor's normalised name for a
+    unidirectional one (the compressors' papers compress the uplink with
+    worker memories); 'bi-NAME' for a bidirectional one."""
     if run.algo == "sgd":
         return "sgd"
-    return _ncomp(str(run.config.get("compressor", "")))
+    comp = _ncomp(str(run.config.get("compressor", "")))
+    return comp if run.algo == "uni" else "%s-%s" % (run.algo, comp)
 
 
 def method_experiments(runs):
     """{experiment: {method: [runs]}}: runs of one configuration but the
     entries of METHOD_FREE (a dense SGD baseline beside its compressed
-    runs); seeds are replicates."""
+    runs).  Seeds are replicates; a method with runs of several settings
+    (two step sizes, say) is left out, never averaged."""
     g = {}
     for run in runs:
         if run.algo not in ("sgd", "uni", "bi"):
             continue
         key = run_setting(run, drop=METHOD_FREE)
         g.setdefault(key, {}).setdefault(method_of(run), []).append(run)
+    for by in g.values():
+        for m in list(by):
+            if len({run_setting(r, drop=("seed",)) for r in by[m]}) > 1:
+                del by[m]
     return g
 
 

@@ -499,6 +499,19 @@ class AccuracyAgainstBaseline(Fixture):
                 txt, v = self.claims()[cid]
                 self.assertEqual(v, want, (cid, gap, txt))
 
+    def test_settings_are_never_averaged(self):
+        # two step sizes of QSGD (one far below): not one method's mean
+        self.runs([0.2])
+        self.run_dir("other-lr", config(compressor="qsgd", epochs=10,
+                                        lr=0.5), [0.5] * 10)
+        self.assertEqual(self.claims()["Q3"][1], NOT_RUN)
+        # bidirectional runs are another method, not mixed into uni's
+        self.fresh()
+        self.runs([0.2])
+        self.run_dir("bi", config(algorithm="bi", compressor="qsgd",
+                                  epochs=10), [0.5] * 10)
+        self.assertEqual(self.claims()["Q3"][1], HOLDS)
+
     def test_short_runs_are_shown_not_judged(self):
         self.runs([5.0], epochs=2)
         txt, v = self.claims()["Q3"]
