@@ -76,6 +76,12 @@ THRESHOLDS = {
     # communication is exact (from the ledger's bytes) but the compute and
     # compression times are measured, and vary by a few percent run to run.
     "speedup_rel_tol": 0.05,
+    # S1: "beats the dense baseline" is a speed-up above 1 (modelled time
+    # per step of dense over compressed) at the largest d·P measured.
+    "speedup_holds": 1.0,
+    # S3: "costs compute time" is a sparsifier's median compression time
+    # above QSGD's (ratio > 1) on the same device, d and threads.
+    "sparsifier_time_ratio_holds": 1.0,
 
     # --- the compressors' own claims --------------------------------------
     # Q1: the trial mean of ||Q(x)-x||^2/||x||^2 is a sum of d independent
