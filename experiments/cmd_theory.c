@@ -40,17 +40,22 @@ static void contraction_usage(FILE *out)
   fprintf(out,
           "usage: gradcomp theory contraction [--csv FILE] [--d N] [--densities a,b,...]\n"
           "                                   [--trials T] [--compressors c1,c2,...] [--seed S]\n"
+          "                                   [--levels L]\n"
           "  Empirical contraction delta = 1 - ||C(x)-x||^2/||x||^2 (worst and mean over\n"
           "  T inputs) of every compressor x input distribution (gaussian, laplace,\n"
           "  student-t3, equal-magnitude worst case, trajectory = accumulators of uni\n"
           "  top-K on a heterogeneous quadratic) x density, beside K/d and the Gaussian\n"
           "  tail share 1-rho-2 tau phi(tau) of docs/theory.md 4.5.\n"
+          "  --levels L: QSGD's number of levels s = L (omega = min(d/s^2,\n"
+          "  sqrt(d)/s)).\n"
           "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors,\n"
-          "  seed 1.\n"
+          "  seed 1, L = 1 (the library's default).\n"
           "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
-          "       delta_topk_theory,gauss_share,selected_mean\n"
+          "       delta_topk_theory,gauss_share,selected_mean,levels,bytes_mean\n"
           "  selected_mean: entries sent per trial (the achieved count of\n"
-          "  Gaussian-k and DGC against k).\n");
+          "  Gaussian-k and DGC against k); levels: L (only QSGD reads it);\n"
+          "  bytes_mean: length of the encoded message per trial (bits per entry\n"
+          "  = 8 bytes_mean / d).\n");
 }
 
 /* Trajectory inputs: worker 0's accumulators of uni top-K at this density
@@ -91,7 +96,7 @@ static int record_trajectory(size_t d, double density, size_t trials,
 static int cmd_contraction(int argc, char **argv)
 {
   enum { MAXL = 64 };
-  size_t d = 100000, trials = 5, nd = 2, nt = 0;
+  size_t d = 100000, trials = 5, nd = 2, nt = 0, levels = 0;
   double dens[MAXL] = { 0.001, 0.01 };
   const gc_compressor_type *types[MAXL];
   uint64_t seed = 1;
@@ -103,7 +108,12 @@ static int cmd_contraction(int argc, char **argv)
     else if (!strcmp(o, "--d")) { if (gc_cli_size(CMD, o, v, &d)) return 2; }
     else if (!strcmp(o, "--trials")) { if (gc_cli_size(CMD, o, v, &trials)) return 2; }
     else if (!strcmp(o, "--seed")) { if (gc_cli_u64(CMD, o, v, &seed)) return 2; }
-    else if (!strcmp(o, "--densities")) {
+    else if (!strcmp(o, "--levels")) {
+      if (gc_cli_size(CMD, o, v, &levels))
+        return 2;
+      if (levels == 0 || levels > 1u << 20)
+        return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
+    } else if (!strcmp(o, "--densities")) {
       if (!(nd = gc_cli_doubles(CMD, o, v, dens, MAXL)))
         return 2;
     } else if (!strcmp(o, "--compressors")) {
@@ -130,7 +140,8 @@ static int cmd_contraction(int argc, char **argv)
     return gc_cli_fail(CMD, 0, "out of memory");
   FILE *f = NULL;
   if (csv && !(f = open_csv(csv, "compressor,distribution,d,density,k,trials,delta_worst,"
-                                 "delta_mean,delta_topk_theory,gauss_share,selected_mean\n")))
+                                 "delta_mean,delta_topk_theory,gauss_share,selected_mean,levels,"
+                                 "bytes_mean\n")))
     return 1;
   printf("%-16s %-11s %9s %8s %8s %12s %12s %10s %11s\n", "compressor", "distribution",
          "d", "density", "k", "delta_worst", "delta_mean", "K/d", "gauss_share");
@@ -155,6 +166,8 @@ static int cmd_contraction(int argc, char **argv)
         gc_compressor_params_default(&p);
         p.density = dens[j];
         p.seed = seed;
+        if (levels)
+          p.levels = (unsigned) levels;
         if (!strcmp(types[c]->name, "threshold"))
           p.threshold = 1.0;   /* a fixed v: absolute compressor (2.4) */
         gc_compressor *cmp = gc_compressor_alloc(types[c], d, &p);
@@ -168,7 +181,7 @@ static int cmd_contraction(int argc, char **argv)
           rc = gc_cli_fail(CMD, 0, "out of memory");
           break;
         }
-        double worst = INFINITY, sum = 0, selected = 0;
+        double worst = INFINITY, sum = 0, selected = 0, bytes = 0;
         size_t cnt = 0;
         for (size_t t = 0; t < trials; t++) {
           double dl;
@@ -179,6 +192,16 @@ static int cmd_contraction(int argc, char **argv)
             break;
           }
           selected += (double) info.selected;
+          /* the message's length: the same call again (a compressor's
+           * output is fixed by its input, seed and step), so these are the
+           * bytes delta was measured on */
+          size_t len;
+          if (gc_compress_f64(cmp, xs + t * d, (uint32_t) t, buf,
+                              gc_compressor_max_bytes(cmp), &len, NULL)) {
+            rc = gc_cli_fail(CMD, 1, "compressor %s failed", types[c]->name);
+            break;
+          }
+          bytes += (double) len;
           if (isfinite(dl)) {
             worst = fmin(worst, dl);
             sum += dl;
@@ -196,9 +219,10 @@ static int cmd_contraction(int argc, char **argv)
         printf("%-16s %-11s %9zu %8g %8zu %12.6f %12.6f %10.6f %11.6f\n", types[c]->name,
                dname, d, dens[j], kc, worst, mean, rho, share);
         if (f) {
-          fprintf(f, "%s,%s,%zu,%.17g,%zu,%zu,%.17g,%.17g,%.17g,%.17g,%.17g\n",
+          fprintf(f, "%s,%s,%zu,%.17g,%zu,%zu,%.17g,%.17g,%.17g,%.17g,%.17g,%u,%.17g\n",
                   types[c]->name, dname, d, dens[j], kc, trials, worst, mean, rho,
-                  share, selected / (double) trials);
+                  share, selected / (double) trials, p.levels,
+                  bytes / (double) trials);
           if (gc_cli_csv_flush(CMD, f, csv)) {
             rc = 1;
             break;

@@ -517,3 +517,48 @@ Test(frontend, help_on_each_subcommand)
   cr_assert(eq(int, run_theory("trajectory --help", out, sizeof out), 0));
   cr_assert(eq(int, run_theory("bounds --help", out, sizeof out), 0));
 }
+
+/* `theory contraction --csv` logs QSGD's levels and each message's length:
+ * the paper reads bits per entry from it (QSGD's bits, DGC's ratio, sign's
+ * one bit).  Sign sends d bits plus a small header; top-K's K values are
+ * float64 (the contraction codes doubles) with at most 4 bytes of index
+ * each behind a 7-byte header (lib/gc_wire.h); --levels reaches the row. */
+Test(frontend, contraction_logs_levels_and_bytes)
+{
+  char out[8192], args[1024], line[1024];
+  const char *csv = gc_test_tmp("theory-contraction-bytes.csv");
+  snprintf(args, sizeof args, "contraction --d 1000 --trials 2 --densities 0.01 "
+           "--compressors sign,topk,qsgd --levels 4 --csv %s", csv);
+  cr_assert(eq(int, run_theory(args, out, sizeof out), 0), "%s", out);
+  FILE *f = fopen(csv, "r");
+  cr_assert(f != NULL);
+  cr_assert(fgets(line, sizeof line, f) != NULL);
+  cr_assert(strstr(line, ",selected_mean,levels,bytes_mean\n") != NULL, "%s", line);
+  size_t rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    char name[32];
+    unsigned levels;
+    double bytes;
+    /* compressor,distribution,d,density,k,trials,worst,mean,rho,share,
+     * selected_mean,levels,bytes_mean */
+    const char *p = line;
+    for (int comma = 0; comma < 11; comma++) {
+      p = strchr(p, ',');
+      cr_assert(p != NULL, "%s", line);
+      p++;
+    }
+    cr_assert(eq(int, sscanf(line, "%31[^,]", name), 1));
+    cr_assert(eq(int, sscanf(p, "%u,%lf", &levels, &bytes), 2), "%s", line);
+    cr_assert(eq(u32, levels, 4), "%s", line);
+    if (!strcmp(name, "sign"))
+      cr_assert(bytes * 8 >= 1000 && bytes * 8 <= 1000 + 64, "%s", line);
+    else if (!strcmp(name, "topk"))
+      cr_assert(bytes >= 7 + 10 * 8 && bytes <= 7 + 10 * (8 + 4), "%s", line);
+    else
+      cr_assert(bytes > 0 && bytes < 4 * 1000, "%s", line);   /* below float32 */
+    rows++;
+  }
+  fclose(f);
+  remove(csv);
+  cr_assert(eq(sz, rows, 3 * 5));   /* 3 compressors x 5 input kinds */
+}
