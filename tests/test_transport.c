@@ -791,8 +791,13 @@ Test(train_mpi, killed_server_then_resume, .timeout = 240)
  * then ends with the uninterrupted run's model and log, byte for byte,
  * and removes every stop record.  `who` is the reporting rank's name of
  * the silent one, `record` the start of the name of the stop record that
- * must hold it. */
-static void stopped_rank(int rank, const char *who, const char *record)
+ * must hold it, `wrong` a blame no rank may print: a worker waiting on
+ * rank 0 while rank 0 waits on the stopped worker must not name rank 0
+ * (it waits twice the limit), and rank 0, continued by the job's end
+ * after a stop of its own, must not name the workers (its own stopped
+ * time is not their silence). */
+static void stopped_rank(int rank, const char *who, const char *record,
+                         const char *wrong)
 {
   need_mpirun();
   gc_test_need_dataset("mnist");
@@ -808,6 +813,7 @@ static void stopped_rank(int rank, const char *who, const char *record)
   cr_assert(rows && atoi(rows + 13) >= 2 && atoi(rows + 13) < 12,
             "the stop did not land mid-run: %s", out);
   cr_assert(strstr(out, who) != NULL, "%s", out);
+  cr_assert(strstr(out, wrong) == NULL, "%s", out);
   cr_assert(strstr(out, "stopped during epoch ") != NULL, "%s", out);
   cr_assert(strstr(out, " at step ") != NULL, "%s", out);
   double lim = watchdog_limit(out);
@@ -845,7 +851,7 @@ static void stopped_rank(int rank, const char *who, const char *record)
 Test(train_mpi, stopped_worker_watchdog_then_resume, .timeout = 600)
 {
   stopped_rank(2, "rank 0 heard nothing from rank 2 (worker 1)",
-               "stopped.txt");
+               "stopped.txt", "heard nothing from rank 0");
 }
 
 /* A stopped rank 0: the workers' watchdogs report it (after twice the
@@ -854,7 +860,8 @@ Test(train_mpi, stopped_worker_watchdog_then_resume, .timeout = 600)
  * own watchdog speaks. */
 Test(train_mpi, stopped_server_watchdog_then_resume, .timeout = 600)
 {
-  stopped_rank(0, "heard nothing from rank 0 (the server)", "stopped-r");
+  stopped_rank(0, "heard nothing from rank 0 (the server)", "stopped-r",
+               "rank 0 heard nothing");
 }
 
 /* Under mpirun -n 3 without --transport mpi each process would run the
