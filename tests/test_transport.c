@@ -814,7 +814,7 @@ static void stopped_rank(int rank, const char *who, const char *record,
             "the stop did not land mid-run: %s", out);
   cr_assert(strstr(out, who) != NULL, "%s", out);
   cr_assert(strstr(out, wrong) == NULL, "%s", out);
-  cr_assert(strstr(out, "stopped during epoch ") != NULL, "%s", out);
+  cr_assert(strstr(out, "ended the job during epoch ") != NULL, "%s", out);
   cr_assert(strstr(out, " at step ") != NULL, "%s", out);
   double lim = watchdog_limit(out);
   const char *s = strstr(out, "stop_s=");
