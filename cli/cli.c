@@ -619,7 +619,8 @@ int gc_cli_refuse_launcher(const char *cmd, int mpi)
                      " (%s=%d), but not over MPI: each process would run the"
                      " whole job alone, into the same files; pass --transport"
                      " mpi (train, theory trajectory; mpirun -n P+1), or run"
-                     " it without mpirun", n, var, n);
+                     " it without mpirun (if a parent process passed %s on,"
+                     " unset it)", n, var, n, var);
   return 2;
 }
 

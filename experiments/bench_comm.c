@@ -166,10 +166,13 @@ static int under_mpirun(size_t steps, double density)
       comm_row r;
       int st = s ? time_steps(s, grads, steps, barrier, &r)
                  : gc_last_error_code();
-      if (st)
+      if (st) {
+        /* before freeing: a failed wait may leave requests on s's buffers */
         rc = gc_cli_fail(CMD, st, "rank %d: %s at d = %zu", rank,
                          gc_algo_name(algos[a]), d);
-      else if (rank == 0)
+        fflush(NULL);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+      } else if (rank == 0)
         printf("row %s %s %zu %.17g %.17g %.17g %.17g\n", models[m].name,
                gc_algo_name(algos[a]), P, r.steps_s, r.up_b, r.down_b,
                r.support);

@@ -430,8 +430,8 @@ static int cmd_trajectory(int argc, char **argv)
     if (st == GC_SUCCESS && !(isfinite(row.f_gap) && isfinite(row.grad_norm2)))
       st = GC_EDIVERGE;
     if (st != GC_SUCCESS) {
-      rc = gc_cli_fail(CMD, st, "%s diverged or failed at step %zu",
-                       a.algorithm, t);
+      rc = gc_cli_fail(CMD, st, "%s %s at step %zu", a.algorithm,
+                       st == GC_EDIVERGE ? "diverged" : "failed", t);
       break;
     }
     if (f) {

@@ -486,8 +486,8 @@ static int record_failure(const opts *o)
   recorded = 1;
   sigprocmask(SIG_SETMASK, &old, NULL);
   char msg[2400];
-  snprintf(msg, sizeof msg, "%s stopped during epoch %ld at step %ld: %s; "
-           "the rows of %s/log.csv and the checkpoint of the last "
+  snprintf(msg, sizeof msg, "%s ended the job during epoch %ld at step %ld: "
+           "%s; the rows of %s/log.csv and the checkpoint of the last "
            "finished epoch are kept; continue with the same options and "
            "--resume%s\n", stop_head, (long) where[0], (long) where[1],
            gc_last_error(), o->c.out,

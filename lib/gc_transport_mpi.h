@@ -22,8 +22,10 @@
  * has seen, timed from one uplink exchange to the next, the evaluation
  * between two epochs included), twice that when it waits on rank 0 (which
  * may itself be waiting that long on another worker): GC_EMPI naming the
- * silent rank(s), the message and the step.  The communicator is then
- * unusable (requests stay pending): end the job with MPI_Abort. */
+ * silent rank(s), the message and the step; its pending receives are
+ * cancelled.  The communicator is then unusable (a receive already under
+ * way cannot be cancelled, and sends stay pending): end the job with
+ * MPI_Abort (gc_mpi_free keeps its own receive buffer then). */
 #ifndef GC_TRANSPORT_MPI_H
 #define GC_TRANSPORT_MPI_H
 #include <mpi.h>

@@ -32,6 +32,7 @@ struct gc_mpi {
   MPI_Request *req;      /* [2P]: the requests of one wait              */
   MPI_Status *st;        /* [2P]                                        */
   int *peer;             /* [2P]: the rank each request waits on        */
+  uint8_t *recv;         /* [2P]: 1 for a receive, 0 for a send         */
   int *idx;              /* [2P]: MPI_Testsome's completed indices      */
   MPI_Status *tst;       /* [2P]: and their statuses                    */
   uint64_t up_sent, up_received, down_received;
@@ -39,6 +40,7 @@ struct gc_mpi {
   double timeout;        /* seconds; 0: wait for ever                   */
   double last_step;      /* gc__now() at the last gather_up, 0 before   */
   double slowest;        /* the longest step seen (seconds)             */
+  int broken;            /* a wait failed: requests may still be pending */
 };
 
 /* Report an MPI error code with the call and step it came from. */
@@ -88,9 +90,27 @@ static double wait_limit(const gc_mpi *m, int on_server)
  * 1 ms sleeps, so that a rank waiting on a stopped one does not spin at
  * 100% CPU; 1 ms keeps a long transfer's progress calls frequent.  Past
  * the watchdog's limit: GC_EMPI naming the ranks still silent, the
- * message awaited (`what`) and the step.  The requests are then left
- * pending: the caller ends the job (MPI_Abort). */
+ * message awaited (`what`) and the step.  Then the pending receives are
+ * cancelled, so that no late message lands in a buffer the caller frees
+ * on its way to MPI_Abort; one already under way cannot be, which is why
+ * the job must end, and m->broken keeps m->rbuf alive till then. */
+static int await_polls(gc_mpi *m, int n, const char *what, uint32_t step);
+
 static int await(gc_mpi *m, int n, const char *what, uint32_t step)
+{
+  int st = await_polls(m, n, what, step);
+  if (st == GC_SUCCESS)
+    return st;
+  m->broken = 1;
+  for (int i = 0; i < n; i++)
+    if (m->recv[i] && m->req[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&m->req[i]);
+      MPI_Request_free(&m->req[i]);
+    }
+  return st;
+}
+
+static int await_polls(gc_mpi *m, int n, const char *what, uint32_t step)
 {
   double last = gc__now(), waited = 0;
   int on_server = 1;
@@ -176,6 +196,7 @@ static int post_recv(gc_mpi *m, int *n, void *buf, size_t cap, int from,
                      int tag, uint32_t step)
 {
   m->peer[*n] = from;
+  m->recv[*n] = 1;
   MPI_TRY(MPI_Irecv(buf, (int) cap, MPI_BYTE, from, tag, m->comm,
                     &m->req[*n]), "Irecv", step);
   ++*n;
@@ -186,6 +207,7 @@ static int post_send(gc_mpi *m, int *n, const void *buf, size_t len, int to,
                      int tag, uint32_t step)
 {
   m->peer[*n] = to;
+  m->recv[*n] = 0;
   MPI_TRY(MPI_Isend(buf, (int) len, MPI_BYTE, to, tag, m->comm, &m->req[*n]),
           "Isend", step);
   ++*n;
@@ -346,10 +368,12 @@ void gc_mpi_free(gc_mpi *m)
     return;
   if (m->comm != MPI_COMM_NULL)
     MPI_Comm_free(&m->comm);
-  free(m->rbuf);
+  if (!m->broken)   /* else a pending receive may still write it */
+    free(m->rbuf);
   free(m->req);
   free(m->st);
   free(m->peer);
+  free(m->recv);
   free(m->idx);
   free(m->tst);
   free(m);
@@ -404,6 +428,7 @@ gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg)
            (m->req = calloc(nr, sizeof *m->req)) &&
            (m->st = calloc(nr, sizeof *m->st)) &&
            (m->peer = calloc(nr, sizeof *m->peer)) &&
+           (m->recv = calloc(nr, sizeof *m->recv)) &&
            (m->idx = calloc(nr, sizeof *m->idx)) &&
            (m->tst = calloc(nr, sizeof *m->tst));
   if (!ok) {
