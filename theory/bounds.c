@@ -172,7 +172,7 @@ const char *gc_rung_name(int rung)
 {
   static const char *names[GC_RUNG_COUNT] = { "r0_theorem", "r1_delta", "r2_xi",
                                               "r3_memory", "r4_m2", "r5_gradient",
-                                              "r6_inner" };
+                                              "r6_inner", "r7_curvature" };
   return rung >= 0 && rung < GC_RUNG_COUNT ? names[rung] : "?";
 }
 
@@ -417,6 +417,7 @@ static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
     /* E[||gbar_t||^2 | x_t] = ||grad F(x_t)||^2 + sigma^2 d/P, averaged */
     .m2_mean = c->mean_grad2 + c->sigma * c->sigma * (double) c->d / (double) c->P,
     .gdiff2_mean = c->gdiff2_mean, .inner_mean = c->inner_mean,
+    .curv_mean = c->curv_mean,
   };
   gc_bound_ladder(&in, r->rung);
   r->value = r->rung[GC_RUNG_THEOREM];
@@ -722,6 +723,7 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->rec2_mean += s.rec2_mean / (double) runs;
     out->gdiff2_mean += s.gdiff2_mean / (double) runs;
     out->inner_mean += s.inner_mean / (double) runs;
+    out->curv_mean += s.curv_mean / (double) runs;
     out->rec_excess = fmax(out->rec_excess, s.rec_excess_max);
     grad2_top = fmax(grad2_top, s.grad2_max);
     if (s.float_loss_share > out->float_loss) {
