@@ -566,6 +566,9 @@ static int cmd_bounds(int argc, char **argv)
       printf("%s  (%s)\n  bounds: %s\n  assumptions: %s\n", b->name, b->source,
              b->bounds, b->assumptions);
     }
+    printf("every bound: exact arithmetic (a run whose updates lose half their total\n"
+           "  length or more to floating-point rounding is refused, docs/theory.md 4.7);\n"
+           "  nonconvex_4.3 rows also carry the ladder of 4.9 (r0_theorem..r7_curvature)\n");
     return 0;
   }
   if (steps == 0 || steps > 100000000)
