@@ -521,7 +521,7 @@ static void bounds_usage(FILE *out)
           "       measured_min_grad2,measured_mean_grad2,bound,bound_name,runs,sigma,\n"
           "       delta,bounds,expectation,measured,lr_schedule,alpha,r0_theorem,\n"
           "       r1_delta,r2_xi,r3_memory,r4_m2,r5_gradient,r6_inner,\n"
-          "       ratio_r0..ratio_r6,\n"
+          "       r7_curvature,ratio_r0..ratio_r7,\n"
           "       status,\n"
           "       failed_assumption\n"
           "  bounds: min_t_grad2, mean_t_grad2 or wavg_fgap (F(xbar_T)-F*); alpha: the\n"
@@ -535,7 +535,9 @@ static void bounds_usage(FILE *out)
           "  ||gbar_t||^2 per step (its mean) instead of its max; r5_gradient also\n"
           "  with ||grad F(x_t - E_t) - grad F(x_t)||^2 instead of L^2 ||E_t||^2;\n"
           "  r6_inner without the proof's Young step: half of r4's first two terms\n"
-          "  plus the measured <grad F(x_t) - grad F(x_t - E_t), grad F(x_t)>.\n"
+          "  plus the measured <grad F(x_t) - grad F(x_t - E_t), grad F(x_t)>;\n"
+          "  r7_curvature also with the curvature along the steps, E gbar^T A gbar,\n"
+          "  instead of L ||gbar||^2 in the descent lemma.\n"
           "  Each is a bound\n"
           "  given what it measures; nan where its memory bound fails on the run.\n"
           "  A run whose updates round away (an update losing half its norm or more\n"
@@ -608,6 +610,9 @@ static int cmd_bounds(int argc, char **argv)
       printf("%s  (%s)\n  bounds: %s\n  assumptions: %s\n", b->name, b->source,
              b->bounds, b->assumptions);
     }
+    printf("every bound: exact arithmetic (a run whose updates lose half their total\n"
+           "  length or more to floating-point rounding is refused, docs/theory.md 4.7);\n"
+           "  nonconvex_4.3 rows also carry the ladder of 4.9 (r0_theorem..r7_curvature)\n");
     return 0;
   }
   if (steps == 0 || steps > 100000000)
@@ -637,8 +642,9 @@ static int cmd_bounds(int argc, char **argv)
                                  "xi_max,measured_min_grad2,measured_mean_grad2,bound,"
                                  "bound_name,runs,sigma,delta,bounds,expectation,measured,"
                                  "lr_schedule,alpha,r0_theorem,r1_delta,r2_xi,r3_memory,"
-                                 "r4_m2,r5_gradient,r6_inner,ratio_r0,ratio_r1,ratio_r2,"
-                                 "ratio_r3,ratio_r4,ratio_r5,ratio_r6,"
+                                 "r4_m2,r5_gradient,r6_inner,r7_curvature,ratio_r0,"
+                                 "ratio_r1,ratio_r2,ratio_r3,ratio_r4,ratio_r5,ratio_r6,"
+                                 "ratio_r7,"
                                  "status,failed_assumption\n")))
     return 1;
   /* columns as wide as the longest problem and compressor name: a cut

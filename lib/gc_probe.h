@@ -110,6 +110,7 @@ typedef struct gc_ladder_path {
   double gd2_sum, gd2_last;     /* ||grad F(x_t - E_t) - grad F(x_t)||^2   */
   double in_sum, in_last;       /* <grad F(x_t) - grad F(x_t - E_t),
                                     grad F(x_t)>                           */
+  double cv_sum;                /* E[gbar_t^T H gbar_t | x_t] (rung 7)     */
   size_t steps;
 } gc_ladder_path;
 
@@ -135,6 +136,10 @@ double gc_ladder_path_gbar2_mean(const gc_ladder_path *p);
 void gc_ladder_path_gdiff(gc_ladder_path *p, double gdiff2, double inner);
 double gc_ladder_path_gdiff2_mean(const gc_ladder_path *p);
 double gc_ladder_path_inner_mean(const gc_ladder_path *p);
+/* At step t: the curvature term gbar_t^T H gbar_t of the descent lemma
+ * (its conditional expectation where known), and its mean over t < T. */
+void gc_ladder_path_curv(gc_ladder_path *p, double q);
+double gc_ladder_path_curv_mean(const gc_ladder_path *p);
 
 /* The rungs of 4.9 (rung 0, the theorem, included) from measured
  * constants; a rung whose memory bound the measured memories do not meet
@@ -155,8 +160,10 @@ typedef struct gc_ladder_in {
                                    grad F(x_t)||^2 (rung 5; NaN: none)     */
   double inner_mean;            /* mean_{t<T} <grad F(x_t) - grad F(x_t -
                                    E_t), grad F(x_t)> (rung 6; NaN: none)  */
+  double curv_mean;             /* mean_{t<T} E gbar_t^T H gbar_t (rung 7;
+                                   NaN: none)                               */
 } gc_ladder_in;
-enum { GC_LADDER_RUNGS = 7 };
+enum { GC_LADDER_RUNGS = 8 };
 void gc_bound_ladder(const gc_ladder_in *in, double rung[GC_LADDER_RUNGS]);
 
 #ifdef __cplusplus

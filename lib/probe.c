@@ -344,6 +344,13 @@ void gc_ladder_path_gdiff(gc_ladder_path *p, double gdiff2, double inner)
   p->in_sum += inner;
 }
 
+void gc_ladder_path_curv(gc_ladder_path *p, double q) { p->cv_sum += q; }
+
+double gc_ladder_path_curv_mean(const gc_ladder_path *p)
+{
+  return p->steps ? p->cv_sum / (double) p->steps : NAN;
+}
+
 double gc_ladder_path_inner_mean(const gc_ladder_path *p)
 {
   return p->steps ? (p->in_sum - p->in_last) / (double) p->steps : NAN;
@@ -391,4 +398,7 @@ void gc_bound_ladder(const gc_ladder_in *in, double rung[GC_LADDER_RUNGS])
    * the descent lemma, the second measured */
   double ip = g > 0 || in->xi > 0 ? in->inner_mean : 0;
   rung[6] = 0.5 * t0 + 0.5 * L * lr * in->m2_mean + ip;
+  /* r7: the descent lemma with the curvature along the steps taken,
+   * (lr^2/2) gbar^T H gbar, instead of (L lr^2/2) ||gbar||^2 */
+  rung[7] = 0.5 * t0 + 0.5 * lr * in->curv_mean + ip;
 }

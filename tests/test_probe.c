@@ -217,3 +217,75 @@ Test(probe, undefined_without_memories_and_bound_terms)
   cr_assert(b == gc_bound_nonconvex(2.0, 0.5, 4, 3.0, 1.5, 0.6, 2.0));
   cr_assert(isinf(gc_bound_nonconvex(2.0, 0.5, 0, 3.0, 1.5, 0.6, 2.0)));
 }
+
+/* The memories training logs for the ladder (theory.md 4.9) come from the
+ * probe's sums: ||E_{t+1}||^2 with the server's delta_{t+1} read as delta_t
+ * + mean m^p - TopK_d(delta_t + mean m^p), mean_p ||eps^p||^2 and
+ * ||delta||^2.  Against the simulator's own memories (gc_worker_memory,
+ * gc_server_memory) on a float64 run of a noisy quadratic, every method
+ * with memories of 4.3 and a top-K downlink.  Tolerance: the two sides sum
+ * the same n = 12 products in different orders from vectors that differ
+ * by a few roundings (relative 2^-52 each), so 1e-12 relative is ample. */
+Test(probe, memories_equal_the_simulators)
+{
+  static const gc_algo_kind kinds[] = { GC_ALGO_UNI, GC_ALGO_BI, GC_ALGO_DOWNLINK,
+                                        GC_ALGO_DOUBLESQUEEZE };
+  const double lr = 0.05;
+  for (size_t j = 0; j < 4; j++) {
+    gc_problem *prob;
+    cr_assert_eq(gc_problem_parse("quadratic:P=3,d=12,hetero=2,sigma=0.5", 7, &prob),
+                 GC_SUCCESS);
+    size_t n = prob->n, P = prob->workers;
+    gc_algo_config cfg = topk_cfg(kinds[j], 2, GC_F64);
+    cfg.workers = P;
+    cfg.n = n;
+    gc_sim *sim = gc_sim_alloc(&cfg, prob->x0);
+    gc_xi_probe *w = gc_xi_probe_alloc(&cfg);
+    cr_assert(sim && w);
+    double *g = malloc(P * n * sizeof *g), *E = malloc(n * sizeof *E);
+    const void *gp[3];
+    double c = kinds[j] == GC_ALGO_DOWNLINK || kinds[j] == GC_ALGO_DOUBLESQUEEZE ? lr : 1;
+    for (uint32_t t = 0; t < 30; t++) {
+      for (size_t p = 0; p < P; p++) {
+        gc_problem_worker_grad(prob, p, gc_sim_point(sim), g + p * n);
+        gc_problem_add_noise(prob, p, t, g + p * n);
+        gp[p] = g + p * n;
+      }
+      gc_xi_probe_before(w, sim);
+      cr_assert_eq(gc_sim_step(sim, gp, lr), GC_SUCCESS);
+      gc_xi_sample s;
+      cr_assert_eq(gc_xi_probe_after(w, sim, gp, lr, &s), GC_SUCCESS);
+      double wm = 0, sm = 0, em = 0;
+      memset(E, 0, n * sizeof *E);
+      for (size_t p = 0; p < P; p++) {
+        const double *eps = gc_worker_memory(gc_sim_worker(sim, p));
+        for (size_t i = 0; eps && i < n; i++) {
+          E[i] += c * eps[i] / (double) P;
+          wm += c * c * eps[i] * eps[i] / (double) P;
+        }
+      }
+      const double *dm = gc_server_memory(gc_sim_server(sim));
+      for (size_t i = 0; kinds[j] != GC_ALGO_UNI && i < n; i++) {
+        E[i] += c * dm[i];
+        sm += c * c * dm[i] * dm[i];
+      }
+      for (size_t i = 0; i < n; i++)
+        em += E[i] * E[i];
+      const char *a = gc_algo_name(kinds[j]);
+      cr_assert(fabs(s.mem_norm2 - em) <= 1e-12 * em, "%s t=%u: %.17g vs %.17g", a, t,
+                s.mem_norm2, em);
+      cr_assert(fabs(s.worker_mem2 - wm) <= 1e-12 * wm, "%s t=%u: %.17g vs %.17g", a, t,
+                s.worker_mem2, wm);
+      cr_assert(fabs(s.server_mem2 - sm) <= 1e-12 * sm, "%s t=%u: %.17g vs %.17g", a, t,
+                s.server_mem2, sm);
+      /* top-K keeps at least K/d of any input's energy */
+      cr_assert(s.gamma_hat <= sqrt(1 - 2.0 / (double) n) * (1 + 1e-12), "%s: %g", a,
+                s.gamma_hat);
+    }
+    free(g);
+    free(E);
+    gc_xi_probe_free(w);
+    gc_sim_free(sim);
+    gc_problem_free(prob);
+  }
+}

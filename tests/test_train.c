@@ -677,13 +677,13 @@ Test(train, bounds_csv_is_plain_and_carries_the_ladder)
   free(csv);
   snprintf(p, sizeof p, "%s/bounds.json", a);
   char *json = gc_test_slurp(p, &len);
-  cr_assert(json && strstr(json, "\"r6_inner\"") && strstr(json, "local estimate"));
+  cr_assert(json && strstr(json, "\"r7_curvature\"") && strstr(json, "local estimate"));
   free(json);
   static const char *rung[] = { "r0_theorem", "r1_delta", "r2_xi", "r3_memory", "r4_m2",
-                                "r5_gradient", "r6_inner" };
+                                "r5_gradient", "r6_inner", "r7_curvature" };
   for (int r = 1; r <= 2; r++) {
-    double v[7];
-    for (int k = 0; k < 7; k++)
+    double v[8];
+    for (int k = 0; k < 8; k++)
       v[k] = bounds_field(a, r, rung[k]);
     double g2 = bounds_field(a, r, "grad2_mean"), L = bounds_field(a, r, "L");
     double t0 = bounds_field(a, r, "term_f0"), ts = bounds_field(a, r, "term_sgd");
@@ -703,6 +703,7 @@ Test(train, bounds_csv_is_plain_and_carries_the_ladder)
     double r6 = 0.5 * (t0 + sgd_mean) + bounds_field(a, r, "inner_mean");
     cr_assert(fabs(v[6] - r6) <= tol * fabs(r6) + 1e-12, "row %d: r6 %g, recomputed %g", r,
               v[6], r6);
+    cr_assert(isnan(v[7]), "row %d: r7 %g on a net", r, v[7]);   /* quadratics only */
     for (int k = 0; k < 7; k++) {
       char name[16];
       snprintf(name, sizeof name, "ratio_r%d", k);

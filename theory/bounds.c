@@ -172,7 +172,7 @@ const char *gc_rung_name(int rung)
 {
   static const char *names[GC_RUNG_COUNT] = { "r0_theorem", "r1_delta", "r2_xi",
                                               "r3_memory", "r4_m2", "r5_gradient",
-                                              "r6_inner" };
+                                              "r6_inner", "r7_curvature" };
   return rung >= 0 && rung < GC_RUNG_COUNT ? names[rung] : "?";
 }
 
@@ -417,6 +417,7 @@ static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
     /* E[||gbar_t||^2 | x_t] = ||grad F(x_t)||^2 + sigma^2 d/P, averaged */
     .m2_mean = c->mean_grad2 + c->sigma * c->sigma * (double) c->d / (double) c->P,
     .gdiff2_mean = c->gdiff2_mean, .inner_mean = c->inner_mean,
+    .curv_mean = c->curv_mean,
   };
   gc_bound_ladder(&in, r->rung);
   r->value = r->rung[GC_RUNG_THEOREM];
@@ -464,7 +465,6 @@ static int eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
    * conditional value at its largest (G2, 4.7) rather than one draw */
   r->value = gc_bound_ef_sgd(c->f0_gap, c->lr, c->T - 1, c->L,
                              c->sigma > 0 ? c->G2 : c->M2, delta);
-  r->rung[GC_RUNG_THEOREM] = r->value;
   return 1;
 }
 
@@ -573,6 +573,8 @@ void gc_theory_bounds_eval(const gc_bound_case *c, gc_bound_row *rows)
   eval_ef21(c, &rows[2]);
   eval_mem_sgd(c, &rows[3]);
   eval_omega_ef(c, &rows[4]);
+  for (size_t i = 0; i < GC_BOUND_COUNT; i++)   /* rung 0: the bound as stated */
+    rows[i].rung[GC_RUNG_THEOREM] = rows[i].value;
   /* Every analysis assumes x_{t+1} = x_t - u_t in exact arithmetic; a run
    * whose updates round away is not the algorithm they analyse (its
    * ||grad F||^2 stays put while the bounds expect it to fall). */
@@ -722,6 +724,7 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->rec2_mean += s.rec2_mean / (double) runs;
     out->gdiff2_mean += s.gdiff2_mean / (double) runs;
     out->inner_mean += s.inner_mean / (double) runs;
+    out->curv_mean += s.curv_mean / (double) runs;
     out->rec_excess = fmax(out->rec_excess, s.rec_excess_max);
     grad2_top = fmax(grad2_top, s.grad2_max);
     if (s.float_loss_share > out->float_loss) {

@@ -161,6 +161,9 @@ typedef struct gc_probe_summary {
   double gbar2_mean;             /* (1/T) sum_{t<T} ||gbar_t||^2             */
   double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2           */
   double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
+  double curv_mean;              /* (1/T) sum_{t<T} E[gbar_t^T Abar gbar_t |
+                                    x_t] = grad F^T Abar grad F + sigma^2
+                                    tr(Abar)/P                              */
   double float_loss_share;       /* sum_t ||lost_t|| / sum_t ||u_t||: the share
                                     of the path's movement lost to rounding */
   double float_loss_max;         /* max_t float_loss (0 when never defined) */
@@ -347,6 +350,9 @@ typedef struct gc_bound_case {
   double gdiff2_mean;            /* (1/T) sum_{t<T} ||Abar E_t||^2 (= ||grad F
                                     (x_t - E_t) - grad F(x_t)||^2)          */
   double inner_mean;             /* (1/T) sum_{t<T} <Abar E_t, grad F(x_t)>  */
+  double curv_mean;              /* (1/T) sum_{t<T} E[gbar_t^T Abar gbar_t |
+                                    x_t] = grad F^T Abar grad F + sigma^2
+                                    tr(Abar)/P                              */
   double M2_path;                /* an upper estimate of E max_t ||gbar_t||^2
                                     (4.7: the measured gradient part plus the
                                     noise's expected maximum; M2 without
@@ -381,7 +387,7 @@ typedef struct gc_bound_row {
   char failed[192];       /* "" or the failed assumption with the measured
                              value, e.g. "P = 2 (theorem: one worker)";
                              no commas, so CSV readers need no quoting */
-  double rung[7];         /* the ladder of 4.9 (GC_RUNG_*): rung[0] = value;
+  double rung[8];         /* the ladder of 4.9 (GC_RUNG_*): rung[0] = value;
                              the others only for nonconvex_4.3, NaN where a
                              rung's own check fails or the row is refused */
 } gc_bound_row;
@@ -397,9 +403,11 @@ enum { GC_RUNG_THEOREM = 0,   /* gamma = sqrt(1-K/d), xi_max, M^2 max      */
                                  L^2 ||E_t||^2                             */
        GC_RUNG_INNER = 6,     /* + <grad F(x_t) - grad F(x~_t), grad F(x_t)>
                                  without the Young step                    */
-       GC_RUNG_COUNT = 7 };
+       GC_RUNG_CURVATURE = 7, /* + gbar^T Abar gbar for L ||gbar||^2 in the
+                                 descent lemma                              */
+       GC_RUNG_COUNT = 8 };
 /* "r0_theorem", "r1_delta", "r2_xi", "r3_memory", "r4_m2", "r5_gradient",
- * "r6_inner". */
+ * "r6_inner", "r7_curvature". */
 const char *gc_rung_name(int rung);
 /* E max_{t<T} X_t for T independent chi-square(d) variables, bounded above
  * by min over 0 < l < 1/2 of (ln T - (d/2) ln(1 - 2l))/l (Jensen on

@@ -81,6 +81,8 @@ struct gc_theory_run {
   double fl_max, fl_x;           /* the largest per-step loss, |x| there     */
   size_t fl_step;
   double fl_lost, fl_moved;      /* sums of ||lost_t|| and ||u_t||           */
+  double *grad0;                 /* grad F(0), for Abar v = grad F(v) - grad F(0) */
+  double noise_curv;             /* sigma^2 tr(Abar)/P = E n^T Abar n        */
 };
 
 static double norm2(const double *x, size_t n)
@@ -147,6 +149,7 @@ void gc_theory_run_free(gc_theory_run *r)
   free(r->worker_grad2_max);
   free(r->avg_sum);
   free(r->xprev);
+  free(r->grad0);
   gc_xi_probe_free(r->xi);
   gc_compressor_free(r->draw_up);
   gc_compressor_free(r->draw_down);
@@ -234,6 +237,7 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
          (r->t2 = calloc(n, sizeof *r->t2)) &&
          (r->t3 = calloc(n, sizeof *r->t3)) &&
          (r->xprev = calloc(n, sizeof *r->xprev)) &&
+         (r->grad0 = calloc(n, sizeof *r->grad0)) &&
          (r->worker_grad2_max = calloc(P, sizeof *r->worker_grad2_max));
     /* without noise the step takes the exact gradients themselves */
     for (size_t p = r->lo; ok && p < r->hi; p++)
@@ -261,6 +265,16 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
   r->dup_draws = r->ddown_draws = INFINITY;
   r->avg_shift = NAN;
   gc_ladder_path_init(&r->lad);
+  /* rung r7: Abar v = grad F(v) - grad F(0); the noise n of gbar has
+   * covariance (sigma^2/P) I, so E n^T Abar n = sigma^2 tr(Abar)/P */
+  memset(r->t1, 0, n * sizeof *r->t1);
+  gc_problem_grad(prob, r->t1, r->grad0);
+  double trace = 0;   /* P tr(Abar) */
+  for (size_t p = 0; p < P; p++)
+    for (size_t i = 0; i < n; i++)
+      trace += prob->kind == GC_PROBLEM_DIAG ? prob->a[p * n + i]
+                                             : prob->a[(p * n + i) * n + i];
+  r->noise_curv = prob->sigma * prob->sigma * trace / (double) P / (double) P;
   return r;
 }
 
@@ -635,6 +649,14 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
     rw.rec_bound = gc_ladder_path_step(&r->lad, r->mem != MEM_NONE, rw.gamma_hat,
                                        rw.gbar_norm2, down ? num_bi_model : num_model,
                                        lr, rw.mem_norm);
+    /* rung r7: E[gbar^T Abar gbar | x_t] = g^T Abar g + sigma^2 tr(Abar)/P,
+     * g = grad F(x_t) the mean of the exact worker gradients */
+    norm2_of_mean(r->v_clean, P, n, r->t2);
+    gc_problem_grad(prob, r->t2, r->t1);
+    double q = 0;
+    for (size_t i = 0; i < n; i++)
+      q += r->t2[i] * (r->t1[i] - r->grad0[i]);
+    gc_ladder_path_curv(&r->lad, q + r->noise_curv);
     /* rung r5: grad F(x - E) - grad F(x) = -Abar E on a quadratic, formed
      * as grad F(E) - grad F(0) */
     double gd2 = 0, in = 0;
@@ -750,6 +772,7 @@ void gc_theory_run_summary(const gc_theory_run *r, gc_probe_summary *s)
   s->gbar2_mean = gc_ladder_path_gbar2_mean(&r->lad);
   s->gdiff2_mean = gc_ladder_path_gdiff2_mean(&r->lad);
   s->inner_mean = gc_ladder_path_inner_mean(&r->lad);
+  s->curv_mean = gc_ladder_path_curv_mean(&r->lad);
   s->float_loss_max = r->fl_max;
   s->float_loss_share = r->fl_moved > 0 ? r->fl_lost / r->fl_moved : 0;
   s->float_loss_step = r->fl_step;
