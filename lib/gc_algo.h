@@ -21,6 +21,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef enum gc_algo_kind {
   GC_ALGO_SGD = 0,        /* dense: average of the gradients                */
@@ -208,5 +211,8 @@ void gc_sim_times(const gc_sim *s, double *worker_s, double *server_s);
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_ALGO_H */

@@ -21,6 +21,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 enum { GC_TIES_LOW = 0, GC_TIES_HIGH = 1 };   /* which index wins equal |x| */
 
@@ -187,5 +190,8 @@ extern const gc_compressor_type *const gc_compressor_powersgd;
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_COMPRESSOR_H */

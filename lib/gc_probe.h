@@ -27,6 +27,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef struct gc_xi_probe gc_xi_probe;
 
@@ -84,5 +87,8 @@ double gc_bound_nonconvex(double f0_gap, double lr, size_t T, double L,
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_PROBE_H */

@@ -17,6 +17,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 /* Either call may be NULL where there is nothing to move (an allgather
  * transport, whose every process runs the server step, has no downlink). */
@@ -65,5 +68,8 @@ double gc_sim_comm_time(const gc_sim *s);
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_TRANSPORT_H */
