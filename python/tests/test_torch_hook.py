@@ -1,0 +1,180 @@
+"""The DDP hook in real gloo runs on 127.0.0.1 (2 and 4 processes, each
+with a timeout): every rank holds the same parameters after every step,
+and the parameters are those of an in-process NumPy emulation of uni/bi
+top-K with error feedback, bit for bit; a pickled checkpoint resumes
+bit-identically; a NaN gradient raises on every rank and moves nothing."""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:          # the runner skips the file; keep imports clean
+    torch = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+TIMEOUT = 60
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(world, method, start_iter=0, mode="run"):
+    """Run `world` ranks of ddp_worker.py; returns their npz results."""
+    tmp = tempfile.mkdtemp(prefix="gc-ddp.")
+    port = free_port()
+    procs, outs = [], []
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               GC_WORKER_TIMEOUT=str(TIMEOUT - 10))
+    for r in range(world):
+        out = os.path.join(tmp, "rank%d.npz" % r)
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "ddp_worker.py"), str(r),
+             str(world), str(port), method, out, str(start_iter), mode],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env))
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=TIMEOUT)[0].decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for r, p in enumerate(procs):
+        if p.returncode != 0:
+            raise AssertionError("rank %d exited %s:\n%s" % (r, p.returncode, logs[r]))
+    return [dict(np.load(o, allow_pickle=True)) for o in outs]
+
+
+def topk_np(v, k):
+    """Top-K by magnitude, exactly k entries, the lower index winning ties
+    (the library's rule), dense."""
+    idx = np.argsort(-np.abs(v), kind="stable")[:k]
+    out = np.zeros_like(v)
+    out[idx] = v[idx]
+    return out
+
+
+def emulate(world, method, layouts, start_iter=0):
+    """The run of ddp_worker.py in one process: gradients from torch (the
+    same ops, one thread), the compression and the memories in NumPy.
+    Returns the parameters after each step."""
+    import ddp_worker as W
+    torch.set_num_threads(1)
+    m = W.model()
+    params = list(m.parameters())
+    X, y = W.data(world)
+    opt = torch.optim.SGD(params, lr=W.LR)
+    eps = [[np.zeros(p.numel(), np.float32) for p in params] for _ in range(world)]
+    delta = [np.zeros(p.numel(), np.float32) for p in params]
+    out = []
+    for s in range(W.STEPS):
+        order = list(layouts[s])
+        sizes = [params[i].numel() for i in order]
+        cuts = np.cumsum([0] + sizes)
+
+        def flat(per_param):
+            return np.concatenate([per_param[i] for i in order])
+
+        def split(v, into):
+            for j, i in enumerate(order):
+                into[i] = v[cuts[j]:cuts[j + 1]].copy()
+
+        grads = []
+        for r in range(world):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(
+                m(X[r * W.B:(r + 1) * W.B]), y[r * W.B:(r + 1) * W.B])
+            loss.backward()
+            grads.append(flat([p.grad.reshape(-1).numpy().copy() for p in params]))
+        if s < start_iter:
+            agg = np.zeros_like(grads[0])
+            for g in grads:
+                agg += g
+            D = agg / np.float32(world)
+        else:
+            agg = np.zeros_like(grads[0])
+            for r in range(world):           # worker r: acc = eps + g
+                acc = flat(eps[r]) + grads[r]
+                msg = topk_np(acc, W.K)
+                split(acc - msg, eps[r])
+                agg += msg                   # the server, in worker order
+            agg = agg / np.float32(world)
+            if method == "uni":
+                D = agg
+            else:                            # bi: u = delta + mean, C_d(u)
+                u = flat(delta) + agg
+                D = topk_np(u, W.K)
+                split(u - D, delta)
+        for j, i in enumerate(order):
+            params[i].grad = torch.from_numpy(
+                D[cuts[j]:cuts[j + 1]].reshape(params[i].shape).copy())
+        opt.step()
+        out.append(torch.cat([p.detach().reshape(-1) for p in params]).numpy().copy())
+    return np.array(out)
+
+
+@unittest.skipIf(torch is None, "python3-torch is not installed")
+class TestHook(unittest.TestCase):
+
+    def check_run(self, world, method, start_iter=0):
+        res = spawn(world, method, start_iter)
+        for r in range(1, world):
+            np.testing.assert_array_equal(
+                res[r]["params"], res[0]["params"],
+                "rank %d's parameters differ from rank 0's" % r)
+        em = emulate(world, method, res[0]["layouts"], start_iter)
+        # Exact: the same float32 operations in the same order (torch's
+        # gradients on one thread, eps + g, the sum over workers in order,
+        # one division by P, the same SGD update); selection is exact.
+        for s in range(len(em)):
+            np.testing.assert_array_equal(
+                res[0]["params"][s], em[s],
+                "%s P=%d: step %d differs from the NumPy emulation" % (method, world, s))
+        # the compressed steps move fewer bytes than the dense ones would
+        led = res[0]["ledger"]
+        self.assertEqual(len(led), len(em))
+        return res
+
+    def test_uni_2(self):
+        self.check_run(2, "uni")
+
+    def test_bi_2(self):
+        self.check_run(2, "bi")
+
+    def test_uni_4(self):
+        self.check_run(4, "uni")
+
+    def test_bi_4_start_iter(self):
+        res = self.check_run(4, "bi", start_iter=2)
+        led = res[0]["ledger"]
+        # dense steps: 57 float32 values up from each of 4 workers
+        self.assertEqual(int(led[0][1]), 4 * 57 * 4)
+        self.assertLess(int(led[2][1]), int(led[0][1]))
+
+    def test_resume_bit_identical(self):
+        for r in spawn(2, "bi", mode="resume"):
+            np.testing.assert_array_equal(r["resumed"], r["params"][-1])
+            np.testing.assert_array_equal(r["resumed_ledger"], r["ledger"])
+
+    def test_nan_gradient(self):
+        for r in spawn(2, "uni", mode="nan"):
+            self.assertIn("non-finite gradient", str(r["error"]))
+            self.assertTrue(bool(r["mem_same"]), "a memory moved")
+            self.assertTrue(bool(r["params_same"]), "a parameter moved")
+            self.assertTrue(bool(r["step_same"]), "the step counter moved")
+
+
+if __name__ == "__main__":
+    unittest.main()
