@@ -82,10 +82,33 @@ class HookLedger:
         self.rows = [list(r) for r in d["rows"]]
 
 
+GC_COMP_NEEDS_SHAPE = 1 << 4
+
+
+def _shaped(T, params, shapes):
+    """PowerSGD and other shaped compressors get the bucket's layer
+    matrices as segments (a weight out x in..., rows = its first
+    dimension); vectors, and matrices thinner than the rank, go raw."""
+    if not T.contents.flags & GC_COMP_NEEDS_SHAPE or "segments" in params \
+            or "shape" in params:
+        return params
+    r = params.get("rank", 2)
+    segs, off = [], 0
+    for shp in shapes:
+        numel = int(np.prod(shp)) if len(shp) else 1
+        if len(shp) >= 2 and min(shp[0], numel // shp[0]) >= r:
+            segs.append((off, shp[0], numel // shp[0]))
+        off += numel
+    if not segs:
+        raise InvalidInput(1, "%s needs a layer matrix of rank >= %d in the "
+                           "bucket; this one holds none" % (T.contents.name.decode(), r))
+    return dict(params, segments=segs)
+
+
 class _Bucket:
     """The worker and the server replica of one bucket key."""
 
-    def __init__(self, st, n, code):
+    def __init__(self, st, n, code, shapes=()):
         cfg = _lib.gc_algo_config()
         lib.gc_algo_config_default(ctypes.byref(cfg))
         kind = ctypes.c_int(0)
@@ -95,15 +118,16 @@ class _Bucket:
         cfg.workers = st.world
         cfg.n = n
         cfg.dtype = code
-        up, self._keep_up = make_params(st.params)
-        down, self._keep_down = make_params(st.down_params)
         cfg.up = lib.gc_compressor_type_by_name(st.compressor.encode())
         cfg.down = lib.gc_compressor_type_by_name(st.down.encode())
+        up, self._keep_up = make_params(_shaped(cfg.up, st.params, shapes))
+        down, self._keep_down = make_params(_shaped(cfg.down, st.down_params, shapes))
         cfg.up_params = up
         cfg.down_params = down
         self.cfg = cfg
         self.n = n
         self.code = code
+        self.shapes = [tuple(x) for x in shapes]
         self.layout = None
         _lib.clear_reports()
         _lib.check(lib.gc_algo_config_check(ctypes.byref(cfg)), "comm_hook")
@@ -135,6 +159,7 @@ class _Bucket:
         lib.gc_worker_state_save(self.w, bw)
         lib.gc_server_state_save(self.s, bs)
         return {"worker": bw.raw, "server": bs.raw, "dtype": self.code,
+                "shapes": self.shapes,
                 "layout": [list(x) for x in self.layout]}
 
     def load(self, d):
@@ -274,14 +299,14 @@ class GradcompHookState:
             out.append((o, p.numel()))
         return tuple(out)
 
-    def _bucket(self, index, n, code, layout):
+    def _bucket(self, index, n, code, layout, shapes):
         key = (index, n)
         b = self._buckets.get(key)
         if b is not None and b.layout == layout:
             return b
         pend = self._pending.get(key)
         if b is None and pend is not None and tuple(map(tuple, pend["layout"])) == layout:
-            b = _Bucket(self, n, code)
+            b = _Bucket(self, n, code, shapes)
             b.load(pend)
             b.layout = layout
             del self._pending[key]
@@ -292,7 +317,7 @@ class GradcompHookState:
         # bucket of the old layout gives its memories up per parameter.
         if self._buckets or self._pending:
             self._harvest(code)
-        b = _Bucket(self, n, code)
+        b = _Bucket(self, n, code, shapes)
         b.layout = layout
         if self._orphans:
             b.adopt(self._orphans, layout)
@@ -302,7 +327,7 @@ class GradcompHookState:
     def _harvest(self, code):
         olds = list(self._buckets.values())
         for key, d in self._pending.items():
-            ob = _Bucket(self, key[1], d["dtype"])
+            ob = _Bucket(self, key[1], d["dtype"], d.get("shapes", ()))
             ob.load(d)
             ob.layout = tuple(map(tuple, d["layout"]))
             olds.append(ob)
@@ -369,7 +394,9 @@ def hook(state, bucket):
     if step < state.start_iter:
         out = _dense(state, g, pg)
     else:
-        out = _compressed(state, bucket.index(), g, n, code, step, pg, layout)
+        shapes = [tuple(p.shape) for p in bucket.parameters()]
+        out = _compressed(state, bucket.index(), g, n, code, step, pg, layout,
+                          shapes)
     if bucket.is_last():
         state.step += 1
     fut = torch.futures.Future()
@@ -377,8 +404,8 @@ def hook(state, bucket):
     return fut
 
 
-def _compressed(state, index, g, n, code, step, pg, layout):
-    b = state._bucket(index, n, code, layout)
+def _compressed(state, index, g, n, code, step, pg, layout, shapes):
+    b = state._bucket(index, n, code, layout, shapes)
     P = state.world
     ln = ctypes.c_size_t(0)
     _lib.clear_reports()

@@ -257,6 +257,34 @@ class TestHookBadInput(unittest.TestCase):
         with self.assertRaises(ValueError):
             gt.comm_hook("uni", "nosuch", k=2)
 
+    def test_every_compressor_and_method(self):
+        """Each registered compressor under uni and bi (and the other
+        methods with top-K): three steps on a two-layer bucket give a
+        finite update of the bucket's length; a dense compressor
+        (identity) gives the gradient itself."""
+        import gradcomp.torch as gt
+        w = torch.nn.Parameter(torch.zeros(6, 5))
+        b = torch.nn.Parameter(torch.zeros(6))
+        rng = np.random.default_rng(0)
+        runs = [(m, name) for m in ("uni", "bi") for name in SETTINGS]
+        runs += [(m, "topk") for m in ("downlink", "doublesqueeze", "sgd")]
+        for method, name in runs:
+            with self.subTest(method=method, compressor=name):
+                params = {k: v for k, v in SETTINGS[name].items() if k != "shape"}
+                if "k" in params:
+                    params["k"] = 5
+                state, hook = gt.comm_hook(method, name, **params)
+                for _ in range(3):
+                    g = torch.from_numpy(rng.standard_normal(36).astype(np.float32))
+                    out = hook(state, FakeBucket(g.clone(), [w, b])).wait()
+                    self.assertEqual(out.shape, g.shape)
+                    self.assertTrue(bool(torch.isfinite(out).all()))
+                    if name == "identity" and method == "uni":
+                        self.assertTrue(torch.equal(out, g))
+                self.assertEqual(state.step, 3)
+                self.assertEqual(len(state.ledger.rows), 3)
+                self.assertGreater(state.ledger.total_up, 0)
+
 
 if __name__ == "__main__":
     unittest.main()
