@@ -36,6 +36,7 @@ bucket, so no memory is reset.  start_iter = N sends dense gradients (the
 average, summed in rank order) for the first N steps.
 """
 import ctypes
+import math
 
 import numpy as np
 import torch
@@ -382,8 +383,10 @@ def hook(state, bucket):
     code = GC_F32 if g.dtype == torch.float32 else GC_F64
     step = state.step
     # non-finite input anywhere: raise on every rank before a memory moves
-    bad = torch.tensor([0 if bool(torch.isfinite(g).all()) else 1],
-                       dtype=torch.int32)
+    # (the sum is one read pass without a temporary; only when it is not
+    # finite, which a finite g can also give by overflow, look closer)
+    finite = math.isfinite(float(g.sum())) or bool(torch.isfinite(g).all())
+    bad = torch.tensor([0 if finite else 1], dtype=torch.int32)
     dist.all_reduce(bad, group=pg)
     if bad.item():
         raise InvalidInput(2, "a non-finite gradient (NaN or Inf) in bucket "
@@ -440,14 +443,18 @@ def _compressed(state, index, g, n, code, step, pg, layout, shapes):
     st = lib.gc_server_step(b.s, ptrs, up_len, 1.0, step, b.down.data_ptr(),
                             b.down_cap, ctypes.byref(dl))
     _lib.check(st, "comm_hook server, bucket %d, step %d" % (index, step))
-    out = torch.zeros(n, dtype=g.dtype)
+    if state.probe_every and step % state.probe_every == 0:
+        _probe(state, b, index, g, n, code, step, pg, delta)
+    # The update goes into the bucket's own buffer (as DDP's all-reduce hook
+    # does): the worker step has read g, and a fresh tensor of d values
+    # would cost its page faults at every step.
+    out = g
+    out.zero_()
     st = lib.gc_worker_apply(b.w, b.down.data_ptr(), dl.value, step,
                              out.data_ptr())
     _lib.check(st, "comm_hook applying the downlink, bucket %d" % index)
     out.neg_()                 # apply did x -= D: D is the update direction
     state.ledger.add(step, sum(lens), dl.value * P)
-    if state.probe_every and step % state.probe_every == 0:
-        _probe(state, b, index, g, n, code, step, pg, delta)
     return out
 
 
@@ -458,9 +465,9 @@ def _as_np(ptr, n, code):
 
 
 def _probe(state, b, index, g, n, code, step, pg, delta):
-    """xi (and xi_bi for bi) of this step: the mean accumulator and mean
-    gradient need two dense all-reduces; the mean message is the server
-    replica's aggregate."""
+    """xi (and xi_bi for bi) of this step: the means of the workers'
+    accumulators, gradients and decoded messages (three dense all-reduces,
+    on probe steps only)."""
     acc = lib.gc_worker_accumulator(b.w)
     sent = lib.gc_worker_sent(b.w)
     if not acc or not sent:
