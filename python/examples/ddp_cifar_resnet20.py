@@ -12,7 +12,6 @@ Data: $GRADCOMP_DATA/cifar10/{data_batch_1..5,test_batch}.bin (the binary
 version of CIFAR-10)."""
 import argparse
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
