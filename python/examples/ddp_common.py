@@ -134,8 +134,8 @@ def train(rank, world, port, make_model, data, method, compressor, params, a):
                 correct = sum(int((model(xte[i:i + 500]).argmax(1) == yte[i:i + 500]).sum())
                               for i in range(0, len(xte), 500))
             pr = state.probes[np0:]
-            xi = np.mean([p[2] for p in pr]) if pr else float("nan")
-            xb = np.mean([p[3] for p in pr]) if pr else float("nan")
+            xi = np.mean([p["xi"] for p in pr]) if pr else float("nan")
+            xb = np.mean([p["xi_bi"] for p in pr]) if pr else float("nan")
             print("%-6s %5d %8.4f %12d %12d %8.4f %8.4f %7.1f" % (
                 method, epoch + 1, correct / len(xte), state.ledger.total_up - up0,
                 state.ledger.total_down - down0, xi, xb, time.time() - t0), flush=True)

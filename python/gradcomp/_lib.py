@@ -188,6 +188,7 @@ _PROTOS = {
     "gc_worker_sent": (ctypes.c_void_p, [ctypes.c_void_p]),
     "gc_server_memory": (ctypes.c_void_p, [ctypes.c_void_p]),
     "gc_server_sent": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "gc_server_support_union": (c_size, [ctypes.c_void_p]),
     "gc_worker_state_bytes": (c_size, [ctypes.c_void_p]),
     "gc_worker_state_save": (None, [ctypes.c_void_p, ctypes.c_void_p]),
     "gc_worker_state_load": (None, [ctypes.c_void_p, ctypes.c_void_p]),

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from . import _lib, xi as _xi, xi_bi as _xi_bi, make_params
+from . import _lib, delta_hat, xi as _xi, xi_bi as _xi_bi, make_params
 from ._lib import GC_F32, GC_F64, InvalidInput
 
 lib = _lib.lib
@@ -224,6 +224,10 @@ class GradcompHookState:
                                  % (name, " ".join(gradcomp.compressors())))
         make_params(params)                      # checks the names now
         make_params(down_params or params)
+        if not dist.is_initialized():
+            raise RuntimeError("gradcomp.torch: call dist.init_process_group "
+                               "before comm_hook (the state needs the rank and "
+                               "the world size)")
         if start_iter < 0:
             raise ValueError("start_iter must be >= 0, got %r" % start_iter)
         self.method = method
@@ -234,11 +238,11 @@ class GradcompHookState:
         self.start_iter = int(start_iter)
         self.probe_every = int(probe_every)
         self.process_group = process_group
-        self.rank = dist.get_rank(process_group) if dist.is_initialized() else 0
-        self.world = dist.get_world_size(process_group) if dist.is_initialized() else 1
+        self.rank = dist.get_rank(process_group)
+        self.world = dist.get_world_size(process_group)
         self.step = 0
         self.ledger = HookLedger(self.world)
-        self.probes = []            # rows of (step, bucket, xi, xi_bi, |S|/K)
+        self.probes = []            # dicts of PROBE_COLUMNS
         self._buckets = {}          # (index, length) -> _Bucket
         self._pending = {}          # loaded states not yet matched to a bucket
         self._orphans = {}          # ordinal -> memories between layouts
@@ -279,6 +283,15 @@ class GradcompHookState:
         self._buckets = {}
         self._pending = dict(d["buckets"])
         self._orphans = dict(d["orphans"])
+
+    def write_csv(self, path):
+        """state.probes as CSV (PROBE_COLUMNS; one row per bucket and probe
+        step; NaN where a value is undefined, as log.csv writes it)."""
+        with open(path, "w") as f:
+            f.write(",".join(PROBE_COLUMNS) + "\n")
+            for r in self.probes:
+                f.write(",".join(repr(r[c]) if isinstance(r[c], float) else str(r[c])
+                                 for c in PROBE_COLUMNS) + "\n")
 
     def __getstate__(self):
         raise TypeError("pickle state.state_dict(), not the hook state (it "
@@ -444,7 +457,8 @@ def _compressed(state, index, g, n, code, step, pg, layout, shapes):
                             b.down_cap, ctypes.byref(dl))
     _lib.check(st, "comm_hook server, bucket %d, step %d" % (index, step))
     if state.probe_every and step % state.probe_every == 0:
-        _probe(state, b, index, g, n, code, step, pg, delta)
+        _probe(state, b, index, g, n, code, step, pg, delta, sum(lens),
+               dl.value * P)
     # The update goes into the bucket's own buffer (as DDP's all-reduce hook
     # does): the worker step has read g, and a fresh tensor of d values
     # would cost its page faults at every step.
@@ -464,26 +478,34 @@ def _as_np(ptr, n, code):
     return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ct)), (n,))
 
 
-def _probe(state, b, index, g, n, code, step, pg, delta):
-    """xi (and xi_bi for bi) of this step: the means of the workers'
-    accumulators, gradients and decoded messages (three dense all-reduces,
-    on probe steps only)."""
+PROBE_COLUMNS = ("step", "bucket", "bytes_up", "bytes_down",
+                 "support_union_over_k", "xi", "xi_bi", "delta")
+
+
+def _probe(state, b, index, g, n, code, step, pg, delta, up_bytes, down_bytes):
+    """One row of state.probes (PROBE_COLUMNS): the step's bytes of this
+    bucket, |S|/K (the nonzeros of the average of the messages over the
+    uplink's K), xi and, for bi, xi_bi of theory.md 4.2/4.4 in gradient
+    units, and delta: the mean over the workers of delta-hat = 1 - |C(acc) -
+    acc|^2/|acc|^2 of their uplink compressor.  The means of the workers'
+    accumulators, gradients and messages cost three dense all-reduces, on
+    probe steps only."""
     acc = lib.gc_worker_accumulator(b.w)
     sent = lib.gc_worker_sent(b.w)
     if not acc or not sent:
         return
-    a = torch.from_numpy(_as_np(acc, n, code).astype(np.float64))
+    a_loc = _as_np(acc, n, code).astype(np.float64)
+    m_loc = _as_np(sent, n, code).astype(np.float64)
+    dh = torch.tensor([delta_hat(a_loc, m_loc)], dtype=torch.float64)
+    a = torch.from_numpy(a_loc)
     gm = g.detach().to(torch.float64).clone()
-    m = torch.from_numpy(_as_np(sent, n, code).astype(np.float64))
-    for t in (a, gm, m):
+    m = torch.from_numpy(m_loc)
+    for t in (a, gm, m, dh):
         dist.all_reduce(t, group=pg)
         t.div_(state.world)
-    kw = {}
     p = state.params
-    if "k" in p:
-        kw["k"] = p["k"]
-    else:
-        kw["density"] = p.get("density", 0.01)
+    kw = {"k": p["k"]} if "k" in p else {"density": p.get("density", 0.01)}
+    K = p["k"] if "k" in p else max(1, int(p.get("density", 0.01) * n))
     x = _xi([a.numpy()], [m.numpy()], [gm.numpy()], 1.0, ties=p.get("ties", "low"), **kw)
     xb = float("nan")
     if delta is not None:
@@ -491,7 +513,9 @@ def _probe(state, b, index, g, n, code, step, pg, delta):
         kd = {"k_down": dp["k"]} if "k" in dp else {"density_down": dp.get("density", 0.01)}
         xb = _xi_bi([a.numpy()], [m.numpy()], [gm.numpy()], delta, 1.0,
                     ties=dp.get("ties", "low"), **kd)
-    state.probes.append((step, index, x, xb))
+    row = (step, index, up_bytes, down_bytes,
+           lib.gc_server_support_union(b.s) / K, x, xb, float(dh.item()))
+    state.probes.append(dict(zip(PROBE_COLUMNS, row)))
 
 
 def comm_hook(method, compressor, process_group=None, start_iter=0, down=None,
@@ -505,8 +529,9 @@ def comm_hook(method, compressor, process_group=None, start_iter=0, down=None,
     registered compressor with the options of `gradcomp compress`
     (density=0.001, k=, levels=, seed=, ...).  start_iter: the first
     start_iter steps send dense gradients.  probe_every: every N steps,
-    record xi (and xi_bi for bi) of each bucket in state.probes (two dense
-    all-reduces on those steps)."""
+    append a row per bucket to state.probes (bytes, |S|/K, xi, xi_bi for bi,
+    delta-hat; state.write_csv(path) writes them); three dense all-reduces
+    on those steps.  Call it after dist.init_process_group."""
     state = GradcompHookState(method, compressor, process_group=process_group,
                               start_iter=start_iter, down=down,
                               down_params=down_params, probe_every=probe_every,

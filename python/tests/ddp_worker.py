@@ -44,7 +44,8 @@ def flat(m):
 def build(method, start_iter, layouts):
     m = model()
     ddp = DDP(m)
-    state, hook = gt.comm_hook(method, "topk", k=K, start_iter=start_iter)
+    state, hook = gt.comm_hook(method, "topk", k=K, start_iter=start_iter,
+                               probe_every=1)
     pos = {id(p): i for i, p in enumerate(m.parameters())}
 
     def recording(st, bucket):
@@ -102,6 +103,8 @@ def main():
         res["params"] = np.array(params)
         res["layouts"] = np.array([l_ for l_ in layouts], dtype=object)
         res["ledger"] = np.array(state.ledger.rows)
+        res["probes"] = np.array([[r[c] for c in gt.PROBE_COLUMNS]
+                                  for r in state.probes], dtype=np.float64)
         mem = state.memory(0)
         res["memory"] = mem if mem is not None else np.zeros(0)
         if mode == "resume":

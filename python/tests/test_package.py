@@ -257,6 +257,28 @@ class TestHookBadInput(unittest.TestCase):
         with self.assertRaises(ValueError):
             gt.comm_hook("uni", "nosuch", k=2)
 
+    def test_probes_csv(self):
+        """One worker: TopK(acc) is its message, so xi = 0 and xi_bi = 0;
+        delta-hat is top-2's on acc; the CSV reads back with genfromtxt."""
+        import gradcomp.torch as gt
+        p = torch.nn.Parameter(torch.zeros(8))
+        state, hook = gt.comm_hook("bi", "topk", k=2, probe_every=1)
+        g = torch.tensor([1, -4, 2, 0.5, 3, -1, 0, 0.25])
+        hook(state, FakeBucket(g.clone(), [p]))
+        r = state.probes[0]
+        self.assertEqual((r["step"], r["bucket"]), (0, 0))
+        self.assertEqual((r["xi"], r["xi_bi"]), (0.0, 0.0))
+        a = g.double().numpy()
+        self.assertAlmostEqual(r["delta"], 25 / float(np.dot(a, a)), places=12)
+        self.assertEqual(r["support_union_over_k"], 1.0)
+        self.assertEqual(r["bytes_up"], state.ledger.rows[0][1])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "probes.csv")
+            state.write_csv(path)
+            t = np.genfromtxt(path, delimiter=",", names=True)
+            self.assertEqual(t.dtype.names, gt.PROBE_COLUMNS)
+            self.assertEqual(float(t["delta"]), r["delta"])
+
     def test_every_compressor_and_method(self):
         """Each registered compressor under uni and bi (and the other
         methods with top-K): three steps on a two-layer bucket give a

@@ -19,6 +19,7 @@ except ImportError:          # the runner skips the file; keep imports clean
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
 TIMEOUT = 60
 
 
@@ -69,7 +70,8 @@ def topk_np(v, k):
 def emulate(world, method, layouts, start_iter=0):
     """The run of ddp_worker.py in one process: gradients from torch (the
     same ops, one thread), the compression and the memories in NumPy.
-    Returns the parameters after each step."""
+    Returns the parameters after each step and, per compressed step, the
+    probes (xi, xi_bi, delta-hat, |S|/K) from the same vectors in double."""
     import ddp_worker as W
     torch.set_num_threads(1)
     m = W.model()
@@ -78,7 +80,7 @@ def emulate(world, method, layouts, start_iter=0):
     opt = torch.optim.SGD(params, lr=W.LR)
     eps = [[np.zeros(p.numel(), np.float32) for p in params] for _ in range(world)]
     delta = [np.zeros(p.numel(), np.float32) for p in params]
-    out = []
+    out, probes = [], []
     for s in range(W.STEPS):
         order = list(layouts[s])
         sizes = [params[i].numel() for i in order]
@@ -105,24 +107,36 @@ def emulate(world, method, layouts, start_iter=0):
             D = agg / np.float32(world)
         else:
             agg = np.zeros_like(grads[0])
+            accs, msgs = [], []
             for r in range(world):           # worker r: acc = eps + g
                 acc = flat(eps[r]) + grads[r]
                 msg = topk_np(acc, W.K)
                 split(acc - msg, eps[r])
                 agg += msg                   # the server, in worker order
+                accs.append(acc.astype(np.float64))
+                msgs.append(msg.astype(np.float64))
             agg = agg / np.float32(world)
+            ma, mm = sum(accs) / world, sum(msgs) / world
+            gn = np.linalg.norm(sum(g.astype(np.float64) for g in grads) / world)
+            xi = np.linalg.norm(topk_np(ma, W.K) - mm) / gn
+            dh = np.mean([1 - np.sum((m_ - a_) ** 2) / np.sum(a_ ** 2)
+                          for a_, m_ in zip(accs, msgs)])
+            xb = np.nan
             if method == "uni":
                 D = agg
             else:                            # bi: u = delta + mean, C_d(u)
+                d64 = flat(delta).astype(np.float64)
+                xb = np.linalg.norm(topk_np(d64 + ma, W.K) - topk_np(d64 + mm, W.K)) / gn
                 u = flat(delta) + agg
                 D = topk_np(u, W.K)
                 split(u - D, delta)
+            probes.append([xi, xb, dh, np.count_nonzero(agg) / W.K])
         for j, i in enumerate(order):
             params[i].grad = torch.from_numpy(
                 D[cuts[j]:cuts[j + 1]].reshape(params[i].shape).copy())
         opt.step()
         out.append(torch.cat([p.detach().reshape(-1) for p in params]).numpy().copy())
-    return np.array(out)
+    return np.array(out), np.array(probes)
 
 
 @unittest.skipIf(torch is None, "python3-torch is not installed")
@@ -134,7 +148,7 @@ class TestHook(unittest.TestCase):
             np.testing.assert_array_equal(
                 res[r]["params"], res[0]["params"],
                 "rank %d's parameters differ from rank 0's" % r)
-        em = emulate(world, method, res[0]["layouts"], start_iter)
+        em, pr = emulate(world, method, res[0]["layouts"], start_iter)
         # Exact: the same float32 operations in the same order (torch's
         # gradients on one thread, eps + g, the sum over workers in order,
         # one division by P, the same SGD update); selection is exact.
@@ -142,9 +156,21 @@ class TestHook(unittest.TestCase):
             np.testing.assert_array_equal(
                 res[0]["params"][s], em[s],
                 "%s P=%d: step %d differs from the NumPy emulation" % (method, world, s))
-        # the compressed steps move fewer bytes than the dense ones would
         led = res[0]["ledger"]
         self.assertEqual(len(led), len(em))
+        # probes (xi, xi_bi, delta, |S|/K) of every compressed step: the
+        # same double sums up to their order (gloo's all-reduce sums the P
+        # ranks in its own order: relative 1e-15 * P per mean, far below
+        # 1e-9; a top-K flip between the two would be off by O(1))
+        got = res[0]["probes"]
+        cols = ["xi", "xi_bi", "delta", "support_union_over_k"]
+        import gradcomp.torch as gt
+        idx = [gt.PROBE_COLUMNS.index(c) for c in cols]
+        self.assertEqual(len(got), len(pr))
+        np.testing.assert_allclose(got[:, idx], pr, rtol=1e-9, atol=1e-12)
+        np.testing.assert_array_equal(got[:, 0], np.arange(start_iter, len(em)))
+        for r in range(1, world):
+            np.testing.assert_array_equal(res[r]["probes"], got)
         return res
 
     def test_uni_2(self):
