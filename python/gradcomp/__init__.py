@@ -24,6 +24,7 @@ __all__ = ["compress", "compressors", "Compressor", "Message", "ErrorFeedback",
            "Ledger", "delta_hat", "xi", "xi_bi", "GradcompError",
            "InvalidInput", "library_path", "GC_UP", "GC_DOWN"]
 
+__version__ = "0.1.0"
 library_path = _lib.path
 lib = _lib.lib
 
