@@ -130,6 +130,7 @@ class _Bucket:
         self.code = code
         self.shapes = [tuple(x) for x in shapes]
         self.layout = None
+        self.used = -1          # the last step that used this bucket
         _lib.clear_reports()
         _lib.check(lib.gc_algo_config_check(ctypes.byref(cfg)), "comm_hook")
         self.w = lib.gc_worker_alloc(ctypes.byref(cfg), st.rank)
@@ -248,6 +249,7 @@ class GradcompHookState:
         self._orphans = {}          # ordinal -> memories between layouts
         self._ordinal = {}          # id(parameter) -> ordinal
         self._keep = []
+        self.allocations = 0        # bucket states created (rebuilds add some)
 
     # -- checkpoints ------------------------------------------------------
     def _config(self):
@@ -313,33 +315,38 @@ class GradcompHookState:
             out.append((o, p.numel()))
         return tuple(out)
 
-    def _bucket(self, index, n, code, layout, shapes):
+    def _bucket(self, index, n, code, layout, shapes, step):
         key = (index, n)
         b = self._buckets.get(key)
         if b is not None and b.layout == layout:
+            b.used = step
             return b
         pend = self._pending.get(key)
         if b is None and pend is not None and tuple(map(tuple, pend["layout"])) == layout:
             b = _Bucket(self, n, code, shapes)
+            self.allocations += 1
             b.load(pend)
             b.layout = layout
             del self._pending[key]
-            self._buckets[key] = b
-            return b
-        # DDP rebuilt its buckets (after the first step, or in a resumed
-        # run): the memories follow the parameters, never reset.  Every
-        # bucket of the old layout gives its memories up per parameter.
-        if self._buckets or self._pending:
-            self._harvest(code)
-        b = _Bucket(self, n, code, shapes)
-        b.layout = layout
-        if self._orphans:
-            b.adopt(self._orphans, layout)
+        else:
+            # DDP rebuilt its buckets (after the first step, or in a resumed
+            # run): the memories follow the parameters, never reset.  The
+            # buckets of the old layout (those not used yet in this step)
+            # give their memories up per parameter; this step's new buckets
+            # take them.
+            self._harvest(step)
+            b = _Bucket(self, n, code, shapes)
+            self.allocations += 1
+            b.layout = layout
+            if self._orphans:
+                b.adopt(self._orphans, layout)
+        b.used = step
         self._buckets[key] = b
         return b
 
-    def _harvest(self, code):
-        olds = list(self._buckets.values())
+    def _harvest(self, step):
+        olds = [b for b in self._buckets.values() if b.used < step]
+        self._buckets = {k: b for k, b in self._buckets.items() if b.used >= step}
         for key, d in self._pending.items():
             ob = _Bucket(self, key[1], d["dtype"], d.get("shapes", ()))
             ob.load(d)
@@ -347,7 +354,6 @@ class GradcompHookState:
             olds.append(ob)
         for ob in olds:
             ob.give_up(self._orphans)
-        self._buckets = {}
         self._pending = {}
 
     def memory(self, index=0):
@@ -421,7 +427,7 @@ def hook(state, bucket):
 
 
 def _compressed(state, index, g, n, code, step, pg, layout, shapes):
-    b = state._bucket(index, n, code, layout, shapes)
+    b = state._bucket(index, n, code, layout, shapes, step)
     P = state.world
     ln = ctypes.c_size_t(0)
     _lib.clear_reports()

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gradcomp.torch as gt  # noqa: E402
 
 STEPS, LR, K, B = 6, 0.1, 7, 4
+RHO = 0.2          # 'buckets' mode: density, K = max(1, floor(RHO n)) per bucket
 D_IN, D_H, D_OUT = 5, 6, 3
 
 
@@ -41,15 +42,25 @@ def flat(m):
     return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy().copy()
 
 
-def build(method, start_iter, layouts):
+def build(method, start_iter, layouts, buckets=False):
+    """Model, DDP, hook state, optimizer.  buckets: tiny DDP buckets (about
+    one layer each), which DDP rebuilds with another composition after the
+    first step; the compressor then runs per bucket at density RHO."""
     m = model()
-    ddp = DDP(m)
-    state, hook = gt.comm_hook(method, "topk", k=K, start_iter=start_iter,
-                               probe_every=1)
+    if buckets:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 100
+        ddp = DDP(m, bucket_cap_mb=100 / 2 ** 20)
+        state, hook = gt.comm_hook(method, "topk", density=RHO,
+                                   start_iter=start_iter, probe_every=1)
+    else:
+        ddp = DDP(m)
+        state, hook = gt.comm_hook(method, "topk", k=K, start_iter=start_iter,
+                                   probe_every=1)
     pos = {id(p): i for i, p in enumerate(m.parameters())}
 
     def recording(st, bucket):
-        layouts.append([pos[id(p)] for p in bucket.parameters()])
+        # (step, bucket index, its parameters in bucket order), per call
+        layouts.append([st.step, bucket.index()] + [pos[id(p)] for p in bucket.parameters()])
         return hook(st, bucket)
     ddp.register_comm_hook(state, recording)
     opt = torch.optim.SGD(m.parameters(), lr=LR)
@@ -79,7 +90,7 @@ def main():
                             rank=rank, world_size=world)
     X, y = data(world)
     layouts = []
-    m, ddp, state, opt = build(method, start_iter, layouts)
+    m, ddp, state, opt = build(method, start_iter, layouts, mode == "buckets")
     res = {}
     if mode == "nan":
         step(ddp, opt, X, y, rank)
@@ -103,6 +114,7 @@ def main():
         res["params"] = np.array(params)
         res["layouts"] = np.array([l_ for l_ in layouts], dtype=object)
         res["ledger"] = np.array(state.ledger.rows)
+        res["allocations"] = np.array(state.allocations)
         res["probes"] = np.array([[r[c] for c in gt.PROBE_COLUMNS]
                                   for r in state.probes], dtype=np.float64)
         mem = state.memory(0)
