@@ -468,12 +468,14 @@ def _compressed(state, index, g, n, code, step, pg, layout, shapes):
     # The update goes into the bucket's own buffer (as DDP's all-reduce hook
     # does): the worker step has read g, and a fresh tensor of d values
     # would cost its page faults at every step.
+    # apply does x -= D; from x = -0.0, negating gives D exactly, with
+    # +0.0 (not -0.0) where the downlink leaves an entry out.
     out = g
-    out.zero_()
+    out.fill_(-0.0)
     st = lib.gc_worker_apply(b.w, b.down.data_ptr(), dl.value, step,
                              out.data_ptr())
     _lib.check(st, "comm_hook applying the downlink, bucket %d" % index)
-    out.neg_()                 # apply did x -= D: D is the update direction
+    out.neg_()
     state.ledger.add(step, sum(lens), dl.value * P)
     return out
 

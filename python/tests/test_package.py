@@ -230,6 +230,8 @@ class TestHookBadInput(unittest.TestCase):
         g = torch.tensor([1, -4, 2, 0.5, 3, -1, 0, 0.25])
         out = hook(state, FakeBucket(g.clone(), [p])).wait()
         self.assertTrue(torch.equal(out, torch.tensor([0, -4, 0, 0, 3, 0, 0, 0.])))
+        # no -0.0 where the downlink left an entry out
+        self.assertFalse(bool(torch.signbit(out[out == 0]).any()))
         mem = state.memory(0)
         np.testing.assert_array_equal(mem, [1, 0, 2, 0.5, 0, -1, 0, 0.25])
         sd = state.state_dict()
