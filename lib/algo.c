@@ -38,6 +38,8 @@ int gc_algo_by_name(const char *name, gc_algo_kind *k)
   GC_ERRORF(GC_EINVAL, "unknown algorithm '%s'", name);
 }
 
+size_t gc_algo_config_size(void) { return sizeof(gc_algo_config); }
+
 void gc_algo_config_default(gc_algo_config *cfg)
 {
   memset(cfg, 0, sizeof *cfg);

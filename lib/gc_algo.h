@@ -72,6 +72,8 @@ typedef struct gc_algo_config {
 
 /* Defaults: SGD, P = 1, float64, topk both ways at density 0.01. */
 void gc_algo_config_default(gc_algo_config *cfg);
+/* sizeof(gc_algo_config) in the library, for bindings that mirror it. */
+size_t gc_algo_config_size(void);
 /* GC_EINVAL (naming the field) for P = 0, n = 0 or n >= 2^32, a bad dtype,
  * a missing compressor the method needs, or momentum outside [0,1).  A
  * compressor setting is checked by the compressor when it is allocated. */

@@ -57,6 +57,9 @@ typedef struct gc_compressor_params {
 } gc_compressor_params;
 
 void gc_compressor_params_default(gc_compressor_params *p);
+/* sizeof(gc_compressor_params) as compiled into the library: bindings that
+ * mirror the struct (python/gradcomp) check theirs against it. */
+size_t gc_compressor_params_size(void);
 
 /* What one compress call produced, beside the bytes. */
 typedef struct gc_compress_info {

@@ -201,6 +201,27 @@ for _name, (_res, _args) in _PROTOS.items():
     _f.restype = _res
     _f.argtypes = _args
 
+def check_layout(lib_, path_):
+    """The structs above mirror the C headers: a library built from other
+    headers would read and write them at the wrong offsets, so refuse it
+    (ImportError naming the struct and both sizes)."""
+    for fn, cls in (("gc_compressor_params_size", gc_compressor_params),
+                    ("gc_algo_config_size", gc_algo_config)):
+        f = getattr(lib_, fn, None)
+        if f is None:
+            raise ImportError("gradcomp: %s has no %s: a library older than "
+                              "this package" % (path_, fn))
+        f.restype = c_size
+        f.argtypes = []
+        if f() != ctypes.sizeof(cls):
+            raise ImportError("gradcomp: %s is %d bytes in %s, %d in this "
+                              "package: the package and the library come from "
+                              "different versions (rebuild both from one tree)"
+                              % (cls.__name__, f(), path_, ctypes.sizeof(cls)))
+
+
+check_layout(lib, path)
+
 # The library reports through one replaceable handler (gc_errno.h); ours
 # records the reason instead of printing it, so that the exception carries
 # it.  Reports may come from the library's OpenMP threads, hence the lock

@@ -4,6 +4,7 @@ compress` for the same input (float32 and float64); errors carry the
 library's message; bad input (integer or non-contiguous arrays, k > d,
 NaN) raises before any memory moves; the probes' values on cases worked by
 hand; the DDP hook's bad-input paths in a 1-process gloo group."""
+import ctypes
 import os
 import re
 import socket
@@ -152,6 +153,28 @@ class TestMemoryLedgerProbes(unittest.TestCase):
         ef2 = gradcomp.ErrorFeedback(6, np.float32)
         ef2.load_state_dict(ef.state_dict())
         self.assertEqual(bytes(ef2.step(g, c, step=1)), bytes(ef.step(g, c, step=1)))
+
+    def test_library_layout_guard(self):
+        """A library whose structs differ from the package's mirror (or
+        that predates the size queries) is refused at import."""
+        from gradcomp import _lib
+
+        class Fn:
+            def __init__(self, v):
+                self.v = v
+
+            def __call__(self):
+                return self.v
+
+        class Lib:
+            gc_compressor_params_size = Fn(ctypes.sizeof(_lib.gc_compressor_params) + 8)
+            gc_algo_config_size = Fn(ctypes.sizeof(_lib.gc_algo_config))
+        with self.assertRaises(ImportError) as e:
+            _lib.check_layout(Lib(), "libx.so")
+        self.assertIn("gc_compressor_params", str(e.exception))
+        with self.assertRaises(ImportError):
+            _lib.check_layout(object(), "libold.so")
+        _lib.check_layout(_lib.lib, _lib.path)          # this build: fine
 
     def test_ledger(self):
         led = gradcomp.Ledger(2)
