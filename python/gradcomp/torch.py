@@ -9,8 +9,9 @@ parameter-server algorithms over torch.distributed.
 Per DDP bucket (its flattened gradient g, length n), on every rank p of P:
   1. every rank says whether its g is finite (one tiny all-reduce); a
      non-finite g anywhere raises on every rank before this bucket's
-     memories move (DDP's earlier buckets of the same step have already
-     stepped: a NaN run is over, but nothing of it is half-applied);
+     memories move (with several buckets, those DDP reduced earlier in
+     the same step have stepped already; the step counter does not move,
+     and backward raises, so the optimizer does not step either);
   2. worker p: the library's gc_worker_step (error feedback on lr*g with
      lr = 1, then the compressor; stream = p) -> an uplink message;
   3. all-gather of the message lengths, then of the messages padded to the
