@@ -145,6 +145,13 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
  * allreduce-randk (the step is inside D), x += D for EF21-BC (x is w). */
 int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
                     uint32_t step, void *x);
+/* The decoding under gc_worker_apply with the caller's scale: y += scale *
+ * D (length n), D the downlink's decoded message; gc_worker_apply is
+ * scale -1 for uni, bi, allgather, allreduce-randk, -lr for SGD, (b'),
+ * DoubleSqueeze and EF21, +1 for EF21-BC.  A DDP hook wants D itself
+ * (scale 1 into zeros).  Errors as gc_worker_apply; y untouched then. */
+int gc_worker_decode_down(gc_worker *w, const uint8_t *down, size_t len,
+                          uint32_t step, double scale, void *y);
 
 /* Probes: read-only views (length n, cfg->dtype), NULL where the method has
  * no such state.  Valid until the next step call. */

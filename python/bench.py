@@ -4,7 +4,7 @@
 At d values (default 2.5e7, float32) and density rho (0.001), per call:
   c      the bare library: one worker's error feedback + top-K encode
          (gc_worker_step) and the server's aggregate + decode of the P
-         messages (gc_server_step) + applying the downlink (gc_worker_apply),
+         messages (gc_server_step) + decoding the update (gc_worker_decode_down),
          called straight through ctypes on preallocated buffers;
   hook   gradcomp.torch's hook on a bucket of d values (the same library
          calls plus the finite check, the collectives and the bookkeeping);
@@ -87,7 +87,7 @@ def median_time(fn, reps):
 
 
 def bare_c(g, density, reps, world):
-    """gc_worker_step + gc_server_step + gc_worker_apply on preallocated
+    """gc_worker_step + gc_server_step + gc_worker_decode_down on preallocated
     buffers: what the hook calls, without Python around it."""
     lib = _lib.lib
     n = g.numel()
@@ -109,8 +109,8 @@ def bare_c(g, density, reps, world):
         _lib.check(lib.gc_server_step(b.s, ptrs, lens, 1.0, s, b.down.data_ptr(),
                                       b.down_cap, ctypes.byref(dl)))
         out.zero_()
-        _lib.check(lib.gc_worker_apply(b.w, b.down.data_ptr(), dl.value, s,
-                                       out.data_ptr()))
+        _lib.check(lib.gc_worker_decode_down(b.w, b.down.data_ptr(), dl.value, s,
+                                             1.0, out.data_ptr()))
         step[0] += 1
     return median_time(once, reps)
 

@@ -19,8 +19,9 @@ Per DDP bucket (its flattened gradient g, length n), on every rank p of P:
   4. every rank runs the same gc_server_step on them (a replica of the
      server: bi's server memory and downlink compression are computed
      identically everywhere, so the ranks stay in sync without a
-     broadcast) and gc_worker_apply's update D, which the hook returns as
-     the bucket's gradient: the optimizer then steps by its lr times D.
+     broadcast) and decodes the downlink into the update D that
+     gc_worker_apply would subtract, which the hook returns as the
+     bucket's gradient: the optimizer then steps by its lr times D.
 The memories are in gradient units (the library's lr is 1, the
 optimizer's step size comes after): with a constant step size lr this is
 theory.md's (a)/(b), its memories divided by lr.  Call comm_hook after
@@ -468,17 +469,16 @@ def _compressed(state, index, g, n, code, step, pg, layout, shapes):
     if state.probe_every and step % state.probe_every == 0:
         _probe(state, b, index, g, n, code, step, pg, delta, sum(lens),
                dl.value * P)
-    # The update goes into the bucket's own buffer (as DDP's all-reduce hook
-    # does): the worker step has read g, and a fresh tensor of d values
-    # would cost its page faults at every step.
-    # apply does x -= D; from x = -0.0, negating gives D exactly, with
-    # +0.0 (not -0.0) where the downlink leaves an entry out.
+    # The update D goes into the bucket's own buffer (as DDP's all-reduce
+    # hook does): the worker step has read g, and a fresh tensor of d
+    # values would cost its page faults at every step.  D is what
+    # gc_worker_apply subtracts (the library's lr is 1), decoded with
+    # scale +1 into zeros: D exactly, +0.0 where the downlink has nothing.
     out = g
-    out.fill_(-0.0)
-    st = lib.gc_worker_apply(b.w, b.down.data_ptr(), dl.value, step,
-                             out.data_ptr())
-    _lib.check(st, "comm_hook applying the downlink, bucket %d" % index)
-    out.neg_()
+    out.zero_()
+    st = lib.gc_worker_decode_down(b.w, b.down.data_ptr(), dl.value, step,
+                                   1.0, out.data_ptr())
+    _lib.check(st, "comm_hook decoding the downlink, bucket %d" % index)
     state.ledger.add(step, sum(lens), dl.value * P)
     return out
 
