@@ -38,6 +38,8 @@ int gc_algo_by_name(const char *name, gc_algo_kind *k)
   GC_ERRORF(GC_EINVAL, "unknown algorithm '%s'", name);
 }
 
+size_t gc_algo_config_size(void) { return sizeof(gc_algo_config); }
+
 void gc_algo_config_default(gc_algo_config *cfg)
 {
   memset(cfg, 0, sizeof *cfg);
@@ -285,8 +287,14 @@ int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
 int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
                     uint32_t step, void *x)
 {
+  return gc_worker_decode_down(w, down, len, step,
+                               gc__algo_apply_scale(w->cfg.kind, w->lr), x);
+}
+
+int gc_worker_decode_down(gc_worker *w, const uint8_t *down, size_t len,
+                          uint32_t step, double s, void *x)
+{
   const gc_algo_config *cfg = &w->cfg;
-  double s = gc__algo_apply_scale(cfg->kind, w->lr);
   int rc;
   switch (gc__algo_down_coding(cfg->kind)) {
   case GC__DOWN_DENSE:

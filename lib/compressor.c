@@ -27,6 +27,8 @@ void gc_compressor_params_default(gc_compressor_params *p)
   p->rank = 2;
 }
 
+size_t gc_compressor_params_size(void) { return sizeof(gc_compressor_params); }
+
 const gc_compressor_type *const *gc_compressor_types(void)
 {
   enum { MAX_TYPES = 64 };

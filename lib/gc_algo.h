@@ -21,6 +21,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef enum gc_algo_kind {
   GC_ALGO_SGD = 0,        /* dense: average of the gradients                */
@@ -69,6 +72,8 @@ typedef struct gc_algo_config {
 
 /* Defaults: SGD, P = 1, float64, topk both ways at density 0.01. */
 void gc_algo_config_default(gc_algo_config *cfg);
+/* sizeof(gc_algo_config) in the library, for bindings that mirror it. */
+size_t gc_algo_config_size(void);
 /* GC_EINVAL (naming the field) for P = 0, n = 0 or n >= 2^32, a bad dtype,
  * a missing compressor the method needs, or momentum outside [0,1).  A
  * compressor setting is checked by the compressor when it is allocated. */
@@ -140,6 +145,13 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
  * allreduce-randk (the step is inside D), x += D for EF21-BC (x is w). */
 int gc_worker_apply(gc_worker *w, const uint8_t *down, size_t len,
                     uint32_t step, void *x);
+/* The decoding under gc_worker_apply with the caller's scale: y += scale *
+ * D (length n), D the downlink's decoded message; gc_worker_apply is
+ * scale -1 for uni, bi, allgather, allreduce-randk, -lr for SGD, (b'),
+ * DoubleSqueeze and EF21, +1 for EF21-BC.  A DDP hook wants D itself
+ * (scale 1 into zeros).  Errors as gc_worker_apply; y untouched then. */
+int gc_worker_decode_down(gc_worker *w, const uint8_t *down, size_t len,
+                          uint32_t step, double scale, void *y);
 
 /* Probes: read-only views (length n, cfg->dtype), NULL where the method has
  * no such state.  Valid until the next step call. */
@@ -208,5 +220,8 @@ void gc_sim_times(const gc_sim *s, double *worker_s, double *server_s);
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_ALGO_H */

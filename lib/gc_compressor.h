@@ -21,6 +21,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 enum { GC_TIES_LOW = 0, GC_TIES_HIGH = 1 };   /* which index wins equal |x| */
 
@@ -54,6 +57,9 @@ typedef struct gc_compressor_params {
 } gc_compressor_params;
 
 void gc_compressor_params_default(gc_compressor_params *p);
+/* sizeof(gc_compressor_params) as compiled into the library: bindings that
+ * mirror the struct (python/gradcomp) check theirs against it. */
+size_t gc_compressor_params_size(void);
 
 /* What one compress call produced, beside the bytes. */
 typedef struct gc_compress_info {
@@ -187,5 +193,8 @@ extern const gc_compressor_type *const gc_compressor_powersgd;
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_COMPRESSOR_H */

@@ -14,6 +14,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef struct gc_dataset {
   size_t n;                 /* examples                                  */
@@ -90,5 +93,8 @@ void gc_data_shuffle(uint32_t *a, size_t m, uint64_t seed, uint32_t stream,
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_DATA_H */

@@ -20,6 +20,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef struct gc_net_model {
   double bandwidth;   /* bytes per second, per direction, > 0 */
@@ -45,5 +48,8 @@ double gc_net_ledger_step_time(const gc_net_model *m,
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_NETMODEL_H */

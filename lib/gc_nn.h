@@ -24,6 +24,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef enum gc_nn_kind {
   GC_NN_LINEAR = 0,   /* y = W x + b, W [out][in]                          */
@@ -366,5 +369,8 @@ void gc_train_bound_constants(const gc_train *t, gc_train_bound_consts *out);
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_NN_H */

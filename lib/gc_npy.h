@@ -8,6 +8,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 enum { GC_F32 = 4, GC_F64 = 8 };   /* dtype == element size in bytes */
 
@@ -39,5 +42,8 @@ void gc_array_free(gc_array *a);   /* frees data; safe on a zeroed array */
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_NPY_H */

@@ -27,6 +27,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef struct gc_xi_probe gc_xi_probe;
 
@@ -168,5 +171,8 @@ void gc_bound_ladder(const gc_ladder_in *in, double rung[GC_LADDER_RUNGS]);
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_PROBE_H */

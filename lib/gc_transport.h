@@ -17,6 +17,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 /* The MPI transport's watchdog (gc_transport_mpi.h), here so that a
  * front end built without MPI states the same numbers: its timeout in
@@ -73,5 +76,8 @@ double gc_sim_comm_time(const gc_sim *s);
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_TRANSPORT_H */

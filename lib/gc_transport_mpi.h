@@ -33,6 +33,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
+#endif
 
 typedef struct gc_mpi gc_mpi;
 
@@ -55,5 +58,8 @@ void gc_mpi_bytes(const gc_mpi *m, uint64_t *up_sent, uint64_t *up_received,
 
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
 #endif
 #endif /* GC_TRANSPORT_MPI_H */

@@ -304,7 +304,16 @@ Test(algo, ledger_and_support_union, .init = gc_test_quiet)
     }
     cr_assert(eq(int, gc_server_step(s, ups, len, 0.05, t, down, dcap, &dlen),
                  GC_SUCCESS));
+    /* decode_down is apply's decoding: scale -1 is apply itself, scale 1
+     * into zeros the server's decoded downlink (the DDP hook's update) */
+    double y[D], dd[D];
+    memcpy(y, x, sizeof y);
+    memset(dd, 0, sizeof dd);
+    cr_assert(eq(int, gc_worker_decode_down(w[0], down, dlen, t, -1.0, y), GC_SUCCESS));
+    cr_assert(eq(int, gc_worker_decode_down(w[0], down, dlen, t, 1.0, dd), GC_SUCCESS));
+    cr_assert(eq(int, memcmp(dd, gc_server_sent(s), sizeof dd), 0));
     cr_assert(eq(int, gc_worker_apply(w[0], down, dlen, t, x), GC_SUCCESS));
+    cr_assert(eq(int, memcmp(y, x, sizeof y), 0));
     sum_down += P * dlen;
     cr_assert(eq(int, gc_algo_record_step(&c, l, t, len, dlen), GC_SUCCESS));
     cr_assert(eq(u64, gc_ledger_step_total(l, t, GC_UP), want));
