@@ -69,7 +69,9 @@ enum {
   GC_COMP_SPARSE = 1u << 2,     /* output has few nonzeros                  */
   GC_COMP_CONTRACTIVE = 1u << 3,/* ||C(x)-x||^2 <= (1-delta)||x||^2 always  */
   GC_COMP_NEEDS_SHAPE = 1u << 4,/* needs layer shapes (PowerSGD)            */
-  GC_COMP_KEEPS_K = 1u << 5     /* keeps (about) k entries: uses k/density  */
+  GC_COMP_KEEPS_K = 1u << 5,    /* keeps (about) k entries: uses k/density  */
+  GC_COMP_COUNT_VARIES = 1u << 6/* KEEPS_K with a data-dependent count
+                                   (gaussk, dgc): compare selected with k  */
 };
 
 /* A compressor type.  State is allocated by gc_compressor_alloc with

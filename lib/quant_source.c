@@ -189,7 +189,19 @@ static int FN(sign_common_encode)(const qstate *q, const REAL *x,
   buf[1] = PREC;
   REAL sc = 1;
   if (scaled) {
-    sc = (REAL) (l1 / (double) n);
+    if (!(l1 <= DBL_MAX)) {
+      /* The mean of |x_i| is at most max |x_i|, but the sum can pass
+       * DBL_MAX (float64 x only: a float32 sum stays below 2^160): add
+       * |x_i| 2^-32 instead, which n < 2^32 entries keep finite, and
+       * scale the mean back, clamped where rounding lifted it past
+       * DBL_MAX.  Messages whose sum stays finite keep their bytes. */
+      double a = 0;
+      for (size_t i = 0; i < n; i++)
+        a += ldexp(fabs((double) x[i]), -32);
+      sc = (REAL) fmin(ldexp(a / (double) n, 32), DBL_MAX);
+    } else {
+      sc = (REAL) (l1 / (double) n);
+    }
     memcpy(buf + HDR, &sc, W);
   }
   *len = need;

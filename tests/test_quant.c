@@ -353,6 +353,37 @@ Test(quant, scaled_sign_error_identity)
   gc_compressor_free(c);
 }
 
+/* scaled-sign's scale ||x||_1/d is at most max |x_i|, but the float64
+ * sum ||x||_1 passed DBL_MAX for 63 entries of 1e307 and the message held
+ * Inf, which its own decoder refuses.  Error model: the fallback adds n
+ * terms |x_i| 2^-32 (exact scalings) in double and divides once, so the
+ * scale is within (n + 1) u of ||x||_1/d. */
+Test(quant, scaled_sign_scale_finite_when_l1_overflows)
+{
+  static const size_t ns[] = {63, 1000};
+  for (size_t t = 0; t < 2; t++) {
+    size_t n = ns[t];
+    double *x = malloc(n * sizeof *x), *y = calloc(n, sizeof *y), want = 0;
+    for (size_t i = 0; i < n; i++) {
+      x[i] = t == 0 ? 1e307 : (i % 3 ? DBL_MAX : -DBL_MAX / 2);
+      want += ldexp(fabs(x[i]), -32) / (double) n;
+    }
+    want = ldexp(want, 32);
+    gc_compressor *c = make("scaled-sign", n, 1, 0, 0, 0);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+    size_t len;
+    cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, gc_compressor_max_bytes(c), &len, NULL),
+                 GC_SUCCESS));
+    cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, 0, 1.0, y), GC_SUCCESS), "n=%zu: %s",
+              n, gc_last_error());
+    for (size_t i = 0; i < n; i++)
+      cr_assert(fabs(fabs(y[i]) - want) <= (double) (n + 1) * DBL_EPSILON * want &&
+                (y[i] < 0) == (x[i] < 0), "n=%zu i=%zu: %g", n, i, y[i]);
+    gc_compressor_free(c);
+    free(x); free(y); free(buf);
+  }
+}
+
 /* ---- property 20: bits ------------------------------------------------- */
 
 Test(quant, qsgd_elias_beats_naive_on_gaussian)
