@@ -384,6 +384,35 @@ Test(quant, scaled_sign_scale_finite_when_l1_overflows)
   }
 }
 
+/* TernGrad's clip bound c std(x): the float64 sum of squares overflowed
+ * past |x| ~ 1e154, the bound became Inf and clipping was silently off.
+ * The scale s = min(max|x|, c std) of x 2^600 must be 2^600 times that of
+ * x.  Error model: the two paths sum the n = 1000 squares in other orders
+ * and scalings, each within n u relative, and the square root halves it:
+ * 1e-12 relative covers both. */
+Test(quant, terngrad_clip_bound_scales_with_huge_x)
+{
+  enum { D = 1000 };
+  double x[D], xs[D], y[D], ys[D];
+  gc_test_fill_normal(x, D, 31);
+  x[7] = 50;   /* an outlier far past 2.5 std: the clip binds */
+  for (size_t i = 0; i < D; i++)
+    xs[i] = ldexp(x[i], 600);
+  gc_compressor *c = make("terngrad", D, 1, 0, 2.5, 5);
+  gc_compress_info info;
+  gc_test_roundtrip_f64(c, x, 0, NULL, y, &info);
+  gc_test_roundtrip_f64(c, xs, 0, NULL, ys, &info);
+  double s = 0, ss = 0;
+  for (size_t i = 0; i < D; i++) {
+    s = fmax(s, fabs(y[i]));
+    ss = fmax(ss, fabs(ys[i]));
+  }
+  cr_assert(s > 0 && s < 40, "the clip binds: s = %g", s);
+  cr_assert(fabs(ldexp(ss, -600) - s) <= 1e-12 * s, "s(x 2^600) 2^-600 = %.17g, s(x) = %.17g",
+            ldexp(ss, -600), s);
+  gc_compressor_free(c);
+}
+
 /* ---- property 20: bits ------------------------------------------------- */
 
 Test(quant, qsgd_elias_beats_naive_on_gaussian)
