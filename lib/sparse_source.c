@@ -535,8 +535,8 @@ static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, RE
 
 /* Random-K refuses NaN or Inf anywhere in x, naming the first, as every
  * compressor does (docs/design.md), though it sends only K entries: one
- * read of x (the scan, vectorised and on threads), which error feedback's
- * accumulation has just written. */
+ * read of x (the scan, vectorised and on threads), which at small
+ * densities is most of random-K's time -- the price of one rule. */
 static int FN(check_finite)(const REAL *x, size_t n)
 {
   size_t bad;
