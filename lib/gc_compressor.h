@@ -137,7 +137,10 @@ void gc_compressor_state_load(gc_compressor *c, const void *buf);
 /* Compress x (length n) at iteration `step` into buf (capacity cap bytes;
  * gc_compressor_max_bytes() always suffices).  *len receives the message
  * length.  info may be NULL.
- * Returns GC_SUCCESS, GC_EDOM (NaN or Inf in x), GC_ENOSPACE. */
+ * Returns GC_SUCCESS, GC_EDOM (NaN or Inf anywhere in x, sent or not: the
+ * reason names the first index; or a scale the type cannot represent,
+ * e.g. a QSGD bucket norm past the precision's range), GC_ENOSPACE.  A
+ * message of finite x always decodes. */
 int gc_compress_f32(gc_compressor *c, const float *x, uint32_t step,
                     uint8_t *buf, size_t cap, size_t *len,
                     gc_compress_info *info);
