@@ -88,6 +88,8 @@ struct SelState {
   uint32_t rescan;             /* dgc: the next count pass is wanted      */
   uint32_t radix_off;          /* radix passes return at once (dgc keeps
                                   them off unless it needs an exact top-k) */
+  uint32_t rescale;            /* gaussk: the sums left their range       */
+  uint32_t amax;               /* gaussk: max |x| as a mag_key            */
   double thr;                  /* current threshold (gaussk, dgc)         */
   double thr_sel;              /* threshold of the last evaluation        */
   uint64_t total;              /* packed totals of the tile scan          */

@@ -394,22 +394,74 @@ int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
  * device: each round counts |x| > thr and a one-thread kernel adjusts thr
  * or marks the loop done, so the host never waits.  Rounds after `done`
  * return at once. */
+/* sparse_source.c FN(gauss_thr): mu = c0 + S1/n, var = (S2 - S1^2/n)/(n-1),
+ * thr = mu + |z| sigma, spelled with _rn so that nothing is fused; false
+ * where the sums may have left the range in which they scale exactly with
+ * x (S2, S1^2 or thr not finite, or S2 < n 2^-102 = n FLT_MIN 2^24). */
+__device__ bool gauss_thr(double c0, double S1, double S2, size_t n, double absz,
+                          double *thr)
+{
+  double mu = __dadd_rn(c0, __ddiv_rn(S1, (double) n)), sq = __dmul_rn(S1, S1);
+  double var = n > 1 ? __ddiv_rn(__dsub_rn(S2, __ddiv_rn(sq, (double) n)), (double) (n - 1))
+                     : 0.0;
+  double sigma = sqrt(var > 0 ? var : 0.0);
+  *thr = __dadd_rn(mu, __dmul_rn(absz, sigma));
+  return isfinite(S2) && isfinite(sq) && isfinite(*thr) &&
+         !(S2 < __dmul_rn((double) n, 0x1p-102));
+}
+
+/* The shift of sparse_source.c FN(gauss_shift) for float32: max |x| to
+ * [2^24, 2^25). */
+__device__ int gauss_shift(uint32_t amax)
+{
+  return 24 - ilogb((double) __uint_as_float(amax));
+}
+
 __global__ void gauss_init(SelState *st, const float *x, const double *sums, size_t n,
                            double absz)
 {
-  /* sparse_source.c: mu = c0 + S1/n, var = (S2 - S1^2/n)/(n-1); spelled
-   * with _rn so that nothing is fused */
-  double S1 = sums[0], S2 = sums[1], c0 = x[0];
-  double mu = __dadd_rn(c0, __ddiv_rn(S1, (double) n));
-  double var = n > 1 ? __ddiv_rn(__dsub_rn(S2, __ddiv_rn(__dmul_rn(S1, S1), (double) n)),
-                                 (double) (n - 1))
-                     : 0.0;
-  double sigma = sqrt(var > 0 ? var : 0.0);
-  st->thr = __dadd_rn(mu, __dmul_rn(absz, sigma));
+  double thr;
+  bool ok = gauss_thr((double) x[0], sums[0], sums[1], n, absz, &thr);
+  st->thr = thr;
   st->thr_sel = st->thr;
   st->done = 0;
   st->loops = 0;
   st->count = 0;
+  st->rescale = !ok && !st->bad;
+  st->amax = 0;
+}
+
+/* Where the sums left their range: max |x| for the shift (x is finite). */
+__global__ void __launch_bounds__(BLOCK)
+gauss_absmax(const float *__restrict__ x, size_t n, SelState *st)
+{
+  typedef cub::BlockReduce<uint32_t, BLOCK> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  if (!st->rescale)
+    return;
+  uint32_t m = 0;
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK)
+    m = max(m, mag_key(x[i]));
+  m = Reduce(tmp).Reduce(m, [](uint32_t a, uint32_t b) { return a > b ? a : b; });
+  if (threadIdx.x == 0 && m)
+    atomicMax(&st->amax, m);
+}
+
+/* The threshold from the sums of x 2^sh (gauss_partials<true>), scaled
+ * back: exact in double for float32 x, so the loop below runs on it as
+ * the CPU's on its scaled threshold.  x = 0 keeps gauss_init's. */
+__global__ void gauss_rescaled_init(SelState *st, const float *x, const double *sums,
+                                    size_t n, double absz)
+{
+  if (!st->rescale || st->amax == 0)
+    return;
+  int sh = gauss_shift(st->amax);
+  double thr;
+  gauss_thr((double) __double2float_rn(ldexp((double) x[0], sh)), sums[0], sums[1], n, absz,
+            &thr);
+  st->thr = ldexp(thr, -sh);
+  st->thr_sel = st->thr;
 }
 
 __global__ void __launch_bounds__(BLOCK)
@@ -452,29 +504,39 @@ __global__ void gauss_adjust(SelState *st, uint32_t k)
  * while a whole group of 16 fits; lane 0 then takes the tail in index
  * order; the partial is ((0.0 + a[0]) + a[1]) + ... + a[15] in double.
  * Here lane j of a block is thread j of a half-warp, which folds the lanes
- * in that order through shuffles.  NaN/Inf in x sets st->bad. */
+ * in that order through shuffles.  NaN/Inf in x sets st->bad.  SCALED:
+ * the sums of x 2^sh (sparse_source.c FN(gauss_sums_shifted)), only where
+ * gauss_init set st->rescale; every thread returns at once otherwise. */
 enum { GAUSS_LANES = 16 };
 
+template <bool SCALED>
 __global__ void __launch_bounds__(BLOCK)
 gauss_partials(const float *__restrict__ x, size_t n, size_t nblk, double *part, SelState *st)
 {
+  if (SCALED && (!st->rescale || st->amax == 0))
+    return;
+  const int sh = SCALED ? gauss_shift(st->amax) : 0;
+  /* x 2^sh rounded to float as the CPU's (REAL) ldexp((double) v, sh) */
+  auto in = [sh](float v) {
+    return SCALED ? __double2float_rn(ldexp((double) v, sh)) : v;
+  };
   const size_t t = (size_t) blockIdx.x * BLOCK + threadIdx.x, b = t / GAUSS_LANES;
   const unsigned j = (unsigned) (t % GAUSS_LANES);
-  const float c0 = x[0];
+  const float c0 = in(x[0]);
   float a1 = 0.0f, a2 = 0.0f;
   int bad = 0;
   if (b < nblk) {
     size_t lo = b * SUM_BLOCK, hi = n - lo < SUM_BLOCK ? n : lo + SUM_BLOCK;
     size_t full = lo + (hi - lo) / GAUSS_LANES * GAUSS_LANES;
     for (size_t i = lo + j; i < full; i += GAUSS_LANES) {
-      float v = x[i], d = __fsub_rn(v, c0);
+      float v = x[i], d = __fsub_rn(in(v), c0);
       bad |= nonfinite(v);
       a1 = __fadd_rn(a1, d);
       a2 = __fadd_rn(a2, __fmul_rn(d, d));
     }
     if (j == 0)
       for (size_t i = full; i < hi; i++) {
-        float v = x[i], d = __fsub_rn(v, c0);
+        float v = x[i], d = __fsub_rn(in(v), c0);
         bad |= nonfinite(v);
         a1 = __fadd_rn(a1, d);
         a2 = __fadd_rn(a2, __fmul_rn(d, d));
@@ -837,7 +899,7 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
   GC_CUDA_LAUNCHED();
   /* one thread per (block, lane): nblk * 16 <= 2^26 threads for n < 2^32 */
   unsigned pgrid = (unsigned) ((nblk * GAUSS_LANES + BLOCK - 1) / BLOCK);
-  gauss_partials<<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
+  gauss_partials<false><<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
   GC_CUDA_LAUNCHED();
   GC_TRY(pairwise_total<2>(part, spare, nblk, sums, stream));
   /* |z| exactly as sparse.c computes it: GSL on the host, from the density
@@ -846,6 +908,16 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
   gauss_init<<<1, 1, 0, stream>>>(s.st, d_x, sums, n, absz);
   GC_CUDA_LAUNCHED();
   unsigned grid = grid_for(n, BLOCK * 8, HIST_CAP);
+  /* the sums again on x 2^sh where they left their range (the CPU's
+   * fallback); each kernel returns at once otherwise, and the tree then
+   * adds the spent partials into sums that nobody reads */
+  gauss_absmax<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
+  GC_CUDA_LAUNCHED();
+  gauss_partials<true><<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
+  GC_CUDA_LAUNCHED();
+  GC_TRY(pairwise_total<2>(part, spare, nblk, sums, stream));
+  gauss_rescaled_init<<<1, 1, 0, stream>>>(s.st, d_x, sums, n, absz);
+  GC_CUDA_LAUNCHED();
   for (unsigned r = 0; r < loops; r++) {
     count_above<<<grid, BLOCK, 0, stream>>>(d_x, n, s.st);
     GC_CUDA_LAUNCHED();

@@ -27,6 +27,11 @@ static void usage(FILE *out)
           "Shaped compressors (powersgd) need --shape: the first ROWS*COLS entries are\n"
           "one row-major matrix, any rest is sent raw; --rank R (2) is its rank.\n"
           "--stats prints: bytes=<wire bytes> rel_err=<|x-C(x)|^2/|x|^2> nnz=<count>\n"
+          "  and, where the count kept depends on x (gaussk, dgc), selected=<count> k=<k>.\n"
+          "A warning on stderr says when that count is outside [2k/3, 4k/3]\n"
+          "(Gaussian-k's threshold rule can miss k far on non-Gaussian x).\n"
+          "Every compressor refuses NaN or +-Inf anywhere in x (exit 1, naming the\n"
+          "first such index), also where the entry would not be sent.\n"
           "Defaults: --density %g (K = density x d, at least 1; gradcomp train's\n"
           "default is 0.001, the thesis's K/d), --levels %u, --bucket %zu (one\n"
           "bucket), --threshold %g, --clip %g (none), --seed %llu, --step 0,\n"
@@ -244,12 +249,13 @@ int gc_cmd_compress(int argc, char **argv)
     goto done;
   }
   uint32_t step = (uint32_t) step64;
+  gc_compress_info info;
   if (x.dtype == GC_F32) {
-    st = gc_compress_f32(c, x.data, step, buf, cap, &len, NULL);
+    st = gc_compress_f32(c, x.data, step, buf, cap, &len, &info);
     if (!st)
       st = gc_decompress_add_f32(c, buf, len, step, 1.0f, y);
   } else {
-    st = gc_compress_f64(c, x.data, step, buf, cap, &len, NULL);
+    st = gc_compress_f64(c, x.data, step, buf, cap, &len, &info);
     if (!st)
       st = gc_decompress_add_f64(c, buf, len, step, 1.0, y);
   }
@@ -261,17 +267,36 @@ int gc_cmd_compress(int argc, char **argv)
     gc_cli_fail(CMD, st, "cannot write %s", out);
     goto done;
   }
+  /* Gaussian-k's count is whatever its threshold rule gives (theory.md
+   * 2.5), which can be far from k on non-Gaussian x: say so */
+  size_t k = (T->flags & GC_COMP_COUNT_VARIES) ? gc_compressor_k(c) : 0;
+  if (k && (3 * info.selected < 2 * k || 3 * info.selected > 4 * k))
+    fprintf(stderr, "gradcomp %s: warning: %s selected %zu entries of %s, k = %zu "
+            "(%.3g k, outside [2k/3, 4k/3])\n", CMD, name, info.selected, in, k,
+            (double) info.selected / (double) k);
   if (stats) {
-    double num = 0, den = 0;
+    /* in units of the largest |x_i|, |y_i|, so that squares of float64
+     * entries beyond 1e154 do not overflow the ratio */
+    double num = 0, den = 0, big = 0;
     size_t nnz = 0;
     for (size_t i = 0; i < n; i++) {
       double xi = x.dtype == GC_F32 ? ((float *) x.data)[i] : ((double *) x.data)[i];
       double yi = x.dtype == GC_F32 ? ((float *) y)[i] : ((double *) y)[i];
-      num += (xi - yi) * (xi - yi);
-      den += xi * xi;
+      big = fmax(big, fmax(fabs(xi), fabs(yi)));
+    }
+    int e = big > 0 && isfinite(big) ? ilogb(big) : 0;
+    for (size_t i = 0; i < n; i++) {
+      double xi = x.dtype == GC_F32 ? ((float *) x.data)[i] : ((double *) x.data)[i];
+      double yi = x.dtype == GC_F32 ? ((float *) y)[i] : ((double *) y)[i];
+      double xs = ldexp(xi, -e), ds = xs - ldexp(yi, -e);
+      num += ds * ds;
+      den += xs * xs;
       nnz += yi != 0;
     }
-    printf("bytes=%zu rel_err=%.9g nnz=%zu\n", len, den > 0 ? num / den : 0.0, nnz);
+    printf("bytes=%zu rel_err=%.9g nnz=%zu", len, den > 0 ? num / den : 0.0, nnz);
+    if (k)
+      printf(" selected=%zu k=%zu", info.selected, k);
+    putchar('\n');
   }
   rc = 0;
 done:

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "gc_algo.h"
+#include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_io.h"
@@ -977,6 +978,25 @@ static int lock_run(const char *dir, int *fd)
   return GC_SUCCESS;
 }
 
+/* Gaussian-k's count is whatever its threshold rule gives (docs/theory.md
+ * 2.5): on real gradients it can miss k by far (0.013 k on MNIST-MLP).
+ * Say so on stderr at the first step where a worker's count leaves
+ * [2k/3, 4k/3], once per run (per process under MPI, each for its own
+ * workers); the epoch line carries the mean count. */
+static void count_warning(const gc_train_config *c, const run *r, size_t e, size_t s,
+                          const gc_train_step_info *si, int *warned)
+{
+  size_t k = r->in.k;
+  if (*warned || (3 * si->selected_min >= 2 * k && 3 * si->selected_max <= 4 * k))
+    return;
+  *warned = 1;
+  size_t m = 3 * si->selected_min < 2 * k ? si->selected_min : si->selected_max;
+  fprintf(stderr, "gradcomp train: warning: %s sent %zu entries (%.3g k, k = %zu) at "
+          "epoch %zu step %zu, outside [2k/3, 4k/3]; warned once per run, the epoch "
+          "lines give the mean count\n", c->compressor, m, (double) m / (double) k, k,
+          e + 1, s + 1);
+}
+
 /* ---- progress (stderr, terminals only) ------------------------------- */
 
 /* "1h02m", "3m05s", "12s": short enough to keep the bar on one line. */
@@ -1441,12 +1461,16 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
   size_t probe_every = spe >= 10 ? spe / 10 : 1;
   double tsum = 0;
   size_t tn = 0;
+  /* the uplink's count against k where it depends on the data */
+  const gc_compressor_type *CT = gc_compressor_type_by_name(c->compressor);
+  int judge_count = CT && (CT->flags & GC_COMP_COUNT_VARIES) && R.in.k > 0;
+  int count_warned = 0;
 
   for (size_t e = epoch0; e < c->epochs && st == GC_SUCCESS; e++) {
     double t0 = gc__now(), tcomp = 0, tstats = 0, w0, s0, w1, s1;
     gc_train_times(R.t, &w0, &s0);
-    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0, netw = 0;
-    size_t xn = 0, cn = 0, done_here = 0, g2en = 0;
+    double lsum = 0, usum = 0, xsum = 0, csum = 0, g2e = 0, netw = 0, selsum = 0;
+    size_t xn = 0, cn = 0, done_here = 0, g2en = 0, seln = 0;
     uint64_t upw = 0, downw = 0, statsw = 0;   /* taken at --log-every rows */
     if ((st = gc_train_epoch(R.t, e)))
       break;
@@ -1489,6 +1513,11 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
       usum += (double) si.support;
       R.wloss += si.loss;
       R.wn++;
+      if (judge_count && si.selected_workers) {
+        selsum += si.selected_sum;
+        seln += si.selected_workers;
+        count_warning(c, &R, e, s, &si, &count_warned);
+      }
       if (isfinite(si.xi)) {
         xsum += si.xi;
         xn++;
@@ -1562,7 +1591,11 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
       if ((st = gc__flush_checked(log, path)) ||
           (st = steps_row(&R, e, steps, 1, tl, acc)) || (st = write_model(&R)))
         break;
-      if (!c->quiet)
+      if (!c->quiet && seln)   /* Gaussian-k's, DGC's achieved count */
+        fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s, "
+                "%s count %.3g k\n", e + 1, lsum / (double) done_here, acc, ttot,
+                c->compressor, selsum / (double) seln / (double) R.in.k);
+      else if (!c->quiet)
         fprintf(stderr, "epoch %zu: loss %.4f, test accuracy %.4f, %.1f s\n",
                 e + 1, lsum / (double) done_here, acc, ttot);
     }

@@ -193,6 +193,7 @@ struct gc_worker {
   void *scaled;          /* DGC: lr * g                                */
   double lr;             /* of the last worker_step, for apply         */
   int started;
+  size_t selected;       /* entries the last uplink sent (compressed)  */
 };
 
 void gc_worker_free(gc_worker *w)
@@ -262,19 +263,22 @@ int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
       GC_ERRORF(GC_EDOM, "worker %zu: non-finite gradient at index %zu "
                 "(step %u)", w->rank, bad, (unsigned) step);
     gc__vcopy(dt, w->sent, grad, n);
+    w->selected = n;
     return gc__dense_encode(dt, grad, n, up, cap, len);
   }
   int rc;
+  gc_compress_info info = {0, n, 0};
   if (gc__algo_worker_ef(cfg) == GC_EF_EF21 && !w->started &&
       cfg->ef21_init == GC_EF21_INIT_GRADIENT) {
     GC_TRY(gc_ef_ef21_set(w->ef, grad));
     rc = gc__dense_encode(dt, grad, n, up, cap, len);
   } else if (w->scaled) {      /* DGC works on lr*g: the message is a step */
     gc__vscale(dt, w->scaled, lr, grad, n);
-    rc = gc_ef_step(w->ef, w->up, w->scaled, 1.0, step, up, cap, len, NULL);
+    rc = gc_ef_step(w->ef, w->up, w->scaled, 1.0, step, up, cap, len, &info);
   } else {
-    rc = gc_ef_step(w->ef, w->up, grad, lr, step, up, cap, len, NULL);
+    rc = gc_ef_step(w->ef, w->up, grad, lr, step, up, cap, len, &info);
   }
+  w->selected = info.selected;
   /* the memory checks the gradient and its own overflow; name the worker */
   if (rc == GC_EDOM)
     GC_ERRORF(GC_EDOM, "worker %zu (step %u): %s", w->rank, (unsigned) step,
@@ -319,6 +323,8 @@ const void *gc_worker_memory(const gc_worker *w)
 {
   return w->ef ? gc_ef_memory(w->ef) : NULL;
 }
+
+size_t gc_worker_selected(const gc_worker *w) { return w->selected; }
 
 const void *gc_worker_accumulator(const gc_worker *w)
 {

@@ -157,6 +157,9 @@ int gc_worker_decode_down(gc_worker *w, const uint8_t *down, size_t len,
  * no such state.  Valid until the next step call. */
 const void *gc_worker_memory(const gc_worker *w);        /* eps^p (or h_i) */
 const void *gc_worker_accumulator(const gc_worker *w);   /* acc^p of last step */
+/* Entries the last uplink message sent (gc_compress_info.selected: the
+ * achieved count of a sparsifier, n for dense messages), 0 before any. */
+size_t gc_worker_selected(const gc_worker *w);
 const void *gc_worker_sent(const gc_worker *w);          /* decoded m^p       */
 const void *gc_server_memory(const gc_server *s);        /* delta (or h)      */
 const void *gc_server_aggregate(const gc_server *s);     /* (1/P) sum m^p     */

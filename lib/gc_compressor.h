@@ -75,7 +75,9 @@ enum {
   GC_COMP_SPARSE = 1u << 2,     /* output has few nonzeros                  */
   GC_COMP_CONTRACTIVE = 1u << 3,/* ||C(x)-x||^2 <= (1-delta)||x||^2 always  */
   GC_COMP_NEEDS_SHAPE = 1u << 4,/* needs layer shapes (PowerSGD)            */
-  GC_COMP_KEEPS_K = 1u << 5     /* keeps (about) k entries: uses k/density  */
+  GC_COMP_KEEPS_K = 1u << 5,    /* keeps (about) k entries: uses k/density  */
+  GC_COMP_COUNT_VARIES = 1u << 6/* KEEPS_K with a data-dependent count
+                                   (gaussk, dgc): compare selected with k  */
 };
 
 /* A compressor type.  State is allocated by gc_compressor_alloc with
@@ -141,7 +143,10 @@ void gc_compressor_state_load(gc_compressor *c, const void *buf);
 /* Compress x (length n) at iteration `step` into buf (capacity cap bytes;
  * gc_compressor_max_bytes() always suffices).  *len receives the message
  * length.  info may be NULL.
- * Returns GC_SUCCESS, GC_EDOM (NaN or Inf in x), GC_ENOSPACE. */
+ * Returns GC_SUCCESS, GC_EDOM (NaN or Inf anywhere in x, sent or not: the
+ * reason names the first index; or a scale the type cannot represent,
+ * e.g. a QSGD bucket norm past the precision's range), GC_ENOSPACE.  A
+ * message of finite x always decodes. */
 int gc_compress_f32(gc_compressor *c, const float *x, uint32_t step,
                     uint8_t *buf, size_t cap, size_t *len,
                     gc_compress_info *info);

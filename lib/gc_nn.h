@@ -282,6 +282,14 @@ typedef struct gc_train_step_info {
   double loss;                /* mean of the P workers' batch losses      */
   size_t support;             /* |union of the uplink supports| (0 away
                                  from the server's process)               */
+  size_t selected_min, selected_max; /* fewest and most entries a worker's
+                                 compressed uplink sent, over the workers
+                                 this process steps on the CPU (gaussk,
+                                 dgc: the achieved count against k)       */
+  size_t selected_workers;    /* how many: 0 for a dense uplink, a step on
+                                 the device, a process without workers
+                                 (then the two above are 0)               */
+  double selected_sum;        /* their sum                                */
   double xi, delta;           /* a probed step: the method's xi (4.2/4.4)
                                  and the workers' mean uplink contraction
                                  (4.1), on the server's process; NaN when

@@ -17,6 +17,7 @@
 #endif
 
 #include "gc_algo.h"
+#include "gc_algo_rules.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_nn.h"
@@ -1054,6 +1055,21 @@ static int train_step(gc_train *r, size_t e, size_t s, int probe,
     st = gc_sim_step(r->sim, r->gp, c->lr);
     if (gc_sim_server(r->sim))   /* NULL where the server runs elsewhere */
       support = gc_server_support_union(gc_sim_server(r->sim));
+  }
+  /* the counts of the compressed uplinks that this process computed */
+  out->selected_min = out->selected_max = out->selected_workers = 0;
+  out->selected_sum = 0;
+  int counted = !on_dev && st == GC_SUCCESS &&
+                gc__algo_up_coding(r->acfg.kind) == GC__UP_COMP;
+  for (size_t p = r->lo; counted && p < r->hi; p++) {
+    const gc_worker *w = gc_sim_worker(r->sim, p);
+    if (!w)
+      continue;
+    size_t m = gc_worker_selected(w);
+    out->selected_min = out->selected_workers && out->selected_min < m ? out->selected_min : m;
+    out->selected_max = out->selected_max > m ? out->selected_max : m;
+    out->selected_sum += (double) m;
+    out->selected_workers++;
   }
   if (st == GC_EDIVERGE || st == GC_EDOM)
     GC_ERRORF(GC_EDIVERGE, "training diverged at epoch %zu, step %zu "

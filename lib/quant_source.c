@@ -189,7 +189,19 @@ static int FN(sign_common_encode)(const qstate *q, const REAL *x,
   buf[1] = PREC;
   REAL sc = 1;
   if (scaled) {
-    sc = (REAL) (l1 / (double) n);
+    if (!(l1 <= DBL_MAX)) {
+      /* The mean of |x_i| is at most max |x_i|, but the sum can pass
+       * DBL_MAX (float64 x only: a float32 sum stays below 2^160): add
+       * |x_i| 2^-32 instead, which n < 2^32 entries keep finite, and
+       * scale the mean back, clamped where rounding lifted it past
+       * DBL_MAX.  Messages whose sum stays finite keep their bytes. */
+      double a = 0;
+      for (size_t i = 0; i < n; i++)
+        a += ldexp(fabs((double) x[i]), -32);
+      sc = (REAL) fmin(ldexp(a / (double) n, 32), DBL_MAX);
+    } else {
+      sc = (REAL) (l1 / (double) n);
+    }
     memcpy(buf + HDR, &sc, W);
   }
   *len = need;
@@ -819,7 +831,26 @@ static int FN(terngrad_encode)(void *st, const REAL *x, uint32_t step,
   if (q->clip > 0) {
     double mean = FN(block_sum)(x, n, 0, 0.0) / (double) n;
     double var = FN(block_sum)(x, n, 1, mean);
-    c = (REAL) (q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0));
+    int e = 0;
+    if (!(var <= DBL_MAX)) {
+      /* float64 x beyond about 1e154 (a float32 sum stays finite): the
+       * same moments of x 2^-e, e the exponent of max |x_i|, scaled back
+       * (a bound past DBL_MAX clips nothing); an Inf bound here had turned
+       * clipping off.  A NaN or Inf in x is caught below. */
+      double top = 0, m = 0;
+      for (size_t i = 0; i < n; i++)
+        top = fmax(top, fabs((double) x[i]));
+      e = top > 0 && top <= DBL_MAX ? ilogb(top) : 0;
+      for (size_t i = 0; i < n; i++)
+        m += ldexp((double) x[i], -e);
+      m /= (double) n;
+      var = 0;
+      for (size_t i = 0; i < n; i++) {
+        double d = ldexp((double) x[i], -e) - m;
+        var += d * d;
+      }
+    }
+    c = (REAL) ldexp(q->clip * (n > 1 ? sqrt(var / (double) (n - 1)) : 0.0), e);
   }
   /* s = max_i min(|x_i|, c) = min(max_i |x_i|, c) */
   REAL s = 0;

@@ -2368,6 +2368,9 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
 #define FABS fabsf
 #define NEXTDOWN(t) nextafterf((t), -INFINITY)
 #define REAL_MAX FLT_MAX
+#define REAL_MIN FLT_MIN
+#define REAL_MAX_EXP FLT_MAX_EXP
+#define REAL_MANT_DIG FLT_MANT_DIG
 #define SCAN_ISA scan_par_f32
 #define SCAN_PIECES scan_pieces_f32
 #define TOPK_VALS topk_vals_f32
@@ -2382,6 +2385,9 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
 #define FABS fabs
 #define NEXTDOWN(t) nextafter((t), -INFINITY)
 #define REAL_MAX DBL_MAX
+#define REAL_MIN DBL_MIN
+#define REAL_MAX_EXP DBL_MAX_EXP
+#define REAL_MANT_DIG DBL_MANT_DIG
 #include "sparse_source.c"
 
 /* Top-K of float32 x with the values: the sampled threshold and one scan
@@ -2666,10 +2672,11 @@ SPARSE_TYPE(threshold, "threshold",
             GC_COMP_BIASED, init_threshold)
 SPARSE_TYPE(gaussk, "gaussk",
             "Gaussian-k (Shi et al.): threshold from mean/std, 3 adjustments (--density)",
-            GC_COMP_BIASED | GC_COMP_KEEPS_K, init_gaussk)
+            GC_COMP_BIASED | GC_COMP_KEEPS_K | GC_COMP_COUNT_VARIES, init_gaussk)
 SPARSE_TYPE(dgc, "dgc",
             "DGC sampled-threshold top-k (Lin et al.), truncated to k in index order",
-            GC_COMP_BIASED | GC_COMP_RANDOM | GC_COMP_KEEPS_K, init_dgc)
+            GC_COMP_BIASED | GC_COMP_RANDOM | GC_COMP_KEEPS_K | GC_COMP_COUNT_VARIES,
+            init_dgc)
 
 const gc_compressor_type *const gc__sparse_types[] = {
   &topk_type, &randk_type, &randk_unbiased_type, &threshold_type,

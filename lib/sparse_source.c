@@ -1,7 +1,8 @@
 /* sparse_source.c -- type-generic half of sparse.c, included once per
  * precision with REAL, SFX, UKEY (unsigned integer of REAL's width), FABS,
- * NEXTDOWN and REAL_MAX defined (GSL templates_on.h style), which it
- * undefines at its end.  Never compiled on its own. */
+ * NEXTDOWN, REAL_MAX, REAL_MIN, REAL_MAX_EXP and REAL_MANT_DIG defined
+ * (GSL templates_on.h style), which it undefines at its end.  Never
+ * compiled on its own. */
 
 enum { FN(SCAN_BLOCK) = 32 };
 
@@ -532,38 +533,15 @@ static size_t FN(floyd_values)(sparse_state *s, uint32_t step, const REAL *x, RE
   return nz;
 }
 
-/* Finiteness of the entries random-K sends.  Only those reach the wire,
- * and reading the other n-k would make an O(k) compressor O(n); the
- * algorithms check whole gradients before compressing. */
-static int FN(check_finite_at)(const REAL *x, const uint32_t *idx, size_t k)
+/* Random-K refuses NaN or Inf anywhere in x, naming the first, as every
+ * compressor does (docs/design.md), though it sends only K entries: one
+ * read of x (the scan, vectorised and on threads), which at small
+ * densities is most of random-K's time -- the price of one rule. */
+static int FN(check_finite)(const REAL *x, size_t n)
 {
-  for (size_t j = 0; j < k; j++)
-    if (!(FABS(x[idx[j]]) <= REAL_MAX))
-      return FN(report_bad)(x, idx[j]);
-  return GC_SUCCESS;
-}
-
-/* The first of the m values at v (a message's, unaligned) that is NaN or
- * Inf, or m: an OR over each stretch, vectorised, before any search. */
-static size_t FN(first_nonfinite)(const uint8_t *v, size_t m)
-{
-  enum { STRETCH = 1024 };
-  for (size_t lo = 0; lo < m; lo += STRETCH) {
-    size_t hi = m - lo < STRETCH ? m : lo + STRETCH;
-    int any = 0;
-    for (size_t j = lo; j < hi; j++) {
-      REAL a;
-      memcpy(&a, v + j * sizeof(REAL), sizeof a);
-      any |= !(FABS(a) <= REAL_MAX);
-    }
-    for (size_t j = lo; any && j < hi; j++) {
-      REAL a;
-      memcpy(&a, v + j * sizeof(REAL), sizeof a);
-      if (!(FABS(a) <= REAL_MAX))
-        return j;
-    }
-  }
-  return m;
+  size_t bad;
+  FN(scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
+  return bad == SIZE_MAX ? GC_SUCCESS : FN(report_bad)(x, bad);
 }
 
 /* Gaussian-k sums of one block x[lo,hi) (hi - lo <= GAUSS_BLOCK) of the
@@ -693,6 +671,82 @@ static void FN(join_pieces)(uint32_t *cand, REAL *cval, scan_layout *L)
   L->cnt[0] = at;
 }
 
+/* Gaussian-k's threshold mu + |z| sigma (theory.md 2.5) from the shifted
+ * sums S1 = sum (x_i - c0), S2 = sum (x_i - c0)^2 into *thr.  Returns 0
+ * where the sums may have left the range in which every operation on them
+ * scales exactly with x: S2 or S1^2 overflowed, the threshold did, or S2
+ * is so small (below n REAL_MIN 2^MANT: the squares' mean within MANT
+ * binades of the subnormals) that squares rounded to subnormals or to 0
+ * may have changed it.  Inside that range x 2^j gives thr 2^j exactly. */
+static int FN(gauss_thr)(REAL c0, double S1, double S2, size_t n, double z, double *thr)
+{
+  double mu = (double) c0 + S1 / (double) n, sq = S1 * S1;
+  double var = n > 1 ? (S2 - sq / (double) n) / (double) (n - 1) : 0.0;
+  double sigma = sqrt(var > 0 ? var : 0);
+  *thr = mu + z * sigma;
+  return isfinite(S2) && isfinite(sq) && isfinite(*thr) &&
+         !(S2 < (double) n * ldexp(REAL_MIN, REAL_MANT_DIG));
+}
+
+/* x 2^sh in REAL: exact unless it lands among the subnormals. */
+static REAL FN(ldexp_real)(REAL v, int sh)
+{
+  return (REAL) ldexp((double) v, sh);
+}
+
+/* The sh that brings max |x_i| (finite x) to [2^E, 2^(E+1)) with
+ * E = (REAL_MAX_EXP - 80) / 2 (24 for float32, 472 for float64), or 0
+ * for x = 0.  There |x_i - c0| < 2^(E+2), so a lane's 64 squares stay
+ * below 2^(2E+10) (float32: 2^58), the sums over n < 2^32 entries below
+ * 2^(2E+36) and S1^2 below 2^(2E+68) (float64: 2^1012); a square that
+ * underflows is one of a difference 2^87 (float64: 2^983) times below the
+ * largest entry, whose own square is in S2 (c0 far from it) or is
+ * replaced by others of its size: far below the last bit of S2. */
+static int FN(gauss_shift)(const REAL *x, size_t n)
+{
+  REAL m = 0;
+  for (size_t i = 0; i < n; i++)
+    m = FABS(x[i]) > m ? FABS(x[i]) : m;
+  if (m == 0)
+    return 0;
+  return (REAL_MAX_EXP - 80) / 2 - ilogb((double) m);
+}
+
+/* The shifted sums of x 2^sh exactly as FN(gauss_block_sums) and the
+ * pairwise tree form them for that vector (the scalar loop is their
+ * definition), without candidates: Gaussian-k's statistics where x's own
+ * sums left their range (FN(gauss_thr)).  The caller scales the result
+ * back, so that x and x 2^j select the same entries. */
+static void FN(gauss_sums_shifted)(const REAL *x, size_t n, int sh, double *S1, double *S2)
+{
+  REAL c0 = FN(ldexp_real)(x[0], sh);
+  gc__pairwise sum1 = {{0}, 0, 0}, sum2 = {{0}, 0, 0};
+  for (size_t lo = 0; lo < n; lo += GAUSS_BLOCK) {
+    size_t hi = n - lo < GAUSS_BLOCK ? n : lo + GAUSS_BLOCK, i = lo;
+    REAL a1[16] = {0}, a2[16] = {0};
+    for (; i + 16 <= hi; i += 16)
+      for (int j = 0; j < 16; j++) {
+        REAL d = FN(ldexp_real)(x[i + j], sh) - c0;
+        a1[j] += d;
+        a2[j] += d * d;
+      }
+    for (; i < hi; i++) {
+      REAL d = FN(ldexp_real)(x[i], sh) - c0;
+      a1[0] += d;
+      a2[0] += d * d;
+    }
+    double s1 = 0, s2 = 0;
+    for (int j = 0; j < 16; j++) {
+      s1 += (double) a1[j];
+      s2 += (double) a2[j];
+    }
+    gc__pairwise_push(&sum1, s1);
+    gc__pairwise_push(&sum2, s2);
+  }
+  *S1 = gc__pairwise_total(&sum1);
+  *S2 = gc__pairwise_total(&sum2);
+}
+
 /* Gaussian-k (theory.md 2.5): selected indices into s->idx, and their
  * values into *val (room entries) unless it is or becomes NULL
  * (FN(scan_staged)); or, where sel->P > 0 (float32), both as the pieces
@@ -760,18 +814,22 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     if (bad != SIZE_MAX)
       return FN(report_bad)(x, bad);
   }
-  double mu = (double) c0 + S1 / (double) n;
-  double var = n > 1 ? (S2 - S1 * S1 / (double) n) / (double) (n - 1) : 0.0;
-  double sigma = sqrt(var > 0 ? var : 0);
-  double thr = mu + s->gauss_z * sigma;
   /* x is finite from here on: a NaN or Inf in x makes S2, a sum of
    * squares, Inf or NaN, and then the scan above has returned GC_EDOM.  So
-   * the scans below need no check. */
+   * the scans below need no check.  The threshold is thr * 2^-sh: sh is 0
+   * unless the sums left their range, and then they are those of x 2^sh. */
+  double thr;
+  int sh = 0;
+  if (!FN(gauss_thr)(c0, S1, S2, n, s->gauss_z, &thr) &&
+      (sh = FN(gauss_shift)(x, n)) != 0) {
+    FN(gauss_sums_shifted)(x, n, sh, &S1, &S2);
+    FN(gauss_thr)(FN(ldexp_real)(c0, sh), S1, S2, n, s->gauss_z, &thr);
+  }
   size_t c = 0;
   unsigned ev = 0;
   REAL *stage = *val, *v = stage;
   while (ev < s->p.gauss_loops) {
-    REAL t = FN(strict_t)(thr);
+    REAL t = FN(strict_t)(ldexp(thr, -sh));
     v = stage;
     sel->P = 0;
     sel->coded = 0;
@@ -1010,10 +1068,6 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
   unsigned evals = 0;
   REAL factor = 1;
   int implicit = 0;
-  /* random-K: x's entries at the draws are checked in the message once it
-   * is written (gathering them from x twice was most of its time at
-   * density 0.01), where it surely fits; else beforehand */
-  int check_sent = 0;
   /* the message is written already (random-K's dense draws, from the
    * bitmap; random-K-unbiased on one thread, as it draws; the selections
    * whose pieces the encoder takes where they lie) */
@@ -1050,6 +1104,7 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     break;
   }
   case KIND_RANDK:
+    GC_TRY(FN(check_finite)(x, s->n));
     if (floyd_dense(s)) {   /* the message comes with the walk */
       size_t bad;
       floyd(s, step, NULL);
@@ -1059,15 +1114,13 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     } else {
       floyd(s, step, s->idx);
     }
-    if (!written) {
+    if (!written)
       floyd_sort(s);
-      check_sent = 1;
-    }
     break;
   case KIND_RANDKU:
+    GC_TRY(FN(check_finite)(x, s->n));
     factor = (REAL) ((double) s->n / (double) s->k);
     implicit = 1;
-    check_sent = 1;
     if (cap >= GC__WIRE_HDR + c * sizeof(REAL) && gc__wire_threads(c) == 1) {
       /* the values come with the draws (FN(floyd_values)); where the
        * encoder gathers them on several threads (put_all_vals, in pieces
@@ -1114,22 +1167,14 @@ static int FN(sparse_encode)(void *state, const REAL *x, uint32_t step,
     GC_TRY(FN(encode_codes)(s, x, &L, staged, c, buf, cap, len, &info->nnz));
     written = 1;
   }
-  if (check_sent && !written && cap < gc__wire_bound(s->n, s->k, sizeof(REAL))) {
-    GC_TRY(FN(check_finite_at)(x, s->idx, c));
-    check_sent = 0;
-  }
   if (!written && staged)
     GC_TRY(FN(gc__wire_encode_staged)(s->wire, s->n, s->idx, c, staged, buf, cap, len,
                                       &info->nnz));
   else if (!written)
     GC_TRY(FN(gc__wire_encode)(s->wire, s->n, s->idx, c, implicit, x, factor,
                                buf, cap, len, &info->nnz));
-  /* a non-finite value sent is a non-finite x, named as check_finite_at
-   * names it (index order; randk-unbiased: draw order), or for
-   * randk-unbiased a finite x times n/K beyond REAL_MAX, sent as it always
-   * was */
-  if (check_sent && FN(first_nonfinite)(buf + *len - c * sizeof(REAL), c) < c)
-    GC_TRY(FN(check_finite_at)(x, s->idx, c));
+  /* (random-K-unbiased sends a finite x_i whose x_i n/K passes REAL_MAX
+   * as the Inf the scaling makes) */
   info->selected = c;
   info->loops = evals;
   return GC_SUCCESS;
@@ -1162,6 +1207,9 @@ static int FN(sparse_decode)(const void *state, const uint8_t *buf, size_t len,
 #undef FABS
 #undef NEXTDOWN
 #undef REAL_MAX
+#undef REAL_MIN
+#undef REAL_MAX_EXP
+#undef REAL_MANT_DIG
 #undef GAUSS_GROUPS
 #undef SCAN_ISA
 #undef SCAN_PIECES

@@ -1,6 +1,7 @@
 /* test_compressors.c -- the generic suite over every registered compressor
  * (round trip, determinism, error paths, precision markers) and the sparse
  * wire format (closed-form sizes under each index coding, gc_sparse_*). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +201,112 @@ static size_t closed_form(const double *y, size_t n, size_t b, int *coding)
   if (c && delta < best) { best = delta; *coding = 1; }
   if (bitmap < best) { best = bitmap; *coding = 2; }
   return 7 + best + b * c;
+}
+
+/* One rule for non-finite input (docs/design.md): every registered
+ * compressor, PowerSGD with a layer matrix and a raw rest included,
+ * refuses NaN, +Inf and -Inf at the first, a middle and the last index,
+ * in both precisions, with GC_EDOM and a message naming that index --
+ * random-K too, though it sends only K of the n entries. */
+Test(generic, nonfinite_anywhere_refused_naming_the_index, .init = gc_test_quiet)
+{
+  enum { M = 4099 };   /* not a multiple of 64 or of any block */
+  float *x = malloc(M * sizeof *x);
+  double *xd = malloc(M * sizeof *xd);
+  gc_test_fill_normal_f32(x, M, 9);
+  for (size_t i = 0; i < M; i++)
+    xd[i] = x[i];
+  const gc_segment seg = {0, 40, 100};   /* entries 4000..4098 go raw */
+  const size_t at[3] = {0, M / 2, M - 1};
+  const double bad[3] = {NAN, INFINITY, -INFINITY};
+  for (const gc_compressor_type *const *it = gc_compressor_types(); *it; it++) {
+    const gc_compressor_type *T = *it;
+    gc_compressor_params p = generic_params();
+    p.density = 0.001;   /* random-K draws 4 entries: rarely the bad one */
+    if (T->flags & GC_COMP_NEEDS_SHAPE) {
+      p.segments = &seg;
+      p.nsegments = 1;
+    }
+    gc_compressor *c = gc_compressor_alloc(T, M, &p);
+    cr_assert_not_null(c, "%s", T->name);
+    size_t cap = gc_compressor_max_bytes(c), len;
+    uint8_t *buf = malloc(cap);
+    for (int a = 0; a < 3; a++)
+      for (int b = 0; b < 3; b++)
+        for (int f64 = 0; f64 < 2; f64++) {
+          char want[64], want2[64];   /* the two families' wordings */
+          snprintf(want, sizeof want, "at index %zu ", at[a]);
+          snprintf(want2, sizeof want2, "x[%zu] ", at[a]);
+          int rc;
+          if (f64) {
+            xd[at[a]] = bad[b];
+            rc = gc_compress_f64(c, xd, 5, buf, cap, &len, NULL);
+            xd[at[a]] = x[at[a]];
+          } else {
+            float keep = x[at[a]];
+            x[at[a]] = (float) bad[b];
+            rc = gc_compress_f32(c, x, 5, buf, cap, &len, NULL);
+            x[at[a]] = keep;
+          }
+          cr_assert(eq(int, rc, GC_EDOM), "%s %s: %g at %zu accepted", T->name,
+                    f64 ? "f64" : "f32", bad[b], at[a]);
+          cr_assert(strstr(gc_last_error(), want) || strstr(gc_last_error(), want2),
+                    "%s %s: '%s' does not name index %zu", T->name, f64 ? "f64" : "f32",
+                    gc_last_error(), at[a]);
+        }
+    free(buf);
+    gc_compressor_free(c);
+  }
+  free(x);
+  free(xd);
+}
+
+/* Finite input never gives a message the compressor's own decoder
+ * refuses: with entries near the largest finite value (norms and sums
+ * beyond it) every registered compressor either refuses at encode time,
+ * naming the reason, or writes a message that decodes. */
+Test(generic, huge_finite_input_decodes_or_is_refused, .init = gc_test_quiet)
+{
+  enum { M = 1000 };
+  double *xd = malloc(M * sizeof *xd), *yd = malloc(M * sizeof *yd);
+  float *xf = malloc(M * sizeof *xf), *yf = malloc(M * sizeof *yf);
+  const gc_segment seg = {0, 20, 40};
+  for (int shape = 0; shape < 3; shape++) {
+    for (size_t i = 0; i < M; i++) {
+      double g = gc_rng_normal(12, 0, 0, i);
+      double u = shape == 0 ? 0.5 : shape == 1 ? (i % 2 ? 1 : -1) : g / 6;
+      xd[i] = u * DBL_MAX;
+      xf[i] = (float) u * FLT_MAX;
+    }
+    for (const gc_compressor_type *const *it = gc_compressor_types(); *it; it++) {
+      const gc_compressor_type *T = *it;
+      gc_compressor_params p = generic_params();
+      if (T->flags & GC_COMP_NEEDS_SHAPE) {
+        p.segments = &seg;
+        p.nsegments = 1;
+      }
+      gc_compressor *c = gc_compressor_alloc(T, M, &p);
+      size_t cap = gc_compressor_max_bytes(c), len;
+      uint8_t *buf = malloc(cap);
+      for (int f64 = 0; f64 < 2; f64++) {
+        int rc = f64 ? gc_compress_f64(c, xd, 1, buf, cap, &len, NULL)
+                     : gc_compress_f32(c, xf, 1, buf, cap, &len, NULL);
+        if (rc != GC_SUCCESS) {
+          cr_assert(gc_last_error()[0] != '\0', "%s: refused without a reason", T->name);
+          continue;
+        }
+        memset(yd, 0, M * sizeof *yd);
+        memset(yf, 0, M * sizeof *yf);
+        rc = f64 ? gc_decompress_add_f64(c, buf, len, 1, 1.0, yd)
+                 : gc_decompress_add_f32(c, buf, len, 1, 1.0f, yf);
+        cr_assert(eq(int, rc, GC_SUCCESS), "%s %s shape %d: own message refused: %s",
+                  T->name, f64 ? "f64" : "f32", shape, gc_last_error());
+      }
+      free(buf);
+      gc_compressor_free(c);
+    }
+  }
+  free(xd); free(yd); free(xf); free(yf);
 }
 
 Test(wire, sizes_match_closed_form_under_each_coding)

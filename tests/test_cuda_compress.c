@@ -372,6 +372,32 @@ static const char *fill_sums(float *x, size_t n, int kind, uint64_t seed)
   return "offset";
 }
 
+/* Inputs whose shifted sums leave their range (the squares overflow at
+ * 2^60 and 2^100, round to subnormals at 2^-60 and 2^-100): the CPU
+ * recomputes the statistics on x 2^sh, and so must the twin. */
+Test(cuda_compress, gaussk_sums_out_of_range)
+{
+  gc_test_require_gpu();
+  static const int shifts[] = {60, 100, -60, -100};
+  for (size_t s = 0; s < sizeof sum_sizes / sizeof sum_sizes[0]; s++) {
+    size_t n = sum_sizes[s];
+    float *x = malloc(n * sizeof *x);
+    cr_assert(x != NULL);
+    for (size_t j = 0; j < sizeof shifts / sizeof shifts[0]; j++) {
+      gc_test_fill_normal_f32(x, n, 7100 + n);
+      for (size_t i = 0; i < n; i++)
+        x[i] = ldexpf(x[i], shifts[j]);
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = 0.01;
+      char what[96];
+      snprintf(what, sizeof what, "normal x 2^%d", shifts[j]);
+      compare(gc_compressor_gaussk, n, &p, x, 0, what);
+    }
+    free(x);
+  }
+}
+
 Test(cuda_compress, gaussk_sum_orders)
 {
   gc_test_require_gpu();

@@ -634,3 +634,56 @@ Test(frontend, csv_on_a_full_disk_keeps_whole_rows)
   free(text);
   remove(csv);
 }
+/* Gaussian-k's count is whatever its threshold rule gives: on uniformly
+ * spread x it kept 0 of k = 3146 (d = 3145733, density 0.001) without a
+ * word.  compress names the count in --stats (selected=, k=) and warns on
+ * stderr when it leaves [2k/3, 4k/3]; top-K (exactly k) keeps its line. */
+Test(frontend, gaussk_count_outside_band_warned)
+{
+  enum { D = 200000 };
+  char path[512], out[4096];
+  snprintf(path, sizeof path, "%s", gc_test_tmp("fe-uniform.npy"));
+  float *x = malloc(D * sizeof *x);
+  for (size_t i = 0; i < D; i++)   /* uniform on [-1, 1], shuffled order */
+    x[i] = (float) (2.0 * (double) ((i * 2654435761u) % D) / D - 1.0);
+  size_t n = D;
+  cr_assert(eq(int, gc_npy_write(path, GC_F32, 1, &n, x), GC_SUCCESS));
+  free(x);
+  cr_assert(eq(int, run(out, sizeof out, "%s compress gaussk --density 0.001 --in %s --stats",
+                        gradcomp, path), 0), "%s", out);
+  size_t bytes, nnz, sel, k;
+  double rel;
+  const char *line = strstr(out, "bytes=");
+  cr_assert(line && sscanf(line, "bytes=%zu rel_err=%lf nnz=%zu selected=%zu k=%zu", &bytes,
+                           &rel, &nnz, &sel, &k) == 5, "%s", out);
+  cr_assert(eq(sz, k, 200));
+  cr_assert(3 * sel < 2 * k, "selected %zu: the uniform case is meant to miss", sel);
+  cr_assert(strstr(out, "warning: gaussk selected") && strstr(out, "outside [2k/3, 4k/3]"),
+            "%s", out);
+  cr_assert(eq(int, run(out, sizeof out, "%s compress topk --density 0.001 --in %s --stats",
+                        gradcomp, path), 0), "%s", out);
+  cr_assert(strstr(out, "warning") == NULL && strstr(out, "selected=") == NULL, "%s", out);
+  remove(path);
+}
+
+/* In training the warning comes once per run, not per step, and each
+ * epoch line gives the mean count over k (log.csv's support_union_over_k
+ * is that count with one worker). */
+Test(frontend, train_gaussk_count_warned_once)
+{
+  const char *data = gc_test_need_dataset("mnist");
+  char dir[512], out[16384];
+  snprintf(dir, sizeof dir, "%s", gc_test_tmp("fe-gaussk"));
+  int st = run(out, sizeof out, "%s train --data %s --train-subset 2000 --test-subset 100"
+               " --workers 2 --batch 32 --epochs 2 --algorithm uni --compressor gaussk"
+               " --density 0.001 --out %s", gradcomp, data, dir);
+  cr_assert(st == 0, "exit %d\n%s", st, out);
+  size_t warnings = 0;
+  for (const char *p = out; (p = strstr(p, "warning: gaussk sent")); p++)
+    warnings++;
+  cr_assert(eq(sz, warnings, 1), "%s", out);
+  cr_assert(strstr(out, "epoch 1: ") && strstr(out, "gaussk count"), "%s", out);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert(system(cmd) == 0);
+}

@@ -353,6 +353,66 @@ Test(quant, scaled_sign_error_identity)
   gc_compressor_free(c);
 }
 
+/* scaled-sign's scale ||x||_1/d is at most max |x_i|, but the float64
+ * sum ||x||_1 passed DBL_MAX for 63 entries of 1e307 and the message held
+ * Inf, which its own decoder refuses.  Error model: the fallback adds n
+ * terms |x_i| 2^-32 (exact scalings) in double and divides once, so the
+ * scale is within (n + 1) u of ||x||_1/d. */
+Test(quant, scaled_sign_scale_finite_when_l1_overflows)
+{
+  static const size_t ns[] = {63, 1000};
+  for (size_t t = 0; t < 2; t++) {
+    size_t n = ns[t];
+    double *x = malloc(n * sizeof *x), *y = calloc(n, sizeof *y), want = 0;
+    for (size_t i = 0; i < n; i++) {
+      x[i] = t == 0 ? 1e307 : (i % 3 ? DBL_MAX : -DBL_MAX / 2);
+      want += ldexp(fabs(x[i]), -32) / (double) n;
+    }
+    want = ldexp(want, 32);
+    gc_compressor *c = make("scaled-sign", n, 1, 0, 0, 0);
+    uint8_t *buf = malloc(gc_compressor_max_bytes(c));
+    size_t len;
+    cr_assert(eq(int, gc_compress_f64(c, x, 0, buf, gc_compressor_max_bytes(c), &len, NULL),
+                 GC_SUCCESS));
+    cr_assert(eq(int, gc_decompress_add_f64(c, buf, len, 0, 1.0, y), GC_SUCCESS), "n=%zu: %s",
+              n, gc_last_error());
+    for (size_t i = 0; i < n; i++)
+      cr_assert(fabs(fabs(y[i]) - want) <= (double) (n + 1) * DBL_EPSILON * want &&
+                (y[i] < 0) == (x[i] < 0), "n=%zu i=%zu: %g", n, i, y[i]);
+    gc_compressor_free(c);
+    free(x); free(y); free(buf);
+  }
+}
+
+/* TernGrad's clip bound c std(x): the float64 sum of squares overflowed
+ * past |x| ~ 1e154, the bound became Inf and clipping was silently off.
+ * The scale s = min(max|x|, c std) of x 2^600 must be 2^600 times that of
+ * x.  Error model: the two paths sum the n = 1000 squares in other orders
+ * and scalings, each within n u relative, and the square root halves it:
+ * 1e-12 relative covers both. */
+Test(quant, terngrad_clip_bound_scales_with_huge_x)
+{
+  enum { D = 1000 };
+  double x[D], xs[D], y[D], ys[D];
+  gc_test_fill_normal(x, D, 31);
+  x[7] = 50;   /* an outlier far past 2.5 std: the clip binds */
+  for (size_t i = 0; i < D; i++)
+    xs[i] = ldexp(x[i], 600);
+  gc_compressor *c = make("terngrad", D, 1, 0, 2.5, 5);
+  gc_compress_info info;
+  gc_test_roundtrip_f64(c, x, 0, NULL, y, &info);
+  gc_test_roundtrip_f64(c, xs, 0, NULL, ys, &info);
+  double s = 0, ss = 0;
+  for (size_t i = 0; i < D; i++) {
+    s = fmax(s, fabs(y[i]));
+    ss = fmax(ss, fabs(ys[i]));
+  }
+  cr_assert(s > 0 && s < 40, "the clip binds: s = %g", s);
+  cr_assert(fabs(ldexp(ss, -600) - s) <= 1e-12 * s, "s(x 2^600) 2^-600 = %.17g, s(x) = %.17g",
+            ldexp(ss, -600), s);
+  gc_compressor_free(c);
+}
+
 /* ---- property 20: bits ------------------------------------------------- */
 
 Test(quant, qsgd_elias_beats_naive_on_gaussian)

@@ -646,6 +646,73 @@ Test(gaussk, float32_matches_its_definition)
     }
 }
 
+/* Gaussian-k's threshold is mu + |z| sigma, which scales with x: x 2^j must
+ * select the same entries for every j that keeps x 2^j normal.  The sums
+ * of squares overflowed from |x| ~ 2^60 (float32: x 1e18 kept 0 of
+ * k = 10) or S1^2 did (float64 x 1e152 kept 927 of 1000), and squares
+ * rounded to subnormals from |x| ~ 2^-50.  Selection is data movement,
+ * so the comparison is exact. */
+Test(gaussk, selection_same_for_any_power_of_two_scale)
+{
+  static const size_t ns[] = {1000, 70001};
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (int f64 = 0; f64 < 2; f64++) {
+      size_t n = ns[a];
+      double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+      double *xs = malloc(n * sizeof *xs), lo = INFINITY, hi = 0;
+      float *xf = malloc(n * sizeof *xf), *yf = malloc(n * sizeof *yf);
+      uint8_t *want = malloc(n);
+      for (size_t i = 0; i < n; i++) {
+        x[i] = (float) gc_rng_normal(31, (uint32_t) a, 0, i);   /* exact in both */
+        lo = fmin(lo, fabs(x[i]));
+        hi = fmax(hi, fabs(x[i]));
+      }
+      /* x 2^j normal: 2^(MIN_EXP-1) <= lo 2^j and hi 2^j < 2^MAX_EXP */
+      int emin = f64 ? DBL_MIN_EXP : FLT_MIN_EXP, emax = f64 ? DBL_MAX_EXP : FLT_MAX_EXP;
+      int j0 = emin - 1 - ilogb(lo), j1 = emax - 1 - ilogb(hi);
+      gc_compressor_params p;
+      gc_compressor_params_default(&p);
+      p.density = 0.01;
+      size_t base = 0;
+      /* j = 0 first (the reference), then j0 to j1 in about 100 steps */
+      for (int r = 0, j = 0;; r++, j = j0 + (r - 1) * ((j1 - j0) / 97 + 1)) {
+        int jj = j > j1 ? j1 : j;
+        for (size_t i = 0; i < n; i++)
+          xs[i] = ldexp(x[i], jj);
+        gc_compress_info info;
+        if (f64) {
+          cr_assert(eq(int, apply_f64(gc_compressor_gaussk, &p, xs, n, 0, y, &info),
+                       GC_SUCCESS));
+        } else {
+          for (size_t i = 0; i < n; i++)
+            xf[i] = (float) xs[i];
+          cr_assert(eq(int, apply_f32(gc_compressor_gaussk, &p, xf, n, 0, yf, &info),
+                       GC_SUCCESS));
+          for (size_t i = 0; i < n; i++)
+            y[i] = yf[i];
+        }
+        size_t diff = n;
+        for (size_t i = 0; i < n; i++) {
+          if (r == 0)
+            want[i] = y[i] != 0;
+          else if ((y[i] != 0) != want[i] && diff == n)
+            diff = i;
+        }
+        cr_assert(eq(sz, diff, n), "%s n=%zu x 2^%d: entry %zu differs",
+                  f64 ? "float64" : "float32", n, jj, diff);
+        if (r == 0) {
+          base = info.selected;
+          cr_assert(base > 0);
+        } else {
+          cr_assert(eq(sz, info.selected, base), "x 2^%d", jj);
+        }
+        if (jj == j1)
+          break;
+      }
+      free(x); free(y); free(xs); free(xf); free(yf); free(want);
+    }
+}
+
 /* ---- property 11: DGC ---------------------------------------------------- */
 
 Test(dgc, quirk_keeps_first_in_index_order)

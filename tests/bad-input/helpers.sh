@@ -79,4 +79,19 @@ b[24:24 + m] = meta
 b[20:24] = struct.pack('<I', zlib.crc32(bytes(b[24:])))
 open(p, 'wb').write(b)
 PY
+# vec FILE f4|f8 N EXPR: a 1-D little-endian .npy of N values EXPR(i)
+# (a Python expression in i with math's names -- nan, inf, ldexp, ... --
+# and q, the standard normal quantile function)
+vec() {
+  python3 -c "
+import math, struct, sys
+from statistics import NormalDist
+q = NormalDist().inv_cdf
+f, t, n, e = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+v = [eval(e, dict(vars(math), i=i, q=q)) for i in range(n)]
+h = \"{'descr': '<%s', 'fortran_order': False, 'shape': (%d,), }\" % (t, n)
+h += ' ' * ((64 - (10 + len(h) + 1) % 64) % 64) + '\n'
+open(f, 'wb').write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(h)) + h.encode()
+                   + struct.pack('<%d%s' % (n, 'f' if t == 'f4' else 'd'), *v))
+" "$1" "$2" "$3" "$4"
 }
