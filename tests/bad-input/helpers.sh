@@ -79,6 +79,7 @@ b[24:24 + m] = meta
 b[20:24] = struct.pack('<I', zlib.crc32(bytes(b[24:])))
 open(p, 'wb').write(b)
 PY
+}
 # vec FILE f4|f8 N EXPR: a 1-D little-endian .npy of N values EXPR(i)
 # (a Python expression in i with math's names -- nan, inf, ldexp, ... --
 # and q, the standard normal quantile function)
