@@ -781,9 +781,12 @@ Test(algo, table_rows_are_whole_and_consistent)
     /* EF21's server rules go with EF21's worker memory */
     cr_assert(eq(int, A->server == GC__SERVER_EF21 || A->server == GC__SERVER_EF21_BC,
                  A->worker_ef == GC_EF_EF21), "%s: EF21", A->name);
-    /* an exact downlink carries the step (x -= D) */
-    if (A->down == GC__DOWN_EXACT)
-      cr_assert(eq(int, (int) A->apply, GC__APPLY_STEP), "%s: apply", A->name);
+    /* a memory on the step (BEFORE) sends lr*g, so the workers apply
+     * x -= D; EF21-BC's downlink moves the model; the rest send gradients */
+    gc__apply_rule apply = A->worker_ef == GC_EF_BEFORE ? GC__APPLY_STEP
+                           : A->server == GC__SERVER_EF21_BC ? GC__APPLY_MODEL
+                           : GC__APPLY_GRAD;
+    cr_assert(eq(int, (int) A->apply, (int) apply), "%s: apply", A->name);
     /* DGC replaces a plain residual on lr*g */
     if (A->flags & GC__ALGO_DGC)
       cr_assert(eq(int, (int) A->worker_ef, GC_EF_BEFORE), "%s: DGC", A->name);
