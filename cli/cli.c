@@ -513,8 +513,7 @@ const char *gc_cli_algorithm_names(const char *sep)
 {
   static char buf[512];
   buf[0] = '\0';
-  /* gc_algo_name answers "unknown" past the last kind of the library's list */
-  for (int k = 0; strcmp(gc_algo_name((gc_algo_kind) k), "unknown"); k++) {
+  for (int k = 0; k < GC_ALGO_COUNT; k++) {
     size_t l = strlen(buf);
     snprintf(buf + l, sizeof buf - l, "%s%s", k ? sep : "", gc_algo_name((gc_algo_kind) k));
   }

@@ -218,10 +218,11 @@ extern "C" void gc_cuda_sim_free(gc_cuda_sim *s)
 static int host_setup(gc_cuda_sim *s, const gc_algo_config *cfg)
 {
   gc_algo_kind k = cfg->kind;
-  if (k != GC_ALGO_SGD && k != GC_ALGO_UNI && k != GC_ALGO_BI && k != GC_ALGO_DOWNLINK &&
-      k != GC_ALGO_DOUBLESQUEEZE)
-    GC_ERRORF(GC_EUNSUP, "gc_cuda_sim: method %s has no device transport (sgd, uni, bi, "
-              "downlink, doublesqueeze)", gc_algo_name(k));
+  if (!(gc__algo(k)->flags & GC__ALGO_GPU)) {
+    char names[256];
+    GC_ERRORF(GC_EUNSUP, "gc_cuda_sim: method %s has no device transport (%s)",
+              gc_algo_name(k), gc__algo_names(GC__ALGO_GPU, ", ", names, sizeof names));
+  }
   if (cfg->dtype != GC_F32)
     GC_ERROR("gc_cuda_sim: the device transport runs float32 only", GC_EUNSUP);
   if (gc__algo_up_coding(k) == GC__UP_COMP && !gc_cuda_supports(cfg->up))
@@ -459,7 +460,8 @@ extern "C" int gc_cuda_sim_step(gc_cuda_sim *s, const float *d_grads, double lr)
     mean_finish<<<grid, BLOCK, 0, st>>>(s->d_agg, n, df, f);
     GC_CUDA_LAUNCHED();
   }
-  if (k == GC_ALGO_UNI) {   /* enqueued now, so that one wait serves both */
+  if (gc__algo_down_coding(k) == GC__DOWN_EXACT) {   /* enqueued now, so that one wait
+                                                        serves both */
     size_t tb = s->tmp_bytes;
     GC_TRY(gc_cuda_compress_f32(s->exact, s->d_tmp, &tb, s->d_agg, t, s->d_down, s->downcap,
                                 &s->d_info[P], st));

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gc_algo.h"
+#include "gc_algo_rules.h"
 #include "gc_cli.h"
 #include "gc_transport_cli.h"
 #include "gc_errno.h"
@@ -684,8 +685,10 @@ static int cmd_bounds(int argc, char **argv)
     for (size_t j = 0; j < na && !rc; j++) {
       gc_algo_kind kind = algs[j];
       const char *aname = gc_algo_name(kind);
+      const gc__algo_desc *A = gc__algo(kind);
+      int compresses = A->up == GC__UP_COMP || A->down == GC__DOWN_COMP;
       for (size_t c = 0; c < nc && !rc; c++) {
-        if ((kind == GC_ALGO_SGD || kind == GC_ALGO_ALLREDUCE) && c > 0)
+        if (!compresses && c > 0)
           break;   /* no compression: one row */
         const char *cname = comps[c]->name;
         algo_opts a = { aname, cname, NULL, density, density,
@@ -704,7 +707,7 @@ static int cmd_bounds(int argc, char **argv)
         }
         gc_bound_row rows[GC_BOUND_COUNT];
         gc_theory_bounds_eval(&bc, rows);
-        if (kind == GC_ALGO_SGD || kind == GC_ALGO_ALLREDUCE)
+        if (!compresses)
           cname = "none";
         double dens = bc.up || bc.down ? (double) (bc.up ? bc.k : bc.k_down) / (double) prob->n
                                        : 1.0;

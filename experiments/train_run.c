@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "gc_algo.h"
+#include "gc_algo_rules.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
@@ -1322,8 +1323,7 @@ static int sparse_uplink(const gc_train_config *c)
   const gc_compressor_type *T = gc_compressor_type_by_name(c->compressor);
   if (gc_algo_by_name(c->algorithm, &k) != GC_SUCCESS || !T)
     return 0;
-  return k != GC_ALGO_SGD && k != GC_ALGO_DOWNLINK && k != GC_ALGO_ALLREDUCE &&
-         (T->flags & GC_COMP_SPARSE);
+  return gc__algo(k)->up == GC__UP_COMP && (T->flags & GC_COMP_SPARSE);
 }
 
 /* The folder at the start: a fresh run's (refused where another run's

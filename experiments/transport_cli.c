@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gc_algo_rules.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_netmodel.h"
@@ -160,10 +161,10 @@ static int server_check(gc_transport_opts *o, gc_theory_run *r)
   free(all);
   const gc_ledger *l = gc_sim_ledger(sim);
   uint64_t lup = gc_ledger_total(l, GC_UP), ldown = gc_ledger_total(l, GC_DOWN);
-  gc_algo_kind k = o->cfg.kind;
-  int ring = k == GC_ALGO_ALLREDUCE || k == GC_ALGO_ALLREDUCE_RANDK;
+  gc__collective coll = gc__algo(o->cfg.kind)->collective;
+  int ring = coll == GC__COLL_ALLREDUCE;
   /* allgather: each worker receives the P-1 others' messages */
-  uint64_t up_moved = k == GC_ALGO_ALLGATHER ? recv_workers : recv0;
+  uint64_t up_moved = coll == GC__COLL_ALLGATHER ? recv_workers : recv0;
   if (!rc && sent != recv0)
     rc = gc_cli_fail(CMD, 0, "uplink payload: workers sent %llu bytes, rank 0"
                      " received %llu", (unsigned long long) sent,
@@ -180,7 +181,7 @@ static int server_check(gc_transport_opts *o, gc_theory_run *r)
            "downlink received %llu, ledger %llu\n",
            gc_sim_worker(sim, 0) ? "a worker" : "no worker", P,
            (unsigned long long) sent, (unsigned long long) up_moved,
-           k == GC_ALGO_ALLGATHER ? "Allgatherv, by the P workers"
+           coll == GC__COLL_ALLGATHER ? "Allgatherv, by the P workers"
                                   : "MPI_Get_count at rank 0",
            (unsigned long long) lup, ring ? " (ring allreduce model)" : "",
            (unsigned long long) down, (unsigned long long) ldown);

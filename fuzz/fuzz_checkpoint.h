@@ -9,7 +9,10 @@
 #include "gc_algo.h"
 #include "gc_npy.h"
 
-enum { FUZZ_CKPT_KINDS = 6, FUZZ_CKPT_N = 24, FUZZ_CKPT_P = 2 };
+/* Six chosen simulators, then every kind of gc_algo.h with topk, so that
+ * a new algorithm's state is fuzzed without an edit here. */
+enum { FUZZ_CKPT_CHOSEN = 6, FUZZ_CKPT_KINDS = FUZZ_CKPT_CHOSEN + GC_ALGO_COUNT,
+       FUZZ_CKPT_N = 24, FUZZ_CKPT_P = 2 };
 
 /* One 4 x 6 layer, for PowerSGD. */
 static const gc_segment fuzz_ckpt_layer = { 0, 4, 6 };
@@ -24,7 +27,7 @@ static gc_sim *fuzz_ckpt_sim(unsigned k)
     const char *comp;
     int dtype;
     double momentum;
-  } kinds[FUZZ_CKPT_KINDS] = {
+  } kinds[FUZZ_CKPT_CHOSEN] = {
     { GC_ALGO_UNI, "topk", GC_F32, 0.9 },
     { GC_ALGO_BI, "topk", GC_F64, 0 },
     { GC_ALGO_EF21, "randk", GC_F32, 0 },
@@ -35,12 +38,17 @@ static gc_sim *fuzz_ckpt_sim(unsigned k)
   k %= FUZZ_CKPT_KINDS;
   gc_algo_config cfg;
   gc_algo_config_default(&cfg);
-  cfg.kind = kinds[k].kind;
   cfg.workers = FUZZ_CKPT_P;
   cfg.n = FUZZ_CKPT_N;
-  cfg.dtype = kinds[k].dtype;
-  cfg.momentum = kinds[k].momentum;
-  cfg.up = cfg.down = gc_compressor_type_by_name(kinds[k].comp);
+  if (k < FUZZ_CKPT_CHOSEN) {
+    cfg.kind = kinds[k].kind;
+    cfg.dtype = kinds[k].dtype;
+    cfg.momentum = kinds[k].momentum;
+    cfg.up = cfg.down = gc_compressor_type_by_name(kinds[k].comp);
+  } else {
+    cfg.kind = (gc_algo_kind) (k - FUZZ_CKPT_CHOSEN);
+    cfg.dtype = GC_F32;   /* topk, the default, both ways */
+  }
   cfg.up_params.k = cfg.down_params.k = 5;
   cfg.up_params.rank = cfg.down_params.rank = 2;
   cfg.up_params.segments = cfg.down_params.segments = &fuzz_ckpt_layer;

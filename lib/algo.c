@@ -7,6 +7,7 @@
  * accumulate it as EF21's h), and the scale the workers apply the downlink
  * message with.  The server always averages in worker order 0..P-1 and
  * divides once by P, so the result does not depend on the transport. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,20 +19,92 @@
 #include "gc_internal.h"
 #include "gc_npy.h"
 
-static const char *const algo_names[] = {
-  "sgd", "uni", "bi", "downlink", "doublesqueeze", "ef21", "ef21-bc",
-  "allreduce", "allreduce-randk", "allgather" };
-enum { NALGO = sizeof algo_names / sizeof algo_names[0] };
+/* The methods, one row each (gc_algo_rules.h says what the columns mean).
+ * The server-side state follows from the server rule: EF21 keeps h,
+ * EF21-BC h, its model x and the memory w of the broadcast. */
+#define NONE GC_EF_NONE
+#define BEFORE GC_EF_BEFORE
+#define AFTER GC_EF_AFTER
+#define EF21 GC_EF_EF21
+static const gc__algo_desc algo_table[] = {
+  /*                 name  uplink         downlink         server rule
+   *                 worker memory, server memory, apply, collective, 4.3 memory
+   *                 flags; bounds */
+  [GC_ALGO_SGD] = { "sgd", GC__UP_DENSE, GC__DOWN_DENSE, GC__SERVER_DENSE,
+    NONE, NONE, GC__APPLY_GRAD, GC__COLL_NONE, GC__MEM_NONE,
+    GC__ALGO_GPU | GC__ALGO_TRAIN_BOUNDS, GC__BOUND_NONCONVEX },
+  [GC_ALGO_UNI] = { "uni", GC__UP_COMP, GC__DOWN_EXACT, GC__SERVER_EXACT,
+    BEFORE, NONE, GC__APPLY_STEP, GC__COLL_NONE, GC__MEM_WORKER,
+    GC__ALGO_DGC | GC__ALGO_GPU | GC__ALGO_TRAIN_BOUNDS,
+    GC__BOUND_NONCONVEX | GC__BOUND_EF_SGD | GC__BOUND_MEM_SGD | GC__BOUND_OMEGA_EF },
+  [GC_ALGO_BI] = { "bi", GC__UP_COMP, GC__DOWN_COMP, GC__SERVER_EF,
+    BEFORE, BEFORE, GC__APPLY_STEP, GC__COLL_NONE, GC__MEM_SERVER,
+    GC__ALGO_GPU | GC__ALGO_TRAIN_BOUNDS, GC__BOUND_NONCONVEX },
+  [GC_ALGO_DOWNLINK] = { "downlink", GC__UP_DENSE, GC__DOWN_COMP, GC__SERVER_EF,
+    NONE, AFTER, GC__APPLY_GRAD, GC__COLL_NONE, GC__MEM_SERVER_GRAD,
+    GC__ALGO_GPU | GC__ALGO_TRAIN_BOUNDS, GC__BOUND_NONCONVEX | GC__BOUND_EF_SGD },
+  [GC_ALGO_DOUBLESQUEEZE] = { "doublesqueeze", GC__UP_COMP, GC__DOWN_COMP,
+    GC__SERVER_EF, AFTER, AFTER, GC__APPLY_GRAD, GC__COLL_NONE,
+    GC__MEM_SERVER_GRAD, GC__ALGO_GPU | GC__ALGO_TRAIN_BOUNDS,
+    GC__BOUND_NONCONVEX },
+  [GC_ALGO_EF21] = { "ef21", GC__UP_COMP, GC__DOWN_DENSE, GC__SERVER_EF21,
+    EF21, NONE, GC__APPLY_GRAD, GC__COLL_NONE, GC__MEM_OTHER, 0, GC__BOUND_EF21 },
+  [GC_ALGO_EF21_BC] = { "ef21-bc", GC__UP_COMP, GC__DOWN_COMP, GC__SERVER_EF21_BC,
+    EF21, NONE, GC__APPLY_MODEL, GC__COLL_NONE, GC__MEM_OTHER, 0, 0 },
+  [GC_ALGO_ALLREDUCE] = { "allreduce", GC__UP_DENSE, GC__DOWN_DENSE,
+    GC__SERVER_DENSE, NONE, NONE, GC__APPLY_GRAD, GC__COLL_ALLREDUCE,
+    GC__MEM_NONE, 0, GC__BOUND_NONCONVEX },
+  [GC_ALGO_ALLREDUCE_RANDK] = { "allreduce-randk", GC__UP_COMP, GC__DOWN_EXACT,
+    GC__SERVER_EXACT, BEFORE, NONE, GC__APPLY_STEP, GC__COLL_ALLREDUCE,
+    GC__MEM_WORKER, GC__ALGO_DGC | GC__ALGO_SHARED_DRAWS, GC__BOUND_NONCONVEX },
+  [GC_ALGO_ALLGATHER] = { "allgather", GC__UP_COMP, GC__DOWN_EXACT,
+    GC__SERVER_EXACT, BEFORE, NONE, GC__APPLY_STEP, GC__COLL_ALLGATHER,
+    GC__MEM_WORKER, GC__ALGO_DGC,
+    GC__BOUND_NONCONVEX | GC__BOUND_EF_SGD | GC__BOUND_MEM_SGD | GC__BOUND_OMEGA_EF },
+};
+#undef NONE
+#undef BEFORE
+#undef AFTER
+#undef EF21
+/* A kind without a row fails here; a row left out in the middle is caught
+ * by test_algo's algo/table (every kind has a name and round-trips). */
+_Static_assert(sizeof algo_table / sizeof algo_table[0] == GC_ALGO_COUNT,
+               "gc_algo_kind and algo_table differ: one row per kind");
+
+static const gc__algo_desc unknown_row = {
+  "unknown", GC__UP_DENSE, GC__DOWN_DENSE, GC__SERVER_DENSE, GC_EF_NONE,
+  GC_EF_NONE, GC__APPLY_GRAD, GC__COLL_NONE, GC__MEM_OTHER, 0, 0 };
+
+const gc__algo_desc *gc__algo(gc_algo_kind k)
+{
+  return (unsigned) k < GC_ALGO_COUNT && algo_table[k].name ? &algo_table[k]
+                                                            : &unknown_row;
+}
+
+const char *gc__algo_names(unsigned flags, const char *sep, char *buf,
+                           size_t cap)
+{
+  size_t len = 0;
+  if (cap)
+    buf[0] = '\0';
+  for (unsigned k = 0; k < GC_ALGO_COUNT && len < cap; k++)
+    if ((algo_table[k].flags & flags) == flags) {
+      int w = snprintf(buf + len, cap - len, "%s%s", len ? sep : "",
+                       algo_table[k].name);
+      len = w < 0 ? cap : len + (size_t) w;
+    }
+  return buf;
+}
 
 const char *gc_algo_name(gc_algo_kind k)
 {
-  return (unsigned) k < NALGO ? algo_names[k] : "unknown";
+  return gc__algo(k)->name;
 }
 
 int gc_algo_by_name(const char *name, gc_algo_kind *k)
 {
-  for (unsigned i = 0; i < NALGO; i++)
-    if (strcmp(name, algo_names[i]) == 0) {
+  for (unsigned i = 0; i < GC_ALGO_COUNT; i++)
+    if (algo_table[i].name && strcmp(name, algo_table[i].name) == 0) {
       *k = (gc_algo_kind) i;
       return GC_SUCCESS;
     }
@@ -57,56 +130,32 @@ void gc_algo_config_default(gc_algo_config *cfg)
   cfg->clip_norm = 0.0;
 }
 
-/* The methods' rules (gc_algo_rules.h). */
-int gc__algo_up_coding(gc_algo_kind k)
-{
-  return (k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE ||
-          k == GC_ALGO_DOWNLINK) ? GC__UP_DENSE : GC__UP_COMP;
-}
+/* The methods' rules (gc_algo_rules.h), read off the rows. */
+int gc__algo_up_coding(gc_algo_kind k) { return gc__algo(k)->up; }
 
-int gc__algo_down_coding(gc_algo_kind k)
-{
-  switch (k) {
-  case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: case GC_ALGO_EF21:
-    return GC__DOWN_DENSE;
-  case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
-    return GC__DOWN_EXACT;
-  default:
-    return GC__DOWN_COMP;
-  }
-}
+int gc__algo_down_coding(gc_algo_kind k) { return gc__algo(k)->down; }
 
 double gc__algo_apply_scale(gc_algo_kind k, double lr)
 {
-  switch (k) {
-  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
-  case GC_ALGO_ALLREDUCE_RANDK:
+  switch (gc__algo(k)->apply) {
+  case GC__APPLY_STEP:
     return -1.0;            /* the step size is inside the message */
-  case GC_ALGO_EF21_BC:
+  case GC__APPLY_MODEL:
     return 1.0;             /* w += C_s(x - w) */
-  default:
-    return -lr;             /* gradients (SGD, b', DoubleSqueeze, EF21) */
+  case GC__APPLY_GRAD:
+    break;
   }
+  return -lr;               /* gradients (SGD, b', DoubleSqueeze, EF21) */
 }
 
 int gc__algo_uses_dgc(const gc_algo_config *cfg)
 {
-  return cfg->momentum > 0.0 && gc__algo_down_coding(cfg->kind) == GC__DOWN_EXACT;
+  return cfg->momentum > 0.0 && (gc__algo(cfg->kind)->flags & GC__ALGO_DGC);
 }
 
 gc_ef_kind gc__algo_worker_ef(const gc_algo_config *cfg)
 {
-  switch (cfg->kind) {
-  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
-  case GC_ALGO_ALLREDUCE_RANDK:
-    return gc__algo_uses_dgc(cfg) ? GC_EF_DGC : GC_EF_BEFORE;
-  case GC_ALGO_DOUBLESQUEEZE:
-    return GC_EF_AFTER;
-  case GC_ALGO_EF21: case GC_ALGO_EF21_BC:
-    return GC_EF_EF21;
-  default:
-    return GC_EF_NONE;
-  }
+  return gc__algo_uses_dgc(cfg) ? GC_EF_DGC : gc__algo(cfg->kind)->worker_ef;
 }
 
 void gc__algo_worker_ef_options(const gc_algo_config *cfg, gc_ef_options *o)
@@ -119,16 +168,11 @@ void gc__algo_worker_ef_options(const gc_algo_config *cfg, gc_ef_options *o)
   o->ef21_init = cfg->ef21_init;
 }
 
-gc_ef_kind gc__algo_server_ef(gc_algo_kind k)
-{
-  return k == GC_ALGO_BI ? GC_EF_BEFORE
-         : k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE ? GC_EF_AFTER
-         : GC_EF_NONE;
-}
+gc_ef_kind gc__algo_server_ef(gc_algo_kind k) { return gc__algo(k)->server_ef; }
 
 int gc_algo_config_check(const gc_algo_config *cfg)
 {
-  if ((unsigned) cfg->kind >= NALGO)
+  if ((unsigned) cfg->kind >= GC_ALGO_COUNT)
     GC_ERRORF(GC_EINVAL, "algorithm kind %d unknown", (int) cfg->kind);
   if (cfg->workers == 0)
     GC_ERROR("algorithm: workers (P) must be at least 1", GC_EINVAL);
@@ -155,10 +199,12 @@ int gc_algo_config_check(const gc_algo_config *cfg)
   if (!(cfg->momentum >= 0.0 && cfg->momentum < 1.0))
     GC_ERROR("algorithm: momentum must lie in [0,1)", GC_EINVAL);
   /* refused rather than ignored: a run records the momentum it was given */
-  if (cfg->momentum > 0.0 && gc__algo_worker_ef(cfg) != GC_EF_DGC)
+  if (cfg->momentum > 0.0 && gc__algo_worker_ef(cfg) != GC_EF_DGC) {
+    char names[256];
     GC_ERRORF(GC_EINVAL, "algorithm %s does not apply momentum (DGC momentum"
-              " works in uni, allgather and allreduce-randk): use momentum 0",
-              gc_algo_name(cfg->kind));
+              " works in %s): use momentum 0", gc_algo_name(cfg->kind),
+              gc__algo_names(GC__ALGO_DGC, ", ", names, sizeof names));
+  }
   if (cfg->ef21_init != GC_EF21_INIT_COMPRESSED &&
       cfg->ef21_init != GC_EF21_INIT_GRADIENT)
     GC_ERROR("algorithm: ef21_init must be GC_EF21_INIT_*", GC_EINVAL);
@@ -170,7 +216,7 @@ static gc_compressor *alloc_up(const gc_algo_config *cfg, size_t rank)
   gc_compressor_params p = cfg->up_params;
   /* shared-seed random-K: every rank draws the same index set; PowerSGD
    * (shaped types): every rank starts from the same Q */
-  if (cfg->kind != GC_ALGO_ALLREDUCE_RANDK &&
+  if (!(gc__algo(cfg->kind)->flags & GC__ALGO_SHARED_DRAWS) &&
       !(cfg->up->flags & GC_COMP_NEEDS_SHAPE))
     p.stream = (uint32_t) rank;
   return gc_compressor_alloc(cfg->up, cfg->n, &p);
@@ -299,15 +345,15 @@ int gc_worker_decode_down(gc_worker *w, const uint8_t *down, size_t len,
                           uint32_t step, double s, void *x)
 {
   const gc_algo_config *cfg = &w->cfg;
-  int rc;
-  switch (gc__algo_down_coding(cfg->kind)) {
+  int rc = GC_EINVAL;   /* set by every coding */
+  switch (gc__algo(cfg->kind)->down) {
   case GC__DOWN_DENSE:
     rc = gc__dense_decode(cfg->dtype, down, len, cfg->n, s, x);
     break;
   case GC__DOWN_EXACT:
     rc = gc__exact_decode(cfg->dtype, down, len, cfg->n, s, x);
     break;
-  default:
+  case GC__DOWN_COMP:
     rc = gc__decode(cfg->dtype, w->down, down, len, step, s, x);
     break;
   }
@@ -382,12 +428,13 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
   s->cfg = *cfg;
   size_t bytes = cfg->n * (size_t) cfg->dtype;
   gc_algo_kind k = cfg->kind;
+  gc__server_rule rule = gc__algo(k)->server;
   int ok = (s->agg = calloc(1, bytes)) != NULL;
   if (ok && gc__algo_up_coding(k) == GC__UP_COMP)
     ok = (s->dec = calloc(cfg->workers, sizeof *s->dec)) != NULL;
-  if (ok && (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC))
+  if (ok && (rule == GC__SERVER_EF21 || rule == GC__SERVER_EF21_BC))
     ok = (s->h = calloc(1, bytes)) != NULL;
-  if (ok && k == GC_ALGO_EF21_BC)
+  if (ok && rule == GC__SERVER_EF21_BC)
     ok = (s->x = calloc(1, bytes)) != NULL;
   if (ok && gc__algo_down_coding(k) == GC__DOWN_EXACT)
     ok = (s->nzidx = malloc(cfg->n * sizeof *s->nzidx)) &&
@@ -404,7 +451,7 @@ gc_server *gc_server_alloc(const gc_algo_config *cfg)
   if (ok && gc__algo_server_ef(k) != GC_EF_NONE)
     ok = (s->ef = gc_ef_alloc(gc__algo_server_ef(k), cfg->n, cfg->dtype,
                               NULL)) != NULL;
-  if (ok && k == GC_ALGO_EF21_BC)
+  if (ok && rule == GC__SERVER_EF21_BC)
     ok = (s->bc = gc_ef_alloc(GC_EF_EF21, cfg->n, cfg->dtype, NULL)) != NULL;
   if (!ok) {
     gc_server_free(s);
@@ -431,7 +478,7 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
   int dt = cfg->dtype;
   size_t n = cfg->n, P = cfg->workers;
   gc_algo_kind k = cfg->kind;
-  int first_dense = (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC) &&
+  int first_dense = gc__algo(k)->worker_ef == GC_EF_EF21 &&
                     !s->started && cfg->ef21_init == GC_EF21_INIT_GRADIENT;
   gc__vzero(dt, s->agg, n);
   for (size_t p = 0; p < P; p++) {   /* fixed order 0..P-1 */
@@ -448,25 +495,25 @@ int gc_server_step(gc_server *s, const uint8_t *const *up,
     GC_ERRORF(GC_EDOM, "server: the average overflowed at index %zu (step "
               "%u)", bad, (unsigned) step);
   int rc = GC_SUCCESS;
-  switch (k) {
-  case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE:
+  switch (gc__algo(k)->server) {
+  case GC__SERVER_DENSE:
     rc = gc__dense_encode(dt, s->agg, n, down, cap, len);
     break;
-  case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK: {
+  case GC__SERVER_EXACT: {
     size_t nnz;
     rc = gc__exact_encode_ws(dt, s->agg, n, s->nzidx, s->nzval, down, cap, len, &nnz);
     break;
   }
-  case GC_ALGO_BI:                 /* u = delta + m, q = C_d(u) */
-  case GC_ALGO_DOWNLINK:           /* u = g + delta (gradient units) */
-  case GC_ALGO_DOUBLESQUEEZE:      /* w = v + delta (gradient units) */
+  case GC__SERVER_EF:   /* bi: u = delta + m, q = C_d(u); downlink-only:
+                           u = g + delta, DoubleSqueeze: w = v + delta
+                           (gradient units) */
     rc = gc_ef_step(s->ef, s->down, s->agg, 1.0, step, down, cap, len, NULL);
     break;
-  case GC_ALGO_EF21:               /* h += (1/P) sum c_i; send h */
+  case GC__SERVER_EF21:            /* h += (1/P) sum c_i; send h */
     gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
     rc = gc__dense_encode(dt, s->h, n, down, cap, len);
     break;
-  case GC_ALGO_EF21_BC:            /* x -= lr h; q = C_s(x - w); w += q */
+  case GC__SERVER_EF21_BC:         /* x -= lr h; q = C_s(x - w); w += q */
     gc__vaxpby(dt, s->h, 1.0, s->agg, 1.0, n);
     gc__vaxpby(dt, s->x, -lr, s->h, 1.0, n);
     rc = gc_ef_step(s->bc, s->down, s->x, 1.0, step, down, cap, len, NULL);
@@ -492,16 +539,17 @@ const void *gc_server_aggregate(const gc_server *s) { return s->agg; }
  * and dense kinds broadcast the average itself, EF21 its h. */
 const void *gc_server_sent(const gc_server *s)
 {
-  switch (s->cfg.kind) {
-  case GC_ALGO_BI: case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE:
+  switch (gc__algo(s->cfg.kind)->server) {
+  case GC__SERVER_EF:
     return gc_ef_sent(s->ef);
-  case GC_ALGO_EF21:
+  case GC__SERVER_EF21:
     return s->h;
-  case GC_ALGO_EF21_BC:
+  case GC__SERVER_EF21_BC:
     return gc_ef_sent(s->bc);
-  default:
-    return s->agg;
+  case GC__SERVER_DENSE: case GC__SERVER_EXACT:
+    break;
   }
+  return s->agg;
 }
 size_t gc_server_support_union(const gc_server *s) { return s->support; }
 
@@ -524,7 +572,7 @@ size_t gc_algo_max_up_bytes(const gc_algo_config *cfg)
   if (gc__algo_up_coding(cfg->kind) == GC__UP_DENSE)
     return dense;
   size_t b = comp_max_bytes(cfg->up, cfg->n, &cfg->up_params);
-  if ((cfg->kind == GC_ALGO_EF21 || cfg->kind == GC_ALGO_EF21_BC) &&
+  if (gc__algo(cfg->kind)->worker_ef == GC_EF_EF21 &&
       cfg->ef21_init == GC_EF21_INIT_GRADIENT && b < dense)
     b = dense;
   return b;
@@ -532,14 +580,15 @@ size_t gc_algo_max_up_bytes(const gc_algo_config *cfg)
 
 size_t gc_algo_max_down_bytes(const gc_algo_config *cfg)
 {
-  switch (gc__algo_down_coding(cfg->kind)) {
+  switch (gc__algo(cfg->kind)->down) {
   case GC__DOWN_DENSE:
     return cfg->n * (size_t) cfg->dtype;
   case GC__DOWN_EXACT:
     return gc__exact_max_bytes(cfg->n, cfg->dtype);
-  default:
-    return comp_max_bytes(cfg->down, cfg->n, &cfg->down_params);
+  case GC__DOWN_COMP:
+    break;
   }
+  return comp_max_bytes(cfg->down, cfg->n, &cfg->down_params);
 }
 
 /* Ring allreduce of m values over P ranks, chunk c of size m/P (+1 for the
@@ -656,29 +705,27 @@ int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,
                         uint32_t step, const size_t *up_len, size_t down_len)
 {
   size_t P = cfg->workers;
-  switch (cfg->kind) {
-  case GC_ALGO_ALLREDUCE:
-    for (size_t p = 0; p < P; p++)
-      GC_TRY(gc_ledger_record(l, step, p, GC_UP,
-                              ring_bytes(cfg->n, P, p, (size_t) cfg->dtype)));
-    return GC_SUCCESS;
-  case GC_ALGO_ALLREDUCE_RANDK: {
-    size_t m = (cfg->up->flags & GC_COMP_KEEPS_K)
+  switch (gc__algo(cfg->kind)->collective) {
+  case GC__COLL_ALLREDUCE: {
+    /* the n values of a dense uplink, or the K every rank shares */
+    size_t m = gc__algo_up_coding(cfg->kind) == GC__UP_COMP &&
+               (cfg->up->flags & GC_COMP_KEEPS_K)
                    ? gc__resolve_k(cfg->n, &cfg->up_params) : cfg->n;
     for (size_t p = 0; p < P; p++)
       GC_TRY(gc_ledger_record(l, step, p, GC_UP,
                               ring_bytes(m, P, p, (size_t) cfg->dtype)));
     return GC_SUCCESS;
   }
-  case GC_ALGO_ALLGATHER:
+  case GC__COLL_ALLGATHER:
     for (size_t p = 0; p < P; p++)
       GC_TRY(gc_ledger_record(l, step, p, GC_UP, (P - 1) * up_len[p]));
     return GC_SUCCESS;
-  default:
-    for (size_t p = 0; p < P; p++)
-      GC_TRY(gc_ledger_record(l, step, p, GC_UP, up_len[p]));
-    for (size_t p = 0; p < P; p++)
-      GC_TRY(gc_ledger_record(l, step, p, GC_DOWN, down_len));
-    return gc_ledger_record_broadcast(l, step, down_len);
+  case GC__COLL_NONE:
+    break;
   }
+  for (size_t p = 0; p < P; p++)
+    GC_TRY(gc_ledger_record(l, step, p, GC_UP, up_len[p]));
+  for (size_t p = 0; p < P; p++)
+    GC_TRY(gc_ledger_record(l, step, p, GC_DOWN, down_len));
+  return gc_ledger_record_broadcast(l, step, down_len);
 }

@@ -35,8 +35,12 @@ typedef enum gc_algo_kind {
   GC_ALGO_EF21_BC,        /* EF21 + compressed model broadcast              */
   GC_ALGO_ALLREDUCE,      /* dense ring allreduce                           */
   GC_ALGO_ALLREDUCE_RANDK,/* shared-seed random-K values allreduced, EF     */
-  GC_ALGO_ALLGATHER       /* allgather of compressed messages, worker EF    */
+  GC_ALGO_ALLGATHER,      /* allgather of compressed messages, worker EF    */
+  GC_ALGO_COUNT           /* the number of kinds (not a kind)               */
 } gc_algo_kind;
+/* What each kind does (codings, memories, apply, collective, the probes and
+ * bounds that apply) is one row of the table in lib/algo.c, read through
+ * gc_algo_rules.h; a new kind is a value here, a row there and its step. */
 
 const char *gc_algo_name(gc_algo_kind k);               /* "uni", "bi", ... */
 int gc_algo_by_name(const char *name, gc_algo_kind *k); /* GC_EINVAL if unknown */

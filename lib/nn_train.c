@@ -299,12 +299,14 @@ static int bounds_check(gc_train *r)
 {
   const gc_train_config *c = r->c;
   bounds *b = &r->b;
-  gc_algo_kind k = r->acfg.kind;
-  if (k != GC_ALGO_SGD && k != GC_ALGO_UNI && k != GC_ALGO_BI &&
-      k != GC_ALGO_DOWNLINK && k != GC_ALGO_DOUBLESQUEEZE)
-    GC_ERRORF(GC_EINVAL, "--bounds: the bound of theory.md 4.3 covers sgd, uni,"
-              " bi, downlink and doublesqueeze, not %s", c->algorithm);
-  if (k != GC_ALGO_SGD && strcmp(c->compressor, "topk") != 0)
+  const gc__algo_desc *A = gc__algo(r->acfg.kind);
+  if (!(A->flags & GC__ALGO_TRAIN_BOUNDS)) {
+    char names[256];
+    GC_ERRORF(GC_EINVAL, "--bounds: the bound of theory.md 4.3 covers %s, not %s",
+              gc__algo_names(GC__ALGO_TRAIN_BOUNDS, ", ", names, sizeof names),
+              c->algorithm);
+  }
+  if (A->memory != GC__MEM_NONE && strcmp(c->compressor, "topk") != 0)
     GC_ERRORF(GC_EINVAL, "--bounds: the bound needs top-K's contraction gamma ="
               " sqrt(1-K/d); compressor %s has no such constant", c->compressor);
   if (c->momentum != 0)
@@ -318,10 +320,10 @@ static int bounds_check(gc_train *r)
   double d = (double) r->d;
   b->xi_name = "none";
   b->gamma = 0;
-  if (k == GC_ALGO_UNI) {
+  if (A->memory == GC__MEM_WORKER) {
     b->xi_name = "xi";
     b->gamma = sqrt(1.0 - (double) r->K / d);
-  } else if (k != GC_ALGO_SGD) {
+  } else if (A->memory != GC__MEM_NONE) {   /* a server memory: xi_bi */
     b->xi_name = "xi_bi";
     b->gamma = sqrt(1.0 - (double) r->Kd / d);
   }
@@ -1231,11 +1233,11 @@ static int memory_gdiff2(gc_train *r, double *gd2, double *inner)
 {
   bounds *b = &r->b;
   size_t d = r->d, P = r->c->workers;
-  gc_algo_kind k = r->acfg.kind;
+  gc__memory mem = gc__algo(r->acfg.kind)->memory;
   *gd2 = *inner = 0;
-  if (k == GC_ALGO_SGD)
+  if (mem == GC__MEM_NONE)
     return GC_SUCCESS;   /* no memory: x~ = x */
-  double c = k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE ? r->c->lr : 1.0;
+  double c = mem == GC__MEM_SERVER_GRAD ? r->c->lr : 1.0;
   double *E = b->gp;
   memset(E, 0, d * sizeof *E);
   for (size_t p = 0; p < P; p++) {
@@ -1245,7 +1247,7 @@ static int memory_gdiff2(gc_train *r, double *gd2, double *inner)
         E[i] += (double) eps[i] / (double) P;
   }
   const float *dm = gc_server_memory(gc_sim_server(r->sim));
-  if (dm && k != GC_ALGO_UNI)
+  if (dm && mem != GC__MEM_WORKER)
     for (size_t i = 0; i < d; i++)
       E[i] += (double) dm[i];
   const float *x = gc_sim_model(r->sim);

@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "gc_algo_rules.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_npy.h"
@@ -32,15 +33,15 @@ struct gc_xi_probe {
 /* Where each method keeps its memories (gc_algo.h: the probe views). */
 static int units_of(gc_algo_kind kind)
 {
-  switch (kind) {
-  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
-  case GC_ALGO_ALLREDUCE_RANDK:
+  switch (gc__algo(kind)->memory) {
+  case GC__MEM_WORKER: case GC__MEM_SERVER:
     return UNITS_MODEL;
-  case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE:
+  case GC__MEM_SERVER_GRAD:
     return UNITS_GRAD;
-  default:
-    return UNITS_NONE;
+  case GC__MEM_NONE: case GC__MEM_OTHER:
+    break;
   }
+  return UNITS_NONE;
 }
 
 /* The reference TopK's parameters: K (or density) and tie rule of `of`. */
@@ -81,8 +82,8 @@ gc_xi_probe *gc_xi_probe_alloc(const gc_algo_config *cfg)
   w->P = cfg->workers;
   w->dtype = cfg->dtype;
   w->units = units_of(cfg->kind);
-  w->server_memory = cfg->kind == GC_ALGO_BI || cfg->kind == GC_ALGO_DOWNLINK ||
-                     cfg->kind == GC_ALGO_DOUBLESQUEEZE;
+  w->server_memory = gc__algo(cfg->kind)->memory == GC__MEM_SERVER ||
+                     gc__algo(cfg->kind)->memory == GC__MEM_SERVER_GRAD;
   gc_compressor_params pu, pd;
   topk_params(&cfg->up_params, &pu);
   topk_params(&cfg->down_params, &pd);

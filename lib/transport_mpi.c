@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gc_algo_rules.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_transport_mpi.h"
@@ -407,7 +408,7 @@ gc_mpi *gc_mpi_alloc(MPI_Comm comm, const gc_algo_config *cfg)
     gc_mpi_free(m);
     return NULL;
   }
-  m->allgather = cfg->kind == GC_ALGO_ALLGATHER;
+  m->allgather = gc__algo(cfg->kind)->collective == GC__COLL_ALLGATHER;
   m->upcap = gc_algo_max_up_bytes(cfg);
   m->downcap = gc_algo_max_down_bytes(cfg);
   if (!m->upcap || !m->downcap) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gc_algo_rules.h"
 #include "gc_errno.h"
 #include "gc_netmodel.h"
 
@@ -54,20 +55,20 @@ void gc_net_step_time(const gc_net_model *m, const gc_algo_config *cfg,
                       double *down_s)
 {
   double B = m->bandwidth, a = m->latency, P = (double) cfg->workers;
-  switch (cfg->kind) {
-  case GC_ALGO_ALLREDUCE: case GC_ALGO_ALLREDUCE_RANDK:
+  switch (gc__algo(cfg->kind)->collective) {
+  case GC__COLL_ALLREDUCE:
     *up_s = 2 * (P - 1) * a + ((double) up_bytes / P) / B;
     *down_s = 0;
     return;
-  case GC_ALGO_ALLGATHER:
+  case GC__COLL_ALLGATHER:
     *up_s = (P - 1) * a + ((double) up_bytes / P) / B;
     *down_s = 0;
     return;
-  default:
-    *up_s = a + (double) up_bytes / B;
-    *down_s = a + (double) down_bytes / B;
-    return;
+  case GC__COLL_NONE:
+    break;
   }
+  *up_s = a + (double) up_bytes / B;
+  *down_s = a + (double) down_bytes / B;
 }
 
 double gc_net_ledger_step_time(const gc_net_model *m,

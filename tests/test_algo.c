@@ -11,6 +11,7 @@
 
 #include "algo_testcomp.h"
 #include "gc_algo.h"
+#include "gc_algo_rules.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
@@ -519,7 +520,7 @@ Test(algo, nan_gradient_names_worker, .init = gc_test_quiet)
 Test(algo, names_and_config_errors, .init = gc_test_quiet)
 {
   gc_algo_kind k;
-  for (int i = 0; i <= GC_ALGO_ALLGATHER; i++) {
+  for (int i = 0; i < GC_ALGO_COUNT; i++) {
     cr_assert(eq(int, gc_algo_by_name(gc_algo_name((gc_algo_kind) i), &k),
                  GC_SUCCESS));
     cr_assert(eq(int, (int) k, i));
@@ -700,7 +701,7 @@ static void check_resume(const gc_algo_config *c, const char *what)
 
 Test(algo, resume_is_bit_identical_every_method, .init = gc_test_quiet)
 {
-  for (int k = GC_ALGO_SGD; k <= GC_ALGO_ALLGATHER; k++) {
+  for (int k = 0; k < GC_ALGO_COUNT; k++) {
     gc_algo_config c;
     config(&c, (gc_algo_kind) k, tc_topk(), tc_topk(), 4, 5);
     check_resume(&c, gc_algo_name((gc_algo_kind) k));
@@ -762,4 +763,75 @@ Test(algo, ef21_bc_start_must_be_finite, .init = gc_test_quiet)
   cr_assert(memcmp(gc_sim_point(s), x0, sizeof x0) == 0);
   cr_assert(memcmp(gc_sim_model(s), x0, sizeof x0) == 0);
   gc_sim_free(s);
+}
+
+/* The descriptor table (gc_algo_rules.h): a row for every kind (one left
+ * out of the designated initializers would be all zeros, without a name),
+ * and columns that agree with each other, since algo.c, cuda/sim.cu, the
+ * probes and the bounds each read a different column of the same row. */
+Test(algo, table_rows_are_whole_and_consistent)
+{
+  for (int i = 0; i < GC_ALGO_COUNT; i++) {
+    const gc__algo_desc *A = gc__algo((gc_algo_kind) i);
+    cr_assert_not_null(A->name, "kind %d has no row", i);
+    cr_assert(strcmp(A->name, "unknown") != 0, "kind %d has no row", i);
+    gc_algo_kind k;
+    cr_assert(eq(int, gc_algo_by_name(A->name, &k), GC_SUCCESS));
+    cr_assert(eq(int, (int) k, i), "%s: two rows share the name", A->name);
+    /* a compressed uplink runs behind a worker memory, a dense one not */
+    cr_assert(eq(int, A->up == GC__UP_COMP, A->worker_ef != GC_EF_NONE), "%s", A->name);
+    /* the server rule decides the downlink's coding and memory */
+    int down = A->server == GC__SERVER_EXACT ? GC__DOWN_EXACT
+               : A->server == GC__SERVER_EF || A->server == GC__SERVER_EF21_BC
+                   ? GC__DOWN_COMP : GC__DOWN_DENSE;
+    cr_assert(eq(int, (int) A->down, down), "%s: downlink coding", A->name);
+    cr_assert(eq(int, A->server == GC__SERVER_EF, A->server_ef != GC_EF_NONE),
+              "%s: server memory", A->name);
+    /* EF21's server rules go with EF21's worker memory */
+    cr_assert(eq(int, A->server == GC__SERVER_EF21 || A->server == GC__SERVER_EF21_BC,
+                 A->worker_ef == GC_EF_EF21), "%s: EF21", A->name);
+    /* a memory on the step (BEFORE) sends lr*g, so the workers apply
+     * x -= D; EF21-BC's downlink moves the model; the rest send gradients */
+    gc__apply_rule apply = A->worker_ef == GC_EF_BEFORE ? GC__APPLY_STEP
+                           : A->server == GC__SERVER_EF21_BC ? GC__APPLY_MODEL
+                           : GC__APPLY_GRAD;
+    cr_assert(eq(int, (int) A->apply, (int) apply), "%s: apply", A->name);
+    /* DGC replaces a plain residual on lr*g */
+    if (A->flags & GC__ALGO_DGC)
+      cr_assert(eq(int, (int) A->worker_ef, GC_EF_BEFORE), "%s: DGC", A->name);
+    if (A->flags & GC__ALGO_SHARED_DRAWS)
+      cr_assert(eq(int, (int) A->collective, GC__COLL_ALLREDUCE), "%s: shared", A->name);
+    /* collectives have no downlink of their own to compress */
+    if (A->collective != GC__COLL_NONE)
+      cr_assert(A->down != GC__DOWN_COMP, "%s: collective", A->name);
+    /* the 4.3 memory: none without memories, the server's where it keeps
+     * one (model units with BEFORE, gradient units with AFTER) */
+    gc__memory m = A->worker_ef == GC_EF_EF21 ? GC__MEM_OTHER
+                   : A->server_ef == GC_EF_BEFORE ? GC__MEM_SERVER
+                   : A->server_ef == GC_EF_AFTER ? GC__MEM_SERVER_GRAD
+                   : A->worker_ef == GC_EF_BEFORE ? GC__MEM_WORKER : GC__MEM_NONE;
+    cr_assert(eq(int, (int) A->memory, (int) m), "%s: 4.3 memory", A->name);
+    if (A->bounds & GC__BOUND_NONCONVEX)
+      cr_assert(A->memory != GC__MEM_OTHER, "%s: nonconvex_4.3", A->name);
+    if (A->flags & GC__ALGO_TRAIN_BOUNDS)
+      cr_assert(A->memory != GC__MEM_OTHER, "%s: training's bounds", A->name);
+  }
+  cr_assert(eq(str, (char *) gc__algo(GC_ALGO_COUNT)->name, "unknown"));
+  cr_assert(eq(str, (char *) gc_algo_name(GC_ALGO_COUNT), "unknown"));
+  /* the lists of the messages: the rows with every bit of the flags, in
+   * kind order (built here from the rows, so a new kind needs no edit) */
+  static const unsigned flags[] = { 0, GC__ALGO_GPU, GC__ALGO_DGC,
+                                    GC__ALGO_GPU | GC__ALGO_TRAIN_BOUNDS };
+  for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+    char want[512] = "", buf[512];
+    for (int i = 0; i < GC_ALGO_COUNT; i++)
+      if ((gc__algo((gc_algo_kind) i)->flags & flags[f]) == flags[f])
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s",
+                 *want ? ", " : "", gc_algo_name((gc_algo_kind) i));
+    cr_assert(gc__algo_names(flags[f], ", ", buf, sizeof buf) == buf);
+    cr_assert(eq(str, buf, want), "flags %u", flags[f]);
+  }
+  char buf[8];
+  gc__algo_names(0, ",", buf, sizeof buf);
+  cr_assert(eq(str, buf, "sgd,uni"), "truncated to fit");
 }

@@ -11,6 +11,7 @@
 
 #include <gsl/gsl_cdf.h>
 
+#include "gc_algo_rules.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
 #include "gc_theory.h"
@@ -184,21 +185,15 @@ const char *gc_rung_name(int rung)
  * norms), as in the probe tests. */
 #define SLACK 1e-9
 
-static int is_topk(const gc_compressor_type *t)
-{
-  return t && !strcmp(t->name, "topk");
-}
-
 /* Which of the configured compressors the algorithm actually runs. */
 static int uses_up(gc_algo_kind k)
 {
-  return k != GC_ALGO_SGD && k != GC_ALGO_ALLREDUCE && k != GC_ALGO_DOWNLINK;
+  return gc__algo(k)->up == GC__UP_COMP;
 }
 
 static int uses_down(gc_algo_kind k)
 {
-  return k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE ||
-         k == GC_ALGO_EF21_BC;
+  return gc__algo(k)->down == GC__DOWN_COMP;
 }
 
 static int is_random(const gc_compressor_type *t)
@@ -206,26 +201,23 @@ static int is_random(const gc_compressor_type *t)
   return t && (t->flags & GC_COMP_RANDOM);
 }
 
-/* Memories of 4.3 at the server: bi, downlink-only, DoubleSqueeze. */
+/* Memories of 4.3 at the server (bi, downlink-only, DoubleSqueeze), or at
+ * the workers only (gc_algo_rules.h: the row's memory). */
 static int server_memory(gc_algo_kind k)
 {
-  return k == GC_ALGO_BI || k == GC_ALGO_DOWNLINK || k == GC_ALGO_DOUBLESQUEEZE;
+  gc__memory m = gc__algo(k)->memory;
+  return m == GC__MEM_SERVER || m == GC__MEM_SERVER_GRAD;
 }
 
 static int worker_memory_only(gc_algo_kind k)
 {
-  return k == GC_ALGO_UNI || k == GC_ALGO_ALLGATHER || k == GC_ALGO_ALLREDUCE_RANDK;
+  return gc__algo(k)->memory == GC__MEM_WORKER;
 }
 
-const char *gc_theory_recursion_failure(const gc_algo_config *cfg)
+/* Whether the algorithm is the one of a theorem (the row's bounds). */
+static int is_algorithm_of(gc_algo_kind k, unsigned bound)
 {
-  gc_algo_kind k = cfg->kind;
-  if (k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE || worker_memory_only(k))
-    return NULL;   /* E = 0, or xi is measured against the messages sent */
-  if (server_memory(k))
-    return is_topk(cfg->down) ? NULL
-           : "the downlink compressor is not top-K (the recursion contracts with TopK_d)";
-  return "the algorithm keeps no error memory of 4.3";
+  return (gc__algo(k)->bounds & bound) != 0;
 }
 
 static const gc_bound_info INFO[GC_BOUND_COUNT] = {
@@ -375,8 +367,7 @@ static int eval_nonconvex(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 0, GC_BOUND_ON_MEAN, c);
   gc_algo_kind k = c->kind;
-  if (!(k == GC_ALGO_SGD || k == GC_ALGO_ALLREDUCE || worker_memory_only(k) ||
-        server_memory(k)))
+  if (!is_algorithm_of(k, GC__BOUND_NONCONVEX))
     return refuse(r, "algorithm %s keeps no error memory of 4.3", gc_algo_name(k));
   if (!plain_ef(r, c))
     return 0;
@@ -432,20 +423,21 @@ static int eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
   const gc_compressor_type *t;
   double path, draws;
   const char *side;
-  if (k == GC_ALGO_UNI || k == GC_ALGO_ALLGATHER) {
+  int on_up = uses_up(k);   /* the EF node: the worker's, or the server's */
+  if (!is_algorithm_of(k, GC__BOUND_EF_SGD)) {
+    return refuse(r, "algorithm %s is not EF-SGD on one node", gc_algo_name(k));
+  } else if (on_up) {
     if (c->P != 1)
       return refuse(r, "P = %zu (theorem: one worker)", c->P);
     t = c->up;
     path = c->delta_up;
     draws = c->delta_up_draws;
     side = "uplink";
-  } else if (k == GC_ALGO_DOWNLINK) {   /* one EF node on gbar: the server */
+  } else {   /* one EF node on gbar: the server */
     t = c->down;
     path = c->delta_down;
     draws = c->delta_down_draws;
     side = "downlink";
-  } else {
-    return refuse(r, "algorithm %s is not EF-SGD on one node", gc_algo_name(k));
   }
   r->expectation = c->sigma > 0 || is_random(t);
   if (!plain_ef(r, c))
@@ -455,7 +447,7 @@ static int eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
   if (c->T < 1)
     return refuse(r, "T = 0 steps");
   double delta;
-  if (!usable_delta(r, side, t, k == GC_ALGO_DOWNLINK ? c->k_down : c->k, c->d, path, draws,
+  if (!usable_delta(r, side, t, on_up ? c->k : c->k_down, c->d, path, draws,
                     c->draws, &delta))
     return 0;
   r->delta = delta;
@@ -472,7 +464,7 @@ static int eval_ef_sgd(const gc_bound_case *c, gc_bound_row *r)
 static int eval_ef21(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 2, GC_BOUND_ON_MEAN, c);
-  if (c->kind != GC_ALGO_EF21)
+  if (!is_algorithm_of(c->kind, GC__BOUND_EF21))
     return refuse(r, "algorithm %s is not EF21", gc_algo_name(c->kind));
   r->expectation = c->sigma > 0 || is_random(c->up);
   if (c->sigma > 0)
@@ -501,7 +493,7 @@ static int eval_mem_sgd(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 3, GC_BOUND_ON_WAVG_GAP, c);
   r->expectation = c->sigma > 0 || is_random(c->up);
-  if (c->kind != GC_ALGO_UNI && c->kind != GC_ALGO_ALLGATHER)
+  if (!is_algorithm_of(c->kind, GC__BOUND_MEM_SGD))
     return refuse(r, "algorithm %s is not Mem-SGD (uni or allgather with one worker)",
                   gc_algo_name(c->kind));
   if (c->P != 1)
@@ -537,7 +529,7 @@ static int eval_omega_ef(const gc_bound_case *c, gc_bound_row *r)
 {
   row_init(r, 4, GC_BOUND_ON_MEAN, c);
   r->expectation = 1;
-  if (c->kind != GC_ALGO_UNI && c->kind != GC_ALGO_ALLGATHER)
+  if (!is_algorithm_of(c->kind, GC__BOUND_OMEGA_EF))
     return refuse(r, "algorithm %s is not uni or allgather (derivation: worker memories "
                   "with independent draws; the mean applied)", gc_algo_name(c->kind));
   if (!plain_ef(r, c))
@@ -738,7 +730,7 @@ int gc_theory_bounds_run_schedule(gc_problem *prob, const gc_algo_config *cfg,
     out->delta_down = fmin(out->delta_down, s.delta_down_worst);
     out->delta_up_draws = fmin(out->delta_up_draws, s.delta_up_draws);
     out->delta_down_draws = fmin(out->delta_down_draws, s.delta_down_draws);
-    if (k == GC_ALGO_EF21 || k == GC_ALGO_EF21_BC) {
+    if (gc__algo(k)->worker_ef == GC_EF_EF21) {
       double g0 = 0;
       if (cfg->ef21_init == GC_EF21_INIT_COMPRESSED)
         st = ef21_g0(prob, &c, &g0);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gc_algo_rules.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
@@ -22,7 +23,8 @@
 #include "gc_theory.h"
 #include "gc_transport.h"
 
-/* How a method keeps its error memories, which decides the probes. */
+/* How a method keeps its error memories, which decides the probes: the
+ * row's GC__MEM_* (gc_algo_rules.h), one for one. */
 enum {
   MEM_NONE,     /* SGD, allreduce: E = 0                               */
   MEM_UNI,      /* worker residuals in model units, exact aggregate     */
@@ -180,6 +182,22 @@ static void record_layout(gc_theory_run *r)
   r->rec_len = (NSTAT + vectors * r->n) * sizeof(double);
 }
 
+/* Here, with the probes that measure the recursion, so that the bounds
+ * (theory/bounds.c) read the probes and never the other way round. */
+const char *gc_theory_recursion_failure(const gc_algo_config *cfg)
+{
+  switch (gc__algo(cfg->kind)->memory) {
+  case GC__MEM_NONE: case GC__MEM_WORKER:
+    return NULL;   /* E = 0, or xi is measured against the messages sent */
+  case GC__MEM_SERVER: case GC__MEM_SERVER_GRAD:
+    return cfg->down && !strcmp(cfg->down->name, "topk") ? NULL
+           : "the downlink compressor is not top-K (the recursion contracts with TopK_d)";
+  case GC__MEM_OTHER:
+    break;
+  }
+  return "the algorithm keeps no error memory of 4.3";
+}
+
 gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
                                              const gc_algo_config *cfg,
                                              const double *x0,
@@ -205,13 +223,12 @@ gc_theory_run *gc_theory_run_alloc_transport(const gc_problem *prob,
   r->lo = tr ? tr->worker_lo : 0;
   r->hi = tr ? tr->worker_hi : P;
   r->leader = tr ? leader : 1;
-  switch (cfg->kind) {
-  case GC_ALGO_SGD: case GC_ALGO_ALLREDUCE: r->mem = MEM_NONE; break;
-  case GC_ALGO_UNI: case GC_ALGO_ALLGATHER: case GC_ALGO_ALLREDUCE_RANDK:
-    r->mem = MEM_UNI; break;
-  case GC_ALGO_BI: r->mem = MEM_BI; break;
-  case GC_ALGO_DOWNLINK: case GC_ALGO_DOUBLESQUEEZE: r->mem = MEM_GRAD; break;
-  default: r->mem = MEM_OTHER; break;
+  switch (gc__algo(cfg->kind)->memory) {
+  case GC__MEM_NONE: r->mem = MEM_NONE; break;
+  case GC__MEM_WORKER: r->mem = MEM_UNI; break;
+  case GC__MEM_SERVER: r->mem = MEM_BI; break;
+  case GC__MEM_SERVER_GRAD: r->mem = MEM_GRAD; break;
+  case GC__MEM_OTHER: r->mem = MEM_OTHER; break;
   }
   /* The xi probe's reference TopK's (magnitude top-K with the configured
    * K or density and tie rule, whatever the method's compressors are)
@@ -460,19 +477,16 @@ static void float_loss(const gc_theory_run *r, double lr, double *lost,
                        double *moved, double *xmax)
 {
   gc_server *srv = gc_sim_server(r->sim);
-  const double *x1 = gc_sim_model(r->sim), *D;
+  const double *x1 = gc_sim_model(r->sim), *D = gc_server_sent(srv);
   double s = lr;
-  switch (r->cfg.kind) {
-  case GC_ALGO_UNI: case GC_ALGO_BI: case GC_ALGO_ALLGATHER:
-  case GC_ALGO_ALLREDUCE_RANDK:
+  switch (gc__algo(r->cfg.kind)->apply) {
+  case GC__APPLY_STEP:
     s = 1.0;
-    D = gc_server_sent(srv);
     break;
-  case GC_ALGO_EF21_BC:
+  case GC__APPLY_MODEL:
     D = gc_server_memory(srv);   /* h */
     break;
-  default:
-    D = gc_server_sent(srv);
+  case GC__APPLY_GRAD:
     break;
   }
   double l2 = 0, u2 = 0, xm = 0;
