@@ -5,6 +5,7 @@ the figures need.  Rows are sorted and numbers go through render.fmt, so
 the same inputs give byte-identical tables.
 """
 import json
+import re
 import math
 import os
 from fractions import Fraction
@@ -123,7 +124,17 @@ def setting_text(key, others, hide=()):
     keys of one table group), as 'name=value': what tells the rows apart."""
     differ = [(k, v) for k, v in key if k not in hide
               and any(dict(o).get(k) != v for o in others)]
-    return ", ".join("%s=%s" % (k, json.loads(v)) for k, v in differ)
+    return ", ".join("%s=%s" % (k, _short_numbers(json.loads(v)))
+                     for k, v in differ)
+
+
+def _short_numbers(v):
+    """Numbers inside a text value (config.json's net_model: "alpha-beta:
+    1250000000 bytes/s, 4.9999999999999996e-05 s latency") at 3 digits."""
+    if not isinstance(v, str):
+        return v
+    return re.sub(r"\d[\d.]{6,}(?:e[-+]?\d+)?|\d\.\d+e[-+]?\d+",
+                  lambda m: "%.3g" % float(m.group()), v)
 
 
 # ------------------------------------------------------------------ T1
