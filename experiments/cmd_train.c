@@ -40,9 +40,6 @@ static const char usage_head[] =
   "  --momentum M        DGC momentum correction (0)\n";
 /* the --algorithm line comes from the library's list (usage()) */
 static const char usage_tail[] =
-  "  --compressor NAME   (topk)  --density R (0.001)  --density-down R (= R)\n"
-  "  --rank R            PowerSGD rank (2): --compressor powersgd sends each\n"
-  "                      weight matrix as a rank-R factor pair, biases raw\n"
   "  --seed S (0)  --threads T (all; never changes results)\n"
   "  --device cpu|cuda   where the nets run (cpu).  cuda: the P workers'\n"
   "                      batches in one pass on the GPU (cuBLAS, float32, no\n"
@@ -171,10 +168,28 @@ static const char usage_tail[] =
   "tensor in it (layers.I.weight, .bias, .running_mean, .running_var) with\n"
   "its shape, offset and size.\n";
 
+/* The compressor options train's run record carries (gc_train_config):
+ * the density, the downlink's, and PowerSGD's rank. */
+static gc_cli_comp train_comp(const gc_train_config *c)
+{
+  gc_cli_comp comp = { .take = GC_CLI_P_DENSITY | GC_CLI_P_RANK, .twin = GC_CLI_P_DENSITY };
+  gc_compressor_params_default(&comp.up);
+  comp.up.density = c->density;
+  comp.up.rank = c->rank;
+  return comp;
+}
+
 static void usage(FILE *out)
 {
-  fprintf(out, "%s  --algorithm NAME    (bi), one of\n    %s\n%s", usage_head,
-          gc_cli_algorithm_names("|"), usage_tail);
+  gc_train_config c;
+  gc_train_config_default(&c);
+  gc_cli_comp comp = train_comp(&c);
+  fprintf(out, "%s  --algorithm NAME    (bi), one of\n    %s\n"
+          "  --compressor NAME   (topk); --compressor powersgd sends each weight\n"
+          "                      matrix as a rank-R factor pair, biases raw\n",
+          usage_head, gc_cli_algorithm_names("|"));
+  gc_cli_compressor_usage(out, &comp);
+  fputs(usage_tail, out);
 }
 
 /* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
@@ -212,56 +227,52 @@ typedef struct opts {
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
   gc_net_model net;
   const char *data_from;            /* where c.data_dir came from      */
+  gc_cli_comp comp;                 /* --density, --density-down, --rank */
 } opts;
 
-/* Parse argv-style options; returns 0, or the exit status. */
-static int parse(opts *o, int argc, char **argv, int from_file)
+static void opts_init(opts *o)
+{
+  memset(o, 0, sizeof *o);
+  gc_train_config_default(&o->c);
+  o->comp = train_comp(&o->c);
+}
+
+/* Parse argv-style options (argv[0] is an option; from_file: those of
+ * the --config file FILE); returns 0, -1 after --help, or the exit status. */
+static int parse(opts *o, int argc, char **argv, const char *from_file)
 {
   gc_train_config *c = &o->c;
   const char *cmd = "train";
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED()                                                              \
-  do {                                                                      \
-    if (!v) {                                                               \
-      fprintf(stderr, "gradcomp train: %s needs a value\n", a);             \
-      return 2;                                                             \
-    }                                                                       \
-    i++;                                                                    \
-  } while (0)
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return -1;
-    } else if (!strcmp(a, "--dataset")) { NEED(); c->dataset = v; }
-    else if (!strcmp(a, "--model")) { NEED(); c->model = v; }
-    else if (!strcmp(a, "--data")) { NEED(); c->data_dir = v; }
-    else if (!strcmp(a, "--workers")) { NEED(); if (gc_cli_size(cmd, a, v, &c->workers)) return 2; }
+  char sub[1100] = "";
+  if (from_file)
+    snprintf(sub, sizeof sub, "--config %.1000s: ", from_file);
+  static const char *const flags[] = { "--iid", "--noniid", "--resume", "--force", "--quiet",
+                                       NULL };
+  gc_cli_args args = GC_CLI_ARGS(cmd, sub, usage, argc, argv);
+  args.i = 0;
+  args.flags = flags;
+  const char *a, *v;
+  while (gc_cli_next(&args, &a, &v)) {
+    int r = gc_cli_compressor_option(&args, a, v, &o->comp);
+    if (r == GC_CLI_TAKEN)
+      continue;
+    if (r != GC_CLI_NOT_MINE)
+      return r;
+    if (!strcmp(a, "--dataset")) c->dataset = v;
+    else if (!strcmp(a, "--model")) c->model = v;
+    else if (!strcmp(a, "--data")) c->data_dir = v;
+    else if (!strcmp(a, "--workers")) { if (gc_cli_size(cmd, a, v, &c->workers)) return 2; }
     else if (!strcmp(a, "--iid")) c->noniid = 0;
     else if (!strcmp(a, "--noniid")) c->noniid = 1;
-    else if (!strcmp(a, "--batch")) { NEED(); if (gc_cli_size(cmd, a, v, &c->batch)) return 2; }
-    else if (!strcmp(a, "--epochs")) { NEED(); if (gc_cli_size(cmd, a, v, &c->epochs)) return 2; }
-    else if (!strcmp(a, "--lr")) { NEED(); if (gc_cli_double(cmd, a, v, &c->lr)) return 2; o->lr_set = 1; }
-    else if (!strcmp(a, "--momentum")) { NEED(); if (gc_cli_double(cmd, a, v, &c->momentum)) return 2; }
-    else if (!strcmp(a, "--algorithm")) { NEED(); c->algorithm = v; }
-    else if (!strcmp(a, "--compressor")) { NEED(); c->compressor = v; }
-    else if (!strcmp(a, "--density")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density)) return 2; }
-    else if (!strcmp(a, "--density-down")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density_down)) return 2; }
-    else if (!strcmp(a, "--rank")) {
-      NEED();
-      uint64_t r;
-      if (gc_cli_u64(cmd, a, v, &r))
-        return 2;
-      if (r < 1 || r > 0xffffffffu) {
-        fprintf(stderr, "gradcomp train: --rank: %s must be at least 1\n", v);
-        return 2;
-      }
-      c->rank = (unsigned) r;
-    }
-    else if (!strcmp(a, "--seed")) { NEED(); if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
-    else if (!strcmp(a, "--threads")) { NEED(); if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
+    else if (!strcmp(a, "--batch")) { if (gc_cli_size(cmd, a, v, &c->batch)) return 2; }
+    else if (!strcmp(a, "--epochs")) { if (gc_cli_size(cmd, a, v, &c->epochs)) return 2; }
+    else if (!strcmp(a, "--lr")) { if (gc_cli_double(cmd, a, v, &c->lr)) return 2; o->lr_set = 1; }
+    else if (!strcmp(a, "--momentum")) { if (gc_cli_double(cmd, a, v, &c->momentum)) return 2; }
+    else if (!strcmp(a, "--algorithm")) c->algorithm = v;
+    else if (!strcmp(a, "--compressor")) c->compressor = v;
+    else if (!strcmp(a, "--seed")) { if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
+    else if (!strcmp(a, "--threads")) { if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
     else if (!strcmp(a, "--device")) {
-      NEED();
       if (!strcmp(v, "cpu")) {
         c->device = NULL;
       } else if (!strcmp(v, "cuda")) {
@@ -278,7 +289,6 @@ static int parse(opts *o, int argc, char **argv, int from_file)
       }
     }
     else if (!strcmp(a, "--transport")) {
-      NEED();
       if (!strcmp(v, "inproc")) {
         o->mpi = 0;
       } else if (!strcmp(v, "mpi")) {
@@ -295,35 +305,31 @@ static int parse(opts *o, int argc, char **argv, int from_file)
       }
     }
     else if (!strcmp(a, "--mpi-timeout")) {
-      NEED();
       if (gc_mpi_timeout_option(cmd, a, v, &o->mpi_timeout))
         return 2;
       o->mpi_timeout_set = 1;
     }
     else if (!strcmp(a, "--net-bandwidth")) {
-      NEED();
       if (gc_net_parse_bandwidth(v, &o->net.bandwidth) != GC_SUCCESS)
         return gc_cli_usage_error(cmd, "%s: %s", a, gc_last_error());
       o->net_bw = v;
     }
     else if (!strcmp(a, "--net-latency")) {
-      NEED();
       if (gc_net_parse_latency(v, &o->net.latency) != GC_SUCCESS)
         return gc_cli_usage_error(cmd, "%s: %s", a, gc_last_error());
       o->net_lat = v;
     }
-    else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
-    else if (!strcmp(a, "--config") && !from_file) { NEED(); o->config = (char *) v; }
+    else if (!strcmp(a, "--out")) c->out = v;
+    else if (!strcmp(a, "--config") && !from_file) o->config = (char *) v;
     else if (!strcmp(a, "--resume")) c->resume = 1;
     else if (!strcmp(a, "--force")) c->force = 1;
     else if (!strcmp(a, "--quiet")) c->quiet = 1;
-    else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
-    else if (!strcmp(a, "--log-every")) { NEED(); if (gc_cli_size(cmd, a, v, &c->log_every)) return 2; }
-    else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
-    else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
+    else if (!strcmp(a, "--max-steps")) { if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
+    else if (!strcmp(a, "--log-every")) { if (gc_cli_size(cmd, a, v, &c->log_every)) return 2; }
+    else if (!strcmp(a, "--train-subset")) { if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
+    else if (!strcmp(a, "--test-subset")) { if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
     else if (!strcmp(a, "--bounds") || !strcmp(a, "--bounds-samples") ||
              !strcmp(a, "--bounds-hvp") || !strcmp(a, "--bounds-batch")) {
-      NEED();
       size_t *dst = !strcmp(a, "--bounds") ? &c->bounds_every
                     : !strcmp(a, "--bounds-samples") ? &c->bounds_samples
                     : !strcmp(a, "--bounds-hvp") ? &c->bounds_hvps
@@ -335,15 +341,10 @@ static int parse(opts *o, int argc, char **argv, int from_file)
         return 2;
       }
     }
-    else {
-      gc_cli_usage_error(cmd, "unknown option '%s'%s", a,
-                         from_file ? " in the config file" : "");
-      usage(stderr);
-      return 2;
-    }
-#undef NEED
+    else
+      return gc_cli_unknown(&args, a);
   }
-  return 0;
+  return args.exit == 0 ? -1 : args.exit > 0 ? args.exit : 0;
 }
 
 static void announce(const opts *o)
@@ -741,26 +742,24 @@ static int read_config(const char *path, char ***argv_out, int *argc_out)
 int gc_cmd_train(int argc, char **argv)
 {
   opts o;
-  memset(&o, 0, sizeof o);
-  gc_train_config_default(&o.c);
+  opts_init(&o);
   argc--;   /* argv[0] is "train" */
   argv++;
-  int st = parse(&o, argc, argv, 0);
+  int st = parse(&o, argc, argv, NULL);
   if (st)
     return st < 0 ? 0 : st;
   char **cav = NULL;
   int cac = 0;
   if (o.config) {
     opts f;
-    memset(&f, 0, sizeof f);
-    gc_train_config_default(&f.c);
+    opts_init(&f);
     if ((st = read_config(o.config, &cav, &cac)))
       return st;
-    st = parse(&f, cac, cav, 1);
+    st = parse(&f, cac, cav, o.config);
     if (st == 0) {
       /* command line on top of the file */
       f.config = o.config;
-      st = parse(&f, argc, argv, 0);
+      st = parse(&f, argc, argv, NULL);
       f.lr_set |= o.lr_set;
       o = f;
     }
@@ -770,6 +769,14 @@ int gc_cmd_train(int argc, char **argv)
     }
     o.c.config_file = o.config;
   }
+  gc_cli_args cargs = GC_CLI_ARGS("train", "", usage, 0, NULL);
+  if (gc_cli_compressor_finish(&cargs, &o.comp)) {
+    free_config(cav, cac);
+    return 2;
+  }
+  o.c.density = o.comp.up.density;
+  o.c.density_down = o.comp.given_down & GC_CLI_P_DENSITY ? o.comp.down.density : 0;
+  o.c.rank = o.comp.up.rank;
   const char *bad = o.c.epochs == 0 ? "--epochs must be at least 1"
                     : o.lr_set && !(o.c.lr > 0) ? "--lr must be positive"
                     : !(o.c.momentum >= 0 && o.c.momentum < 1) ? "--momentum must lie in [0, 1)"
