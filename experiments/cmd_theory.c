@@ -291,7 +291,7 @@ static void trajectory_usage(FILE *out)
           "         --algorithm %s\n"
           "         --compressor NAME [--compressor-down NAME] [COMPRESSOR OPTIONS]\n"
           "         (--lr A | --lr-schedule SPEC) --steps N [--seed S] [--csv FILE]\n"
-          "         [--transport inproc|mpi [--mpi-timeout S]] [--save-x FILE.npy]\n"
+          "         [--transport %s [--mpi-timeout S]] [--save-x FILE.npy]\n"
           "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
           "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
           "  mpi: rank 0 the server, rank p+1 worker p) and logs per step\n"
@@ -315,8 +315,9 @@ static void trajectory_usage(FILE *out)
           "  --compressor, --seed 0 (also the compressors'), --transport inproc; no\n"
           "  --csv: a summary only.  --problem, --lr (or a decreasing\n"
           "  --lr-schedule) and --steps have no default.\n"
-          "Compressor options (each compressor reads the ones it uses):\n",
-          gc_cli_algorithm_names("|"));
+          "Transports:\n", gc_cli_algorithm_names("|"), gc_transport_kind_names("|"));
+  gc_transport_usage(out, "  ");
+  fprintf(out, "Compressor options (each compressor reads the ones it uses):\n");
   gc_cli_compressor_usage(out, &comp);
 }
 

@@ -48,16 +48,16 @@ static const char usage_tail[] =
   "                      sgd, uni, bi, downlink and doublesqueeze; the steps\n"
   "                      that log.csv probes (xi, delta), the other methods and\n"
   "                      --bounds step on the CPU.  The nets agree with the\n"
-  "                      CPU's to float rounding, not bit for bit\n"
-  "  --transport inproc|mpi  (inproc).  mpi: run under mpirun -n P+1; rank 0\n"
-  "                      is the server (ledger, evaluation, the run folder),\n"
-  "                      rank p+1 worker p (its own shard and gradient); the\n"
-  "                      same model.npy and log.csv as inproc, bit for bit,\n"
-  "                      but the times; each rank writes its own\n"
-  "                      checkpoint-eN-rR.bin (--resume under mpirun).\n"
-  "                      sgd, uni, bi, downlink, doublesqueeze, ef21 and the\n"
-  "                      others of --algorithm; not with --device cuda or\n"
-  "                      --bounds\n"
+  "                      CPU's to float rounding, not bit for bit\n";
+/* the --transport lines come from the registry (usage()) */
+static const char usage_tail2[] =
+  "                      Over mpi a run writes the same model.npy and\n"
+  "                      log.csv as inproc, bit for bit, but the times: rank\n"
+  "                      0 keeps the ledger, evaluates and writes the run\n"
+  "                      folder, rank p+1 has worker p's shard and gradient,\n"
+  "                      each rank writes its own checkpoint-eN-rR.bin\n"
+  "                      (--resume under mpirun); every --algorithm, not\n"
+  "                      with --device cuda or --bounds\n"
   "  --mpi-timeout S     (300; --transport mpi only) the watchdog: a rank that\n"
   "                      waits longer than max(S, 50 x the slowest step so\n"
   "                      far, the evaluation between epochs included) seconds\n"
@@ -190,6 +190,8 @@ static void usage(FILE *out)
           usage_head, gc_cli_algorithm_names("|"));
   gc_cli_compressor_usage(out, &comp);
   fputs(usage_tail, out);
+  gc_transport_usage(out, "  ");
+  fputs(usage_tail2, out);
 }
 
 /* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
@@ -221,7 +223,7 @@ typedef struct opts {
   gc_train_config c;
   int lr_set;
   char *config;
-  int mpi;                          /* --transport mpi                 */
+  const gc_transport_kind *transport;  /* --transport (inproc)        */
   double mpi_timeout;               /* --mpi-timeout                   */
   int mpi_timeout_set;
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
@@ -235,6 +237,7 @@ static void opts_init(opts *o)
   memset(o, 0, sizeof *o);
   gc_train_config_default(&o->c);
   o->comp = train_comp(&o->c);
+  o->transport = gc_transport_kind_default();
 }
 
 /* Parse argv-style options (argv[0] is an option; from_file: those of
@@ -289,20 +292,8 @@ static int parse(opts *o, int argc, char **argv, const char *from_file)
       }
     }
     else if (!strcmp(a, "--transport")) {
-      if (!strcmp(v, "inproc")) {
-        o->mpi = 0;
-      } else if (!strcmp(v, "mpi")) {
-#ifdef HAVE_MPI
-        o->mpi = 1;
-#else
-        return gc_cli_usage_error(cmd, "--transport mpi: this build has no MPI"
-                                  " (configure found no ompi-c; install "
-                                  "libopenmpi-dev and reconfigure)");
-#endif
-      } else {
-        return gc_cli_usage_error(cmd, "--transport must be inproc or mpi, "
-                                  "not '%s'", v);
-      }
+      if (gc_transport_choose(cmd, v, &o->transport))
+        return 2;
     }
     else if (!strcmp(a, "--mpi-timeout")) {
       if (gc_mpi_timeout_option(cmd, a, v, &o->mpi_timeout))
@@ -358,7 +349,7 @@ static void announce(const opts *o)
           c->algorithm, c->compressor,
           strcmp(c->compressor, "powersgd") ? "rho" : "rank",
           strcmp(c->compressor, "powersgd") ? c->density : (double) c->rank,
-          c->lr, c->batch, c->epochs, o->mpi ? ", over MPI" : "", c->out);
+          c->lr, c->batch, c->epochs, o->transport->launched ? ", over MPI" : "", c->out);
 }
 
 /* The exit status of a finished run, with its message. */
@@ -526,16 +517,15 @@ static int train_mpi(opts *o)
   if (gc_train_algo_config(c, &a, &segs) != GC_SUCCESS)
     return mpi_end(rank == 0 ? gc_cli_usage_error("train", "invalid options: "
                                                   "%s", gc_last_error()) : 2);
-  gc_mpi *m = gc_mpi_alloc(MPI_COMM_WORLD, &a);
+  gc_transport_link link;
+  int ost = o->transport->open(&a, o->mpi_timeout_set ? o->mpi_timeout : -1, &link);
   free(segs);
-  if (!m)
-    return mpi_end(rank == 0 ? gc_cli_usage_error("train", "--transport mpi: "
+  if (ost != GC_SUCCESS)
+    return mpi_end(rank == 0 ? gc_cli_usage_error("train", "--transport %s: "
                                                   "%s; run it as mpirun -n %zu"
-                                                  " (P+1)", gc_last_error(),
-                                                  P + 1) : 2);
-  if (o->mpi_timeout_set)
-    gc_mpi_set_timeout(m, o->mpi_timeout);   /* checked when parsed */
-  c->transport = gc_mpi_transport(m);
+                                                  " (P+1)", o->transport->name,
+                                                  gc_last_error(), P + 1) : 2);
+  c->transport = link.tr;
   c->proc = rank;
   c->where = where;
   if (rank > 0) {
@@ -580,7 +570,7 @@ static int train_mpi(opts *o)
     fflush(NULL);
     MPI_Abort(MPI_COMM_WORLD, rc);   /* the others wait on this rank */
   }
-  gc_mpi_free(m);
+  o->transport->close(&link);
   return mpi_end(rc);
 }
 #endif
@@ -781,7 +771,7 @@ int gc_cmd_train(int argc, char **argv)
                     : o.lr_set && !(o.c.lr > 0) ? "--lr must be positive"
                     : !(o.c.momentum >= 0 && o.c.momentum < 1) ? "--momentum must lie in [0, 1)"
                     : NULL;
-  if (!bad && o.mpi_timeout_set && !o.mpi)
+  if (!bad && o.mpi_timeout_set && !o.transport->watchdog)
     bad = "--mpi-timeout applies only with --transport mpi";
   if (bad) {
     free_config(cav, cac);
@@ -789,7 +779,7 @@ int gc_cmd_train(int argc, char **argv)
   }
   /* the transport is known only now, a --config file read (gradcomp.c's
    * main checks the other commands) */
-  if ((st = gc_cli_refuse_launcher("train", o.mpi))) {
+  if ((st = gc_cli_refuse_launcher("train", o.transport->launched))) {
     free_config(cav, cac);
     return st;
   }
@@ -810,7 +800,7 @@ int gc_cmd_train(int argc, char **argv)
     o.c.net = &o.net;
   o.c.data_dir = gc_cli_data_dir(o.c.data_dir, &o.data_from);
 #ifdef HAVE_MPI
-  if (o.mpi) {
+  if (o.transport->launched) {   /* mpi, the one launched transport */
     st = train_mpi(&o);
     free_config(cav, cac);
     return st;
