@@ -92,6 +92,7 @@ int gc_cli_compressor_option(const gc_cli_args *a, const char *opt, const char *
   gc_compressor_params *p = down ? &c->down : &c->up;
   char *at = (char *) p + f->off;
   double v = 0;
+  size_t s = 0;
   if (f->kind == V_TIES) {
     if (strcmp(val, "low") && strcmp(val, "high"))
       return gc_cli_usage_error(a->cmd, "%s%s: '%s' is not %s", a->sub, opt, val, f->range);
@@ -100,10 +101,9 @@ int gc_cli_compressor_option(const gc_cli_args *a, const char *opt, const char *
     if (gc_cli_double(a->cmd, opt, val, &v))
       return 2;
   } else {
-    size_t s;
     if (gc_cli_size(a->cmd, opt, val, &s))
       return 2;
-    v = (double) s;
+    v = (double) s;   /* for the range check only: the value stored is s */
   }
   if (f->kind != V_TIES) {
     if (!(f->lo_open ? v > f->lo : v >= f->lo) || !(v <= f->hi))
@@ -111,9 +111,9 @@ int gc_cli_compressor_option(const gc_cli_args *a, const char *opt, const char *
     if (f->kind == V_DOUBLE)
       *(double *) at = v;
     else if (f->kind == V_SIZE)
-      *(size_t *) at = (size_t) v;
+      *(size_t *) at = s;
     else
-      *(unsigned *) at = (unsigned) v;
+      *(unsigned *) at = (unsigned) s;
   }
   *(down ? &c->given_down : &c->given) |= f->bit;
   return GC_CLI_TAKEN;

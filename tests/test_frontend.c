@@ -327,6 +327,26 @@ Test(frontend, compressor_options_alike_in_every_command)
   cr_assert(strstr(out, levels) != NULL, "%s", out);
 }
 
+/* The transports come from one registry (experiments/transports.c): both
+ * commands that take --transport list every row in --help and refuse an
+ * unknown name naming the known ones. */
+Test(frontend, transports_listed_and_unknown_refused)
+{
+  static const char *const cmds[] = { "train", "theory trajectory" };
+  char out[65536];
+  for (size_t c = 0; c < 2; c++) {
+    cr_assert(eq(int, run(out, sizeof out, "%s %s --help", gradcomp, cmds[c]), 0));
+    cr_assert(strstr(out, "--transport inproc  every worker and the server in this process"
+                          " (default)") && strstr(out, "--transport mpi     under mpirun"),
+              "%s --help:\n%s", cmds[c], out);
+    /* the first option, so nothing else can be refused before it */
+    int st = run(out, sizeof out, "%s %s --transport carrier-pigeon %s", gradcomp, cmds[c],
+                 c ? "--problem toy --lr 0.1 --steps 1" : "--out /nonexistent/never");
+    cr_assert(st == 2 && strstr(out, "--transport: unknown transport 'carrier-pigeon' "
+                                     "(inproc, mpi)"), "%s: exit %d\n%s", cmds[c], st, out);
+  }
+}
+
 /* theory trajectory takes every compressor option, e.g. qsgd's --levels,
  * and --levels 1 (the default) runs what no --levels runs; --k-down alone
  * sizes the downlink. */
