@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gc_cli.h"
@@ -197,4 +198,60 @@ void gc_cli_compressor_usage(FILE *out, const gc_cli_comp *c)
       fputc('\n', out);
     }
   }
+}
+
+/* v as the shortest %g text that reads back as v. */
+static void shortest(char *buf, size_t cap, double v)
+{
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, cap, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v)
+      return;
+  }
+}
+
+static int same_field(const field *f, const gc_compressor_params *a, const gc_compressor_params *b)
+{
+  const char *x = (const char *) a + f->off, *y = (const char *) b + f->off;
+  switch (f->kind) {
+  case V_SIZE: return *(const size_t *) x == *(const size_t *) y;
+  case V_UNSIGNED: return *(const unsigned *) x == *(const unsigned *) y;
+  case V_DOUBLE: return *(const double *) x == *(const double *) y;
+  default: return *(const int *) x == *(const int *) y;
+  }
+}
+
+static void field_text(const field *f, const gc_compressor_params *p, char *buf, size_t cap)
+{
+  const char *at = (const char *) p + f->off;
+  switch (f->kind) {
+  case V_SIZE: snprintf(buf, cap, "%zu", *(const size_t *) at); break;
+  case V_UNSIGNED: snprintf(buf, cap, "%u", *(const unsigned *) at); break;
+  case V_DOUBLE: shortest(buf, cap, *(const double *) at); break;
+  default: snprintf(buf, cap, "%s", *(const int *) at == GC_TIES_HIGH ? "high" : "low");
+  }
+}
+
+size_t gc_cli_compressor_changes(const gc_compressor_params *up,
+                                 const gc_compressor_params *down, unsigned which,
+                                 char *buf, size_t cap)
+{
+  gc_compressor_params d;
+  gc_compressor_params_default(&d);
+  size_t len = 0;
+  if (cap)
+    buf[0] = '\0';
+  for (int dir = 0; dir < 2; dir++)
+    for (size_t i = 0; i < NFIELDS; i++) {
+      const field *f = &fields[i];
+      const gc_compressor_params *p = dir ? down : up, *ref = dir ? up : &d;
+      if (!(which & f->bit) || same_field(f, p, ref))
+        continue;
+      char v[64];
+      field_text(f, p, v, sizeof v);
+      if (len < cap)
+        len += (size_t) snprintf(buf + len, cap - len, "%s%s%s=%s", len ? "," : "", f->name,
+                                 dir ? DOWN : "", v);
+    }
+  return len;
 }

@@ -140,6 +140,13 @@ int gc_cli_compressor_option(const gc_cli_args *a, const char *opt, const char *
                              gc_cli_comp *c);
 int gc_cli_compressor_finish(const gc_cli_args *a, gc_cli_comp *c);
 void gc_cli_compressor_usage(FILE *out, const gc_cli_comp *c);
+/* The fields (GC_CLI_P_*) of up that differ from the library's defaults
+ * and those of down that differ from up's, as "levels=4,k-down=3" (no
+ * spaces; "" when none) at buf; returns its length.  For records that
+ * name a run's settings, such as train's configuration fingerprint. */
+size_t gc_cli_compressor_changes(const gc_compressor_params *up,
+                                 const gc_compressor_params *down, unsigned which,
+                                 char *buf, size_t cap);
 
 /* Every program calls this first; non-zero (after a message) means exit
  * with that status.  SIGXFSZ is ignored, so a write past `ulimit -f` fails

@@ -168,11 +168,12 @@ static const char usage_tail2[] =
   "tensor in it (layers.I.weight, .bias, .running_mean, .running_var) with\n"
   "its shape, offset and size.\n";
 
-/* The compressor options train's run record carries (gc_train_config):
- * the density, the downlink's, and PowerSGD's rank. */
+/* train's compressor options: every field, each with its downlink twin
+ * but the rank (one --compressor serves both directions; PowerSGD's rank
+ * is gc_train_config's rank). */
 static gc_cli_comp train_comp(const gc_train_config *c)
 {
-  gc_cli_comp comp = { .take = GC_CLI_P_DENSITY | GC_CLI_P_RANK, .twin = GC_CLI_P_DENSITY };
+  gc_cli_comp comp = { .take = GC_CLI_P_ALL, .twin = GC_CLI_P_ALL & ~GC_CLI_P_RANK };
   gc_compressor_params_default(&comp.up);
   comp.up.density = c->density;
   comp.up.rank = c->rank;
@@ -229,7 +230,7 @@ typedef struct opts {
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
   gc_net_model net;
   const char *data_from;            /* where c.data_dir came from      */
-  gc_cli_comp comp;                 /* --density, --density-down, --rank */
+  gc_cli_comp comp;                 /* the compressor options          */
 } opts;
 
 static void opts_init(opts *o)
@@ -767,6 +768,8 @@ int gc_cmd_train(int argc, char **argv)
   o.c.density = o.comp.up.density;
   o.c.density_down = o.comp.given_down & GC_CLI_P_DENSITY ? o.comp.down.density : 0;
   o.c.rank = o.comp.up.rank;
+  o.c.up_params = &o.comp.up;      /* the other fields: K, levels, ... */
+  o.c.down_params = &o.comp.down;
   const char *bad = o.c.epochs == 0 ? "--epochs must be at least 1"
                     : o.lr_set && !(o.c.lr > 0) ? "--lr must be positive"
                     : !(o.c.momentum >= 0 && o.c.momentum < 1) ? "--momentum must lie in [0, 1)"

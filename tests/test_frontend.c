@@ -265,7 +265,8 @@ Test(frontend, compressor_options_alike_in_every_command)
     { "theory bounds --problem toy --steps 2 --runs 1", "k density levels bucket threshold "
       "clip ties gauss-loops sample-ratio rank k-down density-down levels-down rank-down "
       "ties-down" },
-    { "train --out O", "density rank density-down" },
+    { "train --out O", "k density levels bucket threshold clip ties gauss-loops sample-ratio "
+      "rank k-down density-down levels-down ties-down" },
   };
   static const struct { const char *flag, *bad, *want; } bad[] = {
     { "k", "0", "--k: 0 must be >= 1" },
