@@ -427,7 +427,7 @@ int gc_cli_ties(const char *cmd, const char *text, int *ties)
   else if (!strcmp(text, "high"))
     *ties = GC_TIES_HIGH;
   else
-    return gc_cli_usage_error(cmd, "--ties must be low or high, not '%s'", text);
+    return gc_cli_usage_error(cmd, "--ties: '%s' is not low or high", text);
   return 0;
 }
 

@@ -50,7 +50,8 @@ size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
  * until the next call. */
 const char *gc_cli_algorithm_names(const char *sep);
 /* "low" or "high" to GC_TIES_LOW / GC_TIES_HIGH; else print
- * "gradcomp CMD: --ties must be low or high, not 'text'" and return 2. */
+ * "gradcomp CMD: --ties: 'text' is not low or high" (the message of the
+ * compressor options' --ties) and return 2. */
 int gc_cli_ties(const char *cmd, const char *text, int *ties);
 /* Progress "label [=====>   ] i/n" on stderr, only when it is a terminal
  * and quiet == 0.  Call with i == n to finish the line. */

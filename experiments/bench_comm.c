@@ -245,11 +245,16 @@ int gc_bench_comm(int argc, char **argv)
   static const char *const flags[] = { "--under-mpirun", NULL };
   args.flags = flags;
   const char *o, *v;
+  gc_cli_comp comp = { .take = GC_CLI_P_DENSITY };   /* --density, as everywhere */
+  gc_compressor_params_default(&comp.up);
+  comp.up.density = density;
   while (gc_cli_next(&args, &o, &v)) {
-    int err = 0;
+    int err = gc_cli_compressor_option(&args, o, v, &comp);
+    if (err == GC_CLI_TAKEN) continue;
+    if (err != GC_CLI_NOT_MINE) return err;
+    err = 0;
     if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
-    else if (!strcmp(o, "--density")) err = gc_cli_double(CMD, o, v, &density);
     else if (!strcmp(o, "--under-mpirun")) child = 1;
     else if (!strcmp(o, "--net-bandwidth")) bw = v;
     else if (!strcmp(o, "--net-latency")) lat = v;
@@ -271,8 +276,9 @@ int gc_bench_comm(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
-  if (steps == 0 || !(density > 0 && density <= 1))
-    return gc_cli_usage_error(CMD, "--steps must be >= 1 and --density in (0,1]");
+  density = comp.up.density;   /* in (0, 1]: checked when parsed */
+  if (steps == 0)
+    return gc_cli_usage_error(CMD, "--steps must be >= 1");
   if (gc_net_parse_bandwidth(bw, &net.bandwidth) ||
       gc_net_parse_latency(lat, &net.latency))
     return gc_cli_usage_error(CMD, "%s", gc_last_error());
