@@ -134,16 +134,15 @@ int gc_cli_compressor_finish(const gc_cli_args *a, gc_cli_comp *c)
   if (both(a, c->given, "") || both(a, c->given_down, DOWN))
     return 2;
   /* the downlink takes the uplink's value of every field not given for
-   * it; a --k-down replaces an uplink --density (and --density-down an
-   * uplink --k), as K_d is then what the user named */
+   * it; a --k-down wins over an uplink --density (K wins over the
+   * density) and a --density-down drops an uplink --k, as K_d is then
+   * what the user named */
   gc_compressor_params d = c->up;
   for (size_t i = 0; i < NFIELDS; i++)
     if (c->given_down & fields[i].bit)
       copy_field(&fields[i], &d, &c->down);
-  if (c->given_down & GC_CLI_P_K)
-    d.density = c->up.density;
-  if ((c->given_down & GC_CLI_P_DENSITY) && !(c->given_down & GC_CLI_P_K))
-    d.k = 0;
+  if (c->given_down & GC_CLI_P_DENSITY)
+    d.k = 0;   /* not given with --k-down: refused above */
   c->down = d;
   return 0;
 }
