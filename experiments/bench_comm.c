@@ -24,6 +24,7 @@
 #include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_transport.h"
+#include "gc_transport_cli.h"
 static const char CMD[] = "bench comm";
 
 #ifndef HAVE_MPI
@@ -160,9 +161,12 @@ static int under_mpirun(size_t steps, double density)
     for (size_t a = 0; !rc && a < NALGOS; a++) {
       gc_algo_config c;
       bench_config(&c, algos[a], P, d, density);
-      gc_mpi *mp = gc_mpi_alloc(MPI_COMM_WORLD, &c);
-      gc_sim *s = mp ? gc_sim_alloc_transport(&c, x0, gc_mpi_transport(mp))
-                     : NULL;
+      /* the registry's mpi row (transports.c): the same constructor as
+       * train and theory trajectory */
+      const gc_transport_kind *kind = gc_transport_kind_by_name("mpi");
+      gc_transport_link link = { 0 };
+      int opened = kind->open(&c, -1, &link) == GC_SUCCESS;
+      gc_sim *s = opened ? gc_sim_alloc_transport(&c, x0, link.tr) : NULL;
       comm_row r;
       int st = s ? time_steps(s, grads, steps, barrier, &r)
                  : gc_last_error_code();
@@ -178,7 +182,8 @@ static int under_mpirun(size_t steps, double density)
                r.support);
       fflush(stdout);
       gc_sim_free(s);
-      gc_mpi_free(mp);
+      if (opened)
+        kind->close(&link);
     }
     free(g);
     free(x0);
