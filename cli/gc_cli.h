@@ -100,7 +100,9 @@ int gc_cli_unknown(const gc_cli_args *a, const char *opt);
  * One table row per field of gc_compressor_params a user sets (--k,
  * --density, --levels, --bucket, --threshold, --clip, --ties, --gauss-loops,
  * --sample-ratio, --rank): its option, range check, message and help line,
- * so every command takes a parameter alike and a new one is one row.  The
+ * so every command takes a parameter alike; a new one is a GC_CLI_P_ bit
+ * below and a row in compopt.c, and every command that takes all the
+ * fields (GC_CLI_P_ALL) has it, help line included.  The
  * seed is each command's own --seed (a run's seed seeds its compressors).
  * A command names the fields it takes (take; a sweep axis such as bench's
  * --density list stays the command's) and those with a downlink twin
@@ -127,7 +129,7 @@ enum {
   GC_CLI_P_BUCKET = 1u << 3, GC_CLI_P_THRESHOLD = 1u << 4, GC_CLI_P_CLIP = 1u << 5,
   GC_CLI_P_TIES = 1u << 6, GC_CLI_P_GAUSS_LOOPS = 1u << 7,
   GC_CLI_P_SAMPLE_RATIO = 1u << 8, GC_CLI_P_RANK = 1u << 9,
-  GC_CLI_P_ALL = (1u << 10) - 1
+  GC_CLI_P_ALL = (GC_CLI_P_RANK << 1) - 1   /* every bit up to the last */
 };
 enum { GC_CLI_TAKEN = 0, GC_CLI_NOT_MINE = -1 };
 typedef struct gc_cli_comp {
