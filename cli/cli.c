@@ -324,6 +324,12 @@ int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
     a->exit = 0;
     return 0;
   }
+  if (a->operands && (o[0] != '-' || !o[1])) {
+    *opt = NULL;
+    *val = o;
+    a->i++;
+    return 1;
+  }
   for (const char *const *f = a->flags; f && *f; f++)
     if (!strcmp(o, *f)) {
       *opt = o;
@@ -344,7 +350,7 @@ int gc_cli_next(gc_cli_args *a, const char **opt, const char **val)
 
 int gc_cli_unknown(const gc_cli_args *a, const char *opt)
 {
-  gc_cli_usage_error(a->cmd, "%sunknown option %s", a->sub, opt);
+  gc_cli_usage_error(a->cmd, "%sunknown option '%s'", a->sub, opt);
   a->usage(stderr);
   return 2;
 }
@@ -421,7 +427,7 @@ int gc_cli_ties(const char *cmd, const char *text, int *ties)
   else if (!strcmp(text, "high"))
     *ties = GC_TIES_HIGH;
   else
-    return gc_cli_usage_error(cmd, "--ties must be low or high, not '%s'", text);
+    return gc_cli_usage_error(cmd, "--ties: '%s' is not low or high", text);
   return 0;
 }
 

@@ -50,7 +50,8 @@ size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
  * until the next call. */
 const char *gc_cli_algorithm_names(const char *sep);
 /* "low" or "high" to GC_TIES_LOW / GC_TIES_HIGH; else print
- * "gradcomp CMD: --ties must be low or high, not 'text'" and return 2. */
+ * "gradcomp CMD: --ties: 'text' is not low or high" (the message of the
+ * compressor options' --ties) and return 2. */
 int gc_cli_ties(const char *cmd, const char *text, int *ties);
 /* Progress "label [=====>   ] i/n" on stderr, only when it is a terminal
  * and quiet == 0.  Call with i == n to finish the line. */
@@ -74,7 +75,9 @@ const char *gc_cli_python_with(const char *code);
  * value is missing ("gradcomp CMD: SUBunknown option or missing value: OPT"
  * and usage on stderr, exit 2).  Options named in a.flags (a NULL-ended
  * list, set after GC_CLI_ARGS) take no value: they come back with *val ==
- * NULL.  gc_cli_unknown reports "gradcomp CMD: SUBunknown option OPT" with
+ * NULL; with a.operands set, an argument that does not start with '-'
+ * (or is "-") comes back with *opt == NULL and *val == it.  gc_cli_unknown
+ * reports "gradcomp CMD: SUBunknown option 'OPT'" with
  * the usage on stderr and returns 2. */
 typedef struct gc_cli_args {
   const char *cmd;            /* "gradcomp CMD: " of the messages           */
@@ -85,11 +88,68 @@ typedef struct gc_cli_args {
   int i;                      /* next argument                              */
   int exit;                   /* -1, or the exit status once the loop ends  */
   const char *const *flags;   /* options without a value, or NULL           */
+  int operands;               /* 1: an argument not starting with '-' comes
+                                 back alone, *opt == NULL, *val == it      */
 } gc_cli_args;
 #define GC_CLI_ARGS(cmd, sub, usage, argc, argv) \
-  ((gc_cli_args) { (cmd), (sub), (usage), (argc), (argv), 1, -1, NULL })
+  ((gc_cli_args) { (cmd), (sub), (usage), (argc), (argv), 1, -1, NULL, 0 })
 int gc_cli_next(gc_cli_args *a, const char **opt, const char **val);
 int gc_cli_unknown(const gc_cli_args *a, const char *opt);
+
+/* ---- the compressor parameters as options (compopt.c) ---------------------
+ * One table row per field of gc_compressor_params a user sets (--k,
+ * --density, --levels, --bucket, --threshold, --clip, --ties, --gauss-loops,
+ * --sample-ratio, --rank): its option, range check, message and help line,
+ * so every command takes a parameter alike; a new one is a GC_CLI_P_ bit
+ * below and a row in compopt.c, and every command that takes all the
+ * fields (GC_CLI_P_ALL) has it, help line included.  The
+ * seed is each command's own --seed (a run's seed seeds its compressors).
+ * A command names the fields it takes (take; a sweep axis such as bench's
+ * --density list stays the command's) and those with a downlink twin
+ * "--NAME-down" (twin), puts its defaults in up, and offers each option:
+ *   gc_cli_comp comp = { .take = GC_CLI_P_ALL, .twin = GC_CLI_P_ALL };
+ *   gc_compressor_params_default(&comp.up);
+ *   while (gc_cli_next(&a, &o, &v)) {
+ *     int r = gc_cli_compressor_option(&a, o, v, &comp);
+ *     if (r == GC_CLI_TAKEN) continue;
+ *     if (r != GC_CLI_NOT_MINE) return r;
+ *     ... the command's own options ...
+ *   }
+ *   if (gc_cli_compressor_finish(&a, &comp)) return 2;
+ * gc_cli_compressor_option returns GC_CLI_TAKEN, GC_CLI_NOT_MINE (not one
+ * of the fields taken), or 2 after "gradcomp CMD: SUB--opt: VALUE must be
+ * RANGE" (or gc_cli_size's / gc_cli_double's message).
+ * gc_cli_compressor_finish refuses --k with --density (either direction)
+ * and sets down: the uplink's value for every field whose twin was not
+ * given (a --k-down or --density-down decides K_d alone); 0, or 2 after a
+ * message.  gc_cli_compressor_usage prints one help line per field taken,
+ * its default read from up, and the twins' line. */
+enum {
+  GC_CLI_P_K = 1u << 0, GC_CLI_P_DENSITY = 1u << 1, GC_CLI_P_LEVELS = 1u << 2,
+  GC_CLI_P_BUCKET = 1u << 3, GC_CLI_P_THRESHOLD = 1u << 4, GC_CLI_P_CLIP = 1u << 5,
+  GC_CLI_P_TIES = 1u << 6, GC_CLI_P_GAUSS_LOOPS = 1u << 7,
+  GC_CLI_P_SAMPLE_RATIO = 1u << 8, GC_CLI_P_RANK = 1u << 9,
+  GC_CLI_P_ALL = (GC_CLI_P_RANK << 1) - 1   /* every bit up to the last */
+};
+enum { GC_CLI_TAKEN = 0, GC_CLI_NOT_MINE = -1 };
+typedef struct gc_cli_comp {
+  unsigned take;                  /* the fields taken (GC_CLI_P_*)          */
+  unsigned twin;                  /* those with a "--NAME-down" twin        */
+  gc_compressor_params up, down;  /* up: defaults, then the values given;
+                                     down: complete after _finish           */
+  unsigned given, given_down;     /* the options met, by field              */
+} gc_cli_comp;
+int gc_cli_compressor_option(const gc_cli_args *a, const char *opt, const char *val,
+                             gc_cli_comp *c);
+int gc_cli_compressor_finish(const gc_cli_args *a, gc_cli_comp *c);
+void gc_cli_compressor_usage(FILE *out, const gc_cli_comp *c);
+/* The fields (GC_CLI_P_*) of up that differ from the library's defaults
+ * and those of down that differ from up's, as "levels=4,k-down=3" (no
+ * spaces; "" when none) at buf; returns its length.  For records that
+ * name a run's settings, such as train's configuration fingerprint. */
+size_t gc_cli_compressor_changes(const gc_compressor_params *up,
+                                 const gc_compressor_params *down, unsigned which,
+                                 char *buf, size_t cap);
 
 /* Every program calls this first; non-zero (after a message) means exit
  * with that status.  SIGXFSZ is ignored, so a write past `ulimit -f` fails

@@ -24,6 +24,7 @@
 #include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_transport.h"
+#include "gc_transport_cli.h"
 static const char CMD[] = "bench comm";
 
 #ifndef HAVE_MPI
@@ -160,9 +161,12 @@ static int under_mpirun(size_t steps, double density)
     for (size_t a = 0; !rc && a < NALGOS; a++) {
       gc_algo_config c;
       bench_config(&c, algos[a], P, d, density);
-      gc_mpi *mp = gc_mpi_alloc(MPI_COMM_WORLD, &c);
-      gc_sim *s = mp ? gc_sim_alloc_transport(&c, x0, gc_mpi_transport(mp))
-                     : NULL;
+      /* the registry's mpi row (transports.c): the same constructor as
+       * train and theory trajectory */
+      const gc_transport_kind *kind = gc_transport_kind_by_name("mpi");
+      gc_transport_link link = { 0 };
+      int opened = kind->open(&c, -1, &link) == GC_SUCCESS;
+      gc_sim *s = opened ? gc_sim_alloc_transport(&c, x0, link.tr) : NULL;
       comm_row r;
       int st = s ? time_steps(s, grads, steps, barrier, &r)
                  : gc_last_error_code();
@@ -178,7 +182,8 @@ static int under_mpirun(size_t steps, double density)
                r.support);
       fflush(stdout);
       gc_sim_free(s);
-      gc_mpi_free(mp);
+      if (opened)
+        kind->close(&link);
     }
     free(g);
     free(x0);
@@ -245,11 +250,16 @@ int gc_bench_comm(int argc, char **argv)
   static const char *const flags[] = { "--under-mpirun", NULL };
   args.flags = flags;
   const char *o, *v;
+  gc_cli_comp comp = { .take = GC_CLI_P_DENSITY };   /* --density, as everywhere */
+  gc_compressor_params_default(&comp.up);
+  comp.up.density = density;
   while (gc_cli_next(&args, &o, &v)) {
-    int err = 0;
+    int err = gc_cli_compressor_option(&args, o, v, &comp);
+    if (err == GC_CLI_TAKEN) continue;
+    if (err != GC_CLI_NOT_MINE) return err;
+    err = 0;
     if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
-    else if (!strcmp(o, "--density")) err = gc_cli_double(CMD, o, v, &density);
     else if (!strcmp(o, "--under-mpirun")) child = 1;
     else if (!strcmp(o, "--net-bandwidth")) bw = v;
     else if (!strcmp(o, "--net-latency")) lat = v;
@@ -271,8 +281,9 @@ int gc_bench_comm(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
-  if (steps == 0 || !(density > 0 && density <= 1))
-    return gc_cli_usage_error(CMD, "--steps must be >= 1 and --density in (0,1]");
+  density = comp.up.density;   /* in (0, 1]: checked when parsed */
+  if (steps == 0)
+    return gc_cli_usage_error(CMD, "--steps must be >= 1");
   if (gc_net_parse_bandwidth(bw, &net.bandwidth) ||
       gc_net_parse_latency(lat, &net.latency))
     return gc_cli_usage_error(CMD, "%s", gc_last_error());

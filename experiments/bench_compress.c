@@ -23,12 +23,24 @@
 
 static const char *CMD = "bench compress";
 
+gc_cli_comp gc_bench_comp_default(void)
+{
+  /* K and the density are the --density sweep's, threshold's v follows
+   * it (gc_bench_threshold), powersgd is skipped (no shapes) */
+  gc_cli_comp c = { .take = GC_CLI_P_ALL & ~(GC_CLI_P_K | GC_CLI_P_DENSITY |
+                                             GC_CLI_P_THRESHOLD | GC_CLI_P_RANK) };
+  gc_compressor_params_default(&c.up);
+  c.up.levels = 4;
+  return c;
+}
+
 void gc_bench_compress_usage(FILE *out)
 {
+  gc_cli_comp comp = gc_bench_comp_default();
   fprintf(out,
           "usage: gradcomp bench compress [--device cpu|cuda] [--csv FILE] [--d N[,N]]\n"
           "                [--density R[,R]] [--compressors a,b] [--repeat R] [--quick]\n"
-          "                [--threads T[,T]] [--levels S] [--bucket B]\n"
+          "                [--threads T[,T]] [COMPRESSOR OPTIONS]\n"
           "Median time of compress+encode on N(0,1) float32 input,\n"
           "with input GB/s and ratios to the fastest streaming read and copy of the\n"
           "same array (vector loops of the CPU's widest instruction set; GC_ISA=\n"
@@ -40,9 +52,10 @@ void gc_bench_compress_usage(FILE *out)
           "threads (1), each row once per T; x_1thr is a row's speedup over the\n"
           "same row on one thread when 1 is listed (1,2: both cores); the all-core\n"
           "read's is what memory allows a compressor bound by reading x, the\n"
-          "all-core copy's one that also writes a message as long as x;\n"
-          "--levels S, --bucket B: qsgd's levels (4) and bucket length (0: one\n"
-          "bucket of d entries).\n");
+          "all-core copy's one that also writes a message as long as x.\n"
+          "threshold's v keeps the density's share of N(0,1) entries.\n"
+          "Compressor options (each compressor reads the ones it uses):\n");
+  gc_cli_compressor_usage(out, &comp);
   gc_bench_usage_device(out, 0);
 }
 
@@ -227,7 +240,13 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
   static const char *const flags[] = { "--quick", "--no-torch", NULL };
   args.flags = flags;
   const char *a, *v;
+  o->comp = gc_bench_comp_default();
   while (gc_cli_next(&args, &a, &v)) {
+    int taken = gc_cli_compressor_option(&args, a, v, &o->comp);
+    if (taken == GC_CLI_TAKEN)
+      continue;
+    if (taken != GC_CLI_NOT_MINE)
+      return taken;
     if (!strcmp(a, "--quick")) {
       o->nd = 1;
       o->d[0] = 1e6;
@@ -259,14 +278,6 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
       /* ascending, so that a row's one-thread time is known when its other
        * rows are printed */
       qsort(o->threads, o->nthreads, sizeof *o->threads, cmp_int);
-    } else if (!strcmp(a, "--levels")) {
-      size_t lv;
-      if (gc_cli_size_in(cmd, a, v, 1, 65535, &lv))
-        return 2;
-      o->levels = (unsigned) lv;
-    } else if (!strcmp(a, "--bucket")) {
-      if (gc_cli_size(cmd, a, v, &o->bucket))
-        return 2;
     } else if (!strcmp(a, "--repeat")) {
       size_t r;
       if (gc_cli_size_in(cmd, a, v, 1, 1000, &r))
@@ -278,6 +289,8 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
   }
   if (args.exit >= 0)
     return args.exit;
+  if (gc_cli_compressor_finish(&args, &o->comp))
+    return 2;
   for (const gc_compressor_type *const *T = gc_compressor_types(); !o->named && *T; T++)
     if (o->ntypes < GC_BENCH_MAXC)
       o->types[o->ntypes++] = *T;
@@ -286,7 +299,7 @@ int gc_bench_parse(const char *cmd, void (*usage_fn)(FILE *out), int argc, char 
       return gc_cli_usage_error(cmd, "--d: %g is not a length in [1, 2^32)", o->d[j]);
   for (size_t j = 0; j < o->ndensity; j++)
     if (!(o->density[j] > 0 && o->density[j] <= 1))
-      return gc_cli_usage_error(cmd, "--density: %g is outside (0,1]", o->density[j]);
+      return gc_cli_usage_error(cmd, "--density: %g must be in (0, 1]", o->density[j]);
   return -1;
 }
 
@@ -392,8 +405,7 @@ static int time_compressor(gc_compressor *c, const float *x, size_t n, int th, u
 int gc_bench_compress(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {1e6, 2.5e7}, .nd = 2, .density = {0.001, 0.01, 0.1},
-                      .ndensity = 3, .repeat = 7, .threads = {1}, .nthreads = 1, .torch = -1,
-                      .levels = 4 };
+                      .ndensity = 3, .repeat = 7, .threads = {1}, .nthreads = 1, .torch = -1 };
   int done = gc_bench_parse(CMD, gc_bench_compress_usage, argc, argv, &o);
   if (done >= 0)
     return done;
@@ -474,11 +486,8 @@ int gc_bench_compress(int argc, char **argv)
          * per d, also when --compressors names them */
         if (!(T->flags & GC_COMP_SPARSE) && ri > 0)
           continue;
-        gc_compressor_params p;
-        gc_compressor_params_default(&p);
+        gc_compressor_params p = o.comp.up;
         p.density = o.density[ri];
-        p.levels = o.levels;
-        p.bucket = o.bucket;
         p.threshold = gc_bench_threshold(o.density[ri]);
         gc_compressor *c = gc_compressor_alloc(T, n, &p);
         if (!c) {

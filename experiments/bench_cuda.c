@@ -145,14 +145,12 @@ static int bench_d(const gc_bench_opts *o, size_t d, FILE *out, cudaStream_t st,
       int sparse = (T->flags & GC_COMP_SPARSE) != 0;
       if (!sparse && ri > 0)
         continue;
-      gc_compressor_params p;
-      gc_compressor_params_default(&p);
+      /* as the CPU bench runs them (qsgd: s = 4 and, by default, one bucket
+       * of d entries, whose norm is a chain of d dependent adds on either
+       * device) */
+      gc_compressor_params p = o->comp.up;
       p.density = density;
       p.threshold = gc_bench_threshold(density);
-      /* qsgd as the CPU bench runs it: s = 4 and, by default, one bucket of
-       * d entries, whose norm is a chain of d dependent adds on either device */
-      p.levels = o->levels;
-      p.bucket = o->bucket;
       gc_compressor *c = gc_compressor_alloc(T, d, &p);
       if (!c) {
         status = gc_cli_fail(CMD, 1, "%s", T->name);
@@ -207,7 +205,7 @@ static int bench_d(const gc_bench_opts *o, size_t d, FILE *out, cudaStream_t st,
 int gc_bench_compress_cuda(int argc, char **argv)
 {
   gc_bench_opts o = { .d = {25e6}, .nd = 1, .density = {0.001}, .ndensity = 1,
-                      .repeat = 20, .torch = 1, .levels = 4 };
+                      .repeat = 20, .torch = 1 };
   int status = gc_bench_parse(CMD, gc_bench_compress_usage, argc, argv, &o);
   if (status >= 0)
     return status;

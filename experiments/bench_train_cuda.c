@@ -233,10 +233,13 @@ int gc_bench_train_cuda(int argc, char **argv)
       if (*dst == 0)
         return gc_cli_usage_error(CMD, "%s must be at least 1", o);
     } else if (!strcmp(o, "--density")) {
-      if (gc_cli_double(CMD, o, v, &b.density))
-        return 2;
-      if (!(b.density > 0 && b.density <= 1))
-        return gc_cli_usage_error(CMD, "--density %s is outside (0, 1]", v);
+      /* the compressor options' --density (cli/compopt.c), alone */
+      gc_cli_comp comp = { .take = GC_CLI_P_DENSITY };
+      gc_compressor_params_default(&comp.up);
+      int r = gc_cli_compressor_option(&args, o, v, &comp);
+      if (r != GC_CLI_TAKEN)
+        return r;
+      b.density = comp.up.density;
     } else if (!strcmp(o, "--step")) {
       if (strcmp(v, "cuda") && strcmp(v, "cpu"))
         return gc_cli_usage_error(CMD, "--step must be cuda or cpu, not '%s'", v);

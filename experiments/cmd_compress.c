@@ -13,32 +13,37 @@
 
 static const char *CMD = "compress";
 
+/* The compressor options (all of gc_cli_comp's fields, no downlink) with
+ * compress's defaults: the library's. */
+static gc_cli_comp comp_defaults(void)
+{
+  gc_cli_comp c = { .take = GC_CLI_P_ALL };
+  gc_compressor_params_default(&c.up);
+  return c;
+}
+
 static void usage(FILE *out)
 {
-  gc_compressor_params d;   /* the defaults as the library sets them */
-  gc_compressor_params_default(&d);
+  gc_cli_comp d = comp_defaults();
   fprintf(out,
           "usage: gradcomp compress --list\n"
-          "       gradcomp compress NAME [--k K | --density R] [--levels S] [--bucket B]\n"
-          "                [--threshold V] [--clip C] [--seed N] [--step T] [--ties low|high]\n"
-          "                [--rank R --shape ROWSxCOLS]\n"
-          "                --in x.npy --out y.npy [--stats]\n"
+          "       gradcomp compress NAME [COMPRESSOR OPTIONS] [--seed N] [--step T]\n"
+          "                [--shape ROWSxCOLS] --in x.npy --out y.npy [--stats]\n"
           "Reads a 1-D float32/float64 .npy, writes the decoded C(x) in the same dtype.\n"
           "Shaped compressors (powersgd) need --shape: the first ROWS*COLS entries are\n"
-          "one row-major matrix, any rest is sent raw; --rank R (2) is its rank.\n"
+          "one row-major matrix, any rest is sent raw.\n"
           "--stats prints: bytes=<wire bytes> rel_err=<|x-C(x)|^2/|x|^2> nnz=<count>\n"
           "  and, where the count kept depends on x (gaussk, dgc), selected=<count> k=<k>.\n"
           "A warning on stderr says when that count is outside [2k/3, 4k/3]\n"
           "(Gaussian-k's threshold rule can miss k far on non-Gaussian x).\n"
           "Every compressor refuses NaN or +-Inf anywhere in x (exit 1, naming the\n"
           "first such index), also where the entry would not be sent.\n"
-          "Defaults: --density %g (K = density x d, at least 1; gradcomp train's\n"
-          "default is 0.001, the thesis's K/d), --levels %u, --bucket %zu (one\n"
-          "bucket), --threshold %g, --clip %g (none), --seed %llu, --step 0,\n"
-          "--ties %s, --rank %u.\n",
-          d.density, d.levels, d.bucket, d.threshold, d.clip,
-          (unsigned long long) d.seed, d.ties == GC_TIES_LOW ? "low" : "high",
-          d.rank);
+          "--seed N (%llu): the random compressors' seed; --step T (0): the step they\n"
+          "are keyed by.  Note --density %g is compress's default; gradcomp train's\n"
+          "default is 0.001, the thesis's K/d.\n"
+          "Compressor options (each compressor reads the ones it uses; --list):\n",
+          (unsigned long long) d.up.seed, d.up.density);
+  gc_cli_compressor_usage(out, &d);
 }
 
 static void flag_names(unsigned f, char *out, size_t cap)
@@ -78,93 +83,44 @@ static int unknown(const char *name)
 
 int gc_cmd_compress(int argc, char **argv)
 {
-  gc_compressor_params p;
-  gc_compressor_params_default(&p);
+  gc_cli_comp comp = comp_defaults();
   const char *name = NULL, *in = NULL, *out = NULL;
-  int stats = 0, have_k = 0, have_density = 0, have_shape = 0;
+  int stats = 0, have_shape = 0;
   gc_segment shape = {0, 0, 0};
-  uint64_t step64 = 0, u;
+  uint64_t step64 = 0;
   if (argc < 2) {
     usage(stderr);
     return 2;
   }
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                         \
-  do {                                                                       \
-    if (!val)                                                                \
-      return gc_cli_usage_error(CMD, "%s needs a value", a);                 \
-    i++;                                                                     \
-  } while (0)
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
+  static const char *const flags[] = { "--list", "--stats", NULL };
+  gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+  args.flags = flags;
+  args.operands = 1;
+  const char *a, *val;
+  while (gc_cli_next(&args, &a, &val)) {
+    int r;
+    if (!a) {   /* the compressor's name */
+      if (name)
+        return gc_cli_usage_error(CMD, "unexpected argument '%s' (compressor is '%s')",
+                                  val, name);
+      name = val;
+    } else if ((r = gc_cli_compressor_option(&args, a, val, &comp)) != GC_CLI_NOT_MINE) {
+      if (r != GC_CLI_TAKEN)
+        return r;
     } else if (!strcmp(a, "--list")) {
       list_types();
       return 0;
     } else if (!strcmp(a, "--stats")) {
       stats = 1;
-    } else if (!strcmp(a, "--k")) {
-      NEED_VALUE();
-      if (gc_cli_size(CMD, a, val, &p.k))
-        return 2;
-      if (p.k == 0)
-        return gc_cli_usage_error(CMD, "--k: k must be at least 1 (got 0)");
-      have_k = 1;
-    } else if (!strcmp(a, "--density")) {
-      NEED_VALUE();
-      if (gc_cli_double(CMD, a, val, &p.density))
-        return 2;
-      if (!(p.density > 0 && p.density <= 1))
-        return gc_cli_usage_error(CMD, "--density: %s is outside (0,1]", val);
-      have_density = 1;
-    } else if (!strcmp(a, "--levels")) {
-      NEED_VALUE();
-      if (gc_cli_u64(CMD, a, val, &u))
-        return 2;
-      if (u < 1 || u > 0xffffffffu)
-        return gc_cli_usage_error(CMD, "--levels: s = %s must be in [1, 2^32)", val);
-      p.levels = (unsigned) u;
-    } else if (!strcmp(a, "--bucket")) {
-      NEED_VALUE();
-      if (gc_cli_size(CMD, a, val, &p.bucket))
-        return 2;
-    } else if (!strcmp(a, "--threshold")) {
-      NEED_VALUE();
-      if (gc_cli_double(CMD, a, val, &p.threshold))
-        return 2;
-      if (p.threshold < 0)
-        return gc_cli_usage_error(CMD, "--threshold: v = %s must be >= 0", val);
-    } else if (!strcmp(a, "--clip")) {
-      NEED_VALUE();
-      if (gc_cli_double(CMD, a, val, &p.clip))
-        return 2;
-      if (p.clip < 0)
-        return gc_cli_usage_error(CMD, "--clip: c = %s must be >= 0", val);
     } else if (!strcmp(a, "--seed")) {
-      NEED_VALUE();
-      if (gc_cli_u64(CMD, a, val, &p.seed))
+      if (gc_cli_u64(CMD, a, val, &comp.up.seed))
         return 2;
     } else if (!strcmp(a, "--step")) {
-      NEED_VALUE();
       if (gc_cli_u64(CMD, a, val, &step64))
         return 2;
       if (step64 > 0xffffffffu)
         return gc_cli_usage_error(CMD, "--step: %s does not fit in 32 bits", val);
-    } else if (!strcmp(a, "--ties")) {
-      NEED_VALUE();
-      if (gc_cli_ties(CMD, val, &p.ties))
-        return 2;
-    } else if (!strcmp(a, "--rank")) {
-      NEED_VALUE();
-      if (gc_cli_u64(CMD, a, val, &u))
-        return 2;
-      if (u < 1 || u > 0xffffffffu)
-        return gc_cli_usage_error(CMD, "--rank: r = %s must be in [1, 2^32)", val);
-      p.rank = (unsigned) u;
     } else if (!strcmp(a, "--shape")) {
-      NEED_VALUE();
       char *end;
       unsigned long long rows = strtoull(val, &end, 10), cols = 0;
       if (end != val && (*end == 'x' || *end == 'X')) {
@@ -180,29 +136,23 @@ int gc_cmd_compress(int argc, char **argv)
       shape.cols = (size_t) cols;
       have_shape = 1;
     } else if (!strcmp(a, "--in")) {
-      NEED_VALUE();
       in = val;
     } else if (!strcmp(a, "--out")) {
-      NEED_VALUE();
       out = val;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "gradcomp %s: unknown option '%s'\n", CMD, a);
-      usage(stderr);
-      return 2;
-    } else if (!name) {
-      name = a;
     } else {
-      return gc_cli_usage_error(CMD, "unexpected argument '%s' (compressor is '%s')", a, name);
+      return gc_cli_unknown(&args, a);
     }
-#undef NEED_VALUE
   }
+  if (args.exit >= 0)
+    return args.exit;
+  if (gc_cli_compressor_finish(&args, &comp))
+    return 2;
+  gc_compressor_params p = comp.up;
   if (!name)
     return gc_cli_usage_error(CMD, "no compressor named (see gradcomp compress --list)");
   const gc_compressor_type *T = gc_compressor_type_by_name(name);
   if (!T)
     return unknown(name);
-  if (have_k && have_density)
-    return gc_cli_usage_error(CMD, "give either --k or --density, not both");
   if ((T->flags & GC_COMP_NEEDS_SHAPE) && !have_shape)
     return gc_cli_usage_error(CMD, "%s needs layer shapes: give --shape ROWSxCOLS "
                               "(the first ROWS*COLS entries as a row-major matrix)", name);

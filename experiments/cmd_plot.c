@@ -313,28 +313,22 @@ int gc_cmd_plot(int argc, char **argv)
   size_t n = 0;
   if (!runs)
     return gc_cli_fail(CMD, 0, "out of memory");
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      free(runs);
-      return 0;
-    }
-    if (!strcmp(a, "--out") || !strcmp(a, "--title") || !strcmp(a, "--script")) {
-      if (i + 1 >= argc) {
-        free(runs);
-        return gc_cli_usage_error(CMD, "%s needs a value", a);
-      }
-      const char *v = argv[++i];
+  gc_cli_args args = GC_CLI_ARGS(CMD, "", usage, argc, argv);
+  args.operands = 1;
+  const char *a, *v;
+  while (gc_cli_next(&args, &a, &v)) {
+    if (!a) {   /* a run folder */
+      runs[n++] = (char *) v;
+    } else if (!strcmp(a, "--out") || !strcmp(a, "--title") || !strcmp(a, "--script")) {
       *(!strcmp(a, "--out") ? &out : !strcmp(a, "--title") ? &title : &script) = v;
-    } else if (a[0] == '-' && a[1]) {
-      free(runs);
-      gc_cli_usage_error(CMD, "unknown option '%s'", a);
-      usage(stderr);
-      return 2;
     } else {
-      runs[n++] = argv[i];
+      free(runs);
+      return gc_cli_unknown(&args, a);
     }
+  }
+  if (args.exit >= 0) {
+    free(runs);
+    return args.exit;
   }
   size_t len = strlen(out);
   int st = 0;

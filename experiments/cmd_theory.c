@@ -36,27 +36,39 @@ static FILE *open_csv(const char *path, const char *header)
 
 /* ---- contraction ---------------------------------------------------------- */
 
+/* contraction's compressor options: all but K and the density, which its
+ * --densities sweep sets; threshold's v is 1 (an absolute compressor, 2.4). */
+static gc_cli_comp contraction_comp(void)
+{
+  gc_cli_comp c = { .take = GC_CLI_P_ALL & ~(GC_CLI_P_K | GC_CLI_P_DENSITY | GC_CLI_P_RANK) };
+  gc_compressor_params_default(&c.up);
+  c.up.threshold = 1.0;
+  return c;
+}
+
 static void contraction_usage(FILE *out)
 {
+  gc_cli_comp comp = contraction_comp();
   fprintf(out,
           "usage: gradcomp theory contraction [--csv FILE] [--d N] [--densities a,b,...]\n"
           "                                   [--trials T] [--compressors c1,c2,...] [--seed S]\n"
-          "                                   [--levels L]\n"
+          "                                   [COMPRESSOR OPTIONS]\n"
           "  Empirical contraction delta = 1 - ||C(x)-x||^2/||x||^2 (worst and mean over\n"
           "  T inputs) of every compressor x input distribution (gaussian, laplace,\n"
           "  student-t3, equal-magnitude worst case, trajectory = accumulators of uni\n"
           "  top-K on a heterogeneous quadratic) x density, beside K/d and the Gaussian\n"
           "  tail share 1-rho-2 tau phi(tau) of docs/theory.md 4.5.\n"
-          "  --levels L: QSGD's number of levels s = L (omega = min(d/s^2,\n"
-          "  sqrt(d)/s)).\n"
-          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, all compressors,\n"
-          "  seed 1, L = 1 (the library's default).\n"
+          "  --levels S: QSGD's number of levels s (omega = min(d/s^2, sqrt(d)/s)).\n"
+          "  Defaults: d = 100000, densities 0.001,0.01, T = 5, every compressor\n"
+          "  that takes a plain vector, seed 1.\n"
           "  CSV: compressor,distribution,d,density,k,trials,delta_worst,delta_mean,\n"
           "       delta_topk_theory,gauss_share,selected_mean,levels,bytes_mean\n"
           "  selected_mean: entries sent per trial (the achieved count of\n"
           "  Gaussian-k and DGC against k); levels: L (only QSGD reads it);\n"
           "  bytes_mean: length of the encoded message per trial (bits per entry\n"
-          "  = 8 bytes_mean / d).\n");
+          "  = 8 bytes_mean / d).\n"
+          "Compressor options (each compressor reads the ones it uses):\n");
+  gc_cli_compressor_usage(out, &comp);
 }
 
 /* Trajectory inputs: worker 0's accumulators of uni top-K at this density
@@ -97,24 +109,23 @@ static int record_trajectory(size_t d, double density, size_t trials,
 static int cmd_contraction(int argc, char **argv)
 {
   enum { MAXL = 64 };
-  size_t d = 100000, trials = 5, nd = 2, nt = 0, levels = 0;
+  size_t d = 100000, trials = 5, nd = 2, nt = 0;
   double dens[MAXL] = { 0.001, 0.01 };
   const gc_compressor_type *types[MAXL];
   uint64_t seed = 1;
   const char *csv = NULL;
+  gc_cli_comp comp = contraction_comp();
   gc_cli_args args = GC_CLI_ARGS(CMD, "contraction: ", contraction_usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
+    int r = gc_cli_compressor_option(&args, o, v, &comp);
+    if (r == GC_CLI_TAKEN) continue;
+    if (r != GC_CLI_NOT_MINE) return r;
     if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--d")) { if (gc_cli_size(CMD, o, v, &d)) return 2; }
     else if (!strcmp(o, "--trials")) { if (gc_cli_size(CMD, o, v, &trials)) return 2; }
     else if (!strcmp(o, "--seed")) { if (gc_cli_u64(CMD, o, v, &seed)) return 2; }
-    else if (!strcmp(o, "--levels")) {
-      if (gc_cli_size(CMD, o, v, &levels))
-        return 2;
-      if (levels == 0 || levels > 1u << 20)
-        return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
-    } else if (!strcmp(o, "--densities")) {
+    else if (!strcmp(o, "--densities")) {
       if (!(nd = gc_cli_doubles(CMD, o, v, dens, MAXL)))
         return 2;
     } else if (!strcmp(o, "--compressors")) {
@@ -125,13 +136,15 @@ static int cmd_contraction(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
+  if (gc_cli_compressor_finish(&args, &comp))
+    return 2;
   if (d < 2 || d >= ((size_t) 1 << 32))
     return gc_cli_usage_error(CMD, "--d must be in [2, 2^32)");
   if (trials == 0)
     return gc_cli_usage_error(CMD, "--trials must be at least 1");
   for (size_t j = 0; j < nd; j++)
     if (!(dens[j] > 0 && dens[j] <= 1))
-      return gc_cli_usage_error(CMD, "--densities: %g is outside (0,1]", dens[j]);
+      return gc_cli_usage_error(CMD, "contraction: --densities: %g must be in (0, 1]", dens[j]);
   if (nt == 0)   /* no --compressors: every one that takes a plain vector */
     for (const gc_compressor_type *const *t = gc_compressor_types(); *t && nt < MAXL; t++)
       if (!((*t)->flags & GC_COMP_NEEDS_SHAPE))
@@ -163,14 +176,9 @@ static int cmd_contraction(int argc, char **argv)
         break;
       }
       for (size_t c = 0; c < nt; c++) {
-        gc_compressor_params p;
-        gc_compressor_params_default(&p);
+        gc_compressor_params p = comp.up;
         p.density = dens[j];
         p.seed = seed;
-        if (levels)
-          p.levels = (unsigned) levels;
-        if (!strcmp(types[c]->name, "threshold"))
-          p.threshold = 1.0;   /* a fixed v: absolute compressor (2.4) */
         gc_compressor *cmp = gc_compressor_alloc(types[c], d, &p);
         if (!cmp) {
           rc = gc_cli_fail(CMD, 1, "cannot set up compressor %s", types[c]->name);
@@ -241,54 +249,50 @@ static int cmd_contraction(int argc, char **argv)
 
 /* ---- shared: algorithm configuration from options ------------------------- */
 
-typedef struct algo_opts {
-  const char *algorithm, *comp, *comp_down;
-  double density, density_down;
-  size_t k, k_down;
-  int ties;
-  size_t levels;        /* QSGD s; 0: the library's default */
-} algo_opts;
-
-static int make_config(const algo_opts *o, size_t d, gc_algo_config *cfg)
+/* The algorithm, its compressors (names) and their parameters
+ * (gc_cli_compressor_finish done) as a configuration for dimension d. */
+static int make_config(const char *algorithm, const char *comp, const char *comp_down,
+                       const gc_cli_comp *p, size_t d, gc_algo_config *cfg)
 {
   gc_algo_config_default(cfg);
   gc_algo_kind kind;
-  if (!gc_cli_algorithms(CMD, "--algorithm", o->algorithm, &kind, 1))
+  if (!gc_cli_algorithms(CMD, "--algorithm", algorithm, &kind, 1))
     return 2;
   cfg->kind = kind;
-  if (!gc_cli_compressors(CMD, "--compressor", o->comp, &cfg->up, 1))
+  if (!gc_cli_compressors(CMD, "--compressor", comp, &cfg->up, 1))
     return 2;
-  if (!gc_cli_compressors(CMD, "--compressor-down", o->comp_down ? o->comp_down : o->comp,
+  if (!gc_cli_compressors(CMD, "--compressor-down", comp_down ? comp_down : comp,
                           &cfg->down, 1))
     return 2;
-  if (o->k > d || o->k_down > d)
+  if (p->up.k > d || p->down.k > d)
     return gc_cli_usage_error(CMD, "k = %zu exceeds the dimension d = %zu",
-                              o->k > d ? o->k : o->k_down, d);
-  if (!(o->density > 0 && o->density <= 1) || !(o->density_down > 0 && o->density_down <= 1))
-    return gc_cli_usage_error(CMD, "densities must lie in (0,1]");
-  cfg->up_params.k = o->k;
-  cfg->up_params.density = o->density;
-  cfg->up_params.ties = o->ties;
-  cfg->down_params.k = o->k_down;
-  cfg->down_params.density = o->density_down;
-  cfg->down_params.ties = o->ties;
-  if (o->levels)   /* checked where --levels is taken */
-    cfg->up_params.levels = cfg->down_params.levels = (unsigned) o->levels;
+                              p->up.k > d ? p->up.k : p->down.k, d);
+  cfg->up_params = p->up;
+  cfg->down_params = p->down;
   return 0;
+}
+
+/* trajectory's and bounds' compressor options: every field, each with
+ * its downlink twin. */
+static gc_cli_comp algo_comp(double density)
+{
+  gc_cli_comp c = { .take = GC_CLI_P_ALL, .twin = GC_CLI_P_ALL };
+  gc_compressor_params_default(&c.up);
+  c.up.density = density;
+  return c;
 }
 
 /* ---- trajectory -------------------------------------------------------------- */
 
 static void trajectory_usage(FILE *out)
 {
+  gc_cli_comp comp = algo_comp(0.01);
   fprintf(out,
           "usage: gradcomp theory trajectory --problem toy|cycle9|quadratic[:spec]|npy:DIR\n"
           "         --algorithm %s\n"
-          "         --compressor NAME [--compressor-down NAME]\n"
-          "         [--density R (0.01) --density-down R (--density) | --k K --k-down K (>= 1)]\n"
-          "         [--ties low|high (low)]\n"
+          "         --compressor NAME [--compressor-down NAME] [COMPRESSOR OPTIONS]\n"
           "         (--lr A | --lr-schedule SPEC) --steps N [--seed S] [--csv FILE]\n"
-          "         [--transport inproc|mpi [--mpi-timeout S]] [--save-x FILE.npy]\n"
+          "         [--transport %s [--mpi-timeout S]] [--save-x FILE.npy]\n"
           "         [--net-bandwidth 10Gbps --net-latency 50us [--net-csv FILE]]\n"
           "  Runs the algorithm (in-process, or under mpirun -n P+1 with --transport\n"
           "  mpi: rank 0 the server, rank p+1 worker p) and logs per step\n"
@@ -308,43 +312,35 @@ static void trajectory_usage(FILE *out)
           "  max(S, 50 x the slowest step so far) seconds for another rank's message\n"
           "  (twice that for rank 0's, which may itself be waiting) ends the job,\n"
           "  naming the silent rank and the step; 0: wait for ever.\n"
-          "  Defaults: --algorithm uni, --compressor topk, --density 0.01,\n"
-          "  --compressor-down = --compressor, --density-down = --density\n"
-          "  (--k-down = --k), --ties low, --seed 0, --transport inproc; no\n"
+          "  Defaults: --algorithm uni, --compressor topk, --compressor-down =\n"
+          "  --compressor, --seed 0 (also the compressors'), --transport inproc; no\n"
           "  --csv: a summary only.  --problem, --lr (or a decreasing\n"
-          "  --lr-schedule) and --steps have no default.\n", gc_cli_algorithm_names("|"));
+          "  --lr-schedule) and --steps have no default.\n"
+          "Transports:\n", gc_cli_algorithm_names("|"), gc_transport_kind_names("|"));
+  gc_transport_usage(out, "  ");
+  fprintf(out, "Compressor options (each compressor reads the ones it uses):\n");
+  gc_cli_compressor_usage(out, &comp);
 }
 
 static int cmd_trajectory(int argc, char **argv)
 {
-  algo_opts a = { "uni", "topk", NULL, 0.01, 0.01, 0, 0, GC_TIES_LOW, 0 };
+  const char *algorithm = "uni", *comp = "topk", *comp_down = NULL;
+  gc_cli_comp p = algo_comp(0.01);
   const char *problem = NULL, *csv = NULL, *schedule = NULL;
   double lr = 0;
   size_t steps = 0;
   uint64_t seed = 0;
-  int dd_set = 0, kd_set = 0;
   gc_transport_opts tro = { 0 };
   gc_cli_args args = GC_CLI_ARGS(CMD, "trajectory: ", trajectory_usage, argc, argv);
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
-    int err = 0;
-    if (!strcmp(o, "--algorithm")) a.algorithm = v;
-    else if (!strcmp(o, "--compressor")) a.comp = v;
-    else if (!strcmp(o, "--compressor-down")) a.comp_down = v;
-    else if (!strcmp(o, "--density")) err = gc_cli_double(CMD, o, v, &a.density);
-    else if (!strcmp(o, "--density-down")) {
-      err = gc_cli_double(CMD, o, v, &a.density_down);
-      dd_set = 1;
-    } else if (!strcmp(o, "--k") || !strcmp(o, "--k-down")) {
-      /* k = 0 is the "use the density" default inside: refused as a value,
-       * as compress does, rather than run as K = 1 */
-      size_t *k = !strcmp(o, "--k") ? &a.k : &a.k_down;
-      err = gc_cli_size(CMD, o, v, k);
-      if (!err && *k == 0)
-        return gc_cli_usage_error(CMD, "trajectory: %s: k must be at least 1"
-                                  " (got 0)", o);
-      kd_set |= k == &a.k_down;
-    } else if (!strcmp(o, "--ties")) err = gc_cli_ties(CMD, v, &a.ties);
+    int err = gc_cli_compressor_option(&args, o, v, &p);
+    if (err == GC_CLI_TAKEN) continue;
+    if (err != GC_CLI_NOT_MINE) return err;
+    err = 0;
+    if (!strcmp(o, "--algorithm")) algorithm = v;
+    else if (!strcmp(o, "--compressor")) comp = v;
+    else if (!strcmp(o, "--compressor-down")) comp_down = v;
     else if (!strcmp(o, "--problem")) problem = v;
     else if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr);
@@ -358,6 +354,8 @@ static int cmd_trajectory(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
+  if (gc_cli_compressor_finish(&args, &p))
+    return 2;
   if (!problem)
     return gc_cli_usage_error(CMD, "trajectory: --problem is required");
   int constant = !schedule || !strcmp(schedule, "constant");
@@ -369,10 +367,6 @@ static int cmd_trajectory(int argc, char **argv)
                               " give one of them", lr, schedule);
   if (steps == 0 || steps > 100000000)
     return gc_cli_usage_error(CMD, "trajectory: --steps must be in [1, 1e8]");
-  if (!dd_set)
-    a.density_down = a.density;   /* one density for both directions */
-  if (!kd_set)
-    a.k_down = a.k;
   gc_problem *prob;
   if (gc_problem_parse(problem, seed, &prob))
     return gc_cli_fail(CMD, 1, "bad --problem '%s'", problem);
@@ -382,7 +376,7 @@ static int cmd_trajectory(int argc, char **argv)
     return gc_cli_usage_error(CMD, "trajectory: bad --lr-schedule '%s'", schedule);
   }
   gc_algo_config cfg;
-  int st = make_config(&a, prob->n, &cfg);
+  int st = make_config(algorithm, comp, comp_down, &p, prob->n, &cfg);
   if (st) {
     gc_problem_free(prob);
     return st;
@@ -431,7 +425,7 @@ static int cmd_trajectory(int argc, char **argv)
     if (st == GC_SUCCESS && !(isfinite(row.f_gap) && isfinite(row.grad_norm2)))
       st = GC_EDIVERGE;
     if (st != GC_SUCCESS) {
-      rc = gc_cli_fail(CMD, st, "%s %s at step %zu", a.algorithm,
+      rc = gc_cli_fail(CMD, st, "%s %s at step %zu", algorithm,
                        st == GC_EDIVERGE ? "diverged" : "failed", t);
       break;
     }
@@ -447,13 +441,13 @@ static int cmd_trajectory(int argc, char **argv)
     gc_theory_run_summary(r, &s);
     if (!isfinite(s.final_gap))
       rc = gc_cli_fail(CMD, GC_EDIVERGE, "%s diverged (final F-F* is not finite)",
-                       a.algorithm);
+                       algorithm);
     printf("problem %s: P=%zu d=%zu L=%.6g mu=%.6g F*=%.17g\n", prob->name,
            prob->workers, prob->n, prob->L, prob->mu, prob->fstar);
     char sname[96];
     gc_lr_schedule_name(&sched, sname, sizeof sname);
     printf("algorithm %s, compressor %s/%s, K=%zu K_d=%zu, lr %s, steps=%zu\n",
-           a.algorithm, a.comp, a.comp_down ? a.comp_down : a.comp, s.k, s.k_down,
+           algorithm, comp, comp_down ? comp_down : comp, s.k, s.k_down,
            sname, s.steps);
     printf("F-F*: start %.6g, final %.6g; ||grad F||^2 min %.6g mean %.6g\n",
            s.f0_gap, s.final_gap, s.min_grad2, s.mean_grad2);
@@ -486,12 +480,12 @@ static int cmd_trajectory(int argc, char **argv)
 
 static void bounds_usage(FILE *out)
 {
+  gc_cli_comp comp = algo_comp(0.1);
   fprintf(out,
           "usage: gradcomp theory bounds [--list] [--csv FILE] [--steps N] [--problem P]...\n"
           "                              [--compressors c1,c2] [--algorithms a1,a2]\n"
           "                              [--lr A | --lr-schedule SPEC] [--runs R]\n"
-          "                              [--draws M] [--seed S] [--density R]\n"
-          "                              [--levels S]\n"
+          "                              [--draws M] [--seed S] [COMPRESSOR OPTIONS]\n"
           "  Runs every algorithm x compressor x problem, measures the constants the\n"
           "  theorems need and prints one row per bound: nonconvex_4.3 (mean_t\n"
           "  ||grad F||^2), ef_sgd_4.6 (min_t, Karimireddy et al.), ef21_3d (mean_t,\n"
@@ -512,7 +506,7 @@ static void bounds_usage(FILE *out)
           "  quadratic:P=1,d=50 (lr 0.1/L); algorithms sgd,uni,bi,downlink,doublesqueeze,\n"
           "  ef21; compressors topk,randk at K = 1 (toy, cycle9) or density 0.1;\n"
           "  1000 steps; R = 8; M = 16; S = 0.  --lr replaces every default step size.\n"
-          "  --density R replaces the compressors' density (also for toy, cycle9);\n"
+          "  --k or --density (either direction) replaces K = 1 for toy and cycle9;\n"
           "  --levels S sets the QSGD levels (omega = min(d/S^2, sqrt(d)/S)).\n"
           "  --lr-schedule SPEC: constant, inverse:c=C,a=A (step c/(a+t)) or\n"
           "  mem-sgd:a=A (step 8/(mu(a+t)), mu of each problem); the constant-step\n"
@@ -542,7 +536,10 @@ static void bounds_usage(FILE *out)
           "  Each is a bound\n"
           "  given what it measures; nan where its memory bound fails on the run.\n"
           "  A run whose updates round away (an update losing half its norm or more\n"
-          "  to floating point: the iterates stop moving) is refused for every bound.\n");
+          "  to floating point: the iterates stop moving) is refused for every bound.\n"
+          "Compressor options (every compressor of the run; each reads the ones it\n"
+          "uses):\n");
+  gc_cli_compressor_usage(out, &comp);
 }
 
 /* The problem spec as one CSV field: commas become ';'. */
@@ -558,9 +555,9 @@ static int cmd_bounds(int argc, char **argv)
 {
   enum { MAXP = 16, MAXL = 32 };
   const char *problems[MAXP];
-  size_t np = 0, steps = 1000, nc = 0, na = 0, runs = 8, draws = 16, levels = 0;
-  double lr_opt = 0, density = 0.1;
-  int density_set = 0;
+  size_t np = 0, steps = 1000, nc = 0, na = 0, runs = 8, draws = 16;
+  double lr_opt = 0;
+  gc_cli_comp comp = algo_comp(0.1);
   uint64_t seed = 0;
   const char *csv = NULL, *schedule = NULL;
   const gc_compressor_type *comps[MAXL];
@@ -571,7 +568,10 @@ static int cmd_bounds(int argc, char **argv)
   args.flags = flags;
   const char *o, *v;
   while (gc_cli_next(&args, &o, &v)) {
-    int err = 0;
+    int err = gc_cli_compressor_option(&args, o, v, &comp);
+    if (err == GC_CLI_TAKEN) continue;
+    if (err != GC_CLI_NOT_MINE) return err;
+    err = 0;
     if (!strcmp(o, "--list")) list = 1;
     else if (!strcmp(o, "--csv")) csv = v;
     else if (!strcmp(o, "--steps")) err = gc_cli_size(CMD, o, v, &steps);
@@ -579,14 +579,6 @@ static int cmd_bounds(int argc, char **argv)
     else if (!strcmp(o, "--draws")) err = gc_cli_size(CMD, o, v, &draws);
     else if (!strcmp(o, "--lr")) err = gc_cli_double(CMD, o, v, &lr_opt);
     else if (!strcmp(o, "--lr-schedule")) schedule = v;
-    else if (!strcmp(o, "--density")) {
-      err = gc_cli_double(CMD, o, v, &density);
-      density_set = 1;
-    } else if (!strcmp(o, "--levels")) {
-      err = gc_cli_size(CMD, o, v, &levels);
-      if (!err && (levels == 0 || levels > 1u << 20))
-        return gc_cli_usage_error(CMD, "--levels must be in [1, 2^20]");
-    }
     else if (!strcmp(o, "--seed")) err = gc_cli_u64(CMD, o, v, &seed);
     else if (!strcmp(o, "--problem")) {
       if (np == MAXP)
@@ -605,6 +597,8 @@ static int cmd_bounds(int argc, char **argv)
   }
   if (args.exit >= 0)
     return args.exit;
+  if (gc_cli_compressor_finish(&args, &comp))
+    return 2;
   if (list) {   /* what each bound declares; runs nothing */
     for (size_t i = 0; gc_theory_bound_info(i); i++) {
       const gc_bound_info *b = gc_theory_bound_info(i);
@@ -672,6 +666,10 @@ static int cmd_bounds(int argc, char **argv)
     /* toy, cycle9: K = 1 and their own step sizes, as in docs/theory.md 5 */
     int is_toy = !strcmp(problems[ip], "toy"), is_c9 = !strcmp(problems[ip], "cycle9");
     int small = is_toy || is_c9;
+    /* there K = 1 unless the command line sizes the messages */
+    gc_cli_comp pc = comp;
+    if (small && !((comp.given | comp.given_down) & (GC_CLI_P_K | GC_CLI_P_DENSITY)))
+      pc.up.k = pc.down.k = 1;
     double lr = lr_opt > 0 ? lr_opt : is_toy ? 0.01 : is_c9 ? 0.5 : 0.1 / prob->L;
     gc_lr_schedule sched;
     if (gc_lr_schedule_parse(schedule ? schedule : "constant", lr, prob->mu, &sched)) {
@@ -691,11 +689,8 @@ static int cmd_bounds(int argc, char **argv)
         if (!compresses && c > 0)
           break;   /* no compression: one row */
         const char *cname = comps[c]->name;
-        algo_opts a = { aname, cname, NULL, density, density,
-                        small && !density_set ? 1 : 0, small && !density_set ? 1 : 0,
-                        GC_TIES_LOW, levels };
         gc_algo_config cfg;
-        if ((rc = make_config(&a, prob->n, &cfg)))
+        if ((rc = make_config(aname, cname, NULL, &pc, prob->n, &cfg)))
           break;
         gc_bound_case bc;
         int st = gc_theory_bounds_run_schedule(prob, &cfg, &sched, steps, runs, draws,

@@ -40,9 +40,6 @@ static const char usage_head[] =
   "  --momentum M        DGC momentum correction (0)\n";
 /* the --algorithm line comes from the library's list (usage()) */
 static const char usage_tail[] =
-  "  --compressor NAME   (topk)  --density R (0.001)  --density-down R (= R)\n"
-  "  --rank R            PowerSGD rank (2): --compressor powersgd sends each\n"
-  "                      weight matrix as a rank-R factor pair, biases raw\n"
   "  --seed S (0)  --threads T (all; never changes results)\n"
   "  --device cpu|cuda   where the nets run (cpu).  cuda: the P workers'\n"
   "                      batches in one pass on the GPU (cuBLAS, float32, no\n"
@@ -51,16 +48,16 @@ static const char usage_tail[] =
   "                      sgd, uni, bi, downlink and doublesqueeze; the steps\n"
   "                      that log.csv probes (xi, delta), the other methods and\n"
   "                      --bounds step on the CPU.  The nets agree with the\n"
-  "                      CPU's to float rounding, not bit for bit\n"
-  "  --transport inproc|mpi  (inproc).  mpi: run under mpirun -n P+1; rank 0\n"
-  "                      is the server (ledger, evaluation, the run folder),\n"
-  "                      rank p+1 worker p (its own shard and gradient); the\n"
-  "                      same model.npy and log.csv as inproc, bit for bit,\n"
-  "                      but the times; each rank writes its own\n"
-  "                      checkpoint-eN-rR.bin (--resume under mpirun).\n"
-  "                      sgd, uni, bi, downlink, doublesqueeze, ef21 and the\n"
-  "                      others of --algorithm; not with --device cuda or\n"
-  "                      --bounds\n"
+  "                      CPU's to float rounding, not bit for bit\n";
+/* the --transport lines come from the registry (usage()) */
+static const char usage_tail2[] =
+  "                      Over mpi a run writes the same model.npy and\n"
+  "                      log.csv as inproc, bit for bit, but the times: rank\n"
+  "                      0 keeps the ledger, evaluates and writes the run\n"
+  "                      folder, rank p+1 has worker p's shard and gradient,\n"
+  "                      each rank writes its own checkpoint-eN-rR.bin\n"
+  "                      (--resume under mpirun); every --algorithm, not\n"
+  "                      with --device cuda or --bounds\n"
   "  --mpi-timeout S     (300; --transport mpi only) the watchdog: a rank that\n"
   "                      waits longer than max(S, 50 x the slowest step so\n"
   "                      far, the evaluation between epochs included) seconds\n"
@@ -177,10 +174,31 @@ static const char usage_tail[] =
   "tensor in it (layers.I.weight, .bias, .running_mean, .running_var) with\n"
   "its shape, offset and size.\n";
 
+/* train's compressor options: every field, each with its downlink twin
+ * but the rank (one --compressor serves both directions; PowerSGD's rank
+ * is gc_train_config's rank). */
+static gc_cli_comp train_comp(const gc_train_config *c)
+{
+  gc_cli_comp comp = { .take = GC_CLI_P_ALL, .twin = GC_CLI_P_ALL & ~GC_CLI_P_RANK };
+  gc_compressor_params_default(&comp.up);
+  comp.up.density = c->density;
+  comp.up.rank = c->rank;
+  return comp;
+}
+
 static void usage(FILE *out)
 {
-  fprintf(out, "%s  --algorithm NAME    (bi), one of\n    %s\n%s", usage_head,
-          gc_cli_algorithm_names("|"), usage_tail);
+  gc_train_config c;
+  gc_train_config_default(&c);
+  gc_cli_comp comp = train_comp(&c);
+  fprintf(out, "%s  --algorithm NAME    (bi), one of\n    %s\n"
+          "  --compressor NAME   (topk); --compressor powersgd sends each weight\n"
+          "                      matrix as a rank-R factor pair, biases raw\n",
+          usage_head, gc_cli_algorithm_names("|"));
+  gc_cli_compressor_usage(out, &comp);
+  fputs(usage_tail, out);
+  gc_transport_usage(out, "  ");
+  fputs(usage_tail2, out);
 }
 
 /* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
@@ -212,62 +230,59 @@ typedef struct opts {
   gc_train_config c;
   int lr_set;
   char *config;
-  int mpi;                          /* --transport mpi                 */
+  const gc_transport_kind *transport;  /* --transport (inproc)        */
   double mpi_timeout;               /* --mpi-timeout                   */
   int mpi_timeout_set;
   const char *net_bw, *net_lat;     /* --net-bandwidth, --net-latency  */
   gc_net_model net;
   const char *data_from;            /* where c.data_dir came from      */
+  gc_cli_comp comp;                 /* the compressor options          */
 } opts;
 
-/* Parse argv-style options; returns 0, or the exit status. */
-static int parse(opts *o, int argc, char **argv, int from_file)
+static void opts_init(opts *o)
+{
+  memset(o, 0, sizeof *o);
+  gc_train_config_default(&o->c);
+  o->comp = train_comp(&o->c);
+  o->transport = gc_transport_kind_default();
+}
+
+/* Parse argv-style options (argv[0] is an option; from_file: those of
+ * the --config file FILE); returns 0, -1 after --help, or the exit status. */
+static int parse(opts *o, int argc, char **argv, const char *from_file)
 {
   gc_train_config *c = &o->c;
   const char *cmd = "train";
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED()                                                              \
-  do {                                                                      \
-    if (!v) {                                                               \
-      fprintf(stderr, "gradcomp train: %s needs a value\n", a);             \
-      return 2;                                                             \
-    }                                                                       \
-    i++;                                                                    \
-  } while (0)
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return -1;
-    } else if (!strcmp(a, "--dataset")) { NEED(); c->dataset = v; }
-    else if (!strcmp(a, "--model")) { NEED(); c->model = v; }
-    else if (!strcmp(a, "--data")) { NEED(); c->data_dir = v; }
-    else if (!strcmp(a, "--workers")) { NEED(); if (gc_cli_size(cmd, a, v, &c->workers)) return 2; }
+  char sub[1100] = "";
+  if (from_file)
+    snprintf(sub, sizeof sub, "--config %.1000s: ", from_file);
+  static const char *const flags[] = { "--iid", "--noniid", "--resume", "--force", "--quiet",
+                                       NULL };
+  gc_cli_args args = GC_CLI_ARGS(cmd, sub, usage, argc, argv);
+  args.i = 0;
+  args.flags = flags;
+  const char *a, *v;
+  while (gc_cli_next(&args, &a, &v)) {
+    int r = gc_cli_compressor_option(&args, a, v, &o->comp);
+    if (r == GC_CLI_TAKEN)
+      continue;
+    if (r != GC_CLI_NOT_MINE)
+      return r;
+    if (!strcmp(a, "--dataset")) c->dataset = v;
+    else if (!strcmp(a, "--model")) c->model = v;
+    else if (!strcmp(a, "--data")) c->data_dir = v;
+    else if (!strcmp(a, "--workers")) { if (gc_cli_size(cmd, a, v, &c->workers)) return 2; }
     else if (!strcmp(a, "--iid")) c->noniid = 0;
     else if (!strcmp(a, "--noniid")) c->noniid = 1;
-    else if (!strcmp(a, "--batch")) { NEED(); if (gc_cli_size(cmd, a, v, &c->batch)) return 2; }
-    else if (!strcmp(a, "--epochs")) { NEED(); if (gc_cli_size(cmd, a, v, &c->epochs)) return 2; }
-    else if (!strcmp(a, "--lr")) { NEED(); if (gc_cli_double(cmd, a, v, &c->lr)) return 2; o->lr_set = 1; }
-    else if (!strcmp(a, "--momentum")) { NEED(); if (gc_cli_double(cmd, a, v, &c->momentum)) return 2; }
-    else if (!strcmp(a, "--algorithm")) { NEED(); c->algorithm = v; }
-    else if (!strcmp(a, "--compressor")) { NEED(); c->compressor = v; }
-    else if (!strcmp(a, "--density")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density)) return 2; }
-    else if (!strcmp(a, "--density-down")) { NEED(); if (gc_cli_double(cmd, a, v, &c->density_down)) return 2; }
-    else if (!strcmp(a, "--rank")) {
-      NEED();
-      uint64_t r;
-      if (gc_cli_u64(cmd, a, v, &r))
-        return 2;
-      if (r < 1 || r > 0xffffffffu) {
-        fprintf(stderr, "gradcomp train: --rank: %s must be at least 1\n", v);
-        return 2;
-      }
-      c->rank = (unsigned) r;
-    }
-    else if (!strcmp(a, "--seed")) { NEED(); if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
-    else if (!strcmp(a, "--threads")) { NEED(); if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
+    else if (!strcmp(a, "--batch")) { if (gc_cli_size(cmd, a, v, &c->batch)) return 2; }
+    else if (!strcmp(a, "--epochs")) { if (gc_cli_size(cmd, a, v, &c->epochs)) return 2; }
+    else if (!strcmp(a, "--lr")) { if (gc_cli_double(cmd, a, v, &c->lr)) return 2; o->lr_set = 1; }
+    else if (!strcmp(a, "--momentum")) { if (gc_cli_double(cmd, a, v, &c->momentum)) return 2; }
+    else if (!strcmp(a, "--algorithm")) c->algorithm = v;
+    else if (!strcmp(a, "--compressor")) c->compressor = v;
+    else if (!strcmp(a, "--seed")) { if (gc_cli_u64(cmd, a, v, &c->seed)) return 2; }
+    else if (!strcmp(a, "--threads")) { if (gc_cli_size(cmd, a, v, &c->threads)) return 2; }
     else if (!strcmp(a, "--device")) {
-      NEED();
       if (!strcmp(v, "cpu")) {
         c->device = NULL;
       } else if (!strcmp(v, "cuda")) {
@@ -284,52 +299,35 @@ static int parse(opts *o, int argc, char **argv, int from_file)
       }
     }
     else if (!strcmp(a, "--transport")) {
-      NEED();
-      if (!strcmp(v, "inproc")) {
-        o->mpi = 0;
-      } else if (!strcmp(v, "mpi")) {
-#ifdef HAVE_MPI
-        o->mpi = 1;
-#else
-        return gc_cli_usage_error(cmd, "--transport mpi: this build has no MPI"
-                                  " (configure found no ompi-c; install "
-                                  "libopenmpi-dev and reconfigure)");
-#endif
-      } else {
-        return gc_cli_usage_error(cmd, "--transport must be inproc or mpi, "
-                                  "not '%s'", v);
-      }
+      if (gc_transport_choose(cmd, v, &o->transport))
+        return 2;
     }
     else if (!strcmp(a, "--mpi-timeout")) {
-      NEED();
       if (gc_mpi_timeout_option(cmd, a, v, &o->mpi_timeout))
         return 2;
       o->mpi_timeout_set = 1;
     }
     else if (!strcmp(a, "--net-bandwidth")) {
-      NEED();
       if (gc_net_parse_bandwidth(v, &o->net.bandwidth) != GC_SUCCESS)
         return gc_cli_usage_error(cmd, "%s: %s", a, gc_last_error());
       o->net_bw = v;
     }
     else if (!strcmp(a, "--net-latency")) {
-      NEED();
       if (gc_net_parse_latency(v, &o->net.latency) != GC_SUCCESS)
         return gc_cli_usage_error(cmd, "%s: %s", a, gc_last_error());
       o->net_lat = v;
     }
-    else if (!strcmp(a, "--out")) { NEED(); c->out = v; }
-    else if (!strcmp(a, "--config") && !from_file) { NEED(); o->config = (char *) v; }
+    else if (!strcmp(a, "--out")) c->out = v;
+    else if (!strcmp(a, "--config") && !from_file) o->config = (char *) v;
     else if (!strcmp(a, "--resume")) c->resume = 1;
     else if (!strcmp(a, "--force")) c->force = 1;
     else if (!strcmp(a, "--quiet")) c->quiet = 1;
-    else if (!strcmp(a, "--max-steps")) { NEED(); if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
-    else if (!strcmp(a, "--log-every")) { NEED(); if (gc_cli_size(cmd, a, v, &c->log_every)) return 2; }
-    else if (!strcmp(a, "--train-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
-    else if (!strcmp(a, "--test-subset")) { NEED(); if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
+    else if (!strcmp(a, "--max-steps")) { if (gc_cli_size(cmd, a, v, &c->max_steps)) return 2; }
+    else if (!strcmp(a, "--log-every")) { if (gc_cli_size(cmd, a, v, &c->log_every)) return 2; }
+    else if (!strcmp(a, "--train-subset")) { if (gc_cli_size(cmd, a, v, &c->train_subset)) return 2; }
+    else if (!strcmp(a, "--test-subset")) { if (gc_cli_size(cmd, a, v, &c->test_subset)) return 2; }
     else if (!strcmp(a, "--bounds") || !strcmp(a, "--bounds-samples") ||
              !strcmp(a, "--bounds-hvp") || !strcmp(a, "--bounds-batch")) {
-      NEED();
       size_t *dst = !strcmp(a, "--bounds") ? &c->bounds_every
                     : !strcmp(a, "--bounds-samples") ? &c->bounds_samples
                     : !strcmp(a, "--bounds-hvp") ? &c->bounds_hvps
@@ -341,15 +339,10 @@ static int parse(opts *o, int argc, char **argv, int from_file)
         return 2;
       }
     }
-    else {
-      gc_cli_usage_error(cmd, "unknown option '%s'%s", a,
-                         from_file ? " in the config file" : "");
-      usage(stderr);
-      return 2;
-    }
-#undef NEED
+    else
+      return gc_cli_unknown(&args, a);
   }
-  return 0;
+  return args.exit == 0 ? -1 : args.exit > 0 ? args.exit : 0;
 }
 
 static void announce(const opts *o)
@@ -363,7 +356,7 @@ static void announce(const opts *o)
           c->algorithm, c->compressor,
           strcmp(c->compressor, "powersgd") ? "rho" : "rank",
           strcmp(c->compressor, "powersgd") ? c->density : (double) c->rank,
-          c->lr, c->batch, c->epochs, o->mpi ? ", over MPI" : "", c->out);
+          c->lr, c->batch, c->epochs, o->transport->launched ? ", over MPI" : "", c->out);
 }
 
 /* The exit status of a finished run, with its message. */
@@ -531,16 +524,15 @@ static int train_mpi(opts *o)
   if (gc_train_algo_config(c, &a, &segs) != GC_SUCCESS)
     return mpi_end(rank == 0 ? gc_cli_usage_error("train", "invalid options: "
                                                   "%s", gc_last_error()) : 2);
-  gc_mpi *m = gc_mpi_alloc(MPI_COMM_WORLD, &a);
+  gc_transport_link link;
+  int ost = o->transport->open(&a, o->mpi_timeout_set ? o->mpi_timeout : -1, &link);
   free(segs);
-  if (!m)
-    return mpi_end(rank == 0 ? gc_cli_usage_error("train", "--transport mpi: "
+  if (ost != GC_SUCCESS)
+    return mpi_end(rank == 0 ? gc_cli_usage_error("train", "--transport %s: "
                                                   "%s; run it as mpirun -n %zu"
-                                                  " (P+1)", gc_last_error(),
-                                                  P + 1) : 2);
-  if (o->mpi_timeout_set)
-    gc_mpi_set_timeout(m, o->mpi_timeout);   /* checked when parsed */
-  c->transport = gc_mpi_transport(m);
+                                                  " (P+1)", o->transport->name,
+                                                  gc_last_error(), P + 1) : 2);
+  c->transport = link.tr;
   c->proc = rank;
   c->where = where;
   if (rank > 0) {
@@ -585,7 +577,7 @@ static int train_mpi(opts *o)
     fflush(NULL);
     MPI_Abort(MPI_COMM_WORLD, rc);   /* the others wait on this rank */
   }
-  gc_mpi_free(m);
+  o->transport->close(&link);
   return mpi_end(rc);
 }
 #endif
@@ -747,26 +739,24 @@ static int read_config(const char *path, char ***argv_out, int *argc_out)
 int gc_cmd_train(int argc, char **argv)
 {
   opts o;
-  memset(&o, 0, sizeof o);
-  gc_train_config_default(&o.c);
+  opts_init(&o);
   argc--;   /* argv[0] is "train" */
   argv++;
-  int st = parse(&o, argc, argv, 0);
+  int st = parse(&o, argc, argv, NULL);
   if (st)
     return st < 0 ? 0 : st;
   char **cav = NULL;
   int cac = 0;
   if (o.config) {
     opts f;
-    memset(&f, 0, sizeof f);
-    gc_train_config_default(&f.c);
+    opts_init(&f);
     if ((st = read_config(o.config, &cav, &cac)))
       return st;
-    st = parse(&f, cac, cav, 1);
+    st = parse(&f, cac, cav, o.config);
     if (st == 0) {
       /* command line on top of the file */
       f.config = o.config;
-      st = parse(&f, argc, argv, 0);
+      st = parse(&f, argc, argv, NULL);
       f.lr_set |= o.lr_set;
       o = f;
     }
@@ -776,11 +766,21 @@ int gc_cmd_train(int argc, char **argv)
     }
     o.c.config_file = o.config;
   }
+  gc_cli_args cargs = GC_CLI_ARGS("train", "", usage, 0, NULL);
+  if (gc_cli_compressor_finish(&cargs, &o.comp)) {
+    free_config(cav, cac);
+    return 2;
+  }
+  o.c.density = o.comp.up.density;
+  o.c.density_down = o.comp.given_down & GC_CLI_P_DENSITY ? o.comp.down.density : 0;
+  o.c.rank = o.comp.up.rank;
+  o.c.up_params = &o.comp.up;      /* the other fields: K, levels, ... */
+  o.c.down_params = &o.comp.down;
   const char *bad = o.c.epochs == 0 ? "--epochs must be at least 1"
                     : o.lr_set && !(o.c.lr > 0) ? "--lr must be positive"
                     : !(o.c.momentum >= 0 && o.c.momentum < 1) ? "--momentum must lie in [0, 1)"
                     : NULL;
-  if (!bad && o.mpi_timeout_set && !o.mpi)
+  if (!bad && o.mpi_timeout_set && !o.transport->watchdog)
     bad = "--mpi-timeout applies only with --transport mpi";
   if (bad) {
     free_config(cav, cac);
@@ -788,7 +788,7 @@ int gc_cmd_train(int argc, char **argv)
   }
   /* the transport is known only now, a --config file read (gradcomp.c's
    * main checks the other commands) */
-  if ((st = gc_cli_refuse_launcher("train", o.mpi))) {
+  if ((st = gc_cli_refuse_launcher("train", o.transport->launched))) {
     free_config(cav, cac);
     return st;
   }
@@ -809,7 +809,7 @@ int gc_cmd_train(int argc, char **argv)
     o.c.net = &o.net;
   o.c.data_dir = gc_cli_data_dir(o.c.data_dir, &o.data_from);
 #ifdef HAVE_MPI
-  if (o.mpi) {
+  if (o.transport->launched) {   /* mpi, the one launched transport */
     st = train_mpi(&o);
     free_config(cav, cac);
     return st;

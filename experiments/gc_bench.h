@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gc_cli.h"
 #include "gc_compressor.h"
 
 /* The options of `gradcomp bench compress`, parsed in one place for the
@@ -13,6 +14,7 @@
  *   --csv FILE  --d N[,N]  --density R[,R]  --compressors a,b  --repeat R
  *   --quick (d = 1e6, 3 repeats)  --no-torch (only where torch >= 0)
  *   --threads T[,T] (the CPU compressors' OpenMP threads, default 1)
+ *   and the compressor options of gc_bench_comp_default
  * The caller fills the defaults first.  --device is consumed by
  * cmd_bench.c before either target sees the arguments. */
 enum { GC_BENCH_MAXL = 8, GC_BENCH_MAXC = 64 };
@@ -27,9 +29,13 @@ typedef struct gc_bench_opts {
   size_t ntypes;                                  /* every registered one */
   int named;                                      /* --compressors given  */
   int torch;   /* the optional torch.topk row: 1, 0 (--no-torch); -1: none */
-  unsigned levels;   /* --levels: qsgd's s (4)                             */
-  size_t bucket;     /* --bucket: qsgd's bucket length (0: one bucket of d) */
+  /* the compressor options (gc_cli.h) a sweep leaves free: --levels
+   * (qsgd's s, 4 here), --bucket, --clip, --ties, --gauss-loops,
+   * --sample-ratio; set by gc_bench_parse */
+  gc_cli_comp comp;
 } gc_bench_opts;
+/* comp's fields and defaults, for gc_bench_parse and the --help. */
+gc_cli_comp gc_bench_comp_default(void);
 /* Returns -1 to go on, else the exit status (0 after --help, 2). */
 int gc_bench_parse(const char *cmd, void (*usage)(FILE *out), int argc, char **argv,
                    gc_bench_opts *o);

@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "gc_cli.h"
+#include "gc_transport_cli.h"
 #include "gc_errno.h"
 
 struct subcommand {
@@ -31,14 +32,17 @@ static void usage(FILE *out)
     fprintf(out, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
 }
 
-/* The command runs over MPI: --transport mpi (train, theory trajectory)
- * or bench comm's --under-mpirun. */
+/* The command runs as one of a launcher's processes: --transport NAME of
+ * a launched transport (train, theory trajectory; gc_transport_cli.h) or
+ * bench comm's --under-mpirun. */
 static int over_mpi(int argc, char **argv)
 {
-  for (int i = 2; i < argc; i++)
-    if ((!strcmp(argv[i], "--transport") && i + 1 < argc &&
-         !strcmp(argv[i + 1], "mpi")) || !strcmp(argv[i], "--under-mpirun"))
+  for (int i = 2; i < argc; i++) {
+    const gc_transport_kind *k = !strcmp(argv[i], "--transport") && i + 1 < argc
+                                 ? gc_transport_kind_by_name(argv[i + 1]) : NULL;
+    if ((k && k->launched) || !strcmp(argv[i], "--under-mpirun"))
       return 1;
+  }
   return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "gc_algo.h"
 #include "gc_algo_rules.h"
 #include "gc_compressor.h"
+#include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_io.h"
@@ -78,10 +79,11 @@ static int write_atomic(const char *path, const char *text)
  * a bit), --device (the nets agree to float rounding and resuming on
  * another device is supported), --data (a path, not the data), --quiet and
  * --bounds (which refuses --resume). */
-enum { FP_OPTS = 18, FP_TEXT = 1200 };
+enum { FP_OPTS = 19, FP_TEXT = 1600 };
 typedef struct fp_opt {
   const char *name;
-  char val[64];
+  char val[400];
+  int optional;   /* written only when not "", and "" where not recorded */
 } fp_opt;
 
 /* The shortest %g text that reads back as v (0.1, not 0.10000000000000001). */
@@ -100,9 +102,11 @@ static void fp_opts(const gc_train_config *c, fp_opt *o)
     "--dataset", "--model", "--workers", "--iid/--noniid", "--batch", "--lr",
     "--momentum", "--algorithm", "--compressor", "--density",
     "--density-down", "--rank", "--seed", "--train-subset", "--test-subset",
-    "--transport", "--net-bandwidth", "--net-latency" };
-  for (size_t i = 0; i < FP_OPTS; i++)
+    "--transport", "--net-bandwidth", "--net-latency", "--compressor-options" };
+  for (size_t i = 0; i < FP_OPTS; i++) {
     o[i].name = names[i];
+    o[i].optional = i == 18;
+  }
   snprintf(o[0].val, sizeof o[0].val, "%s", c->dataset);
   snprintf(o[1].val, sizeof o[1].val, "%s", gc_train_config_model(c));
   snprintf(o[2].val, sizeof o[2].val, "%zu", c->workers);
@@ -126,6 +130,15 @@ static void fp_opts(const gc_train_config *c, fp_opt *o)
     shortest(o[16].val, sizeof o[16].val, c->net->bandwidth);
     shortest(o[17].val, sizeof o[17].val, c->net->latency);
   }
+  /* the compressor parameters beyond the density and rank above, where a
+   * run sets them ("levels=4,k-down=3"); none, the entry is left out, so
+   * that the runs before it have the same fingerprint */
+  gc_compressor_params dflt;
+  gc_compressor_params_default(&dflt);
+  const gc_compressor_params *up = c->up_params ? c->up_params : &dflt;
+  gc_cli_compressor_changes(up, c->down_params ? c->down_params : up,
+                            GC_CLI_P_ALL & ~(GC_CLI_P_DENSITY | GC_CLI_P_RANK), o[18].val,
+                            sizeof o[18].val);
   /* names are checked by gc_train_alloc; a space would split a pair */
   for (size_t i = 0; i < FP_OPTS; i++)
     for (char *s = o[i].val; *s; s++)
@@ -141,8 +154,9 @@ static void fp_text(const gc_train_config *c, char *buf, size_t cap)
   size_t len = 0;
   buf[0] = '\0';
   for (size_t i = 0; i < FP_OPTS && len < cap; i++)
-    len += (size_t) snprintf(buf + len, cap - len, "%s%s %s", i ? " " : "",
-                             o[i].name, o[i].val);
+    if (!o[i].optional || o[i].val[0])
+      len += (size_t) snprintf(buf + len, cap - len, "%s%s %s", i ? " " : "",
+                               o[i].name, o[i].val);
 }
 
 /* Its hash (FNV-1a, 64 bits) in hex: a short name for the configuration. */
@@ -173,12 +187,15 @@ static size_t fp_diff(const char *stored, const gc_train_config *c,
     for (size_t j = 0; j + 1 < nt; j += 2)
       if (!strcmp(tok[j], o[i].name))
         v = tok[j + 1];
+    if (!v && o[i].optional)
+      v = "";
     if (v && !strcmp(v, o[i].val))
       continue;
     if (len < cap)
       len += (size_t) snprintf(msg + len, cap - len, "%s%s %s %s, %s in this"
                                " run", nd ? "; " : "", o[i].name,
-                               v ? v : "(not recorded)", there, o[i].val);
+                               !v ? "(not recorded)" : v[0] ? v : "(none)", there,
+                               o[i].val[0] ? o[i].val : "(none)");
     nd++;
   }
   for (size_t j = 0; j + 1 < nt; j += 2) {

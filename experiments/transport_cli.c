@@ -16,17 +16,6 @@
 #include "gc_transport_mpi.h"
 #endif
 
-int gc_mpi_timeout_option(const char *cmd, const char *opt, const char *val,
-                          double *out)
-{
-  if (gc_cli_double(cmd, opt, val, out))
-    return 2;
-  if (!(*out >= 0 && *out <= GC_MPI_TIMEOUT_MAX))
-    return gc_cli_usage_error(cmd, "%s: %s seconds is outside [0, %g] (0: "
-                              "no watchdog)", opt, val, GC_MPI_TIMEOUT_MAX);
-  return 0;
-}
-
 int gc_transport_option(const char *cmd, const char *opt, const char *val,
                         gc_transport_opts *o, int *err)
 {
@@ -55,20 +44,7 @@ int gc_transport_option(const char *cmd, const char *opt, const char *val,
   }
   if (strcmp(opt, "--transport") != 0)
     return 0;
-  if (!strcmp(val, "inproc")) {
-    o->mpi = 0;
-  } else if (!strcmp(val, "mpi")) {
-#ifdef HAVE_MPI
-    o->mpi = 1;
-#else
-    gc_cli_fail(cmd, 0, "--transport mpi: this build has no MPI (configure "
-                "found no ompi-c; install libopenmpi-dev and reconfigure)");
-    *err = 2;
-#endif
-  } else {
-    *err = gc_cli_usage_error(cmd, "--transport must be inproc or mpi, not "
-                              "'%s'", val);
-  }
+  *err = gc_transport_choose(cmd, val, &o->kind);
   return 1;
 }
 
@@ -84,20 +60,13 @@ static gc_algo_config run_config(const gc_problem *prob,
 }
 
 #ifdef HAVE_MPI
+/* A run over MPI: the registry's link (its impl the gc_mpi). */
 struct gc_traj_mpi {
+  gc_transport_link link;
   gc_mpi *m;
 };
 
 static const char CMD[] = "theory";
-
-static int mpi_start(void)
-{
-  int up = 0;
-  MPI_Initialized(&up);
-  if (!up && MPI_Init(NULL, NULL) != MPI_SUCCESS)
-    return gc_cli_fail(CMD, 0, "--transport mpi: MPI_Init failed");
-  return 0;
-}
 
 /* Per rank: its payload counters and whether its final iterate differs
  * from rank 0's (every rank, collective).  Through the transport's own
@@ -197,7 +166,7 @@ static int mpi_finish(gc_transport_opts *o, int rc)
     fflush(NULL);
     MPI_Abort(MPI_COMM_WORLD, rc);
   }
-  gc_mpi_free(t->m);
+  o->kind->close(&t->link);
   free(t);
   o->run = NULL;
   MPI_Finalize();
@@ -217,32 +186,35 @@ int gc_trajectory_transport_begin(gc_transport_opts *o,
   if ((o->net_bw != NULL) != (o->net_lat != NULL) || (o->net_csv && !o->net_bw))
     return gc_cli_usage_error("theory", "the network model needs both "
                               "--net-bandwidth and --net-latency");
-  if (o->mpi_timeout_set && !o->mpi)
+  if (!o->kind)
+    o->kind = gc_transport_kind_default();
+  if (o->mpi_timeout_set && !o->kind->watchdog)
     return gc_cli_usage_error("theory", "--mpi-timeout applies only with "
                               "--transport mpi");
-  if (!o->mpi)
+  if (!o->kind->launched)
     return -1;
 #ifdef HAVE_MPI
-  if (mpi_start())
-    return 1;
   struct gc_traj_mpi *t = calloc(1, sizeof *t);
   if (!t)
     return gc_cli_fail(CMD, GC_ENOMEM, "out of memory");
-  if (!(t->m = gc_mpi_alloc(MPI_COMM_WORLD, &o->cfg))) {
+  int st = o->kind->open(&o->cfg, o->mpi_timeout_set ? o->mpi_timeout : -1, &t->link);
+  if (st != GC_SUCCESS) {
     free(t);
-    int rc = gc_cli_fail(CMD, gc_last_error_code(), "--transport mpi: "
-                         "run it as mpirun -n %zu (P+1)", prob->workers + 1);
-    MPI_Finalize();
+    int rc = gc_cli_fail(CMD, st, "--transport %s: run it as mpirun -n %zu (P+1)",
+                         o->kind->name, prob->workers + 1);
+    int up = 0;
+    MPI_Initialized(&up);
+    if (up)
+      MPI_Finalize();
     return rc;
   }
-  if (o->mpi_timeout_set)
-    gc_mpi_set_timeout(t->m, o->mpi_timeout);   /* checked when parsed */
+  t->m = t->link.impl;
   o->run = t;
-  *tr = gc_mpi_transport(t->m);
-  *leader = gc_mpi_rank(t->m) == 0;
+  *tr = t->link.tr;
+  *leader = t->link.proc == 0;
   return -1;
 #else
-  return 2;   /* gc_transport_option refused --transport mpi */
+  return 2;   /* gc_transport_choose refused a launched transport */
 #endif
 }
 

@@ -15,9 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
   if (read_config(fuzz_memfile(0, d, n), &av, &ac) != 0)
     return 0;
   opts o;
-  memset(&o, 0, sizeof o);
-  gc_train_config_default(&o.c);
-  if (parse(&o, ac, av, 1) == 0) {
+  opts_init(&o);
+  if (parse(&o, ac, av, "fuzz.conf") == 0) {
     /* what gc_cmd_train does next with the parsed names */
     const char *model = gc_train_config_model(&o.c);
     if (!o.lr_set)

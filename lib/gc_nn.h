@@ -185,6 +185,10 @@ typedef struct gc_train_config {
   const char *compressor;   /* uplink and downlink type name (topk)        */
   double density, density_down;
   unsigned rank;            /* PowerSGD rank r (2)                         */
+  /* The compressors' other parameters (K, levels, bucket, ...), or NULL
+   * for the library's defaults; density, density_down, rank, seed and
+   * the layer shapes above replace theirs. */
+  const gc_compressor_params *up_params, *down_params;
   uint64_t seed;
   size_t threads;           /* steps, probes, evaluation (0: OpenMP default) */
   const char *out;          /* run folder                                  */

@@ -244,6 +244,10 @@ static int algo_config(const gc_train_config *c, const gc_nn *nn,
   a->up = a->down = T_up;
   gc_compressor_params_default(&a->up_params);
   gc_compressor_params_default(&a->down_params);
+  if (c->up_params)
+    a->up_params = *c->up_params;
+  if (c->down_params)
+    a->down_params = *c->down_params;
   a->up_params.rank = a->down_params.rank = c->rank;
   if (T_up->flags & GC_COMP_NEEDS_SHAPE) {
     GC_TRY(build_segments(nn, segs, nsegs));

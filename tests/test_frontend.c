@@ -245,6 +245,125 @@ Test(frontend, train_config_values_with_dashes)
   remove(dir);   /* the library may have made the (empty) output folder */
 }
 
+/* One parser of the compressor options (cli/compopt.c): every command
+ * that builds a compressor takes the same flag with the same range and
+ * message, and its --help has the flag's one line.  Each bad value must
+ * fail with exit 2 and "--FLAG: VALUE must be RANGE"; the commands' own
+ * options (the CSV path, the output) are valid, so nothing else can fail. */
+Test(frontend, compressor_options_alike_in_every_command)
+{
+  static const struct { const char *cmd; const char *flags; } cmds[] = {
+    { "compress topk --in X --out O", "k density levels bucket threshold clip ties "
+                                      "gauss-loops sample-ratio rank" },
+    { "bench compress --d 1000 --repeat 1", "density levels bucket clip ties gauss-loops "
+                                            "sample-ratio" },
+    { "theory contraction --d 1000 --trials 1", "levels bucket threshold clip ties "
+                                                "gauss-loops sample-ratio" },
+    { "theory trajectory --problem toy --lr 0.01 --steps 2", "k density levels bucket "
+      "threshold clip ties gauss-loops sample-ratio rank k-down density-down levels-down "
+      "rank-down ties-down" },
+    { "theory bounds --problem toy --steps 2 --runs 1", "k density levels bucket threshold "
+      "clip ties gauss-loops sample-ratio rank k-down density-down levels-down rank-down "
+      "ties-down" },
+    { "train --out O", "k density levels bucket threshold clip ties gauss-loops sample-ratio "
+      "rank k-down density-down levels-down ties-down" },
+  };
+  static const struct { const char *flag, *bad, *want; } bad[] = {
+    { "k", "0", "--k: 0 must be >= 1" },
+    { "density", "1.5", "--density: 1.5 must be in (0, 1]" },
+    { "levels", "0", "--levels: 0 must be in [1, 2^32)" },
+    { "bucket", "-1", "--bucket: '-1' is not a non-negative integer" },
+    { "threshold", "-2", "--threshold: -2 must be >= 0" },
+    { "clip", "-1", "--clip: -1 must be >= 0" },
+    { "ties", "middle", "--ties: 'middle' is not low or high" },
+    { "gauss-loops", "0", "--gauss-loops: 0 must be in [1, 2^32)" },
+    { "sample-ratio", "0", "--sample-ratio: 0 must be in (0, 1]" },
+    { "rank", "4294967296", "--rank: 4294967296 must be in [1, 2^32)" },
+    { "k-down", "0", "--k-down: 0 must be >= 1" },
+    { "density-down", "0", "--density-down: 0 must be in (0, 1]" },
+    { "levels-down", "0", "--levels-down: 0 must be in [1, 2^32)" },
+    { "rank-down", "0", "--rank-down: 0 must be in [1, 2^32)" },
+    { "ties-down", "up", "--ties-down: 'up' is not low or high" },
+  };
+  char out[65536], cmd[2048];
+  for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+    char line[512];
+    snprintf(line, sizeof line, "%s", cmds[c].cmd);
+    char *x = strstr(line, " X "), *o = strstr(line, " O");
+    /* compress reads a real vector; O is a path that is never written */
+    if (x)
+      snprintf(cmd, sizeof cmd, "%.*s %s --out %s", (int) (x - line), line, xpath, out1);
+    else if (o)
+      snprintf(cmd, sizeof cmd, "%.*s %s", (int) (o - line), line, gc_test_tmp("fe-never"));
+    else
+      snprintf(cmd, sizeof cmd, "%s", line);
+    char help[1024];
+    snprintf(help, sizeof help, "%.*s --help", (int) strcspn(cmds[c].cmd, "-"), cmds[c].cmd);
+    if (!strncmp(help, "compress topk", 13))
+      snprintf(help, sizeof help, "compress --help");
+    cr_assert(eq(int, run(out, sizeof out, "%s %s", gradcomp, help), 0), "%s", help);
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+      char word[40];
+      snprintf(word, sizeof word, " %s ", bad[b].flag);
+      char padded[512];
+      snprintf(padded, sizeof padded, " %s ", cmds[c].flags);
+      int takes = strstr(padded, word) != NULL;
+      int st = run(out, sizeof out, "%s %s --%s %s", gradcomp, cmd, bad[b].flag, bad[b].bad);
+      cr_assert(eq(int, st, 2), "%s --%s %s: exit %d\n%s", cmd, bad[b].flag, bad[b].bad, st,
+                out);
+      if (takes)
+        cr_assert(strstr(out, bad[b].want) != NULL, "%s --%s %s: want '%s'\n%s", cmd,
+                  bad[b].flag, bad[b].bad, bad[b].want, out);
+      else   /* a flag the command does not take is an unknown option */
+        cr_assert(strstr(out, "unknown option") != NULL, "%s --%s: %s", cmd, bad[b].flag, out);
+    }
+  }
+  /* the help line of a flag is the same text everywhere */
+  const char *levels = "  --levels S          qsgd's levels s, in [1, 2^32) (";
+  cr_assert(eq(int, run(out, sizeof out, "%s compress --help", gradcomp), 0));
+  cr_assert(strstr(out, levels) != NULL, "%s", out);
+  cr_assert(eq(int, run(out, sizeof out, "%s theory trajectory --help", gradcomp), 0));
+  cr_assert(strstr(out, levels) != NULL, "%s", out);
+  cr_assert(eq(int, run(out, sizeof out, "%s bench compress --help", gradcomp), 0));
+  cr_assert(strstr(out, levels) != NULL, "%s", out);
+}
+
+/* The transports come from one registry (experiments/transports.c): both
+ * commands that take --transport list every row in --help and refuse an
+ * unknown name naming the known ones. */
+Test(frontend, transports_listed_and_unknown_refused)
+{
+  static const char *const cmds[] = { "train", "theory trajectory" };
+  char out[65536];
+  for (size_t c = 0; c < 2; c++) {
+    cr_assert(eq(int, run(out, sizeof out, "%s %s --help", gradcomp, cmds[c]), 0));
+    cr_assert(strstr(out, "--transport inproc  every worker and the server in this process"
+                          " (default)") && strstr(out, "--transport mpi     under mpirun"),
+              "%s --help:\n%s", cmds[c], out);
+    /* the first option, so nothing else can be refused before it */
+    int st = run(out, sizeof out, "%s %s --transport carrier-pigeon %s", gradcomp, cmds[c],
+                 c ? "--problem toy --lr 0.1 --steps 1" : "--out /nonexistent/never");
+    cr_assert(st == 2 && strstr(out, "--transport: unknown transport 'carrier-pigeon' "
+                                     "(inproc, mpi)"), "%s: exit %d\n%s", cmds[c], st, out);
+  }
+}
+
+/* theory trajectory takes every compressor option, e.g. qsgd's --levels,
+ * and --levels 1 (the default) runs what no --levels runs; --k-down alone
+ * sizes the downlink. */
+Test(frontend, trajectory_takes_compressor_options)
+{
+  char a[8192], b[8192];
+  const char *t = "theory trajectory --problem quadratic:P=2,d=20 --lr 0.05 --steps 5 "
+                  "--algorithm bi --compressor qsgd --compressor-down topk";
+  cr_assert(eq(int, run(a, sizeof a, "%s %s --k-down 3", gradcomp, t), 0), "%s", a);
+  cr_assert(eq(int, run(b, sizeof b, "%s %s --k-down 3 --levels 1", gradcomp, t), 0), "%s", b);
+  cr_assert(strcmp(a, b) == 0, "%s\n---\n%s", a, b);
+  cr_assert(strstr(a, "K_d=3") != NULL, "%s", a);
+  cr_assert(eq(int, run(b, sizeof b, "%s %s --k-down 3 --levels 4", gradcomp, t), 0), "%s", b);
+  cr_assert(strcmp(a, b) != 0, "--levels 4 changed nothing:\n%s", b);
+}
+
 /* bench compress: --device cpu is taken (cmd_bench.c removes the pair),
  * a bad device is a usage error, a dense compressor named in --compressors
  * gets one row per d, not one per density, and qsgd's --levels and

@@ -1092,3 +1092,40 @@ Test(train, net_model_columns_follow_the_closed_form)
     prev_cum = cum;
   }
 }
+
+/* The compressors' other parameters reach the run's configuration
+ * (gc_train_config.up_params/down_params): gc_train_algo_config starts
+ * from them, while density, density_down, rank and the seed still come
+ * from their own fields.  Without them the library's defaults hold. */
+Test(train, compressor_params_reach_the_algorithm)
+{
+  gc_train_config c;
+  gc_train_config_default(&c);
+  c.compressor = "qsgd";
+  c.density = 0.02;
+  c.density_down = 0.05;
+  c.rank = 3;
+  c.seed = 11;
+  gc_algo_config a;
+  gc_segment *segs = NULL;
+  cr_assert(gc_train_algo_config(&c, &a, &segs) == GC_SUCCESS, "%s", gc_last_error());
+  free(segs);
+  cr_assert(a.up_params.levels == 1 && a.down_params.bucket == 0 && a.up_params.k == 0);
+  gc_compressor_params up, down;
+  gc_compressor_params_default(&up);
+  up.levels = 4;
+  up.bucket = 64;
+  up.density = 0.5;   /* replaced by c.density */
+  up.rank = 9;        /* replaced by c.rank */
+  down = up;
+  down.k = 7;
+  c.up_params = &up;
+  c.down_params = &down;
+  cr_assert(gc_train_algo_config(&c, &a, &segs) == GC_SUCCESS, "%s", gc_last_error());
+  free(segs);
+  cr_assert(a.up_params.levels == 4 && a.up_params.bucket == 64 && a.down_params.k == 7);
+  cr_assert(a.up_params.k == 0 && a.down_params.levels == 4);
+  cr_assert(a.up_params.density == 0.02 && a.down_params.density == 0.05);
+  cr_assert(a.up_params.rank == 3 && a.down_params.rank == 3);
+  cr_assert(a.up_params.seed == 11 && a.down_params.seed == 11);
+}
