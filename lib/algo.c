@@ -293,6 +293,11 @@ gc_worker *gc_worker_alloc(const gc_algo_config *cfg, size_t rank)
   return w;
 }
 
+size_t gc_first_nonfinite(int dtype, const void *x, size_t n)
+{
+  return gc__vfirst_nonfinite(dtype, x, n);
+}
+
 int gc_worker_step(gc_worker *w, const void *grad, double lr, uint32_t step,
                    uint8_t *up, size_t cap, size_t *len)
 {

@@ -131,6 +131,11 @@ int gc_algo_record_step(const gc_algo_config *cfg, gc_ledger *l,
 int gc_server_set_model(gc_server *s, const void *x0);
 const void *gc_server_model(const gc_server *s);   /* NULL except EF21-BC */
 
+/* The index of the first NaN or +-Inf of x (length n, dtype GC_F32 or
+ * GC_F64), n when every entry is finite: the check gc_worker_step makes
+ * (one vectorised read of x), for a caller whose processes must agree
+ * that every gradient is finite before any of them steps its memory. */
+size_t gc_first_nonfinite(int dtype, const void *x, size_t n);
 /* Worker p: from its stochastic gradient at its model copy (length n,
  * cfg->dtype) and the step size lr, write the uplink message.
  * Returns GC_SUCCESS, GC_EDOM (non-finite gradient), GC_ENOSPACE. */

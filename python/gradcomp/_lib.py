@@ -176,6 +176,7 @@ _PROTOS = {
     "gc_worker_free": (None, [ctypes.c_void_p]),
     "gc_server_alloc": (ctypes.c_void_p, [ctypes.POINTER(gc_algo_config)]),
     "gc_server_free": (None, [ctypes.c_void_p]),
+    "gc_first_nonfinite": (c_size, [ctypes.c_int, ctypes.c_void_p, c_size]),
     "gc_worker_step": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
                                       ctypes.c_uint32, ctypes.c_void_p, c_size, c_sizep]),
     "gc_server_step": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),

@@ -40,7 +40,6 @@ bucket, so no memory is reset.  start_iter = N sends dense gradients (the
 average, summed in rank order) for the first N steps.
 """
 import ctypes
-import math
 
 import numpy as np
 import torch
@@ -405,17 +404,7 @@ def hook(state, bucket):
     n = g.numel()
     code = GC_F32 if g.dtype == torch.float32 else GC_F64
     step = state.step
-    # non-finite input anywhere: raise on every rank before a memory moves
-    # (the sum is one read pass without a temporary; only when it is not
-    # finite, which a finite g can also give by overflow, look closer)
-    finite = math.isfinite(float(g.sum())) or bool(torch.isfinite(g).all())
-    bad = torch.tensor([0 if finite else 1], dtype=torch.int32)
-    dist.all_reduce(bad, group=pg)
-    if bad.item():
-        raise InvalidInput(2, "a non-finite gradient (NaN or Inf) in bucket "
-                           "%d on %d rank(s) at step %d; the error memories "
-                           "are left as they were" % (bucket.index(),
-                                                      bad.item(), step))
+    _refuse_nonfinite(g, n, code, bucket.index(), step, pg)
     layout = state._layout(bucket)     # numbers the parameters at step 0
     if step < state.start_iter:
         out = _dense(state, g, pg)
@@ -428,6 +417,22 @@ def hook(state, bucket):
     fut = torch.futures.Future()
     fut.set_result(out)
     return fut
+
+
+def _refuse_nonfinite(g, n, code, index, step, pg):
+    """Raise on every rank, before any rank's memory moves, when any rank's
+    bucket holds NaN or Inf (a worker step refuses its own gradient, but a
+    rank whose gradient is finite would have stepped by then): the
+    library's vectorised check of g, then one small all-reduce."""
+    first = lib.gc_first_nonfinite(code, g.data_ptr(), n)
+    bad = torch.tensor([0 if first == n else 1], dtype=torch.int32)
+    dist.all_reduce(bad, group=pg)
+    if bad.item():
+        where = (" (this rank: index %d)" % first) if first < n else ""
+        raise InvalidInput(2, "a non-finite gradient (NaN or Inf) in bucket "
+                           "%d on %d rank(s) at step %d%s; the error memories "
+                           "are left as they were"
+                           % (index, bad.item(), step, where))
 
 
 def _compressed(state, index, g, n, code, step, pg, layout, shapes):
