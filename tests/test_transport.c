@@ -262,6 +262,7 @@ Test(transport, net_parse)
   cr_assert(eq(int, gc_net_parse_bandwidth("800MB/s", &v), 0));
   cr_assert(eq(dbl, v, 8e8));
   cr_assert(eq(int, gc_net_parse_latency("50us", &v), 0));
+  /* 50 times 1e-6 (itself rounded): two roundings, <= 2 ulp of 5e-5 */
   cr_assert(ieee_ulp_eq(dbl, v, 5e-5, 4));
   cr_assert(eq(int, gc_net_parse_latency("0s", &v), 0));
   cr_assert(eq(dbl, v, 0.0));
@@ -294,6 +295,8 @@ Test(transport, net_model_closed_form)
     run(s, b, g);
     for (uint32_t t = 0; t < STEPS; t++) {
       double got = gc_net_ledger_step_time(&m, &c, gc_sim_ledger(s), t);
+      /* both sides: a latency term plus a bytes/bandwidth term, about 4
+       * roundings each, summed in different orders: 8 ulp */
       cr_assert(ieee_ulp_eq(dbl, got, want[i], 8), "%s step %u: %.17g vs %.17g",
                 gc_algo_name(kinds[i]), t, got, want[i]);
     }

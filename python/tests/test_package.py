@@ -189,7 +189,9 @@ class TestMemoryLedgerProbes(unittest.TestCase):
 
     def test_probes(self):
         x = np.array([3, -4, 0, 0], np.float64)
-        # top-1 keeps -4: 1 - 9/25
+        # top-1 keeps -4: 1 - 9/25; exact dyadic sums, then a quotient and
+        # a subtraction: 2 roundings near 0.64, < 3e-16, so places=15
+        # (|diff| < 5e-16)
         self.assertAlmostEqual(gradcomp.delta_hat(x, [0, -4, 0, 0]), 16 / 25, places=15)
         a1 = np.array([3, 0, 1, 0.0])
         a2 = np.array([1, 0, -1, 2.0])
@@ -198,6 +200,8 @@ class TestMemoryLedgerProbes(unittest.TestCase):
         # mean a = (2, 0, 0, 1), TopK = (2, 0, 0, 0); each worker sent its
         # own top-1: m1 = (3,0,0,0), m2 = (0,0,0,2), mean m = (1.5, 0, 0, 1)
         m1, m2 = np.array([3, 0, 0, 0.0]), np.array([0, 0, 0, 2.0])
+        # sqrt(1.25)/5 = 0.22: exact dyadic squares, a sqrt and a quotient on
+        # each side, 2 roundings = 6e-17 each: places=15
         want = np.linalg.norm([0.5, 0, 0, -1]) / 5
         self.assertAlmostEqual(gradcomp.xi([a1, a2], [m1, m2], [g, g], k=1),
                                want, places=15)
@@ -294,6 +298,9 @@ class TestHookBadInput(unittest.TestCase):
         self.assertEqual((r["step"], r["bucket"]), (0, 0))
         self.assertEqual((r["xi"], r["xi_bi"]), (0.0, 0.0))
         a = g.double().numpy()
+        # dyadic entries: the sums are exact, the quotient and 1 - q round
+        # (~2 ulp of 0.8, 2e-16); places=12 (5e-13) admits any float64 order
+        # but not a float32 evaluation (~6e-8)
         self.assertAlmostEqual(r["delta"], 25 / float(np.dot(a, a)), places=12)
         self.assertEqual(r["support_union_over_k"], 1.0)
         self.assertEqual(r["bytes_up"], state.ledger.rows[0][1])
