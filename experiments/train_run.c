@@ -951,6 +951,20 @@ static int clear_run(const char *dir)
   if (remove(path) != 0 && errno != ENOENT)
     GC_ERRORF(GC_EIO, "%s: cannot remove: %s", path, strerror(errno));
   remove_other_checkpoints(dir, 0);
+  /* the worker ranks' stop records (stopped-rR.txt) of an MPI run: each
+   * rank removes only its own at a finished run, and an in-process run
+   * none */
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    unsigned rk;
+    int end = 0;
+    if (sscanf(e->d_name, "stopped-r%u.txt%n", &rk, &end) == 1 && end > 0 &&
+        e->d_name[end] == '\0' && path_in(path, sizeof path, dir, e->d_name) == GC_SUCCESS)
+      remove(path);
+  }
+  if (d)
+    closedir(d);
   for (size_t i = 1; i < RUN_FILES; i++) {
     GC_TRY(path_in(path, sizeof path, dir, run_files[i]));
     if (remove(path) != 0 && errno != ENOENT)

@@ -526,12 +526,16 @@ Test(frontend, train_out_is_locked_and_force_leaves_nothing_old, .timeout = 300)
   cr_assert(st == 2 && strstr(out, dir) && strstr(out, want), "exit %d\n%s", st, out);
   kill_and_free(a, dir);
   cr_assert(exists_in(dir, "model.npy"));
+  /* a worker rank's stop record of an old MPI run goes with the rest */
+  snprintf(out, sizeof out, "echo old > '%s/stopped-r2.txt'", dir);
+  cr_assert(system(out) == 0);
   /* an epoch of 1000 steps: time to stop the --force run inside it */
   long c = train_bg(data, dir, "--train-subset 20000 --test-subset 100 --epochs 3 --force");
   for (int i = 0; i < 6000 && !(lines_in(dir, "log.csv") == 1 && !exists_in(dir, "model.npy"));
        i++)
     usleep(10000);
   kill_and_free(c, dir);
+  cr_assert(exists_in(dir, "stopped-r2.txt") == 0, "--force left an old stop record");
   long rows = lines_in(dir, "log.csv") - 1;
   cr_assert(rows >= 0, "no log.csv");
   cr_log_info("the --force run killed with %ld rows in its log.csv", rows);
