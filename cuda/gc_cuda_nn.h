@@ -24,7 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gc_errno.h"
-#include "gc_nn.h"
+#include "gc_train.h"
 
 #ifdef __cplusplus
 extern "C" {

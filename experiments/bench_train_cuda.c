@@ -30,7 +30,7 @@
 #include "gc_cuda_nn.h"
 #include "gc_cuda_sim.h"
 #include "gc_errno.h"
-#include "gc_nn.h"
+#include "gc_train.h"
 #include "gc_npy.h"
 #include "gc_rng.h"
 

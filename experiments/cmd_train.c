@@ -387,7 +387,7 @@ static int report(const opts *o, int st, const gc_train_result *res)
 #ifdef HAVE_MPI
 /* ---- --transport mpi -----------------------------------------------------
  * Every rank parses the same options and runs gc_train_run on its own
- * nodes (gc_nn.h, gc_train_config.transport).  A rank that fails, or whose
+ * nodes (gc_train.h, gc_train_config.transport).  A rank that fails, or whose
  * watchdog finds another rank silent (gc_transport_mpi.h), names itself,
  * the epoch, the step and the cause, on stderr and in its stop record,
  * and aborts the job (the others would wait for its messages); a

@@ -2,11 +2,11 @@
  * --resume` reads it (ckpt_file_read: the header, the length and CRC
  * checks, the meta lines, the fingerprint, rank and epoch comparisons) on
  * arbitrary bytes, for the run of fuzz_ckpt_file.h.
- * The reader is static in train_run.c, so this file includes it, as
+ * The reader is static in run.c, so this file includes it, as
  * fuzz_config includes cmd_train.c.  Property: a status comes back, and
  * only with the run's payload length. */
 #include "fuzz_memfile.h"
-#include "../experiments/train_run.c"
+#include "../train/run.c"
 #include "fuzz_ckpt_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);

@@ -3,11 +3,11 @@
  * valid .npy files, IDX image/label pairs (raw and gzip), CIFAR-10
  * records, one message of every compressor in both precisions, config
  * files naming every option, the checkpoint state of every simulator
- * kind after a few steps, and training checkpoint files (train_run.c's
+ * kind after a few steps, and training checkpoint files (run.c's
  * writer, which this file includes: it is static there).  Usage:
  * make_corpus DIR */
 #define _POSIX_C_SOURCE 200809L
-#include "../experiments/train_run.c"
+#include "../train/run.c"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

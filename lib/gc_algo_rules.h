@@ -4,8 +4,8 @@
  * bounds and devices apply to it (gc__ names; not installed).  The table
  * is in lib/algo.c.  algo.c composes the CPU step from these rows and
  * cuda/sim.cu the GPU's, so the two cannot drift apart; the probes
- * (lib/probe.c, theory/probe.c), the bounds (theory/bounds.c), training
- * (lib/nn_train.c) and the front end read the same rows, so no file
+ * (lib/xi_probe.c, theory/trajectory.c), the bounds (theory/bounds.c), training
+ * (train/train.c) and the front end read the same rows, so no file
  * outside the table asks "is this kind A or B". */
 #ifndef GC_ALGO_RULES_H
 #define GC_ALGO_RULES_H

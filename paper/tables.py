@@ -626,7 +626,7 @@ def fit_support(label, who, pts):
 
 def _run_bytes_per_step(run, col):
     """gradcomp train logs the bytes of each epoch and the cumulative step
-    count (lib/nn_train.c), so bytes per step = sum over rows / last steps."""
+    count (train/train.c), so bytes per step = sum over rows / last steps."""
     vals = [v for v in run.log.col(col) if v is not None]
     steps = _run_steps(run)
     return math.fsum(vals) / steps if (vals and steps) else None
@@ -662,7 +662,7 @@ def table_communication(res, ref):
     traj = []
     for t in sorted(res.files["trajectory"], key=lambda t: t.rel):
         n = len(t.rows)
-        # the trajectory CSV logs each step's own bytes (theory/probe.c)
+        # the trajectory CSV logs each step's own bytes (theory/trajectory.c)
         traj.append([label_of(t), str(n),
                      fmt(mean(t.col("bytes_up"))),
                      fmt(mean(t.col("bytes_down"))),

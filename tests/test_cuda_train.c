@@ -17,7 +17,7 @@
 #include "gc_compressor.h"
 #include "gc_cuda_nn.h"
 #include "gc_errno.h"
-#include "gc_nn.h"
+#include "gc_train.h"
 #include "gc_rng.h"
 #include "gc_test.h"
 #include "gc_test_cuda.h"

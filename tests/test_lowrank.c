@@ -20,7 +20,7 @@
 #include "gc_nn.h"
 #include "gc_npy.h"
 #include "gc_test.h"
-#include "gc_train_run.h"   /* gc_train_run: experiments' driver */
+#include "gc_train_run.h"   /* gc_train_run: the training driver */
 
 /* ---- helpers ----------------------------------------------------------- */
 

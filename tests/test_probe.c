@@ -1,4 +1,4 @@
-/* test_probe.c -- the one xi / xi_bi (lib/probe.c, theory.md 4.2, 4.4)
+/* test_probe.c -- the one xi / xi_bi (lib/xi_probe.c, theory.md 4.2, 4.4)
  * that theory trajectories and training share: a float32 simulator read the
  * way training reads it and the float64 theory trajectory give the same
  * numbers on an exactly representable run, the probe equals the written
@@ -12,6 +12,7 @@
 #include "gc_algo.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
+#include "gc_ladder.h"
 #include "gc_probe.h"
 #include "gc_theory.h"
 
@@ -32,7 +33,7 @@ static int same(double a, double b)
 }
 
 /* theory.md 5.2 is dyadic: float32 holds every iterate, memory and
- * gradient exactly, so a float32 simulator probed as nn_train.c probes it
+ * gradient exactly, so a float32 simulator probed as train/train.c probes it
  * must give the theory trajectory's xi and xi_bi bit for bit, for every
  * method with memories.  Catches the two callers drifting apart (units,
  * which server memory, the denominator, the float32 reading). */

@@ -520,7 +520,7 @@ Test(threads, vector_passes_bit_identical)
 #endif
 }
 
-/* The xi probe's sums over workers and means (lib/probe.c) on 1-3 threads,
+/* The xi probe's sums over workers and means (lib/xi_probe.c) on 1-3 threads,
  * a simulator of 3 workers on a vector of several pieces: the samples of
  * one thread to the bit. */
 static void probe_run(size_t T, gc_xi_sample out[3])

@@ -12,6 +12,7 @@
 
 #include "gc_errno.h"
 #include "gc_train_run.h"
+#include "gc_ladder.h"
 #include "gc_probe.h"
 #include "gc_test.h"
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "gc_algo.h"
+#include "gc_ladder.h"
 #include "gc_probe.h"
 #ifdef __cplusplus
 extern "C" {
@@ -306,7 +307,7 @@ double gc_theory_omega(const gc_compressor_type *t, const gc_compressor_params *
  * (gamma + xi) lr ||gbar_t||, holds on every path of cfg's algorithm (and so
  * mem_bound is a bound), else the reason: the downlink compressor of bi,
  * downlink-only and DoubleSqueeze must be the top-K that xi_bi is measured
- * against; EF21 keeps no such memory.  (In theory/probe.c, which measures
+ * against; EF21 keeps no such memory.  (In theory/trajectory.c, which measures
  * the recursion; the bounds read it from there.) */
 const char *gc_theory_recursion_failure(const gc_algo_config *cfg);
 

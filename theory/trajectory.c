@@ -1,4 +1,4 @@
-/* probe.c -- trajectories of the library's algorithms (driven by gc_sim)
+/* trajectory.c -- trajectories of the library's algorithms (driven by gc_sim)
  * on the synthetic problems, with the probes of docs/theory.md 4.1-4.4: the
  * empirical contraction on the inputs the compressors actually received,
  * xi_t and xi_bi,t, the error recursion of 4.3 and |support union|.

@@ -1,9 +1,9 @@
-/* gc_train_run.h -- the driver of `gradcomp train` (train_run.c): the
+/* gc_train_run.h -- the driver of `gradcomp train` (run.c): the
  * epoch loop over the library's training steps (gc_nn.h: gc_train_alloc,
  * gc_train_step, gc_train_eval) and the files a run leaves behind. */
 #ifndef GC_TRAIN_RUN_H
 #define GC_TRAIN_RUN_H
-#include "gc_nn.h"
+#include "gc_train.h"
 #ifdef __cplusplus
 extern "C" {
 #endif

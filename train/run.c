@@ -1,5 +1,5 @@
-/* train_run.c -- the driver of `gradcomp train` (gc_train_run.h): the
- * epoch loop over the library's gc_train_step, and everything a run
+/* run.c -- the driver of `gradcomp train` (gc_train_run.h): the
+ * epoch loop over gc_train_step (train.c), and everything a run
  * leaves behind: the run folder, config.json, log.csv, model.npy, the
  * checkpoints (one file per process under a transport, committed by
  * checkpoint.json once every process wrote), the progress bar and the
@@ -28,6 +28,7 @@
 #include "gc_internal.h"
 #include "gc_io.h"
 #include "gc_npy.h"
+#include "gc_ladder.h"
 #include "gc_probe.h"
 #include "gc_train_run.h"
 
@@ -1449,6 +1450,9 @@ int gc_train_run(const gc_train_config *c0, gc_train_result *res)
     }
   }
   gc_train_describe(R.t, &R.in);
+  if (R.in.device_step_refused && !c->quiet)
+    fprintf(stderr, "gradcomp train: the algorithm steps on the CPU (%s)\n",
+            R.in.device_step_refused);
   R.sparse_up = sparse_uplink(c);
   R.lo = R.tr ? R.tr->worker_lo : 0;
   R.hi = R.tr ? R.tr->worker_hi : c->workers;

@@ -1,12 +1,12 @@
-/* nn_train.c -- data-parallel training of the reference models through
- * gc_sim (gc_nn.h: gc_train_alloc / gc_train_step / gc_train_eval /
+/* train.c -- data-parallel training of the reference models through
+ * gc_sim (gc_train.h: gc_train_alloc / gc_train_step / gc_train_eval /
  * gc_train_free): every step, each local worker's gradient at
  * gc_sim_point on its own mini-batch, then gc_sim_step, in-process or over
  * a transport.  Worker gradients are independent (one per OpenMP
  * iteration, BLAS single-threaded) and every reduction runs in worker
  * order, so neither the thread count nor the transport changes a bit.
- * The run folder, logs and checkpoint files are the driver's
- * (experiments/train_run.c). */
+ * It prints nothing: the run folder, logs, checkpoint files and messages
+ * are the driver's (run.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -20,8 +20,9 @@
 #include "gc_algo_rules.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
-#include "gc_nn.h"
+#include "gc_train.h"
 #include "gc_npy.h"
+#include "gc_ladder.h"
 #include "gc_probe.h"
 #include "gc_rng.h"
 
@@ -77,6 +78,7 @@ struct gc_train {
   gc_nn **nets, *evalnet;
   void *dev;                  /* c->device's workspace: P batches of B    */
   void *dstep;                /* the device's step, or NULL: gc_sim only  */
+  char dstep_refused[256];    /* why a device steps on the CPU, or ""     */
   int dcur;                   /* the device's step holds the latest state */
   uint8_t *dbuf;              /* gc_sim_state_bytes: moving the state     */
   float *xb;                  /* T * B * dim gathered inputs (device: P)  */
@@ -528,9 +530,8 @@ static int device_step_alloc(gc_train *r)
   if (!(r->dstep = D->step_alloc(r->dev, &r->acfg, r->x0))) {
     if (gc_last_error_code() != GC_EUNSUP)
       return gc_last_error_code();
-    if (!r->c->quiet)
-      fprintf(stderr, "gradcomp train: the algorithm steps on the CPU (%s)\n",
-              gc_last_error());
+    snprintf(r->dstep_refused, sizeof r->dstep_refused, "%s",
+             gc_last_error());
     return GC_SUCCESS;
   }
   size_t n = gc_sim_state_bytes(r->sim);
@@ -770,7 +771,7 @@ static int setup(gc_train *r)
   if (c->bounds_every)
     GC_TRY(bounds_check(r));
   /* Probes (deterministic compressors only): xi through the library's one
-   * definition (gc_probe.h, as theory/probe.c), undefined without memories
+   * definition (gc_probe.h, as theory/trajectory.c), undefined without memories
    * (SGD, allreduce) and for EF21 / EF21-BC; the contraction needs the
    * workers' accumulators.  --bounds reads the probe at every step.  Under
    * a transport process 0 decides and tells the others, who send it their
@@ -952,6 +953,7 @@ void gc_train_describe(const gc_train *r, gc_train_info *out)
   out->bounds_xi = r->b.xi_name ? r->b.xi_name : "none";
   out->bounds_batch = r->b.nl;
   out->bounds_fd_step = bound_fd_step;
+  out->device_step_refused = r->dstep_refused[0] ? r->dstep_refused : NULL;
 }
 
 const gc_algo_config *gc_train_algo(const gc_train *r) { return &r->acfg; }
