@@ -1,32 +1,11 @@
 /* models.c -- the five reference models of theory.md section 6, with the
  * shapes of the FLP code (PyTorch layer order, so parameter counts match:
  * 50,890 / 242,762 / 1,199,882 / 29,034 / 20,040,522). */
+#include <stdio.h>
 #include <string.h>
 
 #include "gc_errno.h"
 #include "gc_nn.h"
-
-static const char *const names[] = { "mnist-mlp", "fmnist-mlp", "mnist-cnn",
-                                     "fmnist-cnn", "cifar-vgg19", NULL };
-
-const char *const *gc_nn_model_names(void) { return names; }
-
-const char *gc_nn_model_dataset(const char *name)
-{
-  if (!strcmp(name, "mnist-mlp") || !strcmp(name, "mnist-cnn"))
-    return "mnist";
-  if (!strcmp(name, "fmnist-mlp") || !strcmp(name, "fmnist-cnn"))
-    return "fmnist";
-  if (!strcmp(name, "cifar-vgg19"))
-    return "cifar10";
-  return NULL;
-}
-
-const char *gc_nn_model_default(const char *dataset)
-{
-  return !strcmp(dataset, "cifar10") ? "cifar-vgg19"
-         : !strcmp(dataset, "fmnist") ? "fmnist-mlp" : "mnist-mlp";
-}
 
 #define LIN(o) { .kind = GC_NN_LINEAR, .out_c = (o) }
 #define CONV(o, k, p) { .kind = GC_NN_CONV, .out_c = (o), .ksize = (k), .pad = (p) }
@@ -67,28 +46,96 @@ static gc_nn *vgg19(size_t B)
   return gc_nn_alloc(s, L, GC_LOSS_CE, B);
 }
 
+static gc_nn *mnist_mlp(size_t B)
+{
+  gc_nn_layer s[] = { LIN(64), RELU, LIN(10), LSM };
+  return mnist_shaped(s, sizeof s / sizeof s[0], B);
+}
+
+static gc_nn *fmnist_mlp(size_t B)
+{
+  gc_nn_layer s[] = { LIN(256), RELU, LIN(128), RELU, LIN(64), RELU, LIN(10), LSM };
+  return mnist_shaped(s, sizeof s / sizeof s[0], B);
+}
+
+static gc_nn *mnist_cnn(size_t B)
+{
+  gc_nn_layer s[] = { CONV(32, 3, 0), RELU, CONV(64, 3, 0), RELU, POOL,
+                      DROP(0.25), LIN(128), RELU, DROP(0.25), LIN(10), LSM };
+  return mnist_shaped(s, sizeof s / sizeof s[0], B);
+}
+
+static gc_nn *fmnist_cnn(size_t B)
+{
+  gc_nn_layer s[] = { CONV(16, 5, 2), BN, RELU, POOL, CONV(32, 5, 2), BN, RELU,
+                      POOL, LIN(10), LSM };
+  return mnist_shaped(s, sizeof s / sizeof s[0], B);
+}
+
+/* One line per model, in the order of gc_nn_model_names: its name, the
+ * data set it reads, whether a run of that data set gets it without
+ * --model, and its builder.  A new model is a builder above (its layer
+ * list) and a line here. */
+#define GC_MODELS(X)                                                     \
+  X("mnist-mlp",   "mnist",   1, mnist_mlp)                              \
+  X("fmnist-mlp",  "fmnist",  1, fmnist_mlp)                             \
+  X("mnist-cnn",   "mnist",   0, mnist_cnn)                              \
+  X("fmnist-cnn",  "fmnist",  0, fmnist_cnn)                             \
+  X("cifar-vgg19", "cifar10", 1, vgg19)
+
+static const struct model_row {
+  const char *name, *dataset;
+  int dataset_default;
+  gc_nn *(*build)(size_t B);
+} models[] = {
+#define ROW(name, dataset, dflt, build) { name, dataset, dflt, build },
+  GC_MODELS(ROW)
+#undef ROW
+};
+enum { NMODELS = sizeof models / sizeof models[0] };
+
+static const char *const names[] = {
+#define NAME(name, dataset, dflt, build) name,
+  GC_MODELS(NAME)
+#undef NAME
+  NULL
+};
+
+static const struct model_row *model_row(const char *name)
+{
+  for (size_t i = 0; i < NMODELS; i++)
+    if (!strcmp(models[i].name, name))
+      return &models[i];
+  return NULL;
+}
+
+const char *const *gc_nn_model_names(void) { return names; }
+
+const char *gc_nn_model_dataset(const char *name)
+{
+  const struct model_row *m = model_row(name);
+  return m ? m->dataset : NULL;
+}
+
+/* An unknown data set gets MNIST's default, as before the table. */
+const char *gc_nn_model_default(const char *dataset)
+{
+  for (size_t i = 0; i < NMODELS; i++)
+    if (models[i].dataset_default && !strcmp(models[i].dataset, dataset))
+      return models[i].name;
+  return models[0].name;
+}
+
 gc_nn *gc_nn_alloc_model(const char *name, size_t B)
 {
-  if (!strcmp(name, "mnist-mlp")) {
-    gc_nn_layer s[] = { LIN(64), RELU, LIN(10), LSM };
-    return mnist_shaped(s, sizeof s / sizeof s[0], B);
-  }
-  if (!strcmp(name, "fmnist-mlp")) {
-    gc_nn_layer s[] = { LIN(256), RELU, LIN(128), RELU, LIN(64), RELU, LIN(10), LSM };
-    return mnist_shaped(s, sizeof s / sizeof s[0], B);
-  }
-  if (!strcmp(name, "mnist-cnn")) {
-    gc_nn_layer s[] = { CONV(32, 3, 0), RELU, CONV(64, 3, 0), RELU, POOL,
-                        DROP(0.25), LIN(128), RELU, DROP(0.25), LIN(10), LSM };
-    return mnist_shaped(s, sizeof s / sizeof s[0], B);
-  }
-  if (!strcmp(name, "fmnist-cnn")) {
-    gc_nn_layer s[] = { CONV(16, 5, 2), BN, RELU, POOL, CONV(32, 5, 2), BN, RELU,
-                        POOL, LIN(10), LSM };
-    return mnist_shaped(s, sizeof s / sizeof s[0], B);
-  }
-  if (!strcmp(name, "cifar-vgg19"))
-    return vgg19(B);
-  GC_ERROR_NULL("unknown model (mnist-mlp, fmnist-mlp, mnist-cnn, fmnist-cnn,"
-                " cifar-vgg19)", GC_EINVAL);
+  const struct model_row *m = model_row(name);
+  if (m)
+    return m->build(B);
+  char known[256] = "";
+  for (size_t i = 0, at = 0; i < NMODELS && at < sizeof known; i++)
+    at += (size_t) snprintf(known + at, sizeof known - at, "%s%s",
+                            i ? ", " : "", models[i].name);
+  gc_errorf(__FILE__, __LINE__, GC_EINVAL, "unknown model '%s' (%s)", name,
+            known);
+  return NULL;
 }
