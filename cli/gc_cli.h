@@ -223,14 +223,5 @@ int gc_cmd_theory(int argc, char **argv);
 int gc_cmd_train(int argc, char **argv);
 int gc_cmd_data(int argc, char **argv);
 int gc_cmd_plot(int argc, char **argv);
-/* bench targets */
-int gc_bench_compress(int argc, char **argv);        /* CPU (bench_compress.c) */
-int gc_bench_compress_cuda(int argc, char **argv);   /* GPU (bench_cuda.c)     */
-int gc_bench_train(int argc, char **argv);           /* bench_train.c          */
-int gc_bench_train_cuda(int argc, char **argv);      /* GPU (bench_train_cuda.c) */
-int gc_bench_comm(int argc, char **argv);            /* bench_comm.c           */
-/* The --device cuda part of the two targets' --help (train: 1), in every
- * build (cmd_bench.c). */
-void gc_bench_usage_device(FILE *out, int train);
 
 #endif /* GC_CLI_H */
