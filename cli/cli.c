@@ -17,6 +17,7 @@
 
 #include <cblas.h>
 
+#include "gc_algo_rules.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_io.h"
@@ -518,11 +519,21 @@ size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
 const char *gc_cli_algorithm_names(const char *sep)
 {
   static char buf[512];
-  buf[0] = '\0';
-  for (int k = 0; k < GC_ALGO_COUNT; k++) {
-    size_t l = strlen(buf);
-    snprintf(buf + l, sizeof buf - l, "%s%s", k ? sep : "", gc_algo_name((gc_algo_kind) k));
-  }
+  return gc_cli_algorithm_names_where(NULL, sep, buf, sizeof buf);
+}
+
+const char *gc_cli_algorithm_names_where(int (*keep)(const struct gc__algo_desc *row),
+                                         const char *sep, char *buf, size_t cap)
+{
+  size_t len = 0;
+  if (cap)
+    buf[0] = '\0';
+  for (int k = 0; k < GC_ALGO_COUNT && len < cap; k++)
+    if (!keep || keep(gc__algo((gc_algo_kind) k))) {
+      int w = snprintf(buf + len, cap - len, "%s%s", len ? sep : "",
+                       gc_algo_name((gc_algo_kind) k));
+      len = w < 0 ? cap : len + (size_t) w;
+    }
   return buf;
 }
 

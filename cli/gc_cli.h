@@ -49,6 +49,13 @@ size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
  * so help texts never fall behind lib/algo.c.  A static buffer, valid
  * until the next call. */
 const char *gc_cli_algorithm_names(const char *sep);
+/* The names, in kind order, of the algorithms whose table row
+ * (gc_algo_rules.h) keep accepts (keep NULL: every one), joined by sep
+ * into buf (truncated to fit cap), for help texts that list which methods
+ * do something. */
+struct gc__algo_desc;
+const char *gc_cli_algorithm_names_where(int (*keep)(const struct gc__algo_desc *row),
+                                         const char *sep, char *buf, size_t cap);
 /* "low" or "high" to GC_TIES_LOW / GC_TIES_HIGH; else print
  * "gradcomp CMD: --ties: 'text' is not low or high" (the message of the
  * compressor options' --ties) and return 2. */
@@ -223,14 +230,5 @@ int gc_cmd_theory(int argc, char **argv);
 int gc_cmd_train(int argc, char **argv);
 int gc_cmd_data(int argc, char **argv);
 int gc_cmd_plot(int argc, char **argv);
-/* bench targets */
-int gc_bench_compress(int argc, char **argv);        /* CPU (bench_compress.c) */
-int gc_bench_compress_cuda(int argc, char **argv);   /* GPU (bench_cuda.c)     */
-int gc_bench_train(int argc, char **argv);           /* bench_train.c          */
-int gc_bench_train_cuda(int argc, char **argv);      /* GPU (bench_train_cuda.c) */
-int gc_bench_comm(int argc, char **argv);            /* bench_comm.c           */
-/* The --device cuda part of the two targets' --help (train: 1), in every
- * build (cmd_bench.c). */
-void gc_bench_usage_device(FILE *out, int train);
 
 #endif /* GC_CLI_H */

@@ -1,8 +1,8 @@
 /* cmd_plot.c -- `gradcomp plot RUN... [--out F.pdf|F.png]`: the training
  * curves of run folders side by side, drawn by gnuplot: train loss and
  * test accuracy against epochs and against the bytes sent (up + down, all
- * workers), one curve per run, coloured by method (uni, bi, dense SGD,
- * others), so compressed and dense runs read against each other.  Reads
+ * workers), one curve per run, a colour per method (its row in the
+ * algorithm table), so compressed and dense runs read against each other.  Reads
  * each run's config.json, log.csv and, where present, steps.csv (the loss
  * at every --log-every row); writes nothing but the figure (and the
  * gnuplot script with --script). */
@@ -13,25 +13,35 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "gc_algo_rules.h"
 #include "gc_cli.h"
+#include "gc_errno.h"
 
 #define CMD "plot"
 
+/* A method that compresses nothing: its curves are labelled (dense). */
+static int dense(const gc__algo_desc *row)
+{
+  return row->up == GC__UP_DENSE && row->down == GC__DOWN_DENSE;
+}
+
 static void usage(FILE *out)
 {
-  fputs("usage: gradcomp plot RUN... [--out FILE.pdf|FILE.png] [--title T]\n"
-        "                            [--script FILE.gp]\n"
-        "  The training curves of the run folders RUN (gradcomp train --out\n"
-        "  RUN) in four panels: train loss and test accuracy against epochs\n"
-        "  and against the bytes sent so far (up + down, all workers; log\n"
-        "  scale), one curve per run, coloured by method: uni, bi, dense\n"
-        "  (sgd, allreduce) and the others, labelled with P and the\n"
-        "  compressor.  The loss comes from steps.csv where the run has one\n"
-        "  (every --log-every row), else from log.csv's epochs.\n"
-        "  --out FILE: .pdf or .png by its ending (default plot.png)\n"
-        "  --title T: the figure's title (default: the runs' model)\n"
-        "  --script FILE.gp: also write the gnuplot script (data inline)\n"
-        "  gnuplot is $GNUPLOT, else gnuplot on the PATH.\n", out);
+  char names[512];
+  fprintf(out, "usage: gradcomp plot RUN... [--out FILE.pdf|FILE.png] [--title T]\n"
+          "                            [--script FILE.gp]\n"
+          "  The training curves of the run folders RUN (gradcomp train --out\n"
+          "  RUN) in four panels: train loss and test accuracy against epochs\n"
+          "  and against the bytes sent so far (up + down, all workers; log\n"
+          "  scale), one curve per run, a colour per method, labelled with P\n"
+          "  and the compressor, or (dense) for a method that compresses\n"
+          "  nothing (%s).  The loss comes from steps.csv where the\n"
+          "  run has one (every --log-every row), else from log.csv's epochs.\n"
+          "  --out FILE: .pdf or .png by its ending (default plot.png)\n"
+          "  --title T: the figure's title (default: the runs' model)\n"
+          "  --script FILE.gp: also write the gnuplot script (data inline)\n"
+          "  gnuplot is $GNUPLOT, else gnuplot on the PATH.\n",
+          gc_cli_algorithm_names_where(dense, ", ", names, sizeof names));
 }
 
 /* ---- reading the run folder ----------------------------------------- */
@@ -161,12 +171,19 @@ static const char *cell(const table *t, size_t r, long c)
 typedef struct run_info {
   char algorithm[32], compressor[32], model[48], workers[16], density[32];
   double spe;   /* steps per epoch */
+  const gc__algo_desc *row;   /* the algorithm's, NULL for an unknown name */
+  gc_algo_kind kind;
 } run_info;
 
-static int method_colour(const char *algo)
+/* A curve's colour: the method's row index in a palette the rows cycle
+ * through (matplotlib's ten), so every run of a method has one colour;
+ * black for a method this build does not know. */
+static const char *method_colour(const run_info *ri)
 {
-  return !strcmp(algo, "uni") ? 1 : !strcmp(algo, "bi") ? 2
-         : !strcmp(algo, "sgd") || !strcmp(algo, "allreduce") ? 3 : 4;
+  static const char *const palette[] = {
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf" };
+  return ri->row ? palette[ri->kind % (sizeof palette / sizeof palette[0])] : "#000000";
 }
 
 /* One run's two datablocks: $cI (the loss curve: epoch, loss, MB so far)
@@ -187,6 +204,8 @@ static int run_data(FILE *gp, const char *dir, size_t i, run_info *ri)
   json_field(cfg, "density", ri->density, sizeof ri->density);
   json_field(cfg, "steps_per_epoch", spe, sizeof spe);
   free(cfg);
+  if (gc_algo_by_name(ri->algorithm, &ri->kind) == GC_SUCCESS)
+    ri->row = gc__algo(ri->kind);
   ri->spe = atof(spe);
   table lg, st = { 0 };
   snprintf(path, sizeof path, "%s/log.csv", dir);
@@ -287,15 +306,15 @@ static int write_script(FILE *gp, char **runs, size_t n, const char *out,
             panel[k][2][0] == 'e' ? "bottom" : "top");
     for (size_t i = 0; i < n; i++) {
       char label[200];
-      if (method_colour(ri[i].algorithm) == 3)   /* nothing compressed */
+      if (ri[i].row && dense(ri[i].row))
         snprintf(label, sizeof label, "%s P=%s (dense)", ri[i].algorithm,
                  ri[i].workers);
       else
         snprintf(label, sizeof label, "%s P=%s %s rho=%s", ri[i].algorithm,
                  ri[i].workers, ri[i].compressor, ri[i].density);
-      fprintf(gp, "%s$%s%zu using %s with linespoints lc %d dt %zu pt %d ps 0.4"
-              " lw 1.5 title ", i ? ", \\\n     " : "", panel[k][2], i,
-              panel[k][3], method_colour(ri[i].algorithm), 1 + i % 4,
+      fprintf(gp, "%s$%s%zu using %s with linespoints lc rgb \"%s\" dt %zu pt %d"
+              " ps 0.4 lw 1.5 title ", i ? ", \\\n     " : "", panel[k][2], i,
+              panel[k][3], method_colour(&ri[i]), 1 + i % 4,
               panel[k][2][0] == 'e' ? 7 : -1);
       gp_string(gp, label);
     }

@@ -478,9 +478,17 @@ static int cmd_trajectory(int argc, char **argv)
 
 /* ---- bounds ------------------------------------------------------------------ */
 
+/* bounds' default algorithms: the parameter-server methods that a theorem
+ * covers (their rows' collective and bounds). */
+static int bounds_default(const gc__algo_desc *row)
+{
+  return row->collective == GC__COLL_NONE && row->bounds != 0;
+}
+
 static void bounds_usage(FILE *out)
 {
   gc_cli_comp comp = algo_comp(0.1);
+  char names[512];
   fprintf(out,
           "usage: gradcomp theory bounds [--list] [--csv FILE] [--steps N] [--problem P]...\n"
           "                              [--compressors c1,c2] [--algorithms a1,a2]\n"
@@ -503,8 +511,9 @@ static void bounds_usage(FILE *out)
           "  --list prints each bound's source, what it bounds and its assumptions;\n"
           "  docs/theory.md 4.7 states them with the derivations.\n"
           "  Defaults: problems toy (lr 0.01), cycle9 (lr 0.5), quadratic:P=4,d=50 and\n"
-          "  quadratic:P=1,d=50 (lr 0.1/L); algorithms sgd,uni,bi,downlink,doublesqueeze,\n"
-          "  ef21; compressors topk,randk at K = 1 (toy, cycle9) or density 0.1;\n"
+          "  quadratic:P=1,d=50 (lr 0.1/L); algorithms: the parameter-server methods\n"
+          "  that a theorem covers (%s);\n"
+          "  compressors topk,randk at K = 1 (toy, cycle9) or density 0.1;\n"
           "  1000 steps; R = 8; M = 16; S = 0.  --lr replaces every default step size.\n"
           "  --k or --density (either direction) replaces K = 1 for toy and cycle9;\n"
           "  --levels S sets the QSGD levels (omega = min(d/S^2, sqrt(d)/S)).\n"
@@ -538,7 +547,7 @@ static void bounds_usage(FILE *out)
           "  A run whose updates round away (an update losing half its norm or more\n"
           "  to floating point: the iterates stop moving) is refused for every bound.\n"
           "Compressor options (every compressor of the run; each reads the ones it\n"
-          "uses):\n");
+          "uses):\n", gc_cli_algorithm_names_where(bounds_default, ",", names, sizeof names));
   gc_cli_compressor_usage(out, &comp);
 }
 
@@ -629,9 +638,10 @@ static int cmd_bounds(int argc, char **argv)
   }
   if (nc == 0)   /* the defaults go through the same parser */
     nc = gc_cli_compressors(CMD, "--compressors", "topk,randk", comps, MAXL);
+  char names[512];
   if (na == 0)
-    na = gc_cli_algorithms(CMD, "--algorithms", "sgd,uni,bi,downlink,doublesqueeze,ef21",
-                           algs, MAXL);
+    na = gc_cli_algorithms(CMD, "--algorithms", gc_cli_algorithm_names_where(
+                             bounds_default, ",", names, sizeof names), algs, MAXL);
   FILE *f = NULL;
   if (csv && !(f = open_csv(csv, "problem,algorithm,compressor,density,steps,lr,L,gamma,"
                                  "xi_max,measured_min_grad2,measured_mean_grad2,bound,"

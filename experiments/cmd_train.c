@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "gc_algo_rules.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_netmodel.h"
@@ -38,19 +39,22 @@ static const char usage_head[] =
   "  --batch B           per worker (10) --epochs E         (1; reference 100)\n"
   "  --lr A              (tuned reference value, else 0.05)\n"
   "  --momentum M        DGC momentum correction (0)\n";
-/* the --algorithm line comes from the library's list (usage()) */
-static const char usage_tail[] =
+/* The help in pieces: the --algorithm line, the lists of which methods
+ * run on the GPU, have --bounds or a dense uplink (their table rows,
+ * gc_algo_rules.h) and the --transport lines (the registry) go between
+ * them (usage()). */
+static const char usage_device[] =
   "  --seed S (0)  --threads T (all; never changes results)\n"
   "  --device cpu|cuda   where the nets run (cpu).  cuda: the P workers'\n"
   "                      batches in one pass on the GPU (cuBLAS, float32, no\n"
   "                      TF32), and the algorithm's step too (the GPU twins of\n"
-  "                      the compressors, bit-identical to the CPU's step) for\n"
-  "                      sgd, uni, bi, downlink and doublesqueeze; the steps\n"
+  "                      the compressors, bit-identical to the CPU's step) for\n";
+static const char usage_device_cpu[] =
+  "; the steps\n"
   "                      that log.csv probes (xi, delta), the other methods and\n"
   "                      --bounds step on the CPU.  The nets agree with the\n"
   "                      CPU's to float rounding, not bit for bit\n";
-/* the --transport lines come from the registry (usage()) */
-static const char usage_tail2[] =
+static const char usage_mpi[] =
   "                      Over mpi a run writes the same model.npy and\n"
   "                      log.csv as inproc, bit for bit, but the times: rank\n"
   "                      0 keeps the ledger, evaluates and writes the run\n"
@@ -113,8 +117,9 @@ static const char usage_tail2[] =
   "                      current one), so the rungs are estimates, not proofs.\n"
   "                      Also logged: gamma_hat, ||E_T||^2 (mem_norm2), mean_p\n"
   "                      ||eps^p||^2 (worker_mem2), the server's ||delta||^2\n"
-  "                      (server_mem2), rec2_mean.\n"
-  "                      sgd, uni, bi, downlink, doublesqueeze with topk only;\n"
+  "                      (server_mem2), rec2_mean.\n";
+static const char usage_bounds_end[] =
+  " with topk only;\n"
   "                      the measuring counts in time_total only\n"
   "  --bounds-samples S  full gradients per epoch (3)\n"
   "  --bounds-hvp H      Hessian-vector products per L estimate (10)\n"
@@ -139,7 +144,9 @@ static const char usage_tail2[] =
   "  support_union_over_k  |S|/K: size of the union of the workers' uplink\n"
   "                      supports over K, mean over the steps (the downlink\n"
   "                      saving of bi over uni); empty where it means\n"
-  "                      nothing: dense uplinks (sgd, downlink, allreduce)\n"
+  "                      nothing: dense uplinks (";
+static const char usage_log[] =
+  ")\n"
   "                      and compressors that are not sparse (powersgd,\n"
   "                      qsgd, sign, ...); with one worker, the count the\n"
   "                      uplink sent over K.  For gaussk and dgc, whose\n"
@@ -186,6 +193,11 @@ static gc_cli_comp train_comp(const gc_train_config *c)
   return comp;
 }
 
+static int dense_uplink(const gc__algo_desc *row)
+{
+  return row->up == GC__UP_DENSE;
+}
+
 static void usage(FILE *out)
 {
   gc_train_config c;
@@ -196,33 +208,42 @@ static void usage(FILE *out)
           "                      matrix as a rank-R factor pair, biases raw\n",
           usage_head, gc_cli_algorithm_names("|"));
   gc_cli_compressor_usage(out, &comp);
-  fputs(usage_tail, out);
+  char names[512];
+  fprintf(out, "%s%22s%s%s", usage_device, "",
+          gc__algo_names(GC__ALGO_GPU, ", ", names, sizeof names), usage_device_cpu);
   gc_transport_usage(out, "  ");
-  fputs(usage_tail2, out);
+  fprintf(out, "%s%22s%s", usage_mpi, "",
+          gc__algo_names(GC__ALGO_TRAIN_BOUNDS, ", ", names, sizeof names));
+  fprintf(out, "%s%s%s", usage_bounds_end,
+          gc_cli_algorithm_names_where(dense_uplink, ", ", names, sizeof names), usage_log);
 }
 
-/* Tuned learning rates (theory.md section 6): uni, bi, sgd. */
-static const struct { const char *model; size_t P; double lr[3]; } tuned[] = {
-  { "fmnist-mlp", 20, { .08, .08, .06 } }, { "fmnist-mlp", 50, { .13, .12, .07 } },
-  { "fmnist-mlp", 100, { .22, .22, .08 } },
-  { "fmnist-cnn", 20, { .09, .08, .06 } }, { "fmnist-cnn", 50, { .12, .11, .07 } },
-  { "fmnist-cnn", 100, { .14, .20, .08 } },
-  { "mnist-mlp", 10, { .04, .10, .03 } }, { "mnist-mlp", 20, { .06, .09, .03 } },
-  { "mnist-mlp", 50, { .17, .18, .10 } }, { "mnist-mlp", 100, { .17, .24, .10 } },
-  { "mnist-cnn", 10, { .06, .07, .05 } }, { "mnist-cnn", 20, { .08, .09, .05 } },
-  { "mnist-cnn", 50, { .14, .16, .07 } }, { "mnist-cnn", 100, { .09, .16, .07 } },
-  { "cifar-vgg19", 20, { .05, .05, .1 } },
+/* Tuned learning rates (theory.md section 6) per model and P, indexed by
+ * the algorithm (an index outside gc_algo_kind does not compile); 0 where
+ * the reference runs tuned none. */
+#define TUNED(uni, bi, sgd) { [GC_ALGO_UNI] = uni, [GC_ALGO_BI] = bi, [GC_ALGO_SGD] = sgd }
+static const struct { const char *model; size_t P; double lr[GC_ALGO_COUNT]; } tuned[] = {
+  { "fmnist-mlp", 20, TUNED(.08, .08, .06) }, { "fmnist-mlp", 50, TUNED(.13, .12, .07) },
+  { "fmnist-mlp", 100, TUNED(.22, .22, .08) },
+  { "fmnist-cnn", 20, TUNED(.09, .08, .06) }, { "fmnist-cnn", 50, TUNED(.12, .11, .07) },
+  { "fmnist-cnn", 100, TUNED(.14, .20, .08) },
+  { "mnist-mlp", 10, TUNED(.04, .10, .03) }, { "mnist-mlp", 20, TUNED(.06, .09, .03) },
+  { "mnist-mlp", 50, TUNED(.17, .18, .10) }, { "mnist-mlp", 100, TUNED(.17, .24, .10) },
+  { "mnist-cnn", 10, TUNED(.06, .07, .05) }, { "mnist-cnn", 20, TUNED(.08, .09, .05) },
+  { "mnist-cnn", 50, TUNED(.14, .16, .07) }, { "mnist-cnn", 100, TUNED(.09, .16, .07) },
+  { "cifar-vgg19", 20, TUNED(.05, .05, .1) },
 };
+#undef TUNED
 
+/* The table's value for (model, P, algo), else 0.05 (also for an unknown
+ * algorithm, which gc_train_run then names). */
 static double tuned_lr(const char *model, size_t P, const char *algo)
 {
-  int j = !strcmp(algo, "uni") ? 0 : !strcmp(algo, "bi") ? 1
-          : !strcmp(algo, "sgd") ? 2 : -1;
-  if (j < 0)
-    return 0.05;
-  for (size_t i = 0; i < sizeof tuned / sizeof tuned[0]; i++)
-    if (!strcmp(tuned[i].model, model) && tuned[i].P == P)
-      return tuned[i].lr[j];
+  gc_algo_kind k;
+  if (gc_algo_by_name(algo, &k) == GC_SUCCESS)
+    for (size_t i = 0; i < sizeof tuned / sizeof tuned[0]; i++)
+      if (!strcmp(tuned[i].model, model) && tuned[i].P == P && tuned[i].lr[k] > 0)
+        return tuned[i].lr[k];
   return 0.05;
 }
 

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "gc_algo.h"
+#include "gc_bench.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_netmodel.h"

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gc_bench.h"
 #include "gc_cli.h"
 
 static void usage(FILE *out)

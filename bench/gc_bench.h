@@ -1,6 +1,8 @@
-/* gc_bench.h -- what `gradcomp bench compress` shares between its CPU
- * target (bench_compress.c, which defines these) and its GPU target
- * (bench_cuda.c): the options, the median and the threshold parameter. */
+/* gc_bench.h -- the benchmarks of `gradcomp bench` (libgcbench.a): the
+ * targets that cmd_bench.c dispatches to, and what `bench compress` shares
+ * between its CPU target (bench_compress.c, which defines these) and its
+ * GPU target (bench_cuda.c): the options, the median and the threshold
+ * parameter. */
 #ifndef GC_BENCH_H
 #define GC_BENCH_H
 #include <stddef.h>
@@ -8,6 +10,16 @@
 
 #include "gc_cli.h"
 #include "gc_compressor.h"
+
+/* The targets: each returns the process exit status. */
+int gc_bench_compress(int argc, char **argv);        /* CPU (bench_compress.c) */
+int gc_bench_compress_cuda(int argc, char **argv);   /* GPU (bench_cuda.c)     */
+int gc_bench_train(int argc, char **argv);           /* bench_train.c          */
+int gc_bench_train_cuda(int argc, char **argv);      /* GPU (bench_train_cuda.c) */
+int gc_bench_comm(int argc, char **argv);            /* bench_comm.c           */
+/* The --device cuda part of the two targets' --help (train: 1), in every
+ * build (cmd_bench.c). */
+void gc_bench_usage_device(FILE *out, int train);
 
 /* The options of `gradcomp bench compress`, parsed in one place for the
  * CPU and the GPU target so both take the same command line:
