@@ -25,7 +25,7 @@
 #include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_transport.h"
-#include "gc_transport_cli.h"
+#include "gc_transports.h"
 static const char CMD[] = "bench comm";
 
 #ifndef HAVE_MPI

@@ -1,5 +1,5 @@
 /* transports.c -- the transports the front end can run a step over, by
- * name (gc_transport_cli.h): one row each with its --help line, what a
+ * name (gc_transports.h): one row each with its --help line, what a
  * build needs for it, and its constructor.  A new transport is one row
  * here and its implementation of lib/gc_transport.h. */
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "gc_cli.h"
 #include "gc_errno.h"
 #include "gc_transport.h"
-#include "gc_transport_cli.h"
+#include "gc_transports.h"
 #ifdef HAVE_MPI
 #include "gc_transport_mpi.h"
 #endif
