@@ -33,7 +33,7 @@
 static const char usage_head[] =
   "usage: gradcomp train [options]\n"
   "  --dataset mnist|fmnist|cifar10   (mnist)\n"
-  "  --model NAME        mnist-mlp fmnist-mlp mnist-cnn fmnist-cnn cifar-vgg19\n"
+  "  --model NAME        %s\n"   /* the models' table (gc_nn_model_names) */
   "                      (default: the data set's MLP; VGG for cifar10)\n"
   "  --workers P         (10)            --iid | --noniid   (iid)\n"
   "  --batch B           per worker (10) --epochs E         (1; reference 100)\n"
@@ -203,10 +203,16 @@ static void usage(FILE *out)
   gc_train_config c;
   gc_train_config_default(&c);
   gc_cli_comp comp = train_comp(&c);
-  fprintf(out, "%s  --algorithm NAME    (bi), one of\n    %s\n"
+  char models[256] = "";
+  for (const char *const *m = gc_nn_model_names(); *m; m++) {
+    size_t at = strlen(models);
+    snprintf(models + at, sizeof models - at, "%s%s", at ? " " : "", *m);
+  }
+  fprintf(out, usage_head, models);
+  fprintf(out, "  --algorithm NAME    (bi), one of\n    %s\n"
           "  --compressor NAME   (topk); --compressor powersgd sends each weight\n"
           "                      matrix as a rank-R factor pair, biases raw\n",
-          usage_head, gc_cli_algorithm_names("|"));
+          gc_cli_algorithm_names("|"));
   gc_cli_compressor_usage(out, &comp);
   char names[512];
   fprintf(out, "%s%22s%s%s", usage_device, "",
