@@ -16,7 +16,8 @@
 #include "gc_algo_vec.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_algo_internal.h"
+#include "gc_compressor_internal.h"
 #include "gc_npy.h"
 
 /* The methods, one row each (gc_algo_rules.h says what the columns mean).

@@ -8,7 +8,7 @@
 #endif
 
 #include "gc_algo_vec.h"
-#include "gc_internal.h"
+#include "gc_threads.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
 #include "gc_wire.h"

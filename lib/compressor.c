@@ -5,7 +5,7 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_compressor_internal.h"
 
 struct gc_compressor {
   const gc_compressor_type *type;

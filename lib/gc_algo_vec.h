@@ -9,7 +9,7 @@
 #include "gc_compressor.h"
 
 /* dtype is GC_F32 or GC_F64 (the element size in bytes).  The passes up
- * to gc__vmean_finish split vectors of GC__VEC_PAR_MIN (gc_internal.h)
+ * to gc__vmean_finish split vectors of GC__VEC_PAR_MIN (gc_threads.h)
  * entries or more over the caller's OpenMP threads (one inside a parallel
  * region); each entry is its own computation, so the results are those of
  * one thread. */

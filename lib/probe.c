@@ -13,7 +13,7 @@
 
 #include "gc_algo_rules.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_threads.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
 

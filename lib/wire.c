@@ -41,7 +41,9 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_isa.h"
+#include "gc_template.h"
+#include "gc_threads.h"
 #include "gc_npy.h"
 #include "gc_wire.h"
 

@@ -17,7 +17,8 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_isa.h"
+#include "gc_rng_bulk.h"
 #include "gc_rng.h"
 #include "gc_npy.h"
 #include "gc_test.h"

@@ -17,7 +17,7 @@
 #include "gc_algo_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_threads.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
 #include "gc_rng.h"
@@ -102,7 +102,7 @@ Test(threads, sim_workers_bit_identical)
   }
 }
 
-/* A model just above the vector passes' thread threshold (gc_internal.h)
+/* A model just above the vector passes' thread threshold (gc_threads.h)
  * and not a multiple of their 16-entry piece alignment: the server's
  * passes (the average, its memory, the residual) and the model's check
  * run in 2-16 pieces of unequal length.  The state, the average and its
