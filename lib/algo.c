@@ -13,7 +13,8 @@
 
 #include "gc_algo.h"
 #include "gc_algo_rules.h"
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
+#include "gc_dense_wire.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
 #include "gc_algo_internal.h"

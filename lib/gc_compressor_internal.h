@@ -1,5 +1,6 @@
 /* gc_compressor_internal.h -- what compressor.c shares with the family
- * files sparse.c, quant.c and lowrank.c (gc__ names; not installed). */
+ * files sparse.c, quant.c and lowrank.c and with the algorithms (gc__
+ * names; not installed). */
 #ifndef GC_COMPRESSOR_INTERNAL_H
 #define GC_COMPRESSOR_INTERNAL_H
 #include <stddef.h>
@@ -23,6 +24,13 @@ size_t gc__resolve_k(size_t n, const gc_compressor_params *p);
 int gc__check_msg(const uint8_t *buf, size_t len, size_t hdr, unsigned tag,
                   unsigned prec, const char *who);
 int gc__check_msg_len(size_t len, size_t want, const char *who);
+
+/* gc_compress_f32/f64 and gc_decompress_add_f32/f64 by dtype (GC_F32 or
+ * GC_F64): what the algorithms call, written once for both precisions. */
+int gc__encode(int dt, gc_compressor *c, const void *x, uint32_t step,
+               uint8_t *buf, size_t cap, size_t *len, gc_compress_info *info);
+int gc__decode(int dt, const gc_compressor *c, const uint8_t *buf, size_t len,
+               uint32_t step, double scale, void *y);
 
 #ifdef __cplusplus
 }

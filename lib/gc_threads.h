@@ -60,6 +60,11 @@ enum { GC__VEC_PAR_MIN = 1 << 14 };
 enum { GC__VEC_PAR_OVER_MIN = 1 << 16 };
 int gc__vec_threads(size_t n);
 
+/* The pieces of such a pass start at multiples of this many entries, so
+ * that two threads never write one cache line of float32 (nor of
+ * float64: 16 doubles are two lines). */
+enum { GC__VEC_ALIGN = 16 };
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,7 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_compressor_internal.h"

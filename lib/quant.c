@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
 #include "gc_bitio.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"

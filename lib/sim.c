@@ -14,7 +14,7 @@
 #endif
 
 #include "gc_algo.h"
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
 #include "gc_errno.h"
 #include "gc_algo_internal.h"
 #include "gc_clock.h"

@@ -17,7 +17,7 @@
 #include <criterion/new/assert.h>
 
 #include "gc_algo.h"
-#include "gc_algo_vec.h"
+#include "gc_dense_wire.h"
 #include "gc_compressor.h"
 #include "gc_cuda.h"
 #include "gc_cuda_sim.h"

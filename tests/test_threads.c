@@ -14,7 +14,8 @@
 #include <criterion/new/assert.h>
 
 #include "gc_algo.h"
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
+#include "gc_dense_wire.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_threads.h"
@@ -415,7 +416,7 @@ Test(threads, qsgd_small_buckets_first_bad_bucket, .init = gc_test_quiet)
 #endif
 }
 
-/* One run of every threaded vector pass (gc_algo_vec.h) on T = 2-16
+/* One run of every threaded vector pass (gc_vec.h) on T = 2-16
  * threads, both dtypes, over a vector with two non-finite entries in later
  * pieces: the outputs, the first bad index and the nonzero count of one
  * thread.  Three lengths: several 2^16-entry spans, one just above the
