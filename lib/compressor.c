@@ -6,7 +6,7 @@
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_compressor_internal.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 
 struct gc_compressor {
   const gc_compressor_type *type;

@@ -4,8 +4,8 @@
 
 #include "gc_compressor.h"
 #include "gc_dense_wire.h"
+#include "gc_dtype.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
 #include "gc_threads.h"
 #include "gc_wire.h"
 

@@ -8,7 +8,7 @@
 #include "gc_compressor_internal.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* As in vec.c: DGC's fused passes vectorise at -O3 only (they need

@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-/* dt is GC_F32 or GC_F64 (gc_npy.h).  Raw dense message: n values of the
+/* dt is GC_F32 or GC_F64 (gc_dtype.h).  Raw dense message: n values of the
  * dtype, little-endian as in memory. */
 int gc__dense_encode(int dt, const void *x, size_t n, uint8_t *buf,
                      size_t cap, size_t *len);

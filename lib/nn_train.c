@@ -23,7 +23,7 @@
 #include "gc_compressor_internal.h"
 #include "gc_error_internal.h"
 #include "gc_nn.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_probe.h"
 #include "gc_rng.h"
 

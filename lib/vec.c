@@ -8,7 +8,7 @@
 #include <omp.h>
 #endif
 
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_threads.h"
 #include "gc_vec.h"
 

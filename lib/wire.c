@@ -44,7 +44,7 @@
 #include "gc_isa.h"
 #include "gc_template.h"
 #include "gc_threads.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_wire.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

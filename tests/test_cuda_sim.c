@@ -22,7 +22,7 @@
 #include "gc_cuda.h"
 #include "gc_cuda_sim.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_test.h"
 #include "gc_test_cuda.h"
 

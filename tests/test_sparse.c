@@ -20,7 +20,7 @@
 #include "gc_isa.h"
 #include "gc_rng_bulk.h"
 #include "gc_rng.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_test.h"
 #include "gc_wire.h"
 

@@ -19,7 +19,7 @@
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_threads.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_probe.h"
 #include "gc_rng.h"
 #include "gc_test.h"
