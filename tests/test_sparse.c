@@ -1605,7 +1605,7 @@ Test(sparse, messages_match_recorded_hashes)
   free(xd);
 }
 
-/* The CUDA twins (cuda/select.cu, quant.cu) reproduce the CPU's orders:
+/* The CUDA twins (cuda/select.cu, wire.cu) reproduce the CPU's orders:
  * Gaussian-k's mean and variance (16 float lanes per block of 1024, the
  * blocks' pairwise tree), TernGrad's clip bound (blocks of 1024, the same
  * tree) and DGC's strided sample and threshold rounds.  The GPU suite
