@@ -18,7 +18,7 @@
 #include "gc_cli.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_isa.h"
 #include "gc_rng.h"
 
 static const char *CMD = "bench compress";

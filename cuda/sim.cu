@@ -31,7 +31,7 @@
 #include "gc_algo_rules.h"
 #include "gc_cuda_internal.cuh"
 #include "gc_cuda_sim.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_wire.h"
 
 using namespace gc_cuda;

@@ -460,7 +460,7 @@ tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, ui
  * CPU's bit offset.  A block assembles its tile's bits in shared memory and
  * stores whole words, with atomicOr only on the two words it may share with
  * the neighbouring tiles (the stream is zeroed first). */
-/* lib/gc_internal.h gc__pairwise on the device: the same additions in
+/* lib/gc_pairwise.h gc__pairwise on the device: the same additions in
  * the same order. */
 struct Pairwise {
   double v[64];

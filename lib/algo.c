@@ -13,11 +13,13 @@
 
 #include "gc_algo.h"
 #include "gc_algo_rules.h"
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
+#include "gc_dense_wire.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
-#include "gc_npy.h"
+#include "gc_algo_internal.h"
+#include "gc_compressor_internal.h"
+#include "gc_dtype.h"
 
 /* The methods, one row each (gc_algo_rules.h says what the columns mean).
  * The server-side state follows from the server rule: EF21 keeps h,

@@ -5,7 +5,8 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_compressor_internal.h"
+#include "gc_dtype.h"
 
 struct gc_compressor {
   const gc_compressor_type *type;
@@ -161,6 +162,22 @@ int gc_decompress_add_f64(const gc_compressor *c, const uint8_t *buf, size_t len
                           uint32_t step, double scale, double *y)
 {
   return c->type->decode_f64(c->state, buf, len, step, scale, y);
+}
+
+int gc__encode(int dt, gc_compressor *c, const void *x, uint32_t step,
+               uint8_t *buf, size_t cap, size_t *len, gc_compress_info *info)
+{
+  if (dt == GC_F64)
+    return gc_compress_f64(c, x, step, buf, cap, len, info);
+  return gc_compress_f32(c, x, step, buf, cap, len, info);
+}
+
+int gc__decode(int dt, const gc_compressor *c, const uint8_t *buf, size_t len,
+               uint32_t step, double scale, void *y)
+{
+  if (dt == GC_F64)
+    return gc_decompress_add_f64(c, buf, len, step, scale, y);
+  return gc_decompress_add_f32(c, buf, len, step, (float) scale, y);
 }
 
 size_t gc__resolve_k(size_t n, const gc_compressor_params *p)

@@ -4,13 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
+#include "gc_compressor_internal.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* As in algo_vec.c: DGC's fused passes vectorise at -O3 only (they need
+/* As in vec.c: DGC's fused passes vectorise at -O3 only (they need
  * alias checks, and the Nesterov and masking tests unswitched). */
 #pragma GCC optimize("O3")
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_error_internal.h"
 
 static _Thread_local char last_reason[512];
 static _Thread_local int last_code;

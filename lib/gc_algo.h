@@ -49,7 +49,7 @@ typedef struct gc_algo_config {
   gc_algo_kind kind;
   size_t workers;                   /* P >= 1                              */
   size_t n;                         /* model dimension d                   */
-  int dtype;                        /* GC_F32 or GC_F64 (gc_npy.h)         */
+  int dtype;                        /* GC_F32 or GC_F64 (gc_dtype.h)       */
   const gc_compressor_type *up;     /* uplink compressor (worker side)     */
   gc_compressor_params up_params;   /* stream is set to the worker rank,
                                        except allreduce-randk (all ranks

@@ -18,6 +18,7 @@
 #define GC_COMPRESSOR_H
 #include <stddef.h>
 #include <stdint.h>
+#include "gc_dtype.h"
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -15,7 +15,7 @@
  *              g to the global norm clip/sqrt(P); receiver applies lr*C)
  *   EF21       acc = g - h, send c = C(acc), h = h + c (receiver applies the
  *              running mean of the h; see gc_algo.h)
- * Vectors are float32 or float64 (GC_F32/GC_F64 of gc_npy.h), length n;
+ * Vectors are float32 or float64 (GC_F32/GC_F64 of gc_dtype.h), length n;
  * nothing is allocated after gc_ef_alloc. */
 #ifndef GC_EF_H
 #define GC_EF_H

@@ -5,14 +5,13 @@
 #ifndef GC_NPY_H
 #define GC_NPY_H
 #include <stddef.h>
+#include "gc_dtype.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
 #if defined(__GNUC__) && !defined(__CUDACC__)
 #pragma GCC visibility push(default)   /* the API libgradcomp.so exports */
 #endif
-
-enum { GC_F32 = 4, GC_F64 = 8 };   /* dtype == element size in bytes */
 
 #define GC_NPY_MAXDIM 8
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gc_internal.h"
+#include "gc_isa.h"
 
 static const char *const names[] = { "sse2", "avx2", "avx512" };
 

@@ -70,10 +70,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_compressor_internal.h"
+#include "gc_template.h"
 #include "gc_rng.h"
 
 enum { HDR = 6, TAG_POWERSGD = 0xE0 };

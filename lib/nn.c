@@ -6,7 +6,9 @@
 #include <cblas.h>
 
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_rng_bulk.h"
+#include "gc_threads.h"
+#include "gc_winograd.h"
 #include "gc_nn.h"
 #include "gc_rng.h"
 #include "gc_vf4.h"

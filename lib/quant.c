@@ -37,11 +37,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
 #include "gc_bitio.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_compressor_internal.h"
+#include "gc_isa.h"
+#include "gc_pairwise.h"
+#include "gc_rng_bulk.h"
+#include "gc_template.h"
+#include "gc_threads.h"
 #include "gc_rng.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

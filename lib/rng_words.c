@@ -7,7 +7,8 @@
  * set. */
 #include <string.h>
 
-#include "gc_internal.h"
+#include "gc_isa.h"
+#include "gc_rng_bulk.h"
 #include "gc_rng.h"
 
 /* Blocks b .. b + nblk - 1, 16 bytes each, into out. */

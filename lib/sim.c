@@ -14,9 +14,11 @@
 #endif
 
 #include "gc_algo.h"
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_algo_internal.h"
+#include "gc_clock.h"
+#include "gc_error_internal.h"
 #include "gc_transport.h"
 
 struct gc_sim {

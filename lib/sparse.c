@@ -52,7 +52,12 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_compressor_internal.h"
+#include "gc_isa.h"
+#include "gc_pairwise.h"
+#include "gc_rng_bulk.h"
+#include "gc_template.h"
+#include "gc_threads.h"
 #include "gc_rng.h"
 #include "gc_wire.h"
 

@@ -15,7 +15,7 @@
 
 #include "gc_algo_rules.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_clock.h"
 #include "gc_transport_mpi.h"
 
 /* One tag per kind of message: each pair of ranks sees its messages of a

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <cblas.h>
 
-#include "gc_internal.h"
+#include "gc_winograd.h"
 #include "gc_vf4.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

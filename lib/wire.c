@@ -41,8 +41,10 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
-#include "gc_npy.h"
+#include "gc_isa.h"
+#include "gc_template.h"
+#include "gc_threads.h"
+#include "gc_dtype.h"
 #include "gc_wire.h"
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -13,8 +13,8 @@
 
 #include "gc_algo_rules.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
-#include "gc_npy.h"
+#include "gc_threads.h"
+#include "gc_dtype.h"
 #include "gc_probe.h"
 
 enum { UNITS_NONE, UNITS_MODEL, UNITS_GRAD };

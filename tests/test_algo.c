@@ -12,9 +12,9 @@
 #include "algo_testcomp.h"
 #include "gc_algo.h"
 #include "gc_algo_rules.h"
+#include "gc_dtype.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
 #include "gc_test.h"
 
 enum { P = 3, D = 40, PMAX = 8 };

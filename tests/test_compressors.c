@@ -11,8 +11,8 @@
 #include <criterion/new/assert.h>
 
 #include "gc_compressor.h"
+#include "gc_dtype.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
 #include "gc_rng.h"
 #include "gc_test.h"
 

@@ -18,9 +18,9 @@
 
 #include "gc_compressor.h"
 #include "gc_cuda.h"
+#include "gc_dtype.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
 #include "gc_test.h"
 #include "gc_test_cuda.h"
 

@@ -17,12 +17,12 @@
 #include <criterion/new/assert.h>
 
 #include "gc_algo.h"
-#include "gc_algo_vec.h"
+#include "gc_dense_wire.h"
 #include "gc_compressor.h"
 #include "gc_cuda.h"
 #include "gc_cuda_sim.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_test.h"
 #include "gc_test_cuda.h"
 

@@ -8,9 +8,9 @@
 #include <criterion/new/assert.h>
 
 #include "algo_testcomp.h"
+#include "gc_dtype.h"
 #include "gc_ef.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
 #include "gc_test.h"
 
 enum { N = 50, K = 5 };

@@ -14,7 +14,7 @@
 
 #include "gc_data.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_winograd.h"
 #include "gc_nn.h"
 #include "gc_rng.h"
 

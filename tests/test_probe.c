@@ -10,8 +10,8 @@
 #include <criterion/criterion.h>
 
 #include "gc_algo.h"
+#include "gc_dtype.h"
 #include "gc_errno.h"
-#include "gc_npy.h"
 #include "gc_ladder.h"
 #include "gc_probe.h"
 #include "gc_theory.h"

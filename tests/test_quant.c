@@ -14,7 +14,8 @@
 #include "gc_bitio.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_isa.h"
+#include "gc_pairwise.h"
 #include "gc_rng.h"
 #include "gc_test.h"
 

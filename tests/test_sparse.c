@@ -17,9 +17,10 @@
 
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_isa.h"
+#include "gc_rng_bulk.h"
 #include "gc_rng.h"
-#include "gc_npy.h"
+#include "gc_dtype.h"
 #include "gc_test.h"
 #include "gc_wire.h"
 
@@ -1604,7 +1605,7 @@ Test(sparse, messages_match_recorded_hashes)
   free(xd);
 }
 
-/* The CUDA twins (cuda/select.cu, quant.cu) reproduce the CPU's orders:
+/* The CUDA twins (cuda/select.cu, wire.cu) reproduce the CPU's orders:
  * Gaussian-k's mean and variance (16 float lanes per block of 1024, the
  * blocks' pairwise tree), TernGrad's clip bound (blocks of 1024, the same
  * tree) and DGC's strided sample and threshold rounds.  The GPU suite

@@ -14,11 +14,12 @@
 #include <criterion/new/assert.h>
 
 #include "gc_algo.h"
-#include "gc_algo_vec.h"
+#include "gc_vec.h"
+#include "gc_dense_wire.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
-#include "gc_npy.h"
+#include "gc_threads.h"
+#include "gc_dtype.h"
 #include "gc_probe.h"
 #include "gc_rng.h"
 #include "gc_test.h"
@@ -102,7 +103,7 @@ Test(threads, sim_workers_bit_identical)
   }
 }
 
-/* A model just above the vector passes' thread threshold (gc_internal.h)
+/* A model just above the vector passes' thread threshold (gc_threads.h)
  * and not a multiple of their 16-entry piece alignment: the server's
  * passes (the average, its memory, the residual) and the model's check
  * run in 2-16 pieces of unequal length.  The state, the average and its
@@ -415,7 +416,7 @@ Test(threads, qsgd_small_buckets_first_bad_bucket, .init = gc_test_quiet)
 #endif
 }
 
-/* One run of every threaded vector pass (gc_algo_vec.h) on T = 2-16
+/* One run of every threaded vector pass (gc_vec.h) on T = 2-16
  * threads, both dtypes, over a vector with two non-finite entries in later
  * pieces: the outputs, the first bad index and the nonzero count of one
  * thread.  Three lengths: several 2^16-entry spans, one just above the

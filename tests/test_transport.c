@@ -14,9 +14,9 @@
 
 #include "config.h"
 #include "gc_algo.h"
+#include "gc_dtype.h"
 #include "gc_errno.h"
 #include "gc_netmodel.h"
-#include "gc_npy.h"
 #include "gc_test.h"
 #include "gc_transport.h"
 

@@ -25,7 +25,7 @@
 #include "gc_compressor.h"
 #include "gc_cli.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
+#include "gc_clock.h"
 #include "gc_io.h"
 #include "gc_npy.h"
 #include "gc_ladder.h"

@@ -18,13 +18,15 @@
 
 #include "gc_algo.h"
 #include "gc_algo_rules.h"
+#include "gc_clock.h"
+#include "gc_compressor_internal.h"
+#include "gc_dtype.h"
 #include "gc_errno.h"
-#include "gc_internal.h"
-#include "gc_train.h"
-#include "gc_npy.h"
+#include "gc_error_internal.h"
 #include "gc_ladder.h"
 #include "gc_probe.h"
 #include "gc_rng.h"
+#include "gc_train.h"
 
 void gc_train_config_default(gc_train_config *c)
 {

@@ -1,4 +1,4 @@
-/* transport_net.c -- the alpha-beta network model (gc_netmodel.h). */
+/* netmodel.c -- the alpha-beta network model (gc_netmodel.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* quant.cu -- deterministic norms and the device/info helpers.  The
+/* norms.cu -- deterministic norms and the device/info helpers.  The
  * quantizers' messages (sign, fp16, bf16, ...) are written by wire.cu. */
 #include <stdio.h>
 #include <string.h>
