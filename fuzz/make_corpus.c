@@ -3,11 +3,9 @@
  * valid .npy files, IDX image/label pairs (raw and gzip), CIFAR-10
  * records, one message of every compressor in both precisions, config
  * files naming every option, the checkpoint state of every simulator
- * kind after a few steps, and training checkpoint files (run.c's
- * writer, which this file includes: it is static there).  Usage:
- * make_corpus DIR */
+ * kind after a few steps, and training checkpoint files (the header
+ * gc_ckpt_head writes).  Usage: make_corpus DIR */
 #define _POSIX_C_SOURCE 200809L
-#include "../train/run.c"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +16,7 @@
 #include "fuzz_checkpoint.h"
 #include "fuzz_ckpt_file.h"
 #include "fuzz_wire.h"
+#include "gc_checkpoint.h"
 #include "gc_errno.h"
 #include "gc_npy.h"
 
@@ -260,24 +259,24 @@ static void ckpt_file_seeds(void)
   make_dir("fuzz_ckpt_file");
   gc_train_config c;
   gc_train_config_default(&c);
-  uint8_t payload[FUZZ_CKPT_FILE_STATE], hdr[CKPT_HDR];
+  uint8_t payload[FUZZ_CKPT_FILE_STATE], hdr[GC_CKPT_HDR];
   for (size_t i = 0; i < sizeof payload; i++)
     payload[i] = (uint8_t) (i * 37);
-  char meta[CKPT_META_MAX];
+  char meta[GC_CKPT_META_MAX];
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
     c.seed = v[i].seed;
-    uint32_t m = ckpt_head(&c, v[i].rank, v[i].procs, v[i].epoch,
-                           v[i].epoch * FUZZ_CKPT_FILE_STEPS, payload,
-                           sizeof payload, hdr, meta, sizeof meta);
+    uint32_t m = gc_ckpt_head(&c, v[i].rank, v[i].procs, v[i].epoch,
+                              v[i].epoch * FUZZ_CKPT_FILE_STEPS, payload,
+                              sizeof payload, hdr, meta, sizeof meta);
     put("fuzz_ckpt_file", v[i].name, 3,
         (const void *[]) { hdr, meta, payload },
-        (size_t[]) { CKPT_HDR, m, sizeof payload });
+        (size_t[]) { GC_CKPT_HDR, m, sizeof payload });
   }
   /* the first format: magic, u64 payload length, u32 CRC, payload */
   uint64_t n = sizeof payload;
   uint32_t crc = (uint32_t) crc32_z(0L, payload, n);
   put("fuzz_ckpt_file", "ckpt-v1", 4,
-      (const void *[]) { ckpt_magic_v1, &n, &crc, payload },
+      (const void *[]) { GC_CKPT_MAGIC_V1, &n, &crc, payload },
       (size_t[]) { 8, 8, 4, sizeof payload });
 }
 
