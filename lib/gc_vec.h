@@ -32,6 +32,10 @@ size_t gc__vfirst_nonfinite(int dt, const void *x, size_t n);
  * non-finite y, or n. */
 size_t gc__vmean_finish(int dt, void *y, double d, size_t n, size_t *nnz);
 double gc__vnorm(int dt, const void *x, size_t n);
+/* ||x||^2 and ||x - y||^2 of double vectors, summed on one thread in
+ * index order: the fixed order the probes' numbers are defined by. */
+double gc__dnorm2(const double *x, size_t n);
+double gc__ddist2(const double *x, const double *y, size_t n);
 
 #ifdef __cplusplus
 }

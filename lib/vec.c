@@ -275,3 +275,21 @@ double gc__vnorm(int dt, const void *x, size_t n)
   }
   return sqrt(s);
 }
+
+double gc__dnorm2(const double *x, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i] * x[i];
+  return s;
+}
+
+double gc__ddist2(const double *x, const double *y, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = x[i] - y[i];
+    s += d * d;
+  }
+  return s;
+}

@@ -16,6 +16,7 @@
 #include "gc_threads.h"
 #include "gc_dtype.h"
 #include "gc_probe.h"
+#include "gc_vec.h"
 
 enum { UNITS_NONE, UNITS_MODEL, UNITS_GRAD };
 
@@ -142,24 +143,6 @@ static int roundtrip(gc_xi_probe *w, gc_compressor *c, const double *x,
   return gc_decompress_add_f64(c, w->buf, len, 0, 1.0, out);
 }
 
-static double norm2_of(const double *x, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += x[i] * x[i];
-  return s;
-}
-
-static double dist2(const double *x, const double *y, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = x[i] - y[i];
-    s += d * d;
-  }
-  return s;
-}
-
 void gc_xi_probe_sums_begin(gc_xi_probe *w)
 {
   size_t n = w->n;
@@ -215,13 +198,13 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
   out->worker_mem2 = c * c * w->wmem2 / (double) P;
   out->server_mem2 = 0;
   GC_TRY(roundtrip(w, w->topk_up, w->macc, w->t1));
-  out->num = c * sqrt(dist2(w->t1, w->msent, n));
+  out->num = c * sqrt(gc__ddist2(w->t1, w->msent, n));
   out->xi = out->num / denom;
   if (!w->server_memory) {
     /* a_t = mean acc^p; E_{t+1} = mean acc^p - mean m^p */
-    double a2 = norm2_of(w->macc, n);
-    out->gamma_hat = a2 > 0 ? sqrt(dist2(w->macc, w->t1, n) / a2) : NAN;
-    out->mem_norm2 = c * c * dist2(w->macc, w->msent, n);
+    double a2 = gc__dnorm2(w->macc, n);
+    out->gamma_hat = a2 > 0 ? sqrt(gc__ddist2(w->macc, w->t1, n) / a2) : NAN;
+    out->mem_norm2 = c * c * gc__ddist2(w->macc, w->msent, n);
   }
   /* the means are not needed again */
   #pragma omp parallel for schedule(static) num_threads(gc__vec_threads(n))
@@ -231,17 +214,17 @@ int gc_xi_probe_sums_end(gc_xi_probe *w, double lr, gc_xi_sample *out)
   }
   GC_TRY(roundtrip(w, w->topk_down, w->macc, w->t2));
   GC_TRY(roundtrip(w, w->topk_down, w->msent, w->t1));
-  out->num_bi = c * sqrt(dist2(w->t2, w->t1, n));
+  out->num_bi = c * sqrt(gc__ddist2(w->t2, w->t1, n));
   out->xi_bi = out->num_bi / denom;
   if (!w->server_memory)
     return GC_SUCCESS;
   /* a_t = delta_t + mean acc^p; the server sends q = TopK_d(delta_t +
    * mean m^p) (t1) and keeps delta_{t+1} = delta_t + mean m^p - q, so
    * E_{t+1} = mean acc^p - mean m^p + delta_{t+1} = a_t - q */
-  double a2 = norm2_of(w->macc, n);
-  out->gamma_hat = a2 > 0 ? sqrt(dist2(w->macc, w->t2, n) / a2) : NAN;
-  out->mem_norm2 = c * c * dist2(w->macc, w->t1, n);
-  out->server_mem2 = c * c * dist2(w->msent, w->t1, n);
+  double a2 = gc__dnorm2(w->macc, n);
+  out->gamma_hat = a2 > 0 ? sqrt(gc__ddist2(w->macc, w->t2, n) / a2) : NAN;
+  out->mem_norm2 = c * c * gc__ddist2(w->macc, w->t1, n);
+  out->server_mem2 = c * c * gc__ddist2(w->msent, w->t1, n);
   return GC_SUCCESS;
 }
 

@@ -19,6 +19,7 @@
 #include "gc_errno.h"
 #include "gc_npy.h"
 #include "gc_probe.h"
+#include "gc_vec.h"
 #include "gc_rng.h"
 #include "gc_theory.h"
 #include "gc_transport.h"
@@ -86,24 +87,6 @@ struct gc_theory_run {
   double *grad0;                 /* grad F(0), for Abar v = grad F(v) - grad F(0) */
   double noise_curv;             /* sigma^2 tr(Abar)/P = E n^T Abar n        */
 };
-
-static double norm2(const double *x, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++)
-    s += x[i] * x[i];
-  return s;
-}
-
-static double dist2(const double *x, const double *y, size_t n)
-{
-  double s = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = x[i] - y[i];
-    s += d * d;
-  }
-  return s;
-}
 
 /* out = C(x) at `step` through the library's compressor (encode, then
  * decode); buf holds gc_compressor_max_bytes(c). */
@@ -352,13 +335,13 @@ int gc_theory_run_set_draws(gc_theory_run *r, size_t draws)
 static int draws_contraction(gc_theory_run *r, gc_compressor *c,
                              const double *x, uint32_t t, double *out)
 {
-  double nx = norm2(x, r->n), sum = 0, sum2 = 0, M = (double) r->draws;
+  double nx = gc__dnorm2(x, r->n), sum = 0, sum2 = 0, M = (double) r->draws;
   *out = NAN;
   if (!(nx > 0))
     return GC_SUCCESS;
   for (size_t j = 0; j < r->draws; j++) {
     GC_TRY(roundtrip(c, x, (uint32_t) (t * r->draws + j), r->draw_buf, r->t2));
-    double e = dist2(x, r->t2, r->n) / nx;
+    double e = gc__ddist2(x, r->t2, r->n) / nx;
     sum += e;
     sum2 += e * e;
   }
@@ -372,10 +355,10 @@ gc_sim *gc_theory_run_sim(gc_theory_run *r) { return r->sim; }
 
 static double contraction(const double *x, const double *cx, size_t n)
 {
-  double nx = norm2(x, n);
+  double nx = gc__dnorm2(x, n);
   if (!(nx > 0))
     return NAN;
-  return 1.0 - dist2(x, cx, n) / nx;
+  return 1.0 - gc__ddist2(x, cx, n) / nx;
 }
 
 /* Worker half, after the step: local worker p's scalars, and the views of
@@ -387,7 +370,7 @@ static int worker_record(gc_theory_run *r, size_t p, uint32_t t)
   gc_worker *w = gc_sim_worker(r->sim, p);
   const double *acc = gc_worker_accumulator(w), *sent = gc_worker_sent(w);
   double *st = r->stat + p * NSTAT;
-  st[STAT_GRAD2] = norm2(r->clean[p], n);
+  st[STAT_GRAD2] = gc__dnorm2(r->clean[p], n);
   st[STAT_DELTA] = acc ? contraction(acc, sent ? sent : acc, n) : NAN;
   st[STAT_DRAWS] = NAN;
   if (r->draw_up && acc) {
@@ -464,7 +447,7 @@ static double norm2_of_mean(const double *const *v, size_t P, size_t n, double *
       out[i] += v[p][i];
   for (size_t i = 0; i < n; i++)
     out[i] /= (double) P;
-  return norm2(out, n);
+  return gc__dnorm2(out, n);
 }
 
 /* The update u_t of this step against what the model did: *lost =
@@ -529,7 +512,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
      * below), except for EF21-BC, whose workers' point is not the model */
     if (point != model) {
       gc_problem_grad(prob, model, r->t1);
-      rw.grad_norm2 = norm2(r->t1, n);
+      rw.grad_norm2 = gc__dnorm2(r->t1, n);
     }
     if (r->avg_sum) {   /* x_t enters the average with w_t = (a+t)^2 */
       double w = (r->avg_shift + (double) t) * (r->avg_shift + (double) t);
@@ -636,7 +619,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       for (size_t i = 0; i < n; i++)
         r->E[i] *= c;
     }
-    rw.mem_norm = sqrt(norm2(r->E, n));
+    rw.mem_norm = sqrt(gc__dnorm2(r->E, n));
     if (r->mem == MEM_NONE) {
       rw.mem_bound = 0;
     } else {
@@ -678,7 +661,7 @@ int gc_theory_run_step(gc_theory_run *r, double lr, gc_probe_row *row)
       gc_problem_grad(prob, r->E, r->t1);
       memset(r->t3, 0, n * sizeof *r->t3);
       gc_problem_grad(prob, r->t3, r->t2);
-      gd2 = dist2(r->t1, r->t2, n);
+      gd2 = gc__ddist2(r->t1, r->t2, n);
       gc_problem_grad(prob, gc_sim_model(r->sim), r->t3);   /* grad F(x_{t+1}) */
       for (size_t i = 0; i < n; i++)
         in += (r->t1[i] - r->t2[i]) * r->t3[i];
