@@ -46,7 +46,7 @@ size_t gc_cli_compressors(const char *cmd, const char *opt, const char *text,
 size_t gc_cli_algorithms(const char *cmd, const char *opt, const char *text,
                          gc_algo_kind *out, size_t max);
 /* The algorithm names the library accepts, joined by sep ("sgd|uni|..."),
- * so help texts never fall behind lib/algo.c.  A static buffer, valid
+ * so help texts never fall behind lib/algo/algo.c.  A static buffer, valid
  * until the next call. */
 const char *gc_cli_algorithm_names(const char *sep);
 /* The names, in kind order, of the algorithms whose table row

@@ -1,7 +1,7 @@
 /* transports.c -- the transports the front end can run a step over, by
  * name (gc_transports.h): one row each with its --help line, what a
  * build needs for it, and its constructor.  A new transport is one row
- * here and its implementation of lib/gc_transport.h. */
+ * here and its implementation of lib/algo/gc_transport.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

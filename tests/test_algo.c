@@ -767,7 +767,7 @@ Test(algo, ef21_bc_start_must_be_finite, .init = gc_test_quiet)
 
 /* The descriptor table (gc_algo_rules.h): a row for every kind (one left
  * out of the designated initializers would be all zeros, without a name),
- * and columns that agree with each other, since algo.c, cuda/sim.cu, the
+ * and columns that agree with each other, since algo.c, cuda/algo/sim.cu, the
  * probes and the bounds each read a different column of the same row. */
 Test(algo, table_rows_are_whole_and_consistent)
 {

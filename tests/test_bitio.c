@@ -1,4 +1,4 @@
-/* test_bitio.c -- the quantizers' bit-level wire coding (lib/gc_bitio.h):
+/* test_bitio.c -- the quantizers' bit-level wire coding (lib/compress/gc_bitio.h):
  * bit writer/reader, Elias-gamma codes and the half/bfloat16 conversions.
  * All checks are exact. */
 #include <float.h>

@@ -1,4 +1,4 @@
-/* test_cuda_nn.c -- the GPU nets (gc_cuda_nn.h) against lib/nn.c, group by
+/* test_cuda_nn.c -- the GPU nets (gc_cuda_nn.h) against lib/nn/nn.c, group by
  * group: loss, parameter gradient and updated BatchNorm statistics of every
  * group equal G separate CPU forward/loss/backward calls (each with its own
  * statistics copy and dropout worker), to within float rounding.

@@ -124,7 +124,7 @@ Test(nn, conv_grad)
 
 /* 3x3 convolutions with 32 or more channels on each side take Winograd's
  * F(2x2, 3x3) for the output and the input gradient, F(3x3, 2x2) for the
- * weight gradient (lib/winograd.c).  All three are compared with the direct sums in
+ * weight gradient (lib/nn/winograd.c).  All three are compared with the direct sums in
  * double, within a few float roundings of the sum of |terms|, for odd and
  * even output sizes and every padding it takes; then the usual finite
  * differences.  Tolerance 8 FLT_EPSILON = 16 u of sum |t| (u = 2^-24),

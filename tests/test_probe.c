@@ -1,4 +1,4 @@
-/* test_probe.c -- the one xi / xi_bi (lib/xi_probe.c, theory.md 4.2, 4.4)
+/* test_probe.c -- the one xi / xi_bi (lib/algo/xi_probe.c, theory.md 4.2, 4.4)
  * that theory trajectories and training share: a float32 simulator read the
  * way training reads it and the float64 theory trajectory give the same
  * numbers on an exactly representable run, the probe equals the written

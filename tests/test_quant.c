@@ -1,4 +1,4 @@
-/* test_quant.c -- the quantizing compressors (lib/quant.c): theory.md §7
+/* test_quant.c -- the quantizing compressors (lib/compress/quant.c): theory.md §7
  * properties 6, 7, 8 and 20, wire sizes against their closed forms,
  * special values of fp16/bf16, determinism and every error path.
  * Statistical checks use fixed seeds, so they are deterministic. */

@@ -1538,7 +1538,7 @@ static uint64_t fnv1a_add(uint64_t h, const uint8_t *p, size_t len)
 
 /* Every sparsifier's messages on fixed inputs, hashed (FNV-1a over the
  * messages in order) as they were recorded before the selections and
- * encoders were made faster: the CUDA twins (cuda/select.cu, wire.cu,
+ * encoders were made faster: the CUDA twins (cuda/compress/select.cu, wire.cu,
  * decode.cu) must write the same bytes, so a rewrite that moved one byte
  * would break the pair even where no GPU checks it.  Inputs: N(0,1) and
  * the same rounded to 1/8 (ties at every threshold), lengths 4099 and
@@ -1605,7 +1605,7 @@ Test(sparse, messages_match_recorded_hashes)
   free(xd);
 }
 
-/* The CUDA twins (cuda/select.cu, wire.cu) reproduce the CPU's orders:
+/* The CUDA twins (cuda/compress/select.cu, wire.cu) reproduce the CPU's orders:
  * Gaussian-k's mean and variance (16 float lanes per block of 1024, the
  * blocks' pairwise tree), TernGrad's clip bound (blocks of 1024, the same
  * tree) and DGC's strided sample and threshold rounds.  The GPU suite

@@ -542,7 +542,7 @@ Test(frontend, help_on_each_subcommand)
  * the paper reads bits per entry from it (QSGD's bits, DGC's ratio, sign's
  * one bit).  Sign sends d bits plus a small header; top-K's K values are
  * float64 (the contraction codes doubles) with at most 4 bytes of index
- * each behind a 7-byte header (lib/gc_wire.h); --levels reaches the row. */
+ * each behind a 7-byte header (lib/compress/gc_wire.h); --levels reaches the row. */
 Test(frontend, contraction_logs_levels_and_bytes)
 {
   char out[8192], args[1024], line[1024];

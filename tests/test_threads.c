@@ -521,7 +521,7 @@ Test(threads, vector_passes_bit_identical)
 #endif
 }
 
-/* The xi probe's sums over workers and means (lib/xi_probe.c) on 1-3 threads,
+/* The xi probe's sums over workers and means (lib/algo/xi_probe.c) on 1-3 threads,
  * a simulator of 3 workers on a vector of several pieces: the samples of
  * one thread to the bit. */
 static void probe_run(size_t T, gc_xi_sample out[3])
@@ -576,7 +576,7 @@ Test(threads, probe_sums_bit_identical)
 #endif
 }
 
-/* A sparse message of several pieces (lib/wire.c: 2^18 entries or more)
+/* A sparse message of several pieces (lib/compress/wire.c: 2^18 entries or more)
  * with gaps of one to three LEB128 bytes, some straddling the pieces'
  * ends: the delta coding and the values on 1-3 threads, the same bytes. */
 Test(threads, wire_encode_bit_identical)

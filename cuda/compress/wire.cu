@@ -1,4 +1,4 @@
-/* wire.cu -- the wire messages of lib/wire.c (sparsifiers) and lib/quant.c
+/* wire.cu -- the wire messages of lib/compress/wire.c (sparsifiers) and lib/compress/quant.c
  * (quantizers), written on the device byte for byte.
  *
  * Everything that depends on the data (the count c, the index coding, the
@@ -24,7 +24,7 @@ using namespace gc_cuda;
 namespace {
 
 /* The quantizers' tags are in gc_cuda_internal.cuh; the sparse layout's
- * come from lib/gc_wire.h. */
+ * come from lib/compress/gc_wire.h. */
 
 struct Plan {
   uint32_t c;
@@ -460,7 +460,7 @@ tern_codes(const float *__restrict__ x, size_t n, uint64_t seed, uint32_t rs, ui
  * CPU's bit offset.  A block assembles its tile's bits in shared memory and
  * stores whole words, with atomicOr only on the two words it may share with
  * the neighbouring tiles (the stream is zeroed first). */
-/* lib/gc_pairwise.h gc__pairwise on the device: the same additions in
+/* lib/core/gc_pairwise.h gc__pairwise on the device: the same additions in
  * the same order. */
 struct Pairwise {
   double v[64];
@@ -486,7 +486,7 @@ __device__ __forceinline__ double pw_total(const Pairwise *t)
   return s;
 }
 
-enum { QSGD_SUM_BLOCK = 1024,  /* lib/quant.c SUM_BLOCK */
+enum { QSGD_SUM_BLOCK = 1024,  /* lib/compress/quant.c SUM_BLOCK */
        QSGD_MAX_CODE = 66,   /* gamma(2^32) + sign: levels s < 2^32 */
        QSGD_TILE_WORDS = TILE * QSGD_MAX_CODE / 32 + 2 };
 
@@ -505,7 +505,7 @@ qsgd_norms(const float *__restrict__ x, size_t n, size_t bucket, size_t nb, floa
     bucket_bad = __any_sync(0xffffffffu, bucket_bad);
     float norm = 0.0f;
     if (!bucket_bad) {
-      /* lib/quant.c sumsq: per block of QSGD_SUM_BLOCK entries, lane j <
+      /* lib/compress/quant.c sumsq: per block of QSGD_SUM_BLOCK entries, lane j <
        * 16 adds x_j^2, x_{j+16}^2, ... in order, the lanes fold by halves,
        * and lane 0 combines the blocks with the pairwise tree. */
       Pairwise pw;

@@ -1,6 +1,6 @@
 /* ef.cu -- error-feedback memories on the device (gc_ef.h's kinds, float32).
  *
- * Each pass is lib/ef.c's loop with the same float operations in the same
+ * Each pass is lib/algo/ef.c's loop with the same float operations in the same
  * order (explicit _rn intrinsics, so nvcc cannot contract a product and a
  * sum into an FMA the CPU does not use).  As on the CPU, the memories
  * change only after the message is out: the accumulator and DGC's new

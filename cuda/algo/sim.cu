@@ -1,4 +1,4 @@
-/* sim.cu -- gc_cuda_sim: lib/sim.c's gc_sim_step for the parameter-server
+/* sim.cu -- gc_cuda_sim: lib/algo/sim.c's gc_sim_step for the parameter-server
  * methods with every node on one device (gc_cuda_sim.h).
  *
  * The step is composed from the device twins exactly as algo.c composes it

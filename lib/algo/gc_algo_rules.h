@@ -2,9 +2,9 @@
  * codes its messages, which error-feedback memories its nodes keep, how the
  * workers apply the downlink, whether it is a collective, and which probes,
  * bounds and devices apply to it (gc__ names; not installed).  The table
- * is in lib/algo.c.  algo.c composes the CPU step from these rows and
- * cuda/sim.cu the GPU's, so the two cannot drift apart; the probes
- * (lib/xi_probe.c, theory/trajectory.c), the bounds (theory/bounds.c), training
+ * is in lib/algo/algo.c.  algo.c composes the CPU step from these rows and
+ * cuda/algo/sim.cu the GPU's, so the two cannot drift apart; the probes
+ * (lib/algo/xi_probe.c, theory/trajectory.c), the bounds (theory/bounds.c), training
  * (train/train.c) and the front end read the same rows, so no file
  * outside the table asks "is this kind A or B". */
 #ifndef GC_ALGO_RULES_H
@@ -61,7 +61,7 @@ typedef enum {
 enum {
   GC__ALGO_DGC = 1u << 0,          /* momentum > 0 runs the DGC memory on lr*g */
   GC__ALGO_SHARED_DRAWS = 1u << 1, /* every rank keeps up_params.stream      */
-  GC__ALGO_GPU = 1u << 2,          /* cuda/sim.cu has its step (and so
+  GC__ALGO_GPU = 1u << 2,          /* cuda/algo/sim.cu has its step (and so
                                       training's --device cuda step)       */
   GC__ALGO_TRAIN_BOUNDS = 1u << 3  /* training's --bounds (theory.md 4.3)  */
 };

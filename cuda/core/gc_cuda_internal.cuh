@@ -68,7 +68,7 @@ enum Kind { K_NONE, K_TOPK, K_RANDK, K_RANDKU, K_THRESHOLD, K_GAUSSK, K_DGC, K_I
             K_SIGN, K_SCALED_SIGN, K_QSGD, K_TERNGRAD, K_FP16, K_BF16 };
 Kind kind_of(const gc_compressor_type *T);
 
-/* lib/quant.c's header and tags (private to quant.c, so repeated here; the
+/* lib/compress/quant.c's header and tags (private to quant.c, so repeated here; the
  * tests compare whole messages, which pins them). */
 enum { Q_HDR = 2, T_IDENTITY = 0xD0, T_SIGN = 0xD1, T_SCALED_SIGN = 0xD2, T_QSGD = 0xD3,
        T_TERNGRAD = 0xD4, T_FP16 = 0xD5, T_BF16 = 0xD6, PREC32 = 32 };

@@ -1,7 +1,7 @@
 /* gc_cuda_nn.h -- the CPU nets of gc_nn.h on the GPU (C linkage).
  *
  * The same five models, the same flat parameter layout (gc_nn_layer
- * offsets, PyTorch order), the same formulas: lib/nn.c is the oracle.
+ * offsets, PyTorch order), the same formulas: lib/nn/nn.c is the oracle.
  * Several workers' mini-batches run in one call: G groups of B examples,
  * each group with its own loss, gradient and BatchNorm statistics, exactly
  * as G separate gc_nn_forward/gc_nn_loss/gc_nn_backward calls would give

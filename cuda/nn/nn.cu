@@ -1,10 +1,10 @@
-/* nn.cu -- gc_cuda_nn.h: the CPU nets of lib/nn.c on the GPU.
+/* nn.cu -- gc_cuda_nn.h: the CPU nets of lib/nn/nn.c on the GPU.
  *
  * All G*B examples of a call go through each layer together; only what is
  * defined per group is split by group: BatchNorm's batch statistics, the
  * parameter gradients (one strided-batched GEMM over the groups, or one
  * block per (group, channel) for the reductions), dropout's worker key and
- * the mean loss.  lib/nn.c's float operations are repeated with _rn
+ * the mean loss.  lib/nn/nn.c's float operations are repeated with _rn
  * intrinsics where the CPU rounds each step (element-wise layers), so that
  * nvcc cannot fuse them into FMAs the CPU does not do; the GEMMs and sums
  * differ from the CPU only in their order.

@@ -1,4 +1,4 @@
-/* decode.cu -- the decoders of lib/wire.c (sparsifiers) and lib/quant.c
+/* decode.cu -- the decoders of lib/compress/wire.c (sparsifiers) and lib/compress/quant.c
  * (quantizers) on the device: y += scale * C(x) from a message in device
  * memory, with the CPU's checks and its float rounding (one product, one
  * sum, no FMA), so that the decoded vector is the CPU's bit for bit.

@@ -158,7 +158,7 @@ int gc__wire_pick(size_t n, size_t c, size_t delta, size_t *index_bytes)
 
 /* Whether c indices of [0, n) need their delta coding measured: it is
  * never smaller than c bytes, so the O(c) walk is skipped where it can
- * neither beat nor tie the bitmap (on a tie delta wins; cuda/wire.cu
+ * neither beat nor tie the bitmap (on a tie delta wins; cuda/compress/wire.cu
  * mirrors this test). */
 static int delta_may_win(size_t n, size_t c)
 {

@@ -634,7 +634,7 @@ INLINE double sumsq_block_finish(double acc[16], const float *x, size_t i, size_
  * exact): sixteen lane sums, lane j adding x_j, x_{j+16}, ... in order,
  * then folded by halves (lane j += lane j + h, h = 8, 4, 2, 1); *amax gets
  * the largest absolute bit pattern as above.  The order is what the
- * vector paths compute and what cuda/wire.cu reproduces. */
+ * vector paths compute and what cuda/compress/wire.cu reproduces. */
 INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
 {
   double acc[16] = {0};

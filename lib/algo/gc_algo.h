@@ -39,7 +39,7 @@ typedef enum gc_algo_kind {
   GC_ALGO_COUNT           /* the number of kinds (not a kind)               */
 } gc_algo_kind;
 /* What each kind does (codings, memories, apply, collective, the probes and
- * bounds that apply) is one row of the table in lib/algo.c, read through
+ * bounds that apply) is one row of the table in lib/algo/algo.c, read through
  * gc_algo_rules.h; a new kind is a value here, a row there and its step. */
 
 const char *gc_algo_name(gc_algo_kind k);               /* "uni", "bi", ... */
