@@ -1,4 +1,4 @@
-/* gc_clock.h -- the library's clock (sim.c; gc__ names, not installed). */
+/* gc_clock.h -- the library's clock (clock.c; gc__ names, not installed). */
 #ifndef GC_CLOCK_H
 #define GC_CLOCK_H
 #ifdef __cplusplus
