@@ -422,13 +422,24 @@ Test(nn, losses)
   gc_nn_free(ce);
 }
 
+/* Every model of the table (lib/nn/models.c) has its reference counts
+ * here: a model added there without its line fails this test. */
 Test(nn, parameter_counts)
 {
   static const struct { const char *name; size_t d, ns; } m[] = {
     { "mnist-mlp", 50890, 0 }, { "fmnist-mlp", 242762, 0 },
     { "mnist-cnn", 1199882, 0 }, { "fmnist-cnn", 29034, 96 },
     { "cifar-vgg19", 20040522, 11008 } };
-  for (size_t i = 0; i < 5; i++) {
+  enum { NM = sizeof m / sizeof m[0] };
+  size_t listed = 0;
+  for (const char *const *name = gc_nn_model_names(); *name; name++, listed++) {
+    size_t i = 0;
+    while (i < NM && strcmp(m[i].name, *name))
+      i++;
+    cr_assert(i < NM, "model %s has no reference counts here", *name);
+  }
+  cr_assert_eq(listed, NM);
+  for (size_t i = 0; i < NM; i++) {
     gc_nn *nn = gc_nn_alloc_model(m[i].name, 1);
     cr_assert(nn != NULL, "%s", m[i].name);
     cr_assert_eq(gc_nn_nparams(nn), m[i].d, "%s: d = %zu", m[i].name, gc_nn_nparams(nn));
