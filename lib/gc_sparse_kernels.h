@@ -19,6 +19,7 @@
 #include <omp.h>
 #endif
 
+#include "gc_algo_vec.h"
 #include "gc_compressor.h"
 #include "gc_errno.h"
 #include "gc_internal.h"

@@ -485,9 +485,7 @@ static int FN(gaussk)(sparse_state *s, const REAL *x, REAL **val, size_t room,
     L.cnt[0] = nc;
   double S1 = gc__pairwise_total(&sum1), S2 = gc__pairwise_total(&sum2);
   if (!isfinite(S1) || !isfinite(S2)) {
-    FN(gc__sparse_scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
-    if (bad != SIZE_MAX)
-      return FN(gc__sparse_report_bad)(x, bad);
+    GC_TRY(FN(gc__sparse_check_finite)(x, n));
   }
   /* x is finite from here on: a NaN or Inf in x makes S2, a sum of
    * squares, Inf or NaN, and then the scan above has returned GC_EDOM.  So

@@ -390,13 +390,12 @@ int FN(gc__sparse_topk)(sparse_state *s, const REAL *x, size_t k)
 
 /* Random-K refuses NaN or Inf anywhere in x, naming the first, as every
  * compressor does (docs/design.md), though it sends only K entries: one
- * read of x (the scan, vectorised and on threads), which at small
- * densities is most of random-K's time -- the price of one rule. */
+ * read of x (gc_first_nonfinite's pass, vectorised and on threads), which
+ * at small densities is most of random-K's time -- the price of one rule. */
 int FN(gc__sparse_check_finite)(const REAL *x, size_t n)
 {
-  size_t bad;
-  FN(gc__sparse_scan)(x, n, REAL_MAX, NULL, NULL, 0, &bad);
-  return bad == SIZE_MAX ? GC_SUCCESS : FN(gc__sparse_report_bad)(x, bad);
+  size_t bad = gc__vfirst_nonfinite((int) sizeof(REAL), x, n);   /* dtype: the size */
+  return bad == n ? GC_SUCCESS : FN(gc__sparse_report_bad)(x, bad);
 }
 
 /* The pieces *L describes moved together at the front of cand and, unless
