@@ -21,6 +21,7 @@
 
 #include "gc_algo_vec.h"
 #include "gc_compressor.h"
+#include "gc_dispatch.h"
 #include "gc_errno.h"
 #include "gc_internal.h"
 #include "gc_rng.h"
@@ -72,6 +73,10 @@ typedef struct sparse_state {
 enum { CODES_MIN_DENSITY = 32 };
 static inline int codes_pay(size_t c, size_t n) { return c * CODES_MIN_DENSITY >= n; }
 
+/* The float32 kernels' instruction sets (isa.c).  Bodies written once go
+ * through DISPATCH (gc_dispatch.h); the scans, keeps, bands and draws are
+ * hand-written twins because their sets differ in substance: AVX-512
+ * compresses, AVX2 permutes by tables, SSE2 walks mask bits. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define HAVE_SCAN_PATHS 1

@@ -64,7 +64,9 @@ static size_t gauss_groups_sse2(const float *x, size_t lo, size_t hi,
  * takes entry 16q + j, as above), and in two AVX2 registers: the same
  * IEEE operations per lane in the same order (mul and add apart, never
  * fused), so the sums are bit-identical; candidates appended by compress
- * (AVX-512) or in mask order. */
+ * (AVX-512) or in mask order.  Twins rather than one DISPATCH body: the
+ * register width sets how the sixteen lanes are held (four, two, one),
+ * and written once in SSE2 the AVX2 path would stay at 128 bits. */
 enum { GAUSS_AHEAD = 1024 };
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
 static size_t gauss_groups_avx512(const float *x, size_t from, size_t lo, size_t hi,

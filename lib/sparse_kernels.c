@@ -794,10 +794,11 @@ size_t gc__sparse_band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t
 #define KTH kth_largest_u32
 #include "kth_source.c"
 
-/* The smallest and largest magnitude keys of val[0, m) (m = 0: lo =
- * UINT32_MAX, hi = 0, which gc__sparse_kth_pieces_f32's empty pieces rely on). */
-static inline __attribute__((always_inline)) void
-key_range_body(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
+/* The largest magnitude key of val[0, m), and the smallest in *lo (m = 0:
+ * 0 and UINT32_MAX, which gc__sparse_kth_pieces_f32's empty pieces rely
+ * on). */
+static inline __attribute__((always_inline)) uint32_t
+key_range_body(const float *val, size_t m, uint32_t *lo)
 {
   uint32_t l = UINT32_MAX, h = 0;
   for (size_t j = 0; j < m; j++) {
@@ -808,7 +809,7 @@ key_range_body(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
     h = key > h ? key : h;
   }
   *lo = l;
-  *hi = h;
+  return h;
 }
 
 /* The magnitude keys of val[0, m) in bucket b ((key - base) >> sh == b),
@@ -828,15 +829,13 @@ key_bucket_body(const float *val, size_t j, size_t m, uint32_t base, int sh, uin
   return nb;
 }
 
-#ifdef HAVE_SCAN_PATHS
 /* The selection's passes over the band took most of its time as scalar
- * loops: the range vectorised for the instruction set, the bucket's keys
- * packed sixteen at a time. */
-TARGET_AVX512 static void key_range_avx512(const float *val, size_t m, uint32_t *lo,
-                                           uint32_t *hi)
-{ key_range_body(val, m, lo, hi); }
-TARGET_AVX2 static void key_range_avx2(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
-{ key_range_body(val, m, lo, hi); }
+ * loops: the range vectorised for each instruction set, the bucket's keys
+ * packed sixteen at a time (AVX-512's compress). */
+DISPATCH(uint32_t, key_range_f32, key_range_body, (const float *val, size_t m, uint32_t *lo),
+         val, m, lo)
+
+#ifdef HAVE_SCAN_PATHS
 
 TARGET_AVX512 static size_t key_bucket_avx512(const float *val, size_t m, uint32_t base,
                                               int sh, uint32_t b, uint32_t *out)
@@ -853,22 +852,6 @@ TARGET_AVX512 static size_t key_bucket_avx512(const float *val, size_t m, uint32
   return key_bucket_body(val, j, m, base, sh, b, out, nb);
 }
 #endif
-
-static void key_range_f32(const float *val, size_t m, uint32_t *lo, uint32_t *hi)
-{
-#ifdef HAVE_SCAN_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512) {
-    key_range_avx512(val, m, lo, hi);
-    return;
-  }
-  if (isa >= GC__ISA_AVX2) {
-    key_range_avx2(val, m, lo, hi);
-    return;
-  }
-#endif
-  key_range_body(val, m, lo, hi);
-}
 
 static size_t key_bucket_f32(const float *val, size_t m, uint32_t base, int sh, uint32_t b,
                              uint32_t *out)
@@ -891,7 +874,7 @@ uint32_t gc__sparse_kth_key_f32(const float *val, size_t c, size_t k, uint32_t *
                             size_t *above, size_t *equal)
 {
   uint32_t lo, hi;
-  key_range_f32(val, c, &lo, &hi);
+  hi = key_range_f32(val, c, &lo);
   size_t m = c, gt = 0;
   const uint32_t *src = NULL;   /* NULL: the keys of val */
   uint32_t base = lo, span = hi - lo;
@@ -983,7 +966,7 @@ uint32_t gc__sparse_kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn,
   {
     #pragma omp for schedule(static)
     for (int j = 0; j < T; j++)
-      key_range_f32((const float *) bp[j], bn[j], &lo[j], &hi[j]);
+      hi[j] = key_range_f32((const float *) bp[j], bn[j], &lo[j]);
     #pragma omp single
     {
       for (int j = 0; j < T; j++) {

@@ -374,22 +374,10 @@ bitmap_count_body(const uint64_t *bits, size_t w0, size_t w1)
   return c;
 }
 
-#ifdef HAVE_SCAN_PATHS
-/* without the instruction the popcount is a library call */
-TARGET_AVX2 static size_t bitmap_count_popcnt(const uint64_t *bits, size_t w0, size_t w1)
-{
-  return bitmap_count_body(bits, w0, w1);
-}
-#endif
-
-static size_t bitmap_count(const uint64_t *bits, size_t w0, size_t w1)
-{
-#ifdef HAVE_SCAN_PATHS
-  if (gc__isa() >= GC__ISA_AVX2)
-    return bitmap_count_popcnt(bits, w0, w1);
-#endif
-  return bitmap_count_body(bits, w0, w1);
-}
+/* (on the baseline the popcount is a library call; AVX2's and AVX-512's
+ * targets include the instruction) */
+DISPATCH(size_t, bitmap_count, bitmap_count_body, (const uint64_t *bits, size_t w0, size_t w1),
+         bits, w0, w1)
 
 static size_t min_words(size_t a, size_t b) { return a < b ? a : b; }
 
