@@ -46,7 +46,7 @@
 #include "gc_rng.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* As in sparse.c: the finiteness and counting scans are plain loops that
+/* As in sparse_*.c: the finiteness and counting scans are plain loops that
  * GCC vectorises at -O3 only (the project builds at -O2). */
 #pragma GCC optimize("O3")
 #endif
