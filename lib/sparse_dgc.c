@@ -59,7 +59,7 @@ static int FN(dgc)(sparse_state *s, const REAL *x, uint32_t step, REAL **val,
           FN(gc__sparse_join_pieces)(s->idx, NULL, L);
         if (c <= s->cand_cap)
           FN(gc__sparse_select_among)(x, s->idx, c, ns, s->p.ties, (REAL *) s->mag,
-                           s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
+                                      s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
         else
           GC_TRY(FN(gc__sparse_topk)(s, x, ns));
         *val = NULL;   /* the values are those of I */

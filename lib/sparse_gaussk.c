@@ -212,8 +212,8 @@ static size_t gauss_filter_pieces_f32(uint32_t *cand, float *cval, scan_layout *
   sel->coded = 0;
   if (L->T == 1) {   /* with the codes, where the caller gave room (sel->codes) */
     uint32_t last;
-    L->cnt[0] = gc__sparse_keep_codes_isa_f32(cand, cval, L->cnt[0], tk, 0, 0, sel->codes, sel->limit,
-                                   &sel->bytes, &last);
+    L->cnt[0] = gc__sparse_keep_codes_isa_f32(cand, cval, L->cnt[0], tk, 0, 0, sel->codes,
+                                              sel->limit, &sel->bytes, &last);
     sel->coded = sel->bytes != SIZE_MAX;
   }
   size_t c = 0;

@@ -314,10 +314,10 @@ static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
 
 
 size_t gc__sparse_scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
-                              float *val, size_t cap, size_t *bad, scan_layout *L);
+                                  float *val, size_t cap, size_t *bad, scan_layout *L);
 
 static size_t scan_par_f32(const float *x, size_t n, float t, uint32_t *idx,
-                       float *val, size_t cap, size_t *bad)
+                           float *val, size_t cap, size_t *bad)
 {
   return gc__sparse_scan_pieces_f32(x, n, t, idx, val, cap, bad, NULL);
 }
@@ -352,7 +352,7 @@ static void move_down_team(void *dst, const void *src, size_t bytes)
  * encoder read them there); without, they are moved together, on the threads (on one the
  * move took 0.7 ms of threshold's 4 at density 0.1 on two threads). */
 size_t gc__sparse_scan_pieces_f32(const float *x, size_t n, float t, uint32_t *idx,
-                              float *val, size_t cap, size_t *bad, scan_layout *L)
+                                  float *val, size_t cap, size_t *bad, scan_layout *L)
 {
   if (L)
     L->T = 1;
@@ -588,7 +588,7 @@ TARGET_AVX512 static size_t keep_codes_avx512_f32(const uint32_t *idx, float *va
  * the instruction set has them and limit holds them; else *bytes =
  * SIZE_MAX and the indices kept as keep_isa_f32 keeps them. */
 size_t gc__sparse_keep_codes_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk, size_t skip,
-                                 size_t q, uint8_t *codes, size_t limit, size_t *bytes,
+                                     size_t q, uint8_t *codes, size_t limit, size_t *bytes,
                                  uint32_t *last)
 {
 #ifdef HAVE_SCAN_PATHS
@@ -697,7 +697,7 @@ static void keep_piece_f32(const uint32_t *idx, const float *val, size_t lo, siz
 
 /* Pieces j < T of pc[j] candidates at pi[j], pv[j], in index order. */
 size_t gc__sparse_keep_par_f32(int T, uint32_t *const *pi, float *const *pv, const size_t *pc,
-                           uint32_t tk, size_t skip, size_t q, uint32_t *oidx, float *oval)
+                               uint32_t tk, size_t skip, size_t q, uint32_t *oidx, float *oval)
 {
   size_t gt[KEEP_PAR_MAX], eq[KEEP_PAR_MAX], seen[KEEP_PAR_MAX], out[KEEP_PAR_MAX + 1];
   #pragma omp parallel for schedule(static) num_threads(T)
@@ -778,7 +778,7 @@ TARGET_AVX512 static size_t band_avx512_f32(const float *val, size_t c, uint32_t
 #endif
 
 size_t gc__sparse_band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t *out,
-                           size_t *over)
+                               size_t *over)
 {
 #ifdef HAVE_SCAN_PATHS
   int isa = gc__isa();
@@ -871,7 +871,7 @@ static size_t key_bucket_f32(const float *val, size_t m, uint32_t base, int sh, 
  * An exact answer, so any method would give the same. */
 enum { KTH_HB = 11, KTH_SMALL = 2048 };
 uint32_t gc__sparse_kth_key_f32(const float *val, size_t c, size_t k, uint32_t *scr,
-                            size_t *above, size_t *equal)
+                                size_t *above, size_t *equal)
 {
   uint32_t lo, hi;
   hi = key_range_f32(val, c, &lo);
@@ -956,7 +956,7 @@ uint32_t gc__sparse_kth_key_f32(const float *val, size_t c, size_t k, uint32_t *
  * selection took half a millisecond of top-K's four at density 0.1. */
 
 uint32_t gc__sparse_kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn, size_t k,
-                               size_t *above, size_t *equal)
+                                   size_t *above, size_t *equal)
 {
   uint32_t lo[SCAN_PAR_MAX], hi[SCAN_PAR_MAX], hist[SCAN_PAR_MAX][1 << KTH_HB];
   uint32_t base = UINT32_MAX, top = 0, b = 0;
@@ -978,7 +978,7 @@ uint32_t gc__sparse_kth_pieces_f32(int T, uint32_t *const *bp, const size_t *bn,
     }
     #pragma omp for schedule(static)
     for (int j = 0; j < T; j++) {
-      uint32_t h[4][1 << KTH_HB], nbk = ((top - base) >> sh) + 1;   /* as in gc__sparse_kth_key_f32 */
+      uint32_t h[4][1 << KTH_HB], nbk = ((top - base) >> sh) + 1;   /* as in kth_key_f32 */
       memset(h, 0, sizeof h);
       size_t e = 0;
       for (; e + 4 <= bn[j]; e += 4)
@@ -1048,10 +1048,9 @@ void gc__sparse_keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, si
   int all = 1;
   #pragma omp parallel for schedule(static) num_threads(P)
   for (int j = 0; j < P; j++)
-    sel->cnt[j] = gc__sparse_keep_codes_isa_f32((uint32_t *) sel->idx[j], (float *) sel->val[j],
-                                     sel->cnt[j], tk, 0, q,
-                                     sel->codes ? sel->codes + (size_t) j * cshare : NULL,
-                                     cshare, &bytes[j], &last[j]);
+    sel->cnt[j] = gc__sparse_keep_codes_isa_f32(
+        (uint32_t *) sel->idx[j], (float *) sel->val[j], sel->cnt[j], tk, 0, q,
+        sel->codes ? sel->codes + (size_t) j * cshare : NULL, cshare, &bytes[j], &last[j]);
   size_t c = 0, delta = 0, isec;
   uint32_t prev = UINT32_MAX;
   for (int j = 0; j < P; j++) {
@@ -1091,7 +1090,8 @@ void gc__sparse_keep_codes_pieces_f32(int P, sparse_pieces *sel, uint32_t tk, si
   #pragma omp parallel for schedule(static) num_threads(P)
   for (int j = 0; j < P; j++)
     if (bytes[j] != SIZE_MAX)
-      gc__sparse_codes_to_idx(sel->codes + (size_t) j * cshare, sel->cnt[j], (uint32_t *) sel->idx[j]);
+      gc__sparse_codes_to_idx(sel->codes + (size_t) j * cshare, sel->cnt[j],
+                              (uint32_t *) sel->idx[j]);
 }
 
 int gc__sparse_vbmi2 = 1;

@@ -12,7 +12,7 @@ enum { FN(SCAN_BLOCK) = 32 };
  * vectorisable OR before the rare scalar append; float32 takes the
  * dispatched scan, scan_par_f32. */
 size_t FN(gc__sparse_scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                       REAL *val, size_t cap, size_t *bad)
+                           REAL *val, size_t cap, size_t *bad)
 {
 #if REAL_IS_F32
   return scan_par_f32(x, n, t, out, val, cap, bad);
@@ -62,7 +62,7 @@ size_t FN(gc__sparse_scan)(const REAL *x, size_t n, REAL t, uint32_t *out,
  * writes the message; on threads the values in L->vp pieces of the
  * room). */
 size_t FN(gc__sparse_scan_staged)(const REAL *x, size_t n, REAL t, uint32_t *out,
-                              REAL **val, size_t room, size_t need, size_t *bad,
+                                  REAL **val, size_t room, size_t need, size_t *bad,
                               scan_layout *L)
 {
   size_t cap = *val && room < n ? room : n, c;
@@ -141,7 +141,7 @@ static void FN(sample_run)(const REAL *x, size_t start, size_t stride, int jitte
  * same samples): one cache-line miss each, and they ran alone while the
  * other threads waited for the scan. */
 void FN(gc__sparse_sample)(const REAL *x, size_t start, size_t stride, int jitter, size_t m,
-                       REAL *smp)
+                           REAL *smp)
 {
   int T = gc__threads_for(m, SAMPLE_PAR_MIN, SCAN_PAR_MAX);
   if (T == 1) {
@@ -172,13 +172,13 @@ int FN(gc__sparse_report_bad)(const REAL *x, size_t i)
  * K-th magnitude, the lowest (ties low) or highest (ties high) indices
  * fill the remaining places. */
 REAL FN(gc__sparse_kth_largest_bucketed)(REAL *a, size_t m, size_t k,
-                                     REAL *scratch, size_t cap);
+                                         REAL *scratch, size_t cap);
 
 /* magcap: REALs that mag holds (>= c); what is left past c is the
  * bucketed selection's scratch (the partitioning quickselect over all c
  * magnitudes took most of top-K's time at density 0.01 and up). */
 void FN(gc__sparse_select_among)(const REAL *x, const uint32_t *cand, size_t c,
-                             size_t k, int ties, REAL *mag, size_t magcap,
+                                 size_t k, int ties, REAL *mag, size_t magcap,
                              uint32_t *out)
 {
   for (size_t j = 0; j < c; j++)
@@ -238,7 +238,7 @@ static void FN(bucket_counts)(const REAL *a, size_t lo, size_t hi, uint32_t *his
  * when the bucket does not fit.  Same value as FN(kth_largest), at about
  * two reads of a instead of several partitioning passes. */
 REAL FN(gc__sparse_kth_largest_bucketed)(REAL *a, size_t m, size_t k,
-                                     REAL *scratch, size_t cap)
+                                         REAL *scratch, size_t cap)
 {
   enum { HB = FN(BUCKET_HB), SH = 8 * (int) sizeof(UKEY) - 1 - HB };
   int T = gc__threads_for(m, BUCKETED_PAR_MIN, SCAN_PAR_MAX);
@@ -308,7 +308,7 @@ static REAL FN(kth_largest_bucketed_par)(REAL *a, size_t m, size_t k, REAL *scra
  * the magnitude bits: no workspace, a few passes.  The fallback when the
  * sampled threshold misleads. */
 void FN(gc__sparse_radix_topk)(const REAL *x, size_t n, size_t k, int ties,
-                           uint32_t *out)
+                               uint32_t *out)
 {
   UKEY prefix = 0, mask = 0;
   size_t need = k, eq = 0;
@@ -344,7 +344,7 @@ void FN(gc__sparse_radix_topk)(const REAL *x, size_t n, size_t k, int ties,
  * that about K - 4 sigma entries exceed (REAL_MAX when there is none): the
  * K-th magnitude is very likely at most that, which narrows the search. */
 REAL FN(gc__sparse_topk_threshold)(sparse_state *s, const REAL *x, size_t k,
-                               REAL *upper)
+                                   REAL *upper)
 {
   size_t n = s->n;
   if (upper)
@@ -364,11 +364,11 @@ REAL FN(gc__sparse_topk_threshold)(sparse_state *s, const REAL *x, size_t k,
   size_t rank = r >= (double) m ? m : (size_t) r;
   /* keep |x| >= that sample */
   REAL t = NEXTDOWN(FN(gc__sparse_kth_largest_bucketed)(smp, m, rank, (REAL *) s->mag,
-                                             s->cand_cap));
+                                                        s->cand_cap));
   double ru = floor(e - 4 * sqrt(e) - 4);
   if (upper && ru >= 1)
     *upper = FN(gc__sparse_kth_largest_bucketed)(smp, m, (size_t) ru, (REAL *) s->mag,
-                                      s->cand_cap);
+                                                 s->cand_cap);
   return t;
 }
 
@@ -382,7 +382,7 @@ int FN(gc__sparse_topk)(sparse_state *s, const REAL *x, size_t k)
     return FN(gc__sparse_report_bad)(x, bad);
   if (c >= k && c <= s->cand_cap)
     FN(gc__sparse_select_among)(x, s->cand, c, k, s->p.ties, mag,
-                     s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
+                                s->cand_cap * (sizeof *s->mag / sizeof(REAL)), s->idx);
   else
     FN(gc__sparse_radix_topk)(x, n, k, s->p.ties, s->idx);
   return GC_SUCCESS;
@@ -474,7 +474,7 @@ static int FN(encode_coded_pieces)(sparse_state *s, const sparse_pieces *sel,
   size_t isec;
   if (!sel->coded)
     return GC_SUCCESS;
-  if (sel->P > 1) {   /* the pieces' codes joined, where delta wins (gc__sparse_keep_codes_pieces_f32) */
+  if (sel->P > 1) {   /* the pieces' codes joined, where delta wins (keep_codes_pieces) */
     size_t c = 0;
     for (int j = 0; j < sel->P; j++)
       c += sel->cnt[j];

@@ -156,7 +156,7 @@ static int topk_vals_f32(sparse_state *s, const float *x, size_t k, sparse_piece
   } else {
     uint32_t last;
     out->cnt[0] = gc__sparse_keep_codes_isa_f32(s->cand, v, c, tk, skip, q, out->codes, out->limit,
-                                     &out->bytes, &last);
+                                                &out->bytes, &last);
     out->coded = out->bytes != SIZE_MAX;
     out->idx[0] = s->cand;
     out->val[0] = v;
