@@ -96,7 +96,7 @@ enum { SCAN_PAR_MIN = 1 << 18, SCAN_PAR_MAX = 16 };
 
 /* The entries of each threaded scan's piece but the last: a T-th of n
  * rounded up to whole blocks of 64 (the scans' words of selected
- * entries, scan_avx512_f32's), so the pieces never end inside a block.
+ * entries, scan_f32_avx512's), so the pieces never end inside a block.
  * The last piece ends at n, and where the pieces would pass n the later
  * ones are empty.  (n / T rounded down would leave the tail past
  * T * piece, up to 64 T - 1 entries, in no piece, and its entries out of

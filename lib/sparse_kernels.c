@@ -184,7 +184,7 @@ static const uint32_t pack_lanes[256] = {
   0x00765432, 0x07654320, 0x07654321, 0x76543210,
 };
 
-TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
+TARGET_AVX2 static size_t scan_f32_avx2(const float *x, size_t n, float t,
                                         uint32_t *idx, float *val, size_t cap,
                                         size_t *bad, size_t base)
 {
@@ -239,7 +239,7 @@ TARGET_AVX2 static size_t scan_avx2_f32(const float *x, size_t n, float t,
 enum { SCAN_AHEAD = 2048 };
 /* The compress instructions write to a register and a full store follows
  * (to memory they are microcoded on some CPUs): 16 entries of room. */
-TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
+TARGET_AVX512 static size_t scan_f32_avx512(const float *x, size_t n, float t,
                                             uint32_t *idx, float *val, size_t cap,
                                             size_t *bad, size_t base)
 {
@@ -297,16 +297,7 @@ TARGET_AVX512 static size_t scan_avx512_f32(const float *x, size_t n, float t,
 static size_t scan_isa_f32(const float *x, size_t n, float t, uint32_t *idx,
                            float *val, size_t cap, size_t *bad, size_t base)
 {
-  size_t c;
-#ifdef HAVE_SCAN_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512)
-    c = scan_avx512_f32(x, n, t, idx, val, cap, bad, base);
-  else if (isa >= GC__ISA_AVX2)
-    c = scan_avx2_f32(x, n, t, idx, val, cap, bad, base);
-  else
-#endif
-    c = scan_sse2_f32(x, n, t, idx, val, cap, bad, base);
+  size_t c = ISA_KERNEL(scan_f32, scan_sse2_f32)(x, n, t, idx, val, cap, bad, base);
   if (*bad != SIZE_MAX)
     *bad += base;
   return c;
@@ -439,7 +430,7 @@ static size_t keep_sse2_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
 }
 
 #ifdef HAVE_SCAN_PATHS
-TARGET_AVX2 static size_t keep_avx2_f32(uint32_t *idx, float *val, size_t c,
+TARGET_AVX2 static size_t keep_f32_avx2(uint32_t *idx, float *val, size_t c,
                                         uint32_t tk, size_t skip, size_t q)
 {
   /* keys are below 2^31: the signed compare is the unsigned one */
@@ -465,7 +456,7 @@ TARGET_AVX2 static size_t keep_avx2_f32(uint32_t *idx, float *val, size_t c,
   return keep_run_f32(idx, val, j, c, tk, skip, q, &seen, o);
 }
 
-TARGET_AVX512 static size_t keep_avx512_f32(uint32_t *idx, float *val, size_t c,
+TARGET_AVX512 static size_t keep_f32_avx512(uint32_t *idx, float *val, size_t c,
                                             uint32_t tk, size_t skip, size_t q)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32((int) tk);
@@ -490,14 +481,7 @@ TARGET_AVX512 static size_t keep_avx512_f32(uint32_t *idx, float *val, size_t c,
 static size_t keep_isa_f32(uint32_t *idx, float *val, size_t c, uint32_t tk,
                            size_t skip, size_t q)
 {
-#ifdef HAVE_SCAN_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512)
-    return keep_avx512_f32(idx, val, c, tk, skip, q);
-  if (isa >= GC__ISA_AVX2)
-    return keep_avx2_f32(idx, val, c, tk, skip, q);
-#endif
-  return keep_sse2_f32(idx, val, c, tk, skip, q);
+  return ISA_KERNEL(keep_f32, keep_sse2_f32)(idx, val, c, tk, skip, q);
 }
 
 /* The filter keep_isa_f32 is, in place, that also writes the delta codes
@@ -535,7 +519,7 @@ keep_codes_run_f32(const uint32_t *idx, float *val, size_t j, size_t hi, uint32_
 }
 
 #ifdef HAVE_SCAN_PATHS
-/* keep_avx512_f32's groups of sixteen with the codes: the kept indices'
+/* keep_f32_avx512's groups of sixteen with the codes: the kept indices'
  * gaps (each against the lane before, lane 0 against the last kept) one
  * byte each where all are below 128; ties, and groups with a longer gap,
  * one entry at a time. */
@@ -737,7 +721,7 @@ static size_t band_sse2_f32(const float *val, size_t c, uint32_t ku,
 }
 
 #ifdef HAVE_SCAN_PATHS
-TARGET_AVX2 static size_t band_avx2_f32(const float *val, size_t c, uint32_t ku,
+TARGET_AVX2 static size_t band_f32_avx2(const float *val, size_t c, uint32_t ku,
                                         uint32_t *out, size_t *over)
 {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff), u = _mm256_set1_epi32((int) ku);
@@ -759,7 +743,7 @@ TARGET_AVX2 static size_t band_avx2_f32(const float *val, size_t c, uint32_t ku,
   return nb;
 }
 
-TARGET_AVX512 static size_t band_avx512_f32(const float *val, size_t c, uint32_t ku,
+TARGET_AVX512 static size_t band_f32_avx512(const float *val, size_t c, uint32_t ku,
                                             uint32_t *out, size_t *over)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff), u = _mm512_set1_epi32((int) ku);
@@ -780,14 +764,7 @@ TARGET_AVX512 static size_t band_avx512_f32(const float *val, size_t c, uint32_t
 size_t gc__sparse_band_isa_f32(const float *val, size_t c, uint32_t ku, uint32_t *out,
                                size_t *over)
 {
-#ifdef HAVE_SCAN_PATHS
-  int isa = gc__isa();
-  if (isa >= GC__ISA_AVX512)
-    return band_avx512_f32(val, c, ku, out, over);
-  if (isa >= GC__ISA_AVX2)
-    return band_avx2_f32(val, c, ku, out, over);
-#endif
-  return band_sse2_f32(val, c, ku, out, over);
+  return ISA_KERNEL(band_f32, band_sse2_f32)(val, c, ku, out, over);
 }
 
 #define KEY uint32_t
@@ -1155,7 +1132,7 @@ put_word_codes(uint8_t *codes, size_t *pos, size_t limit, uint32_t *last, uint64
 }
 
 /* Threshold's and DGC's scan on one thread with the message's delta codes
- * (the selection scans' contract, scan_avx512_f32's blocks of 64): each
+ * (the selection scans' contract, scan_f32_avx512's blocks of 64): each
  * block's word of selected entries gives its codes as random-K's walk
  * makes them (walk_codes_vbmi2_f32), written at L->codes for the first
  * ccap entries while they fit in L->limit bytes, and the values go to
@@ -1165,7 +1142,7 @@ put_word_codes(uint8_t *codes, size_t *pos, size_t limit, uint32_t *last, uint64
  * the codes do not fit, the delta coding is not the smallest (L->limit
  * holds the smaller of raw and bitmap sections for ccap entries), and the
  * encoder takes the indices from the bits.  An empty block is skipped
- * while they are the rule (as scan_avx512_f32 does), its word unwritten
+ * while they are the rule (as scan_f32_avx512 does), its word unwritten
  * (L->whole = 0); elsewhere a block's codes are branch-free whether it is
  * empty or not (a branch on it was mispredicted half of the time at
  * density 0.01). */
