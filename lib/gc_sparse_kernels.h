@@ -32,8 +32,7 @@
 #pragma GCC optimize("O3")
 #endif
 
-enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384,
-       GAUSS_BLOCK = 1024 };
+enum { TOPK_SAMPLES = 32768, TOPK_MIN_SAMPLES = 1024, TOPK_SLACK = 16384 };
 
 /* How many samples ahead the strided samplers prefetch: 128 took DGC's
  * 250 000 samples of 2.5e7 entries from 0.8 ms (at 32) to 0.5 ms, 256
@@ -87,8 +86,8 @@ static inline int codes_pay(size_t c, size_t n) { return c * CODES_MIN_DENSITY >
 /* The scan over the OpenMP threads (the caller's omp_set_num_threads; one
  * inside a parallel region): T contiguous pieces, each appending to its
  * share cap / T of the arrays, left there or moved together
- * (scan_pieces_f32).  The result is the
- * single scan's whatever T is: the first non-finite entry is the one of
+ * (gc__sparse_scan_pieces_f32).  The result is the single scan's
+ * whatever T is: the first non-finite entry is the one of
  * the first piece that met one, and when a piece outgrows its share (the
  * selected entries crowd into part of x) the scan runs again on one
  * thread. */

@@ -10,6 +10,8 @@
 #ifndef SPARSE_TEMPLATE
 #include "gc_sparse_kernels.h"
 
+enum { GAUSS_BLOCK = 1024 };   /* entries of a block of the sums pass */
+
 /* Gaussian-k's pre-threshold, as a fraction of the sampled estimate of its
  * threshold: a sampled sigma is off by well under 1%, so 5% below still
  * admits every entry above the exact threshold while keeping the

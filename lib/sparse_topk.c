@@ -26,7 +26,7 @@ static int FN(topk_encode)(void *state, const REAL *x, uint32_t step, uint8_t *b
   int written = 0;
   (void) step;
 #if REAL_IS_F32   /* the pieces of the scan where they lie, or the fallback's s->idx */
-  sparse_pieces sel = gc__sparse_pieces_coded_into_f32(s, buf, cap);
+  sparse_pieces sel = FN(gc__sparse_pieces_coded_into)(s, buf, cap);
   GC_TRY(topk_vals_f32(s, x, s->k, &sel));
   GC_TRY(gc__sparse_encode_selection_f32(s, &sel, buf, cap, len, &info->nnz, &written));
 #else
