@@ -238,7 +238,7 @@ void gc_test_quiet(void) { gc_set_error_handler_off(); }
 
 /* ---- the selections by their definitions ---------------------------------- */
 
-/* The definition of Gaussian-k's statistics (lib/compress/sparse_source.c, and the
+/* The definition of Gaussian-k's statistics (lib/compress/sparse_gaussk.c, and the
  * GPU twin): 16 float lanes per block of 1024, folded into double in lane
  * order, block sums added by an in-place pairwise tree.  Written out
  * plainly here, with a full scan per threshold evaluation. */

@@ -341,7 +341,7 @@ static void sweep_param(const gc_compressor_type *T, uint64_t seed, size_t field
 
 /* Most (size, density) pairs here have a fractional density * n, so that
  * k = floor(density n) and z (drawn from the density) disagree: the GPU
- * must take z from the density, as sparse.c does, not from k/n. */
+ * must take z from the density, as sparse_gaussk.c does, not from k/n. */
 Test(cuda_compress, gaussk)
 {
   gc_test_require_gpu();

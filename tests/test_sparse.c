@@ -1320,8 +1320,8 @@ struct par_case {
   unsigned loops;       /* gauss_loops, 0: the default */
 };
 
-/* Every threaded path of the sparsifiers (sparse.c, sparse_source.c,
- * wire.c, wire_source.c) writes the message of one thread on the SSE2
+/* Every threaded path of the sparsifiers (sparse_*.c, wire.c,
+ * wire_source.c) writes the message of one thread on the SSE2
  * path: topk (both tie rules), gaussk, dgc (both), threshold, randk and
  * randk-unbiased, float32 and float64, on 1, 2, 3 and 5 threads at each
  * instruction set the CPU has and on 6, 8, 12 and 16 at its best: the same length, bytes and

@@ -632,7 +632,7 @@ Test(threads, wire_encode_bit_identical)
 }
 
 /* Top-K with 2^18 candidates or more (the filter on the threads, lib/
- * sparse.c) on values of few magnitudes, so that the K-th is tied many
+ * sparse_kernels.c) on values of few magnitudes, so that the K-th is tied many
  * times and the ties are split across pieces: either tie rule, 1-3
  * threads, the same bytes. */
 Test(threads, topk_filter_bit_identical)

@@ -96,11 +96,11 @@ int gc_cuda_threshold_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
 
 /* Gaussian-k (gc_compressor_gaussk, theory.md §2.5): threshold from the
  * mean and standard deviation, `loops` >= 1 adjustments, keep |x_i| > thr.
- * The shifted sums follow sparse_source.c's order exactly (16 float lanes
+ * The shifted sums follow sparse_gaussk.c's order exactly (16 float lanes
  * per block of 1024, block partials in double, pairwise tree over the
  * blocks), so thr and the selection are the CPU's bit for bit.
  * rho (0 < rho <= 1) is the density the initial z = |Phi^-1(rho/2)| is
- * drawn from, as sparse.c draws it: params.density when k was derived from
+ * drawn from, as sparse_gaussk.c draws it: params.density when k was derived from
  * it (k = floor(density n), which can differ from rho n), (double) k / n
  * when params.k is set.  1 <= k <= n.  d_idx, d_val hold n.
  * d_info->loops = threshold evaluations. */
@@ -124,7 +124,7 @@ int gc_cuda_dgc_f32(void *d_tmp, size_t *tmp_bytes, const float *d_x,
                     cudaStream_t stream);
 
 /* Random-k (gc_compressor_randk / _unbiased): the k distinct indices that
- * sparse.c's Floyd draw takes from gc_rng for (seed, rng_stream, step),
+ * sparse_randk.c's Floyd draw takes from gc_rng for (seed, rng_stream, step),
  * computed in parallel, ascending (randk) or in draw order (ascending == 0:
  * randk-unbiased, whose values travel in draw order); d_val[j] =
  * d_x[d_idx[j]] (the n/k factor is applied by the encoder).  d_idx, d_val

@@ -389,12 +389,12 @@ int topk_common(void *d_tmp, size_t *tmp_bytes, const float *d_x, float *d_acc,
 
 /* ---- Gaussian-k --------------------------------------------------------
  * mean and std from the shifted sums S1 = sum (x_i - x_0), S2 = sum
- * (x_i - x_0)^2 in sparse_source.c's order (gauss_partials below), so the
+ * (x_i - x_0)^2 in sparse_gaussk.c's order (gauss_partials below), so the
  * threshold is the CPU's to the last bit; the threshold loop runs on the
  * device: each round counts |x| > thr and a one-thread kernel adjusts thr
  * or marks the loop done, so the host never waits.  Rounds after `done`
  * return at once. */
-/* sparse_source.c FN(gauss_thr): mu = c0 + S1/n, var = (S2 - S1^2/n)/(n-1),
+/* sparse_gaussk.c FN(gauss_thr): mu = c0 + S1/n, var = (S2 - S1^2/n)/(n-1),
  * thr = mu + |z| sigma, spelled with _rn so that nothing is fused; false
  * where the sums may have left the range in which they scale exactly with
  * x (S2, S1^2 or thr not finite, or S2 < n 2^-102 = n FLT_MIN 2^24). */
@@ -410,7 +410,7 @@ __device__ bool gauss_thr(double c0, double S1, double S2, size_t n, double absz
          !(S2 < __dmul_rn((double) n, 0x1p-102));
 }
 
-/* The shift of sparse_source.c FN(gauss_shift) for float32: max |x| to
+/* The shift of sparse_gaussk.c FN(gauss_shift) for float32: max |x| to
  * [2^24, 2^25). */
 __device__ int gauss_shift(uint32_t amax)
 {
@@ -499,13 +499,13 @@ __global__ void gauss_adjust(SelState *st, uint32_t k)
 }
 
 /* The partials of the shifted sums, one per block of SUM_BLOCK entries, as
- * sparse_source.c forms them: 16 float lanes, lane j adding x[i+j] - c0 and
+ * sparse_gaussk.c forms them: 16 float lanes, lane j adding x[i+j] - c0 and
  * its square (product and sum rounded apart: no FMA) for i = lo, lo+16, ...
  * while a whole group of 16 fits; lane 0 then takes the tail in index
  * order; the partial is ((0.0 + a[0]) + a[1]) + ... + a[15] in double.
  * Here lane j of a block is thread j of a half-warp, which folds the lanes
  * in that order through shuffles.  NaN/Inf in x sets st->bad.  SCALED:
- * the sums of x 2^sh (sparse_source.c FN(gauss_sums_shifted)), only where
+ * the sums of x 2^sh (sparse_gaussk.c FN(gauss_sums_shifted)), only where
  * gauss_init set st->rescale; every thread returns at once otherwise. */
 enum { GAUSS_LANES = 16 };
 
@@ -557,7 +557,7 @@ gauss_partials(const float *__restrict__ x, size_t n, size_t nblk, double *part,
   flag_block_nonfinite(bad, &st->bad);
 }
 
-/* ---- DGC (theory.md §2.6, sparse_source.c FN(dgc)) ------------------------
+/* ---- DGC (theory.md §2.6, sparse_dgc.c FN(dgc)) ---------------------------
  * The host computes the sample geometry (stride, start from gc_rng, count,
  * rank) exactly as the CPU; the device gathers the strided |x| (clamped to
  * FLT_MAX as the CPU clamps them), radix-selects the rank-th largest sample
@@ -644,7 +644,7 @@ dgc_count(const float *__restrict__ x, size_t n, SelState *st)
     atomicAdd(&st->count, t);
 }
 
-/* One adaptation round of sparse_source.c FN(dgc), same tests in the same
+/* One adaptation round of sparse_dgc.c FN(dgc), same tests in the same
  * order; the exact top-ns arms the radix passes (prefix 0, krem = ns). */
 __global__ void dgc_adjust(SelState *st, uint32_t ns)
 {
@@ -697,7 +697,7 @@ __global__ void finish_dgc(const SelState *st, uint32_t ns, gc_cuda_info *info)
 }
 
 /* ---- random-K: Floyd's algorithm in parallel -----------------------------
- * sparse.c draws, for c = 0..k-1 and j = n-k+c, t_c = below(u_c, j+1) and
+ * sparse_randk.c draws, for c = 0..k-1 and j = n-k+c, t_c = below(u_c, j+1) and
  * takes t_c unless it is already taken, in which case it takes j.  Every
  * t_c is a pure function of c, so all draws run at once; what is sequential
  * is "already taken".  Value v is in S_{c-1} iff some draw c' < c aimed at
@@ -902,8 +902,8 @@ extern "C" int gc_cuda_gaussk_f32(void *d_tmp, size_t *tmp_bytes, const float *d
   gauss_partials<false><<<pgrid, BLOCK, 0, stream>>>(d_x, n, nblk, part, s.st);
   GC_CUDA_LAUNCHED();
   GC_TRY(pairwise_total<2>(part, spare, nblk, sums, stream));
-  /* |z| exactly as sparse.c computes it: GSL on the host, from the density
-   * the caller passes (sparse.c: params.density unless params.k is set) */
+  /* |z| exactly as sparse_gaussk.c computes it: GSL on the host, from the density
+   * the caller passes (sparse_gaussk.c: params.density unless params.k is set) */
   double absz = fabs(gsl_cdf_ugaussian_Pinv(rho / 2));
   gauss_init<<<1, 1, 0, stream>>>(s.st, d_x, sums, n, absz);
   GC_CUDA_LAUNCHED();

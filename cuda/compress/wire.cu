@@ -711,7 +711,7 @@ int select_into(Kind kind, const gc_compressor_params *p, void *d_tmp, size_t *t
   case K_DGC:
     return gc_cuda_dgc_f32(d_tmp, tmp_bytes, d_x, n, k, p->sample_ratio, p->ties, p->seed,
                            p->stream, step, idx, val, d_info, stream);
-  default:   /* z from the density asked for, as sparse.c draws it */
+  default:   /* z from the density asked for, as sparse_gaussk.c draws it */
     return gc_cuda_gaussk_f32(d_tmp, tmp_bytes, d_x, n, k,
                               p->k ? (double) k / (double) n : p->density, p->gauss_loops,
                               idx, val, d_info, stream);
@@ -804,7 +804,7 @@ extern "C" int gc_cuda_compress_f32(const gc_compressor *c, void *d_tmp, size_t 
                          stream));
     static const uint8_t types[] = {0, GC__WIRE_TOPK, GC__WIRE_RANDK, GC__WIRE_RANDKU,
                                     GC__WIRE_THRESHOLD, GC__WIRE_GAUSSK, GC__WIRE_DGC};
-    /* randk-unbiased: factor (REAL)(n/k) as sparse_source.c rounds it */
+    /* randk-unbiased: factor (REAL)(n/k) as sparse_randk.c rounds it */
     float factor = kind == K_RANDKU ? (float) ((double) n / (double) k) : 1.0f;
     GC_TRY(encode_sparse(cv, sizing, c, types[kind], kind == K_RANDKU, factor, idx, val,
                          cap_sel, d_buf, d_info, stream));

@@ -1,5 +1,5 @@
 /* compressor.c -- the registry and the generic instance wrapper.  The
- * per-type code lives in the family files (sparse.c, quant.c, ...). */
+ * per-type code lives in the family files (sparse_*.c, quant.c, ...). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* gc_compressor_internal.h -- what compressor.c shares with the family
- * files sparse.c, quant.c and lowrank.c and with the algorithms (gc__
+ * files (sparse_*.c, quant.c, lowrank.c) and with the algorithms (gc__
  * names; not installed). */
 #ifndef GC_COMPRESSOR_INTERNAL_H
 #define GC_COMPRESSOR_INTERNAL_H

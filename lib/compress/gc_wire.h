@@ -1,5 +1,5 @@
 /* gc_wire.h -- internal: the sparse message layout shared by the
- * sparsifiers (sparse.c) and the gc_sparse_* functions (wire.c).  The
+ * sparsifiers (sparse_*.c) and the gc_sparse_* functions (wire.c).  The
  * byte layout and the closed-form sizes are documented in wire.c.
  * Not installed; index limit n < 2^32. */
 #ifndef GC_WIRE_H

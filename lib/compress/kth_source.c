@@ -1,8 +1,9 @@
 /* kth_source.c -- the k-th largest (k in 1..m) of a[0..m), which is
  * reordered: 3-way quickselect with a median-of-3 pivot, so ties cost
  * nothing extra.  Included with KEY (the element type) and KTH (the
- * function's name) defined, for sparse.c's float32 magnitude keys and
- * sparse_source.c's REAL magnitudes; both are undefined at the end. */
+ * function's name) defined, for sparse_kernels.c's float32 magnitude keys
+ * and sparse_kernels_source.c's REAL magnitudes; both are undefined at
+ * the end. */
 static KEY KTH(KEY *a, size_t m, size_t k)
 {
   size_t lo = 0, hi = m, target = k - 1;

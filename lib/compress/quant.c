@@ -40,6 +40,7 @@
 #include "gc_vec.h"
 #include "gc_bitio.h"
 #include "gc_compressor.h"
+#include "gc_dispatch.h"
 #include "gc_errno.h"
 #include "gc_compressor_internal.h"
 #include "gc_isa.h"
@@ -50,7 +51,7 @@
 #include "gc_rng.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* As in sparse.c: the finiteness and counting scans are plain loops that
+/* As in sparse_*.c: the finiteness and counting scans are plain loops that
  * GCC vectorises at -O3 only (the project builds at -O2). */
 #pragma GCC optimize("O3")
 #endif
@@ -313,17 +314,6 @@ enum { SUM_BLOCK = 1024 };
 #define HAVE_ISA_PATHS 1
 #define TARGET_AVX2 __attribute__((target("avx2")))
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#endif
-
-/* The kernel for the instruction set in use among the hand-written
- * name_avx512 and name_avx2 and the generic `plain` (DISPATCH below
- * instead compiles one body for each). */
-#ifdef HAVE_ISA_PATHS
-#define ISA_KERNEL(name, plain)                                         \
-  (gc__isa() >= GC__ISA_AVX512 ? GC__CAT(name, avx512)                  \
-   : gc__isa() >= GC__ISA_AVX2 ? GC__CAT(name, avx2) : (plain))
-#else
-#define ISA_KERNEL(name, plain) (plain)
 #endif
 
 /* Elements per chunk of the encoders: the uniforms of a chunk (2 KiB)
@@ -659,47 +649,11 @@ INLINE size_t sumsq_blocks_body(const float *x, size_t n, size_t blk, double *pa
   return nb;
 }
 
-/* One entry point per kernel, `name`: `body` compiled for each instruction
- * set, chosen by gc__isa().  DISPATCH_RNG passes the body the 16-bit
- * uniform generator of the same instruction set as its last argument. */
-#ifdef HAVE_ISA_PATHS
-#define DISPATCH(ret, name, body, params, ...)                              \
-  TARGET_AVX512 static ret GC__CAT(name, avx512) params                      \
-  { return body(__VA_ARGS__); }                                              \
-  TARGET_AVX2 static ret GC__CAT(name, avx2) params                          \
-  { return body(__VA_ARGS__); }                                              \
-  static ret GC__CAT(name, sse2) params { return body(__VA_ARGS__); }        \
-  static ret name params                                                     \
-  {                                                                          \
-    int isa = gc__isa();                                                     \
-    if (isa >= GC__ISA_AVX512)                                               \
-      return GC__CAT(name, avx512)(__VA_ARGS__);                             \
-    if (isa >= GC__ISA_AVX2)                                                 \
-      return GC__CAT(name, avx2)(__VA_ARGS__);                               \
-    return GC__CAT(name, sse2)(__VA_ARGS__);                                 \
-  }
+/* One entry point per kernel (DISPATCH, gc_dispatch.h); DISPATCH_RNG
+ * passes the body the 16-bit uniform generator of the same instruction
+ * set as its last argument. */
 #define DISPATCH_RNG(ret, name, body, params, ...)                          \
-  TARGET_AVX512 static ret GC__CAT(name, avx512) params                      \
-  { return body(__VA_ARGS__, u16_blocks_avx512); }                           \
-  TARGET_AVX2 static ret GC__CAT(name, avx2) params                          \
-  { return body(__VA_ARGS__, u16_blocks_avx2); }                             \
-  static ret GC__CAT(name, sse2) params                                      \
-  { return body(__VA_ARGS__, u16_blocks_sse2); }                             \
-  static ret name params                                                     \
-  {                                                                          \
-    int isa = gc__isa();                                                     \
-    if (isa >= GC__ISA_AVX512)                                               \
-      return GC__CAT(name, avx512)(__VA_ARGS__);                             \
-    if (isa >= GC__ISA_AVX2)                                                 \
-      return GC__CAT(name, avx2)(__VA_ARGS__);                               \
-    return GC__CAT(name, sse2)(__VA_ARGS__);                                 \
-  }
-#else
-#define DISPATCH(ret, name, body, params, ...)                              \
-  static ret name params { return body(__VA_ARGS__); }
-#define DISPATCH_RNG(ret, name, body, params, ...)                          \
-  static ret name params { return body(__VA_ARGS__, u16_blocks_sse2); }
-#endif
+  DISPATCH_WITH(ret, name, body, u16_blocks, params, __VA_ARGS__)
 
 #ifdef HAVE_ISA_PATHS
 /* absmax_run with AVX-512 and AVX2, a prefetch 4 KiB ahead an iteration
@@ -1559,7 +1513,6 @@ static void bw_append(gc__bw *w, const uint8_t *src, size_t nbytes, uint64_t acc
 #define SFX f64
 #define PREC 64
 #include "quant_source.c"
-#undef DISPATCH
 #undef DISPATCH_RNG
 
 #define QUANT_TYPE(var, nm, sum, fl, initf, maxf, fn)                       \

@@ -48,7 +48,7 @@
 #include "gc_wire.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* As in sparse.c: the length and counting loops vectorise at -O3 only. */
+/* As in sparse_*.c: the length and counting loops vectorise at -O3 only. */
 #pragma GCC optimize("O3")
 #endif
 

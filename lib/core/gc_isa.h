@@ -26,7 +26,7 @@ const char *gc__isa_name(int isa);
 enum { GC__STREAM_MIN_BYTES = 1 << 25 };
 
 /* Random-K's dense walk uses AVX-512 VBMI2 where the CPU has it and this
- * is nonzero (sparse.c); tests clear it to see the plain AVX-512 walk
+ * is nonzero (sparse_randk.c); tests clear it to see the plain AVX-512 walk
  * write the same bytes. */
 extern int gc__sparse_vbmi2;
 

@@ -1,5 +1,5 @@
 /* gc_template.h -- the precision-template macros (not installed).  The
- * templates (sparse_source.c, quant_source.c, wire_source.c,
+ * templates (sparse_kernels_source.c, quant_source.c, wire_source.c,
  * lowrank_source.c) are included once per REAL with SFX = f32 or f64;
  * FN(encode) names encode_f32 or encode_f64 there. */
 #ifndef GC_TEMPLATE_H
