@@ -236,10 +236,10 @@ Test(cuda_compress, topk_bucket_and_fallback)
   }
 }
 
-/* Random-K reads and checks only the k entries it sends (sparse_source.c
- * check_finite_at): a NaN or Inf it does not draw is no error, on either
- * side.  The steps move the draw, so that both outcomes occur. */
-Test(cuda_compress, randk_checks_only_what_it_sends)
+/* Random-K refuses a NaN or Inf anywhere in x, drawn or not (the one rule
+ * for non-finite input, sparse_randk.c), on both sides: the steps move the
+ * draw, and every one is GC_EDOM. */
+Test(cuda_compress, randk_refuses_nonfinite_anywhere)
 {
   gc_test_require_gpu();
   const size_t n = 4097;
@@ -266,8 +266,8 @@ Test(cuda_compress, randk_checks_only_what_it_sends)
       snprintf(what, sizeof what, "NaN and Inf in x, step=%u", step);
       compare(types[t], n, &p, x, step, what);
     }
-    cr_assert(seen[0] > 0 && seen[1] > 0, "%s: %d successes, %d GC_EDOM", types[t]->name,
-              seen[0], seen[1]);
+    cr_assert(seen[0] == 0 && seen[1] == 16, "%s: %d successes, %d GC_EDOM",
+              types[t]->name, seen[0], seen[1]);
     free(buf);
     gc_compressor_free(c);
   }

@@ -1,6 +1,7 @@
 /* select.cu -- exact top-k by multi-block radix select, hard threshold,
  * Gaussian-k and DGC, all ending in one deterministic stable compaction,
- * and random-k (Floyd's draw in parallel, x read at the k picks only).
+ * and random-k (Floyd's draw in parallel; x checked once for NaN/Inf,
+ * then read at the k picks).
  *
  * Top-k.  The k-th largest |x| is found without sorting: the 31-bit
  * magnitude key is cut into digits of 11, 11 and 10 bits; each pass builds a
@@ -806,20 +807,26 @@ bit_scatter(const uint32_t *bits, size_t nw, const uint64_t *tiles, size_t k, ui
   }
 }
 
-/* val[c] = x[idx[c]], and NaN/Inf among these k values sets st->bad: like
- * sparse_source.c's check_finite_at, random-K reads and checks only the
- * entries it sends. */
+/* NaN/Inf anywhere in x sets st->bad: random-K refuses such an x whether
+ * or not it draws the entry, as sparse_randk.c does (the one rule for
+ * non-finite input, design.md). */
 __global__ void __launch_bounds__(BLOCK)
-gather_values(const float *x, const uint32_t *idx, size_t k, SelState *st, float *val)
+flag_nonfinite(const float *x, size_t n, SelState *st)
 {
   int bad = 0;
-  for (size_t c = (size_t) blockIdx.x * BLOCK + threadIdx.x; c < k;
-       c += (size_t) gridDim.x * BLOCK) {
-    float v = x[idx[c]];
-    bad |= nonfinite(v);
-    val[c] = v;
-  }
+  for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * BLOCK)
+    bad |= nonfinite(x[i]);
   flag_block_nonfinite(bad, &st->bad);
+}
+
+/* val[c] = x[idx[c]]. */
+__global__ void __launch_bounds__(BLOCK)
+gather_values(const float *x, const uint32_t *idx, size_t k, float *val)
+{
+  for (size_t c = (size_t) blockIdx.x * BLOCK + threadIdx.x; c < k;
+       c += (size_t) gridDim.x * BLOCK)
+    val[c] = x[idx[c]];
 }
 
 __global__ void finish_count(const SelState *st, uint32_t k, gc_cuda_info *info)
@@ -991,7 +998,8 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
   size_t hsize = 1;
   while (hsize < 2 * k)
     hsize <<= 1;
-  /* x is read at the k picks only.  The ascending order comes from a bitmap
+  /* x is read once for the finiteness rule, then at the k picks.  The
+   * ascending order comes from a bitmap
    * of n bits (zeroed, counted and scanned: 3n/8 bytes moved, against 4n
    * for one read of x); sorting the k picks instead (cub::DeviceRadixSort)
    * would need a device already to size its scratch. */
@@ -1028,7 +1036,9 @@ extern "C" int gc_cuda_randk_f32(void *d_tmp, size_t *tmp_bytes, const float *d_
     bit_scatter<<<(unsigned) nbt, BLOCK, 0, stream>>>(bits, nw, btiles, k, d_idx);
     GC_CUDA_LAUNCHED();
   }
-  gather_values<<<grid, BLOCK, 0, stream>>>(d_x, d_idx, k, st, d_val);
+  flag_nonfinite<<<grid_for(n, BLOCK, 4096), BLOCK, 0, stream>>>(d_x, n, st);
+  GC_CUDA_LAUNCHED();
+  gather_values<<<grid, BLOCK, 0, stream>>>(d_x, d_idx, k, d_val);
   GC_CUDA_LAUNCHED();
   finish_count<<<1, 1, 0, stream>>>(st, (uint32_t) k, d_info);
   GC_CUDA_LAUNCHED();
