@@ -16,12 +16,14 @@ enum { GC__WIRE_HDR = 7 };   /* type, precision, coding, u32 count */
  * the wrong decoder is rejected. */
 enum {
   GC__WIRE_SPARSE = 0x50,   /* gc_sparse_encode_dense_*            */
-  GC__WIRE_TOPK = 0x51,
-  GC__WIRE_RANDK = 0x52,
-  GC__WIRE_RANDKU = 0x53,   /* indices implicit (shared seed)      */
-  GC__WIRE_THRESHOLD = 0x54,
-  GC__WIRE_GAUSSK = 0x55,
-  GC__WIRE_DGC = 0x56
+  GC__WIRE_TOPK = 0x51,     /* topk                                */
+  GC__WIRE_RANDK = 0x52,    /* randk                               */
+  GC__WIRE_RANDKU = 0x53,   /* randk-unbiased: indices implicit
+                               (shared seed)                       */
+  GC__WIRE_THRESHOLD = 0x54, /* threshold                          */
+  GC__WIRE_GAUSSK = 0x55,   /* gaussk                              */
+  GC__WIRE_DGC = 0x56,      /* dgc                                 */
+  GC__WIRE_SPARSE_END       /* one past the last: a new tag goes before it */
 };
 
 /* Index codings (byte 2). */

@@ -2,9 +2,8 @@
  *
  * Byte layout (all integers little-endian):
  *
- *   offset 0   u8   type       0x50 sparse vector (gc_sparse_encode_dense),
- *                              0x51 topk, 0x52 randk, 0x53 randk-unbiased,
- *                              0x54 threshold, 0x55 gaussk, 0x56 dgc
+ *   offset 0   u8   type       the compressor's tag, GC__WIRE_* of gc_wire.h
+ *                              (0x50 a sparse vector, then one per sparsifier)
  *   offset 1   u8   precision  4 (float32 values) or 8 (float64 values)
  *   offset 2   u8   coding     0 raw, 1 delta+varint, 2 bitmap, 3 implicit
  *   offset 3   u32  c          number of (index, value) pairs, c <= n
@@ -196,10 +195,10 @@ size_t gc__wire_bound(size_t n, size_t c, size_t vbytes)
   return GC__WIRE_HDR + (raw < bitmap ? raw : bitmap) + c * vbytes;
 }
 
+/* Every sparse type but random-K-unbiased's, whose indices are implicit. */
 static int explicit_type(uint8_t t)
 {
-  return t == GC__WIRE_SPARSE || t == GC__WIRE_TOPK || t == GC__WIRE_RANDK
-         || t == GC__WIRE_THRESHOLD || t == GC__WIRE_GAUSSK || t == GC__WIRE_DGC;
+  return t >= GC__WIRE_SPARSE && t < GC__WIRE_SPARSE_END && t != GC__WIRE_RANDKU;
 }
 
 static uint32_t get_u32(const uint8_t *p)
