@@ -547,21 +547,6 @@ static unsigned sign_words_f32(const float *x, size_t nw, uint8_t *out, double *
   return bad;
 }
 
-/* Largest |x_i| of float32 entries as a bit pattern (the order of the
- * patterns of non-negative floats is that of their values); at least
- * 0x7f800000 when some entry is NaN or Inf. */
-INLINE uint32_t absmax_run(const float *x, size_t n)
-{
-  uint32_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t b;
-    memcpy(&b, x + i, sizeof b);
-    b &= 0x7fffffffu;
-    m = b > m ? b : m;
-  }
-  return m;
-}
-
 /* Copy float32 x[0, n) to out as little-endian words, in the same pass
  * counting nonzeros (-0 is zero) and the largest absolute bit pattern (at
  * least 0x7f800000 when some entry is NaN or Inf): one read of x. */
@@ -632,7 +617,7 @@ INLINE double sumsq_block_body(const float *x, size_t m, uint32_t *amax)
   for (; i + 16 <= m; i += 16)
     for (unsigned j = 0; j < 16; j++)
       acc[j] += (double) x[i + j] * (double) x[i + j];
-  uint32_t b = absmax_run(x, i);
+  uint32_t b = gc__absmax_run(x, i);
   *amax = b > *amax ? b : *amax;
   return sumsq_block_finish(acc, x, i, m, amax);
 }
@@ -654,52 +639,6 @@ INLINE size_t sumsq_blocks_body(const float *x, size_t n, size_t blk, double *pa
  * set as its last argument. */
 #define DISPATCH_RNG(ret, name, body, params, ...)                          \
   DISPATCH_WITH(ret, name, body, u16_blocks, params, __VA_ARGS__)
-
-#ifdef HAVE_ISA_PATHS
-/* absmax_run with AVX-512 and AVX2, a prefetch 4 KiB ahead an iteration
- * (of two cache lines with AVX-512, one with AVX2): GCC's loop (no
- * prefetch) took TernGrad's max pass 3.2 ms of 25e6 entries on one Zen 5
- * core against 2.6 for the norm pass of qsgd, which reads as much. */
-TARGET_AVX512 static uint32_t absmax_avx512(const float *x, size_t n)
-{
-  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
-  __m512i m0 = _mm512_setzero_si512(), m1 = m0;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    _mm_prefetch((const char *) (x + i + 1024), _MM_HINT_T0);
-    m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512((const void *) (x + i)),
-                                               absmask));
-    m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512((const void *) (x + i + 16)),
-                                               absmask));
-  }
-  uint32_t m = _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1)), t = absmax_run(x + i, n - i);
-  return t > m ? t : m;
-}
-
-TARGET_AVX2 static uint32_t absmax_avx2(const float *x, size_t n)
-{
-  const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm_prefetch((const char *) (x + i + 1024), _MM_HINT_T0);
-    m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *) (x + i)),
-                                               absmask));
-    m1 = _mm256_max_epu32(m1, _mm256_and_si256(
-                                  _mm256_loadu_si256((const __m256i *) (x + i + 8)), absmask));
-  }
-  uint32_t t[8], m = absmax_run(x + i, n - i);
-  _mm256_storeu_si256((__m256i *) t, _mm256_max_epu32(m0, m1));
-  for (int j = 0; j < 8; j++)
-    m = t[j] > m ? t[j] : m;
-  return m;
-}
-#endif
-
-static uint32_t absmax_piece(const float *x, size_t n)
-{
-  return ISA_KERNEL(absmax, absmax_run)(x, n);
-}
 
 DISPATCH(size_t, copy_count_piece, copy_count_body,
          (const float *x, size_t n, uint8_t *out, uint32_t *amax), x, n, out, amax)
@@ -982,7 +921,7 @@ static size_t bf16_count(const float *x, size_t n, uint8_t *out, uint32_t *amax)
   return count_pieces(bf16_piece, STREAMED(bf16_stream_avx512), 2, x, n, out, amax);
 }
 
-/* absmax_piece over the OpenMP threads (a maximum: any split gives the
+/* gc__absmax_bits_f32 over the OpenMP threads (a maximum: any split gives the
  * same). */
 static uint32_t absmax_bits(const float *x, size_t n)
 {
@@ -991,7 +930,7 @@ static uint32_t absmax_bits(const float *x, size_t n)
   #pragma omp parallel for schedule(static) reduction(max : m) if (n >= PAR_MIN)
   for (size_t j = 0; j < np; j++) {
     size_t lo = j * PAR_CHUNK;
-    uint32_t v = absmax_piece(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK);
+    uint32_t v = gc__absmax_bits_f32(x + lo, n - lo < PAR_CHUNK ? n - lo : PAR_CHUNK);
     m = v > m ? v : m;
   }
   return m;

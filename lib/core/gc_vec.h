@@ -5,6 +5,8 @@
 #ifndef GC_VEC_H
 #define GC_VEC_H
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -32,6 +34,23 @@ size_t gc__vfirst_nonfinite(int dt, const void *x, size_t n);
  * non-finite y, or n. */
 size_t gc__vmean_finish(int dt, void *y, double d, size_t n, size_t *nnz);
 double gc__vnorm(int dt, const void *x, size_t n);
+/* The largest |x_i| of float32 x[0, n) as a bit pattern (the patterns of
+ * non-negative floats order as their values): at least 0x7f800000 when
+ * some entry is NaN or Inf.  gc__absmax_run is the plain loop, inlined in
+ * the dispatched bodies that fold it into other passes; gc__absmax_bits_f32
+ * the one-thread pass of the instruction set in use. */
+static inline __attribute__((always_inline)) uint32_t gc__absmax_run(const float *x, size_t n)
+{
+  uint32_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, x + i, sizeof b);
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return m;
+}
+uint32_t gc__absmax_bits_f32(const float *x, size_t n);
 /* ||x||^2 and ||x - y||^2 of double vectors, summed on one thread in
  * index order: the fixed order the probes' numbers are defined by. */
 double gc__dnorm2(const double *x, size_t n);

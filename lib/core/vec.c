@@ -198,39 +198,26 @@ size_t gc__vadd_scaled(int dt, void *y, const void *z, double a,
   return vrun(k_add_scaled, &v, n, NULL) ? gc__vfirst_nonfinite(dt, y, n) : n;
 }
 
-/* Whether x[0, n) holds a NaN or Inf: the largest magnitude's bits against
- * the infinity's (integer maxima, which every instruction set vectorises,
- * where the float comparison with NaN does not), one body compiled per
- * instruction set (gc_dispatch.h).  This pass is all random-K reads of x
- * and the hook's check of every bucket, so it runs at memory speed. */
+/* The largest magnitude's bits (gc_vec.h), and from it whether x holds a
+ * NaN or Inf: integer maxima, which every instruction set vectorises,
+ * where the float comparison with NaN does not.  This pass is all that
+ * random-K reads of x, TernGrad's scale, and the hook's check of every
+ * bucket, so it runs at memory speed. */
 #define INLINE static inline __attribute__((always_inline))
 #define TARGET_AVX2 __attribute__((target("avx2")))
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
-INLINE int nonfinite_f32_body(const float *x, size_t n)
-{
-  uint32_t m = 0;
-  #pragma GCC unroll 4
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, x + i, sizeof u);
-    u &= 0x7fffffffu;
-    m = u > m ? u : m;
-  }
-  return m >= 0x7f800000u;
-}
-
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
-enum { AHEAD = 2048 };   /* entries prefetched ahead, as the sparse scans */
-/* AVX-512 by hand, as the sparse scans read x: four loads per 64 entries
- * and a prefetch 8 KiB ahead keep more of x in flight than the compiler's
- * loop of the body above, which falls short of a streaming read. */
-TARGET_AVX512 static int nonfinite_f32_avx512(const float *x, size_t n)
+enum { AHEAD = 2048 };   /* entries prefetched ahead (8 KiB), as the sparse scans */
+
+/* gc__absmax_run with AVX-512 and AVX2 by hand: several loads per
+ * iteration and a software prefetch keep more of x in flight than GCC's
+ * loop of the plain body, which falls short of a streaming read. */
+TARGET_AVX512 static uint32_t absmax_avx512(const float *x, size_t n)
 {
   const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i big = _mm512_set1_epi32(0x7f7fffff);
-  __mmask16 bad = 0;
+  __m512i m = _mm512_setzero_si512();
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
     if (i + AHEAD + 64 <= n)
@@ -239,12 +226,37 @@ TARGET_AVX512 static int nonfinite_f32_avx512(const float *x, size_t n)
     __m512i a[4];
     for (int v = 0; v < 4; v++)
       a[v] = _mm512_and_si512(_mm512_loadu_si512((const void *) (x + i + 16 * v)), absmask);
-    bad |= _mm512_cmpgt_epu32_mask(_mm512_max_epu32(_mm512_max_epu32(a[0], a[1]),
-                                                    _mm512_max_epu32(a[2], a[3])), big);
+    m = _mm512_max_epu32(m, _mm512_max_epu32(_mm512_max_epu32(a[0], a[1]),
+                                              _mm512_max_epu32(a[2], a[3])));
   }
-  return bad != 0 || nonfinite_f32_body(x + i, n - i);
+  uint32_t r = _mm512_reduce_max_epu32(m), t = gc__absmax_run(x + i, n - i);
+  return t > r ? t : r;
+}
+
+TARGET_AVX2 static uint32_t absmax_avx2(const float *x, size_t n)
+{
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm_prefetch((const char *) (x + i + 1024), _MM_HINT_T0);
+    m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *) (x + i)),
+                                               absmask));
+    m1 = _mm256_max_epu32(m1, _mm256_and_si256(
+                                  _mm256_loadu_si256((const __m256i *) (x + i + 8)), absmask));
+  }
+  uint32_t t[8], m = gc__absmax_run(x + i, n - i);
+  _mm256_storeu_si256((__m256i *) t, _mm256_max_epu32(m0, m1));
+  for (int j = 0; j < 8; j++)
+    m = t[j] > m ? t[j] : m;
+  return m;
 }
 #endif
+
+uint32_t gc__absmax_bits_f32(const float *x, size_t n)
+{
+  return ISA_KERNEL(absmax, gc__absmax_run)(x, n);
+}
 
 INLINE int nonfinite_f64_body(const double *x, size_t n)
 {
@@ -257,17 +269,6 @@ INLINE int nonfinite_f64_body(const double *x, size_t n)
   return bad != 0;
 }
 
-DISPATCH(int, nonfinite_f32_any, nonfinite_f32_body, (const float *x, size_t n), x, n)
-
-static int nonfinite_f32(const float *x, size_t n)
-{
-#if defined(__GNUC__) && defined(__x86_64__)
-  if (gc__isa() >= GC__ISA_AVX512)
-    return nonfinite_f32_avx512(x, n);
-#endif
-  return nonfinite_f32_any(x, n);
-}
-
 DISPATCH(int, nonfinite_f64, nonfinite_f64_body, (const double *x, size_t n), x, n)
 
 /* The flag pass, then the index search only when something is wrong: the
@@ -277,7 +278,7 @@ static inline int k_nonfinite(const vargs *v, size_t lo, size_t hi, size_t *cnt)
   (void) cnt;
   if (v->dt == GC_F64)
     return nonfinite_f64((const double *) v->x + lo, hi - lo);
-  return nonfinite_f32((const float *) v->x + lo, hi - lo);
+  return gc__absmax_bits_f32((const float *) v->x + lo, hi - lo) >= 0x7f800000u;
 }
 
 size_t gc__vfirst_nonfinite(int dt, const void *x, size_t n)
@@ -330,14 +331,12 @@ size_t gc__vmean_finish(int dt, void *y, double d, size_t n, size_t *nnz)
 
 double gc__vnorm(int dt, const void *x, size_t n)
 {
+  if (dt == GC_F64)
+    return sqrt(gc__dnorm2(x, n));
   double s = 0.0;
-  if (dt == GC_F64) {
-    const double *xx = x;
-    for (size_t i = 0; i < n; i++) s += xx[i] * xx[i];
-  } else {
-    const float *xx = x;
-    for (size_t i = 0; i < n; i++) s += (double) xx[i] * xx[i];
-  }
+  const float *xx = x;
+  for (size_t i = 0; i < n; i++)
+    s += (double) xx[i] * xx[i];
   return sqrt(s);
 }
 
